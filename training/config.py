@@ -1,0 +1,148 @@
+"""Typed configuration for the training library: the base model, cold-start SFT, GRPO, checkpoints, eval.
+
+These frozen pydantic models are the `training:` and `eval:` sections of a domain spec
+(`flows/spec.py` composes them into `DomainSpec`). Every field has a description, unknown keys are
+rejected, and cross-field rules (e.g. `eps_low` must be below 1) fail at load time with the fix.
+Derived values are properties, not fields.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TinyModelConfig(_Frozen):
+    """Dimensions of the embedded Llama-architecture model that rlvrflow builds itself (no downloads)."""
+
+    hidden_size: int = Field(128, ge=8, description="Width of the residual stream.")
+    num_layers: int = Field(4, ge=1, description="Number of decoder layers.")
+    num_heads: int = Field(4, ge=1, description="Attention heads; must divide hidden_size.")
+    intermediate_size: int = Field(352, ge=8, description="Width of the SwiGLU MLP.")
+    max_positions: int = Field(512, ge=32, description="Longest prompt + completion in tokens.")
+    min_char_count: int = Field(
+        1, ge=1, description="Characters seen fewer times than this in the corpus map to <unk>."
+    )
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> "TinyModelConfig":
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}; "
+                "pick num_heads that divides hidden_size (e.g. 4)"
+            )
+        return self
+
+
+class SFTConfig(_Frozen):
+    """Cold-start supervised fine-tuning on the reference solutions (prompt -> solution)."""
+
+    steps: int = Field(300, ge=0, description="Optimizer steps; 0 skips SFT (the base model is the SFT model).")
+    lr: float = Field(3e-3, gt=0, description="Peak AdamW learning rate.")
+    batch_size: int = Field(32, ge=1, description="Sequences per optimizer step.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before the cosine decay.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    max_length: int = Field(512, ge=8, description="Longer prompt+solution sequences are truncated from the left of the prompt.")
+    log_every: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
+
+
+class GRPOConfig(_Frozen):
+    """Group Relative Policy Optimization: rollouts, rewards, the clipped loss and its schedule."""
+
+    steps: int = Field(150, ge=0, description="Optimizer updates (one sampler batch each).")
+    prompts_per_step: int = Field(8, ge=1, description="Prompts drawn from the curriculum sampler per step.")
+    group_size: int = Field(8, ge=2, description="Completions sampled per prompt (G).")
+    lr: float = Field(1e-3, gt=0, description="Peak AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    beta: float = Field(
+        0.0, ge=0, description="k3 KL coefficient to the reference (SFT) model; 0 loads no reference model."
+    )
+    eps_low: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - eps_low.")
+    eps_high: float = Field(0.28, ge=0, description="Upper clip (clip-higher): ratio <= 1 + eps_high.")
+    std_normalize: bool = Field(True, description="Divide group-centered rewards by the group std.")
+    loss_agg: Literal["token", "sequence"] = Field(
+        "token", description="token: mean over all completion tokens; sequence: mean of per-sequence means."
+    )
+    updates_per_batch: int = Field(
+        1, ge=1, description="Gradient passes over each rollout batch (mu); >1 makes the ratio clip bite."
+    )
+    filter_zero_variance: bool = Field(True, description="Drop groups whose rewards are all equal.")
+    max_refill_rounds: int = Field(
+        2, ge=0, description="Extra sampler draws per step to replace zero-variance groups."
+    )
+    max_new_tokens: int = Field(24, ge=1, description="Completion length cap during rollouts.")
+    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling.")
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per update (the groups are split evenly).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    warmup_steps: int = Field(10, ge=0, description="Linear warmup steps before the cosine decay.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    reward_workers: int = Field(2, ge=1, description="Processes that score completions in parallel.")
+    rollout: Literal["hf", "vllm"] = Field("hf", description="Rollout engine: in-process HF or vLLM.")
+    backend: Literal["torch", "deepspeed"] = Field("torch", description="Optimizer backend.")
+    log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
+
+    @model_validator(mode="after")
+    def _clip_sane(self) -> "GRPOConfig":
+        if self.prompts_per_step * self.group_size % self.grad_accum:
+            raise ValueError(
+                f"prompts_per_step*group_size={self.prompts_per_step * self.group_size} is not divisible "
+                f"by grad_accum={self.grad_accum}; choose grad_accum that divides it"
+            )
+        return self
+
+
+class CheckpointConfig(_Frozen):
+    """When to checkpoint (and evaluate), and which checkpoints to keep."""
+
+    every: int = Field(50, ge=1, description="Save and evaluate every N GRPO steps (and at the end).")
+    keep_last: int = Field(2, ge=1, description="Keep this many most recent checkpoints.")
+    keep_best: bool = Field(True, description="Also keep the checkpoint with the best eval metric.")
+    metric: Literal["pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k"] = Field(
+        "pass_at_1_greedy", description="Eval metric that picks the best checkpoint."
+    )
+
+
+class TrainingConfig(_Frozen):
+    """The `training:` section of a domain spec."""
+
+    model: str = Field(
+        "embedded",
+        description="'embedded' builds the tiny Llama + tokenizer from the corpus; otherwise a local "
+        "Hugging Face causal-LM directory (relative to the spec file).",
+    )
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="Embedded model dimensions.")
+    sft: SFTConfig = Field(default_factory=SFTConfig, description="Cold-start SFT.")
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="GRPO loop.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing.")
+    seed: int = Field(0, description="Seed for model init, data order and sampling.")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available.")
+    torch_threads: int = Field(0, ge=0, description="torch.set_num_threads; 0 leaves torch's default.")
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.model == "embedded"
+
+
+class EvalConfig(_Frozen):
+    """The `eval:` section: held-out evaluation of a checkpoint (and of the SFT baseline)."""
+
+    k: int = Field(4, ge=1, description="k of pass@k (unbiased estimator over n_samples).")
+    n_samples: int = Field(8, ge=1, description="Sampled completions per prompt.")
+    max_new_tokens: int = Field(24, ge=1, description="Completion length cap.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
+    max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all), chosen by id order.")
+    workers: int = Field(2, ge=1, description="Processes that score completions.")
+
+    @model_validator(mode="after")
+    def _k_le_n(self) -> "EvalConfig":
+        if self.k > self.n_samples:
+            raise ValueError(f"k={self.k} exceeds n_samples={self.n_samples}; set k <= n_samples")
+        return self
