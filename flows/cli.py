@@ -1,0 +1,203 @@
+"""The `rlvrflow` command line: check a spec, clean logs, verify answers, tier prompts, run it all.
+
+Every command imports its heavy modules lazily, so `rlvrflow --help` is fast. A user error (bad
+spec, missing file, failed validation) prints one clear message and exits non-zero, never a
+traceback: exit 2 for a bad spec or bad arguments, 1 for data that failed a check or a failed run.
+
+    rlvrflow spec-check examples/retail/spec.yaml
+    rlvrflow run examples/retail/spec.yaml --out runs/demo
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_DATA = 1  # the data or the run failed (validation report, failed stage)
+EXIT_USAGE = 2  # the spec or the command line is wrong
+
+_EPILOG = """\
+commands and examples:
+  spec-check  validate a domain spec and print its sections
+                rlvrflow spec-check examples/retail/spec.yaml
+  clean       ingest + clean + validate the spec's sources; print per-stage counts
+                rlvrflow clean examples/retail/spec.yaml --out runs/clean
+  verify      score model responses in a JSONL file with one verifier
+                rlvrflow verify --verifier math in.jsonl out.jsonl
+                rlvrflow verify --verifier sql --params '{"database": "shop.db"}' --workers 4 in.jsonl out.jsonl
+  tier        prepare + attach + split, then tier the train split by a model's pass@k
+                rlvrflow tier examples/retail/spec.yaml --model runs/demo/model --out runs/tiers
+  run         the whole retrain flow on Prefect's ephemeral API (no server needed)
+                rlvrflow run examples/retail/spec.yaml --out runs/demo
+                rlvrflow run examples/retail/spec.yaml --out runs/smoke --smoke
+                rlvrflow run examples/retail/spec.yaml --out runs/demo --force   # ignore cached stages
+
+exit codes: 0 ok, 1 data failed a check or a stage failed, 2 bad spec or arguments.
+"""
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_DATA):
+        super().__init__(message)
+        self.code = code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlvrflow",
+        description="From raw domain logs to a GRPO-trained checkpoint, with every step verifiable.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("spec-check", help="validate a domain spec", description="Validate a domain spec "
+                       "and print its sections. Example: rlvrflow spec-check examples/retail/spec.yaml")
+    p.add_argument("spec", type=Path, help="domain spec YAML")
+    p.set_defaults(func=cmd_spec_check)
+
+    p = sub.add_parser("clean", help="ingest + clean + validate", description="Ingest, clean and validate "
+                       "the spec's sources into DIR (clean.parquet, rejects.parquet, stats.json, "
+                       "validation.json). Example: rlvrflow clean examples/retail/spec.yaml --out runs/clean")
+    p.add_argument("spec", type=Path, help="domain spec YAML")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("verify", help="score responses with a verifier", description="Score each JSONL "
+                       "line ({response, reference}) with one verifier and write verdicts. Example: "
+                       "rlvrflow verify --verifier math in.jsonl out.jsonl")
+    p.add_argument("--verifier", required=True, help="verifier name (math, choice, sql, code, json, regex, ...)")
+    p.add_argument("--params", default="{}", help="verifier params as a JSON object (default {})")
+    p.add_argument("--workers", type=int, default=2, help="scoring processes (default 2)")
+    p.add_argument("input", type=Path, help="input JSONL")
+    p.add_argument("output", type=Path, help="output JSONL")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("tier", help="tier prompts by a model's pass@k", description="Prepare, attach "
+                       "verifiers, split, then tier the train split by MODEL's pass@k into DIR. Example: "
+                       "rlvrflow tier examples/retail/spec.yaml --model runs/demo/model --out runs/tiers")
+    p.add_argument("spec", type=Path, help="domain spec YAML")
+    p.add_argument("--model", type=Path, required=True, help="local Hugging Face causal-LM directory")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.set_defaults(func=cmd_tier)
+
+    p = sub.add_parser("run", help="run the whole retrain flow locally", description="Run the retrain "
+                       "flow (prepare, attach, split, SFT, tier, GRPO, evaluate, report) on Prefect's "
+                       "ephemeral API. Finished stages with unchanged inputs are reused from DIR. "
+                       "Example: rlvrflow run examples/retail/spec.yaml --out runs/demo")
+    p.add_argument("spec", type=Path, help="domain spec YAML")
+    p.add_argument("--out", type=Path, required=True, help="output folder (stage cache + run folders)")
+    p.add_argument("--force", action="store_true", help="recompute every stage, ignoring the cache")
+    p.add_argument("--smoke", action="store_true", help="tiny budget (few rows and steps) to check the chain")
+    p.add_argument("--runner", choices=["threads", "dask", "ray"], default=None,
+                   help="task runner for the fan-out stages (default: the spec's orchestration.runner)")
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except UserError as exc:
+        print(f"rlvrflow {args.command}: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"rlvrflow {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+# ----- commands -------------------------------------------------------------------------------
+
+
+def _load(path: Path):
+    from flows.spec import SpecError, load_spec
+
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+
+
+def cmd_spec_check(args) -> int:
+    spec = _load(args.spec)
+    print(f"{args.spec}: ok (domain {spec.domain!r}, {len(spec.sources)} source(s), base_dir {spec.base_dir})")
+    for name in ("cleaning", "validation", "verifiers", "curriculum", "training", "eval"):
+        print(f"  {name}: {json.dumps(getattr(spec, name).model_dump(mode='json'), sort_keys=True)[:160]}")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from flows import stages
+
+    spec = _load(args.spec)
+    result = _guard(lambda: stages.prepare_plain(spec, args.out))
+    print(stages.format_stats(result.stats))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    try:
+        params = json.loads(args.params)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--params: not JSON ({exc.msg} at column {exc.colno}); pass an object like "
+                        "'{\"database\": \"shop.db\"}'", EXIT_USAGE) from None
+    if not isinstance(params, dict):
+        raise UserError("--params: must be a JSON object like '{\"database\": \"shop.db\"}'", EXIT_USAGE)
+    if not args.input.is_file():
+        raise UserError(f"{args.input}: input file not found", EXIT_USAGE)
+    from verifiers.cli import verify_file
+
+    summary = _guard(lambda: verify_file(args.input, args.output, args.verifier, params, args.workers))
+    if summary is not None:
+        print(json.dumps(summary, indent=1, default=str) if not isinstance(summary, str) else summary)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_tier(args) -> int:
+    from flows import stages
+
+    spec = _load(args.spec)
+    if not args.model.is_dir():
+        raise UserError(f"--model {args.model}: not a directory; pass a local Hugging Face model folder",
+                        EXIT_USAGE)
+    report = _guard(lambda: stages.tier_plain(spec, args.model, args.out))
+    print(json.dumps(report, indent=1, default=str))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from flows.local import run_local
+
+    spec = _load(args.spec)  # fail fast on a bad spec, before Prefect starts
+    outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,
+                                       runner=args.runner))
+    print(outcome.summary(spec.domain))
+    return 0 if outcome.ok else EXIT_DATA
+
+
+def _guard(fn):
+    """Run fn, turning the library's user-facing errors into a UserError (no traceback)."""
+    try:
+        return fn()
+    except FileNotFoundError as exc:
+        raise UserError(f"file not found: {exc.filename or exc}") from None
+    except Exception as exc:  # library error classes are matched by name: they may not import yet
+        name = type(exc).__name__
+        if name == "ValidationFailed":
+            report = getattr(exc, "report", None)
+            text = json.dumps(report, indent=1, default=str) if report is not None else str(exc)
+            raise UserError(f"validation failed: {exc}\n{text}") from None
+        if name in ("SpecError", "StageFailed", "IngestError", "AttachError", "ConfigError"):
+            raise UserError(str(exc), EXIT_USAGE if name in ("SpecError", "ConfigError") else EXIT_DATA) from None
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The `orchestration:` section of a domain spec: how the Prefect flows fan out and retry.
+
+Owned by `flows/`; the libraries never see it. All fields have defaults, so a spec may omit it.
+
+    orchestration: {runner: dask, workers: 2, chunk_rows: 256, retries: 2}
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class OrchestrationConfig(BaseModel):
+    """Task runner for the fan-out stages (verification, tiering), chunking and retries."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runner: Literal["threads", "dask", "ray"] = Field(
+        "threads",
+        description="where the fan-out tasks run: threads (local), dask (prefect-dask, a local "
+        "cluster unless `address` is set) or ray (prefect-ray; pip install prefect-ray)",
+    )
+    workers: int = Field(2, ge=1, description="threads, or Dask/Ray worker processes, for the fan-out")
+    address: str = Field(
+        "", description="an existing Dask scheduler or Ray cluster address; empty starts a local one"
+    )
+    chunk_rows: int = Field(
+        256, ge=1, description="rows per fan-out task when attaching verifiers and tiering prompts"
+    )
+    retries: int = Field(
+        2, ge=0, description="retries of a task after a transient failure (e.g. a verifier worker crash)"
+    )
+    retry_delay_seconds: float = Field(2.0, ge=0, description="wait before each retry")

@@ -1,0 +1,284 @@
+"""The domain spec: one YAML file per domain, loaded into a frozen `DomainSpec`.
+
+`load_spec(path)` reads the YAML, validates every section against the config model its library
+owns (cleaning, verifiers, curriculum, training) and turns any problem into a `SpecError` whose
+message names the file, the field path (`sources[0].format`), the rule broken with the value seen,
+and the fix (the field's description and, for enums and literals, the allowed values).
+
+Relative paths inside the spec resolve against `spec.base_dir`, the spec file's folder.
+
+    spec = load_spec("examples/retail/spec.yaml")
+    spec.training.sft.steps, spec.base_dir
+"""
+from __future__ import annotations
+
+import difflib
+import enum
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from flows.config import OrchestrationConfig
+
+__all__ = ["DomainSpec", "SpecError", "load_spec", "spec_from_dict", "format_validation_error"]
+
+
+class SpecError(ValueError):
+    """A domain spec that cannot be used; the message says where, what and how to fix it."""
+
+
+class _Pending(BaseModel):
+    """Stand-in for a section whose library is not importable (keeps `flows` importable)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+def _section(module: str, name: str) -> type[BaseModel]:
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return _Pending
+
+
+SourceSpec = _section("cleaning.config", "SourceSpec")
+CleaningConfig = _section("cleaning.config", "CleaningConfig")
+ValidationConfig = _section("cleaning.config", "ValidationConfig")
+VerifierConfig = _section("verifiers.config", "VerifierConfig")
+CurriculumConfig = _section("curriculum.config", "CurriculumConfig")
+TrainingConfig = _section("training.config", "TrainingConfig")
+EvalConfig = _section("training.config", "EvalConfig")
+
+
+def _default_factory(cls: type[BaseModel]):
+    """A section may be omitted when its model builds from defaults alone; else it is required."""
+    if cls is _Pending:
+        return None
+    try:
+        cls()
+    except (ValidationError, TypeError):
+        return None
+    return cls
+
+
+def _section_field(cls: type[BaseModel], description: str) -> Any:
+    factory = _default_factory(cls)
+    if factory is None:
+        return Field(description=description)
+    return Field(default_factory=factory, description=description)
+
+
+class DomainSpec(BaseModel):
+    """Everything the pipeline needs to know about one domain; each section belongs to a library."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    domain: str = Field(
+        pattern=r"^[a-z0-9_-]+$",
+        description="short domain name: lowercase letters, digits, '_' or '-' (e.g. retail)",
+    )
+    description: str = Field(default="", description="one line saying what the domain is")
+    sources: list[SourceSpec] = Field(  # type: ignore[valid-type]
+        min_length=1, description="raw log sources to ingest (cleaning.config.SourceSpec); at least one"
+    )
+    cleaning: CleaningConfig = _section_field(  # type: ignore[valid-type]
+        CleaningConfig, "text cleaning, templating and dedup (cleaning.config.CleaningConfig)"
+    )
+    validation: ValidationConfig = _section_field(  # type: ignore[valid-type]
+        ValidationConfig, "Great Expectations checks on the clean rows (cleaning.config.ValidationConfig)"
+    )
+    verifiers: VerifierConfig = _section_field(  # type: ignore[valid-type]
+        VerifierConfig, "category -> verifier rules and reward weights (verifiers.config.VerifierConfig)"
+    )
+    curriculum: CurriculumConfig = _section_field(  # type: ignore[valid-type]
+        CurriculumConfig, "pass@k tiers, sampling weights, eval split (curriculum.config.CurriculumConfig)"
+    )
+    training: TrainingConfig = _section_field(  # type: ignore[valid-type]
+        TrainingConfig, "base model, SFT and GRPO budgets (training.config.TrainingConfig)"
+    )
+    eval: EvalConfig = _section_field(  # type: ignore[valid-type]
+        EvalConfig, "held-out evaluation budget (training.config.EvalConfig)"
+    )
+    orchestration: OrchestrationConfig = Field(
+        default_factory=OrchestrationConfig,
+        description="task runner (threads | dask | ray), fan-out chunking and retries (flows.config)",
+    )
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def base_dir(self) -> Path:
+        """The spec file's folder; relative paths in the spec resolve against it."""
+        return self._base_dir
+
+    @property
+    def path(self) -> Path | None:
+        """The YAML file this spec came from (None when built from a dict)."""
+        return self._path
+
+    def resolve(self, path: str | Path) -> Path:
+        """A path from the spec, made absolute against `base_dir`."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self._base_dir / p).resolve()
+
+
+def load_spec(path: str | Path) -> DomainSpec:
+    """Read and validate a domain spec YAML file; raise `SpecError` on any problem."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"{path}: spec file not found (check the path; specs are YAML files)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise SpecError(f"{where}: YAML syntax error: {problem}; fix the YAML at that line") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: YAML error: {exc}") from None
+    spec = spec_from_dict(data, base_dir=path.resolve().parent, origin=str(path))
+    spec._path = path.resolve()
+    return spec
+
+
+def spec_from_dict(data: Any, base_dir: str | Path, origin: str = "<spec>") -> DomainSpec:
+    """Validate an already parsed spec; `origin` names it in error messages."""
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{origin}: the spec must be a YAML mapping with keys like domain, sources, ...; "
+            f"got {type(data).__name__}"
+        )
+    try:
+        spec = DomainSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, origin, DomainSpec)) from None
+    spec._base_dir = Path(base_dir).resolve()
+    return spec
+
+
+# ----- error messages -------------------------------------------------------------------------
+
+
+def format_validation_error(exc: ValidationError, origin: str, model: type[BaseModel]) -> str:
+    """One block per failing field: path, rule broken (with the value seen), and the fix."""
+    errors = exc.errors(include_url=False)
+    lines = [f"{origin}: {len(errors)} problem(s) in the domain spec"]
+    for err in errors:
+        loc = err["loc"]
+        path = _loc_to_path(loc)
+        field, parent = _find_field(model, loc)
+        rule = err["msg"]
+        if err["type"] != "missing":
+            rule += f" (got {_short(err.get('input'))})"
+        lines.append(f"  {path or '<top level>'}: {rule}")
+        fix = _fix_hint(err, field, parent, loc)
+        if fix:
+            lines.append(f"    fix: {fix}")
+    return "\n".join(lines)
+
+
+def _loc_to_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _find_field(model: type[BaseModel], loc: tuple):
+    """Walk the models along `loc`: (FieldInfo of the last field, the model that holds it).
+
+    For an unknown key (extra_forbidden) the field is None and the model is where it was found.
+    """
+    current: Any = model
+    field = None
+    parent: type[BaseModel] | None = None
+    for part in loc:
+        current = _unwrap(current, part)
+        if _is_model(current) and isinstance(part, str):
+            info = current.model_fields.get(part)
+            if info is None:
+                return None, current
+            parent, field, current = current, info, info.annotation
+        elif isinstance(part, int) or typing.get_origin(current) is dict:
+            current = _element_type(current)
+        # other parts (union member tags such as 'function-after[...]') keep `current`
+    return field, parent
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _unwrap(tp: Any, part: Any) -> Any:
+    """Strip Annotated and Optional; in a Union, pick the member that `part` names or holds."""
+    import types
+
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(tp)[0], part)
+    if origin in (typing.Union, types.UnionType):
+        members = [m for m in typing.get_args(tp) if m is not type(None)]
+        for m in members:
+            if _is_model(m) and (part == m.__name__ or part in m.model_fields):
+                return m
+        return _unwrap(members[0], part) if len(members) == 1 else tp
+    return tp
+
+
+def _element_type(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if origin in (list, tuple, set, frozenset) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return tp
+
+
+def _allowed_values(annotation: Any) -> list[str]:
+    for tp in [annotation, *typing.get_args(annotation)]:
+        if typing.get_origin(tp) is typing.Literal:
+            return [repr(v) for v in typing.get_args(tp)]
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            return [repr(m.value) for m in tp]
+    return []
+
+
+def _fix_hint(err: dict, field, parent: type[BaseModel] | None, loc: tuple) -> str:
+    if err["type"] == "extra_forbidden":
+        known = list(parent.model_fields) if _is_model(parent) else []
+        hint = f"remove '{loc[-1]}'"
+        near = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        if near:
+            hint += f" (did you mean '{near[0]}'?)"
+        if known:
+            hint += f"; allowed keys here: {', '.join(known)}"
+        return hint
+    parts = ["add this key"] if err["type"] == "missing" else []
+    if field is not None and field.description:
+        parts.append(field.description)
+    allowed = _allowed_values(field.annotation) if field is not None else []
+    expected = (err.get("ctx") or {}).get("expected")
+    if allowed:
+        parts.append(f"allowed values: {', '.join(allowed)}")
+    elif expected:
+        parts.append(f"expected {expected}")
+    return "; ".join(parts)
