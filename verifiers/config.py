@@ -1,0 +1,104 @@
+"""The `verifiers:` section of a domain spec: which verifier checks which category, and the reward.
+
+Frozen pydantic v2 models with `extra="forbid"`; every field's description doubles as the fix hint
+in spec errors. An unknown verifier name fails here, at spec load, with the list of valid names.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class VerifierRule(_Frozen):
+    category: str = Field(min_length=1, description=(
+        "row category this rule applies to, exactly as in the row's `category` column"))
+    verifier: str = Field(min_length=1, description=(
+        "verifier name: a built-in (math, code, sql, json, keyword, regex, choice), an entry point "
+        "in group 'rlvrflow.verifiers', or a dotted path 'package.module:function'"))
+    params: dict[str, Any] = Field(default_factory=dict, description=(
+        "verifier parameters as a mapping, e.g. {database: shop.db} for sql; relative paths are "
+        "resolved against the spec file's folder"))
+
+    @field_validator("verifier")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        from .registry import UnknownVerifier, check_name
+
+        try:
+            check_name(name)
+        except UnknownVerifier as exc:
+            raise ValueError(str(exc)) from None
+        return name
+
+
+class LengthPenaltyConfig(_Frozen):
+    enabled: bool = Field(False, description="subtract a bounded length penalty from the reward")
+    target_tokens: int = Field(256, gt=0, description=(
+        "completion length in tokens at which the penalty starts (or is centred, if two_sided)"))
+    max_penalty: float = Field(0.2, ge=0.0, le=1.0, description=(
+        "largest penalty ever subtracted; the penalty approaches it as tanh approaches 1"))
+    scale_tokens: int | None = Field(None, gt=0, description=(
+        "tokens over the target at which the penalty reaches tanh(1)=76% of max_penalty; "
+        "null means target_tokens"))
+    two_sided: bool = Field(False, description=(
+        "also penalize completions shorter than target_tokens (|n - target| instead of n - target)"))
+
+    @property
+    def scale(self) -> int:
+        return self.scale_tokens or self.target_tokens
+
+
+class RewardConfig(_Frozen):
+    format_weight: float = Field(0.1, ge=0.0, description=(
+        "weight of the format layer: 1 when the verifier could read an answer from the response"))
+    correctness_weight: float = Field(1.0, ge=0.0, description=(
+        "weight of the correctness layer: the verdict's score in [0, 1]"))
+    process_weight: float = Field(0.0, ge=0.0, description=(
+        "weight of the optional process layer, scored by process_verifier on the whole response"))
+    process_verifier: str | None = Field(None, description=(
+        "verifier that scores the process layer, e.g. keyword or regex; null disables the layer"))
+    process_params: dict[str, Any] = Field(default_factory=dict, description=(
+        "reference for process_verifier, e.g. {required: ['return policy']} for keyword"))
+    length_penalty: LengthPenaltyConfig = Field(default_factory=LengthPenaltyConfig, description=(
+        "optional tanh-shaped length penalty: enabled, target_tokens, max_penalty, scale_tokens, two_sided"))
+
+    @model_validator(mode="after")
+    def _process_layer(self) -> "RewardConfig":
+        if self.process_weight > 0 and not self.process_verifier:
+            raise ValueError("process_weight > 0 needs process_verifier (e.g. keyword); "
+                             "set one or set process_weight: 0")
+        if self.process_verifier:
+            VerifierRule._known(self.process_verifier)
+        return self
+
+
+class VerifierConfig(_Frozen):
+    rules: list[VerifierRule] = Field(min_length=1, description=(
+        "one rule per category: {category, verifier, params}; rows of other categories are "
+        "rejected with reason no_verifier_rule"))
+    reward: RewardConfig = Field(default_factory=RewardConfig, description=(
+        "reward layers and their weights: format_weight, correctness_weight, process_weight, length_penalty"))
+    workers: int | None = Field(None, ge=1, description=(
+        "worker processes for verification; null means the number of CPU cores"))
+    timeout_s: float = Field(10.0, gt=0, description=(
+        "wall-clock limit per verification in seconds; a verdict past it gets status timeout"))
+    self_check: bool = Field(True, description=(
+        "check each row's reference against its own verifier at attach time and reject failures"))
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_categories(cls, rules: list[VerifierRule]) -> list[VerifierRule]:
+        seen: set[str] = set()
+        for rule in rules:
+            if rule.category in seen:
+                raise ValueError(f"category {rule.category!r} has more than one rule; keep one")
+            seen.add(rule.category)
+        return rules
+
+    def rule_for(self, category: str) -> VerifierRule | None:
+        return next((r for r in self.rules if r.category == category), None)
