@@ -1,0 +1,208 @@
+"""The `sources:`, `cleaning:` and `validation:` sections of a domain spec.
+
+Frozen pydantic v2 models with `extra="forbid"`. Every field carries a description, which
+`flows/spec.py` prints as the fix hint when a spec breaks a rule. Relative paths in a
+`SourceSpec` resolve against the spec file's folder (the `base_dir` given to `prepare`).
+
+    SourceSpec(name="tickets", path="raw/*.jsonl", format="jsonl",
+               fields={"question": "body", "reference": "answer", "category": "type"})
+"""
+from __future__ import annotations
+
+import string
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "FieldMap", "SourceSpec", "WidthConfig", "SpecialTokensConfig", "TemplatePart",
+    "TemplateConfig", "DedupConfig", "CleaningConfig", "ValidationConfig",
+    "DEFAULT_SPECIAL_TOKENS", "DEFAULT_ROLE_TAGS", "DEFAULT_LAYOUT", "ROW_FIELDS",
+]
+
+ROW_FIELDS = ("id", "question", "reference", "category", "solution")
+REQUIRED_FIELDS = ("question", "reference", "category")
+
+DEFAULT_SPECIAL_TOKENS = (
+    "<s>", "</s>", "<pad>", "<unk>", "<mask>", "<bos>", "<eos>",
+    "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>",
+    "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|user|>", "<|assistant|>",
+    "<|system|>", "<|end|>", "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]", "[INST]", "[/INST]",
+    "<<SYS>>", "<</SYS>>",
+)
+DEFAULT_ROLE_TAGS = ("system", "user", "assistant", "tool", "human")
+DEFAULT_LAYOUT = "{question}\n\nRequirements: {requirements}\n\nFormat example:\n{format_example}"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FieldMap(_Frozen):
+    """Which source column feeds each row field (defaults: the row field's own name)."""
+
+    id: str | None = Field("id", description=(
+        "source column holding a stable row id; rows without one get sha1(domain + question)[:16]; "
+        "null means never read an id"))
+    question: str = Field("question", min_length=1, description="source column holding the user's question")
+    reference: str = Field("reference", min_length=1, description=(
+        "source column holding the gold reference (answer, gold SQL, JSON tests...)"))
+    category: str = Field("category", min_length=1, description=(
+        "source column holding the category; may be absent when `defaults.category` is set"))
+    solution: str | None = Field("solution", description=(
+        "source column holding a known-good response, if the log has one; null means none"))
+
+
+class SourceSpec(_Frozen):
+    """One raw log source: where the files are, how to read them and which columns map where."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description=(
+        "short name of the source, used in stats (letters, digits, '_', '-', '.')"))
+    path: str | list[str] = Field(description=(
+        "file path or glob (or a list of them), relative to the spec file; for hf_disk, the "
+        "folder written by datasets' save_to_disk"))
+    format: Literal["jsonl", "csv", "parquet", "hf_disk"] = Field(description=(
+        "file format: jsonl (one JSON object a line), csv (header row), parquet, or hf_disk "
+        "(a Hugging Face dataset saved with save_to_disk)"))
+    encoding: str = Field("auto", description=(
+        "text encoding for jsonl/csv: auto (UTF-8 with or without BOM, UTF-16 with BOM, then "
+        "GB18030/GBK) or a Python codec name such as utf-8 or gb18030"))
+    fields: FieldMap = Field(default_factory=FieldMap, description=(
+        "mapping row field -> source column, e.g. {question: body, reference: answer}"))
+    defaults: dict[Literal["category", "solution"], str] = Field(default_factory=dict, description=(
+        "constant values for fields the source lacks, e.g. {category: arithmetic}"))
+    max_row_bytes: int = Field(65536, gt=0, description=(
+        "rows larger than this many bytes (UTF-8) are quarantined as oversized_row"))
+    csv_delimiter: str = Field(",", min_length=1, max_length=1, description=(
+        "field delimiter for csv sources (one character)"))
+    split: str | None = Field(None, description=(
+        "for hf_disk sources holding a DatasetDict: the split to read (null reads all splits)"))
+
+    @property
+    def paths(self) -> list[str]:
+        return [self.path] if isinstance(self.path, str) else list(self.path)
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_codec(cls, value: str) -> str:
+        if value == "auto":
+            return value
+        import codecs
+
+        try:
+            codecs.lookup(value)
+        except LookupError:
+            raise ValueError(f"unknown encoding {value!r}; use auto, utf-8, gb18030, ...") from None
+        return value
+
+
+class WidthConfig(_Frozen):
+    """Where full-width ASCII forms (U+FF01-FF5E, U+3000) become half-width ASCII."""
+
+    scope: list[Literal["question", "reference", "solution", "numbers", "math_spans", "code"]] = Field(
+        default_factory=lambda: ["reference", "solution", "numbers", "math_spans", "code"],
+        description=(
+            "where to convert: whole fields (question, reference, solution) or, inside the "
+            "question's prose, digit runs with their operators (numbers), $...$ / \\(...\\) math "
+            "(math_spans) and `code` spans or ``` blocks (code); CJK punctuation in the rest of the "
+            "prose is kept"))
+    categories_all_fields: list[str] = Field(default_factory=list, description=(
+        "categories whose rows are converted in every field, prose included (e.g. [arithmetic])"))
+
+
+class SpecialTokensConfig(_Frozen):
+    """Chat-template and tokenizer noise to strip from every text field."""
+
+    enabled: bool = Field(True, description="strip special tokens and role tags")
+    tokens: list[str] = Field(default_factory=lambda: list(DEFAULT_SPECIAL_TOKENS), description=(
+        "literal tokens to strip (replaced by a space, then whitespace is normalized)"))
+    extra: list[str] = Field(default_factory=list, description="more literal tokens to strip")
+    role_tags: list[str] = Field(default_factory=lambda: list(DEFAULT_ROLE_TAGS), description=(
+        "role names dropped right after <|im_start|> / <|start_header_id|> and as a leading "
+        "'### Human:' style prefix"))
+
+    @property
+    def all_tokens(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t for t in [*self.tokens, *self.extra] if t))
+
+
+class TemplatePart(_Frozen):
+    """The two domain-written parts of the three-part prompt (the question is the third)."""
+
+    requirements: str = Field("Answer the question.", description=(
+        "what the answer must satisfy (units, rounding, dialect, output rules)"))
+    format_example: str = Field("Answer: 42", description=(
+        "a short example of the expected answer format, shown verbatim"))
+
+
+class TemplateConfig(_Frozen):
+    """How the prompt is assembled: question / requirements / format example."""
+
+    layout: str = Field(DEFAULT_LAYOUT, description=(
+        "prompt layout with exactly the placeholders {question}, {requirements}, {format_example}"))
+    default: TemplatePart = Field(default_factory=TemplatePart, description=(
+        "requirements and format example for categories without an override"))
+    by_category: dict[str, TemplatePart] = Field(default_factory=dict, description=(
+        "per-category overrides, e.g. {sql: {requirements: ..., format_example: ...}}"))
+
+    @field_validator("layout")
+    @classmethod
+    def _placeholders(cls, layout: str) -> str:
+        names = {f for _, f, _, _ in string.Formatter().parse(layout) if f is not None}
+        wanted = {"question", "requirements", "format_example"}
+        if names != wanted:
+            raise ValueError(f"layout placeholders are {sorted(names)}; use exactly {sorted(wanted)} "
+                             "(write literal braces as {{ and }})")
+        return layout
+
+    def part(self, category: str) -> TemplatePart:
+        return self.by_category.get(category, self.default)
+
+
+class DedupConfig(_Frozen):
+    """Duplicate removal on the normalized question (the first occurrence is kept)."""
+
+    exact: bool = Field(True, description="drop rows whose normalized question was already seen")
+    near: bool = Field(True, description=(
+        "drop rows whose question is a near-duplicate (MinHash LSH, then exact Jaccard check)"))
+    threshold: float = Field(0.85, gt=0.0, le=1.0, description=(
+        "Jaccard similarity of character 5-gram sets above which two questions are near-duplicates"))
+    num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations (more: slower, more accurate)")
+    seed: int = Field(1, description="MinHash seed, for reproducible near-duplicate decisions")
+
+
+class CleaningConfig(_Frozen):
+    """The pure text transformations, the prompt template and dedup."""
+
+    fix_mojibake: bool = Field(True, description=(
+        "repair mojibake with ftfy (only rows with suspicious characters take the slow path)"))
+    width: WidthConfig = Field(default_factory=WidthConfig, description=(
+        "full-width to half-width conversion scope (see WidthConfig)"))
+    latex: bool = Field(True, description=(
+        "normalize LaTeX: \\dfrac/\\tfrac -> \\frac, drop \\left/\\right, thin spaces, ^\\circ, "
+        "\\text{} units and math delimiters around a whole reference"))
+    special_tokens: SpecialTokensConfig = Field(default_factory=SpecialTokensConfig, description=(
+        "special tokens and role tags to strip"))
+    template: TemplateConfig = Field(default_factory=TemplateConfig, description=(
+        "the three-part prompt template, per category"))
+    dedup: DedupConfig = Field(default_factory=DedupConfig, description="exact and near-duplicate removal")
+
+
+class ValidationConfig(_Frozen):
+    """Great Expectations checks on the clean rows; failing rows are rejected with a reason."""
+
+    min_question_chars: int = Field(3, ge=1, description="shortest allowed question, in characters")
+    max_question_chars: int = Field(8000, ge=1, description="longest allowed question, in characters")
+    max_prompt_chars: int = Field(4000, ge=1, description="longest allowed prompt, in characters")
+    max_reference_chars: int = Field(20000, ge=1, description="longest allowed reference, in characters")
+    categories: list[str] = Field(default_factory=list, description=(
+        "allowed categories; rows with another category are rejected (empty list: any category)"))
+    min_rows: int = Field(1, ge=0, description="fewest clean rows the run may produce")
+    max_rejected_fraction: float = Field(0.2, ge=0.0, le=1.0, description=(
+        "largest share of rows the validation checks may reject before the run stops"))
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "ValidationConfig":
+        if self.min_question_chars > self.max_question_chars:
+            raise ValueError("min_question_chars must not exceed max_question_chars")
+        return self
