@@ -5,5 +5,14 @@ Heavy dependencies (torch, transformers, vllm) are imported inside the functions
 """
 
 from curriculum.config import CurriculumConfig, TierBoundaries, TierWeights
+from curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
 
-__all__ = ["CurriculumConfig", "TierBoundaries", "TierWeights"]
+__all__ = [
+    "Completion",
+    "CurriculumConfig",
+    "HFEngine",
+    "RolloutEngine",
+    "SamplingParams",
+    "TierBoundaries",
+    "TierWeights",
+]

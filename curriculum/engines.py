@@ -1,0 +1,195 @@
+"""Rollout engines: one interface for sampling n completions per prompt, with token ids and log-probs.
+
+    engine = HFEngine(model, tokenizer, batch_size=64)
+    groups = engine.generate(prompts, n=8, sampling=SamplingParams(temperature=1.0), seed=0)
+    groups[i][j].text, .token_ids, .logprobs, .finish_reason     # prompt i, sample j
+
+`HFEngine` wraps a live transformers causal LM (the GRPO trainer passes its policy, so weights are
+shared and never need syncing); batched, left-padded `generate` with the KV cache. `VLLMEngine`
+(curriculum/vllm_engine.py) is the same interface over vLLM's offline engine.
+
+Conventions both engines follow:
+- Prompts are plain strings, tokenized as the tokenizer does by default (special tokens added); no
+  chat template is applied here.
+- `token_ids` are the completion tokens only, including the EOS token when the model emitted one.
+- `logprobs[t]` is the log-probability of `token_ids[t]` under the model's *raw* next-token
+  distribution, i.e. log_softmax(logits) at temperature 1, before temperature and top-p (vLLM's
+  default `raw_logprobs`). That is the policy's own log-prob, what a GRPO ratio compares against.
+- `temperature == 0` means greedy decoding; top-k is never applied.
+- A stop string ends the completion: `text` stops before it, `token_ids` end with the token that
+  completed it, `finish_reason == "stop"` (as for EOS); hitting `max_new_tokens` gives "length".
+- Same prompts, n, sampling, seed (and batch size) give the same completions; the caller's global
+  torch RNG state is left untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample: temperature (0 = greedy), nucleus mass, length cap and stop strings."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 48
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"SamplingParams.temperature={self.temperature} must be >= 0 (0 = greedy)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingParams.top_p={self.top_p} must be in (0, 1]")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"SamplingParams.max_new_tokens={self.max_new_tokens} must be >= 1")
+        if isinstance(self.stop, str):
+            raise ValueError("SamplingParams.stop must be a tuple of strings, e.g. stop=('\\n',), not a string")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion: decoded text, its token ids, their log-probs and why it ended."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: str  # "stop" (EOS or a stop string) or "length"
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Anything that samples n completions for each prompt."""
+
+    def generate(
+        self, prompts: list[str], n: int, sampling: SamplingParams, seed: int
+    ) -> list[list[Completion]]:
+        """Returns one list of n completions per prompt, in prompt order."""
+        ...
+
+
+def cut_at_stop(text: str, stop: tuple[str, ...]) -> int | None:
+    """Index of the earliest stop string in text, or None."""
+    hits = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return min(hits) if hits else None
+
+
+class HFEngine:
+    """Batched sampling from a live transformers causal LM (left padding, KV cache).
+
+    The model must already sit on `device`; the engine never moves it. Training mode is switched off
+    during generation and restored after. Memory: the raw logits of a batch are kept until its
+    log-probs are gathered, so `batch_size * max_new_tokens * vocab` floats; lower `batch_size` for
+    large vocabularies.
+    """
+
+    def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64) -> None:
+        if batch_size < 1:
+            raise ValueError(f"HFEngine batch_size={batch_size} must be >= 1")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.batch_size = batch_size
+        self.eos_token_ids = _eos_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = pad if pad is not None else self.eos_token_ids[0]
+
+    @classmethod
+    def from_pretrained(cls, path: str, device: str = "cpu", batch_size: int = 64) -> "HFEngine":
+        """Load a local Hugging Face causal-LM directory (model + tokenizer) into an engine."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path).to(device)
+        model.eval()
+        return cls(model, tokenizer, device=device, batch_size=batch_size)
+
+    def generate(
+        self, prompts: list[str], n: int, sampling: SamplingParams, seed: int
+    ) -> list[list[Completion]]:
+        """n completions per prompt; deterministic given seed; the global RNG is not disturbed."""
+        import torch
+
+        if n < 1:
+            raise ValueError(f"generate: n={n} must be >= 1")
+        flat = [p for p in prompts for _ in range(n)]
+        done: list[Completion] = []
+        was_training = self.model.training
+        self.model.eval()
+        devices = [self.device] if str(self.device).startswith("cuda") else []
+        try:
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                torch.manual_seed(seed)
+                for start in range(0, len(flat), self.batch_size):
+                    done.extend(self._generate_batch(flat[start : start + self.batch_size], sampling))
+        finally:
+            self.model.train(was_training)
+        return [done[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def _generate_batch(self, prompts: list[str], sampling: SamplingParams) -> list[Completion]:
+        import torch
+
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
+        enc = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+        out = self.model.generate(
+            **enc,
+            generation_config=self._generation_config(sampling),
+            tokenizer=self.tokenizer if sampling.stop else None,
+        )
+        prompt_len = enc["input_ids"].shape[1]
+        gen = out.sequences[:, prompt_len:]  # (B, T)
+        logits = torch.stack(out.logits, dim=1).float()  # (B, T, V), raw (unprocessed)
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, gen.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        return [self._completion(gen[b].tolist(), logp[b].tolist(), sampling) for b in range(gen.shape[0])]
+
+    def _generation_config(self, sampling: SamplingParams):
+        from transformers import GenerationConfig
+
+        greedy = sampling.temperature == 0
+        return GenerationConfig(
+            do_sample=not greedy,
+            temperature=None if greedy else sampling.temperature,
+            top_p=None if greedy else sampling.top_p,
+            top_k=None,
+            max_new_tokens=sampling.max_new_tokens,
+            stop_strings=list(sampling.stop) or None,
+            eos_token_id=list(self.eos_token_ids),
+            pad_token_id=self.pad_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+
+    def _completion(self, ids: list[int], logps: list[float], sampling: SamplingParams) -> Completion:
+        """Trim padding after EOS, cut at the first stop string, decode."""
+        end = next((i + 1 for i, t in enumerate(ids) if t in self.eos_token_ids), len(ids))
+        ids, logps = ids[:end], logps[:end]
+        reason = "stop" if ids and ids[-1] in self.eos_token_ids else "length"
+        body = ids[:-1] if reason == "stop" else ids
+        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        cut = cut_at_stop(text, sampling.stop)
+        if cut is not None:
+            text, reason = text[:cut], "stop"
+            used = self._tokens_to_stop(ids, sampling.stop)
+            ids, logps = ids[:used], logps[:used]
+        return Completion(text=text, token_ids=tuple(ids), logprobs=tuple(logps), finish_reason=reason)
+
+    def _tokens_to_stop(self, ids: list[int], stop: tuple[str, ...]) -> int:
+        """Fewest leading tokens whose decoded text already contains a stop string."""
+        for used in range(1, len(ids) + 1):
+            if cut_at_stop(self.tokenizer.decode(ids[:used], skip_special_tokens=True), stop) is not None:
+                return used
+        return len(ids)
+
+
+def _eos_ids(model, tokenizer) -> tuple[int, ...]:
+    """The ids that end a completion: the generation config's (one or a list), else the tokenizer's."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    if eos is None or eos == []:
+        raise ValueError(
+            "HFEngine: neither model.generation_config.eos_token_id nor tokenizer.eos_token_id is set; "
+            "set tokenizer.eos_token (e.g. '</s>') so completions can end"
+        )
+    return tuple(int(e) for e in eos) if isinstance(eos, (list, tuple)) else (int(eos),)

@@ -1,0 +1,113 @@
+"""HFEngine on a tiny random Llama: shapes, determinism, greedy, log-probs, stop strings, side effects."""
+
+import math
+
+import pytest
+import torch
+
+from curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
+
+PROMPTS = ["12+3=", "what is 7*8?", "a"]
+
+
+@pytest.fixture()
+def engine(tiny_model, tiny_tokenizer):
+    return HFEngine(tiny_model, tiny_tokenizer, batch_size=4)
+
+
+def test_shapes_and_protocol(engine):
+    groups = engine.generate(PROMPTS, n=3, sampling=SamplingParams(max_new_tokens=6), seed=0)
+    assert isinstance(engine, RolloutEngine)
+    assert [len(g) for g in groups] == [3, 3, 3]
+    for c in (c for g in groups for c in g):
+        assert isinstance(c, Completion)
+        assert 1 <= len(c.token_ids) <= 6
+        assert len(c.logprobs) == len(c.token_ids)
+        assert all(lp <= 0 for lp in c.logprobs)
+        assert c.finish_reason in ("stop", "length")
+        assert c.finish_reason == "length" or c.token_ids[-1] == engine.eos_token_ids[0]
+
+
+def test_same_seed_same_samples_other_seed_differs(engine):
+    sp = SamplingParams(temperature=1.0, max_new_tokens=8)
+    a = engine.generate(PROMPTS, n=4, sampling=sp, seed=7)
+    b = engine.generate(PROMPTS, n=4, sampling=sp, seed=7)
+    c = engine.generate(PROMPTS, n=4, sampling=sp, seed=8)
+    assert a == b
+    assert [x.token_ids for g in a for x in g] != [x.token_ids for g in c for x in g]
+
+
+def test_samples_within_a_group_differ(engine):
+    group = engine.generate(["12+3="], n=6, sampling=SamplingParams(max_new_tokens=8), seed=0)[0]
+    assert len({c.token_ids for c in group}) > 1
+
+
+def test_greedy_matches_a_manual_argmax_loop(engine, tiny_model, tiny_tokenizer):
+    sp = SamplingParams(temperature=0.0, max_new_tokens=5)
+    group = engine.generate(["12+3="], n=3, sampling=sp, seed=0)[0]
+    assert len({c.token_ids for c in group}) == 1
+    ids = tiny_tokenizer("12+3=", return_tensors="pt")["input_ids"]
+    want = []
+    with torch.no_grad():
+        for _ in range(5):
+            nxt = int(tiny_model(ids).logits[0, -1].argmax())
+            want.append(nxt)
+            if nxt == tiny_tokenizer.eos_token_id:
+                break
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    assert list(group[0].token_ids) == want
+
+
+def test_logprobs_equal_an_unpadded_forward_pass(engine, tiny_model, tiny_tokenizer):
+    """Left padding and the KV cache must not change the raw log-probs of the sampled tokens."""
+    groups = engine.generate(PROMPTS, n=2, sampling=SamplingParams(temperature=1.3, max_new_tokens=6), seed=3)
+    for prompt, group in zip(PROMPTS, groups):
+        prompt_ids = tiny_tokenizer(prompt)["input_ids"]
+        for c in group:
+            full = torch.tensor([prompt_ids + list(c.token_ids)])
+            with torch.no_grad():
+                logits = tiny_model(full).logits[0, len(prompt_ids) - 1 : -1]  # (T, V)
+            want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0]
+            assert torch.allclose(torch.tensor(c.logprobs), want, atol=1e-4)
+
+
+def test_stop_string_cuts_text_and_tokens(engine, tiny_tokenizer):
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
+    full = engine.generate(["12+3="], n=1, sampling=greedy, seed=0)[0][0]
+    text = full.text
+    assert len(text) >= 3, "the tiny model should emit a few characters greedily"
+    stop = text[2]
+    cut = text.index(stop)
+    got = engine.generate(["12+3="], n=1, sampling=SamplingParams(0.0, 1.0, 12, (stop,)), seed=0)[0][0]
+    assert got.text == text[:cut]
+    assert got.finish_reason == "stop"
+    assert tiny_tokenizer.decode(got.token_ids, skip_special_tokens=True) == text[: cut + 1]
+    assert len(got.logprobs) == len(got.token_ids)
+
+
+def test_global_rng_and_training_mode_are_left_alone(engine, tiny_model):
+    tiny_model.train()
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    engine.generate(["a"], n=2, sampling=SamplingParams(max_new_tokens=3), seed=0)
+    assert torch.equal(torch.rand(3), expected)
+    assert tiny_model.training
+    tiny_model.eval()
+
+
+def test_batch_size_one_gives_valid_groups(tiny_model, tiny_tokenizer):
+    eng = HFEngine(tiny_model, tiny_tokenizer, batch_size=1)
+    groups = eng.generate(PROMPTS, n=2, sampling=SamplingParams(max_new_tokens=4), seed=0)
+    assert [len(g) for g in groups] == [2, 2, 2]
+    assert all(math.isfinite(lp) for g in groups for c in g for lp in c.logprobs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [({"temperature": -1.0}, "temperature"), ({"top_p": 0.0}, "top_p"), ({"max_new_tokens": 0}, "max_new_tokens"),
+     ({"stop": "\n"}, "stop")],
+)
+def test_bad_sampling_params_name_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        SamplingParams(**kwargs)
