@@ -1,0 +1,90 @@
+"""Model plumbing shared by SFT, GRPO and eval: device choice, loading, encoding and token log-probs.
+
+A prompt is encoded with the tokenizer's own special tokens (the embedded tokenizer prepends `<s>`);
+a completion is encoded without them and, for training targets, followed by EOS. Batches are
+right-padded here (the rollout engine does its own left-padding for generation).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from training.grpo_math import token_logprobs
+
+
+def pick_device(name: str) -> torch.device:
+    """'auto' -> cuda when available, else cpu."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("training.device is 'cuda' but no CUDA device is visible; set device: auto or cpu")
+    return torch.device(name)
+
+
+def set_threads(n: int) -> None:
+    if n > 0:
+        torch.set_num_threads(n)
+
+
+def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: bool = True):
+    """`AutoModelForCausalLM` + `AutoTokenizer` from a HF directory, float32 on `device`.
+
+    The tokenizer gets a pad token (EOS) when it has none, so batching always works.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    model.train(trainable)
+    if not trainable:
+        model.requires_grad_(False)
+    return model, tokenizer
+
+
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    return tokenizer(prompt).input_ids
+
+
+def encode_completion(tokenizer, text: str, add_eos: bool) -> list[int]:
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    return ids + [tokenizer.eos_token_id] if add_eos else ids
+
+
+def pad_pairs(
+    prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Right-pad prompt+completion pairs.
+
+    Returns input_ids (B, L), attention_mask (B, L), completion target positions as a (B, Tc) index
+    into the sequence (Tc = longest completion), and Tc. Position j of completion b is predicted by
+    the logits at `starts[b] + j - 1`.
+    """
+    seqs = [p + c for p, c in zip(prompts, completions)]
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        attn[i, : len(s)] = 1
+    t_c = max(1, max(len(c) for c in completions))
+    starts = torch.tensor([len(p) for p in prompts], dtype=torch.long)
+    pos = starts.unsqueeze(1) + torch.arange(t_c).unsqueeze(0)  # (B, Tc)
+    return ids.to(device), attn.to(device), pos.clamp(max=width - 1).to(device), t_c
+
+
+def completion_logprobs(
+    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs of each completion token under `model` and the completion mask, both (B, Tc)."""
+    ids, attn, pos, t_c = pad_pairs(prompts, completions, pad_id, device)
+    logits = model(input_ids=ids, attention_mask=attn).logits  # (B, L, V)
+    pred_pos = (pos - 1).clamp(min=0)  # logits at i predict token i+1
+    logits_c = logits.gather(1, pred_pos.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))  # (B, Tc, V)
+    targets = ids.gather(1, pos)  # (B, Tc)
+    lengths = torch.tensor([len(c) for c in completions], device=device)
+    mask = torch.arange(t_c, device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Tc)
+    return token_logprobs(logits_c, targets), mask

@@ -1,0 +1,123 @@
+"""Cold-start SFT: teach the base model the domain's answer format from the reference solutions.
+
+Trains on prompt -> solution (+ EOS), loss on the solution tokens only. Rows whose `solution` is
+empty are skipped and counted (`skipped_empty_solution`). Deliberately short by default: the SFT
+model should know the format and solve some prompts, leaving room for GRPO to improve on it.
+
+Writes `out_dir/` as a Hugging Face checkpoint plus `sft_metrics.jsonl` (loss every `log_every`
+steps) and `sft_stats.json`; a rerun with the same inputs finds `sft_stats.json` and returns at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from training.checkpoint import atomic_write_text, save_pretrained_atomic
+from training.config import SFTConfig, TrainingConfig
+
+
+def sft_examples(train_df) -> tuple[list[tuple[str, str]], int]:
+    """(prompt, solution) pairs of rows with a non-empty solution, and how many rows were skipped."""
+    pairs, skipped = [], 0
+    for prompt, solution in zip(train_df["prompt"].to_list(), train_df["solution"].to_list()):
+        if solution is None or not str(solution).strip():
+            skipped += 1
+            continue
+        pairs.append((str(prompt), str(solution)))
+    return pairs, skipped
+
+
+def _input_key(base_model: Path, pairs: list[tuple[str, str]], cfg: SFTConfig, seed: int) -> str:
+    h = hashlib.sha256(json.dumps([str(base_model.resolve()), cfg.model_dump(), seed]).encode())
+    for p, s in pairs:
+        h.update(p.encode("utf-8", "surrogatepass") + b"\0" + s.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _encode(tokenizer, pairs, max_length: int) -> list[tuple[list[int], list[int]]]:
+    from training.modeling import encode_completion, encode_prompt
+
+    encoded = []
+    for prompt, solution in pairs:
+        c = encode_completion(tokenizer, solution, add_eos=True)[:max_length - 1]
+        p = encode_prompt(tokenizer, prompt)
+        keep = max_length - len(c)
+        encoded.append((p[-keep:] if len(p) > keep else p, c))
+    return encoded
+
+
+def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int) -> Path:
+    """Fine-tune `base_model` on `train_df` (DESIGN.md rows: `prompt`, `solution`) and save to `out_dir`.
+
+    Uses `cfg.sft` (steps, lr, batch_size, warmup, clipping, max_length) and `cfg.device`. With
+    `cfg.sft.steps == 0` or no usable rows the base weights are saved unchanged (the stats say so).
+    Returns `out_dir`, a Hugging Face checkpoint directory.
+    """
+    import torch
+
+    from training.grpo_math import warmup_cosine
+    from training.modeling import load_model_and_tokenizer, pick_device, set_threads
+
+    base_model, out = Path(base_model), Path(out_dir)
+    sc = cfg.sft
+    pairs, skipped = sft_examples(train_df)
+    key = _input_key(base_model, pairs, sc, seed)
+    stats_path = out / "sft_stats.json"
+    if stats_path.exists() and json.loads(stats_path.read_text()).get("input_key") == key:
+        return out
+    set_threads(cfg.torch_threads)
+    device = pick_device(cfg.device)
+    torch.manual_seed(seed)
+    model, tokenizer = load_model_and_tokenizer(base_model, device)
+    data = _encode(tokenizer, pairs, sc.max_length)
+    opt = torch.optim.AdamW(model.parameters(), lr=sc.lr, weight_decay=sc.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
+    gen = torch.Generator().manual_seed(seed)
+    t0, lines, loss_val = time.perf_counter(), [], None
+    steps = sc.steps if data else 0
+    for step in range(steps):
+        idx = torch.randint(len(data), (min(sc.batch_size, len(data)),), generator=gen).tolist()
+        loss = _batch_loss(model, [data[i] for i in idx], tokenizer.pad_token_id, device)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), sc.max_grad_norm)
+        opt.step()
+        sched.step()
+        loss_val = float(loss)
+        if step % sc.log_every == 0 or step == steps - 1:
+            lines.append(json.dumps({"step": step, "loss": loss_val, "lr": sched.get_last_lr()[0]}))
+    model.eval()
+    stats = {
+        "rows_in": len(pairs) + skipped, "rows_used": len(pairs), "skipped_empty_solution": skipped,
+        "steps": steps, "final_loss": loss_val, "seconds": round(time.perf_counter() - t0, 2),
+        "input_key": key, "base_model": str(base_model),
+    }
+    save_pretrained_atomic(model, tokenizer, out, extra={"sft_metrics.jsonl": "\n".join(lines) + "\n"})
+    atomic_write_text(stats_path, json.dumps(stats, indent=2))
+    return out
+
+
+def _batch_loss(model, batch: list[tuple[list[int], list[int]]], pad_id: int, device):
+    """Mean negative log-likelihood of the solution tokens of one batch."""
+    from training.modeling import completion_logprobs
+
+    logp, mask = completion_logprobs(model, [p for p, _ in batch], [c for _, c in batch], pad_id, device)
+    m = mask.to(logp.dtype)
+    return -(logp * m).sum() / m.sum().clamp(min=1.0)
+
+
+def sft_loss(model_path: str | Path, train_df, max_length: int = 512, device: str = "cpu") -> float:
+    """Mean solution-token NLL of a saved model on `train_df` (used to check that SFT lowers the loss)."""
+    import torch
+
+    from training.modeling import load_model_and_tokenizer
+
+    dev = torch.device(device)
+    model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)
+    pairs, _ = sft_examples(train_df)
+    data = _encode(tokenizer, pairs, max_length)
+    with torch.no_grad():
+        return float(_batch_loss(model, data, tokenizer.pad_token_id, dev))
