@@ -37,7 +37,7 @@ def build_model(tokenizer, seed: int = 0, hidden: int = 64, layers: int = 2):
 
     cfg = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,  # head_dim 32: vLLM-CPU minimum
         max_position_embeddings=256, tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

