@@ -174,6 +174,11 @@ class DedupConfig(_Frozen):
 class CleaningConfig(_Frozen):
     """The pure text transformations, the prompt template and dedup."""
 
+    verbatim_categories: list[str] = Field(
+        default_factory=lambda: ["sql", "code", "json", "regex"], description=(
+            "categories whose reference and solution are code or data (gold SQL, JSON tests): "
+            "there only mojibake, control characters and line breaks are fixed, never width, "
+            "LaTeX, special tokens or inner whitespace"))
     fix_mojibake: bool = Field(True, description=(
         "repair mojibake with ftfy (only rows with suspicious characters take the slow path)"))
     width: WidthConfig = Field(default_factory=WidthConfig, description=(
