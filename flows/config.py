@@ -32,3 +32,7 @@ class OrchestrationConfig(BaseModel):
         2, ge=0, description="retries of a task after a transient failure (e.g. a verifier worker crash)"
     )
     retry_delay_seconds: float = Field(2.0, ge=0, description="wait before each retry")
+    max_rows: int = Field(
+        0, ge=0, description="use at most this many verified rows per split (by id order) for "
+        "training and eval; 0 = all (smoke runs set it small)"
+    )

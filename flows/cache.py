@@ -1,0 +1,223 @@
+"""Content-addressed stage cache: a stage reruns only when its inputs, config or code changed.
+
+A stage's key hashes (1) the content of its input files, (2) the spec section it reads, and (3) the
+source of the library packages it calls. Its outputs live in `ROOT/stages/<stage>/<key>/` with a
+`_manifest.json` written last (atomically), so a folder without a manifest is unfinished work.
+
+Concurrent runs that need the same stage share it: the first takes `.lock` (O_EXCL, holding its pid),
+the others wait for the manifest. A lock whose process died is stale and taken over; a failed build
+leaves no manifest, so the next attempt starts that folder afresh. Nothing is pickled: tasks pass
+paths and hashes.
+
+    key = stage_key("attach", {"clean": file_digest(p), "verifiers": spec.verifiers}, ["verifiers"])
+    manifest = build_stage(root, "attach", key, lambda out: {...outputs...}, force=False)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+_REPO = Path(__file__).resolve().parent.parent
+_CODE_SUFFIXES = {".py", ".yaml", ".yml", ".json", ".sql", ".txt"}
+_digest_memo: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file's bytes (memoized per path, size and mtime within this process)."""
+    path = Path(path)
+    st = path.stat()
+    memo_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if memo_key not in _digest_memo:
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        _digest_memo[memo_key] = h.hexdigest()
+    return _digest_memo[memo_key]
+
+
+def tree_digest(root: str | Path, suffixes: set[str] | None = None) -> str:
+    """sha256 over the relative paths and contents of the files under `root` (sorted)."""
+    root = Path(root)
+    h = hashlib.sha256()
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for p in files:
+        if suffixes is not None and p.suffix not in suffixes:
+            continue
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(file_digest(p).encode())
+    return h.hexdigest()
+
+
+def code_version(packages: list[str]) -> str:
+    """A digest of the source of the named top-level packages (e.g. ["cleaning"])."""
+    h = hashlib.sha256()
+    for name in sorted(packages):
+        pkg = _REPO / name
+        h.update(name.encode())
+        h.update(tree_digest(pkg, _CODE_SUFFIXES).encode() if pkg.is_dir() else b"missing")
+    return h.hexdigest()[:16]
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def stage_key(stage: str, inputs: dict[str, Any], packages: list[str]) -> str:
+    """The cache key of one stage: its name, input digests / config sections, and code version."""
+    payload = {"stage": stage, "inputs": _jsonable(inputs), "code": code_version(packages)}
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a finished stage left: its folder, output files (relative) with digests, and stats."""
+
+    stage: str
+    key: str
+    dir: Path
+    outputs: dict[str, str] = field(default_factory=dict)  # name -> relative path
+    digests: dict[str, str] = field(default_factory=dict)  # name -> sha256 (files) or tree digest
+    stats: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    cached: bool = False
+
+    def path(self, name: str) -> Path:
+        return self.dir / self.outputs[name]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Manifest":
+        return cls(stage=data["stage"], key=data["key"], dir=Path(data["dir"]), outputs=data["outputs"],
+                   digests=data["digests"], stats=data.get("stats", {}),
+                   seconds=data.get("seconds", 0.0), cached=data.get("cached", False))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "key": self.key, "dir": str(self.dir), "outputs": self.outputs,
+                "digests": self.digests, "stats": self.stats, "seconds": self.seconds, "cached": self.cached}
+
+
+def stage_dir(root: str | Path, stage: str, key: str) -> Path:
+    return Path(root) / "stages" / stage / key
+
+
+def read_manifest(folder: Path) -> Manifest | None:
+    """The manifest of a finished stage folder, or None if unfinished or its outputs are gone."""
+    mpath = folder / "_manifest.json"
+    if not mpath.is_file():
+        return None
+    data = json.loads(mpath.read_text())
+    if not all((folder / rel).exists() for rel in data["outputs"].values()):
+        return None
+    return Manifest(stage=data["stage"], key=data["key"], dir=folder, outputs=data["outputs"],
+                    digests=data["digests"], stats=data.get("stats", {}),
+                    seconds=data.get("seconds", 0.0), cached=True)
+
+
+def build_stage(
+    root: str | Path,
+    stage: str,
+    key: str,
+    build: Callable[[Path], tuple[dict[str, str], dict[str, Any]]],
+    force: bool = False,
+    wait_seconds: float = 3600.0,
+) -> Manifest:
+    """Return the stage's manifest, running `build(folder) -> (outputs, stats)` unless cached.
+
+    `outputs` maps names to paths relative to `folder`. With `force`, a finished folder is rebuilt.
+    """
+    folder = stage_dir(root, stage, key)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        if not force:
+            found = read_manifest(folder)
+            if found is not None:
+                return found
+        if _try_lock(folder):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"stage {stage}: {folder}/.lock held by another run for over {wait_seconds:.0f} s; "
+                               "if no other run is active, delete the lock file")
+        time.sleep(0.5)
+    try:
+        for child in list(folder.iterdir()):  # leftovers of an unfinished or forced build
+            if child.name != ".lock":
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        start = time.monotonic()
+        outputs, stats = build(folder)
+        seconds = round(time.monotonic() - start, 3)
+        digests = {name: _digest_any(folder / rel) for name, rel in outputs.items()}
+        manifest = Manifest(stage, key, folder, dict(outputs), digests, dict(stats), seconds, cached=False)
+        _atomic_json(folder / "_manifest.json", {k: v for k, v in manifest.to_dict().items()
+                                                 if k not in ("dir", "cached")})
+        return manifest
+    finally:
+        (folder / ".lock").unlink(missing_ok=True)
+
+
+def _digest_any(path: Path) -> str:
+    if path.is_dir():
+        return tree_digest(path)
+    return file_digest(path)
+
+
+def _atomic_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: str | Path, data: Any) -> None:
+    """Write JSON via a temp file and rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_json(path, data)
+
+
+def _try_lock(folder: Path) -> bool:
+    """Take the folder's lock (creating the folder), or take over a stale one; False if held."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / ".lock"
+    me = f"{socket.gethostname()} {os.getpid()}"
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        if _lock_is_stale(lock):
+            lock.unlink(missing_ok=True)
+            return _try_lock(folder)
+        return False
+    with os.fdopen(fd, "w") as fh:
+        fh.write(me)
+    return True
+
+
+def _lock_is_stale(lock: Path) -> bool:
+    try:
+        host, pid = lock.read_text().split()
+    except (OSError, ValueError):
+        return False  # being written right now
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

@@ -1,0 +1,64 @@
+"""Fixtures for the flows tests: a toy domain spec on disk and an isolated Prefect environment."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+TOY_SPEC = """\
+domain: toy
+description: arithmetic questions for the flow tests
+sources:
+  - name: qa
+    path: raw/*.jsonl
+    format: jsonl
+    fields: {id: qid, question: q, reference: a, solution: s}
+    defaults: {category: arithmetic}
+validation:
+  categories: [arithmetic]
+verifiers:
+  rules:
+    - {category: arithmetic, verifier: math}
+curriculum:
+  eval_fraction: 0.25
+"""
+
+
+def write_toy_rows(path: Path, n: int = 40, start: int = 0) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(start, start + n):
+            a, b = i % 17 + 2, i % 11 + 3
+            fh.write(json.dumps({"qid": f"q{i:04d}", "q": f"What is {a} plus {b} (case {i})?",
+                                 "a": str(a + b), "s": f"{a} + {b} = {a + b}. Answer: {a + b}"}) + "\n")
+
+
+@pytest.fixture
+def toy_spec(tmp_path: Path) -> Path:
+    """A valid spec with 40 arithmetic rows next to it; returns the spec path."""
+    spec = tmp_path / "toy" / "spec.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text(TOY_SPEC)
+    write_toy_rows(spec.parent / "raw" / "part-0.jsonl")
+    return spec
+
+
+@pytest.fixture
+def prefect_env(tmp_path: Path, monkeypatch):
+    """PREFECT_HOME inside the test folder, telemetry off, a patient ephemeral server."""
+    home = tmp_path / ".prefect"
+    monkeypatch.setenv("PREFECT_HOME", str(home))
+    monkeypatch.setenv("DO_NOT_TRACK", "1")
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    return home
+
+
+def env_without_prefect_api() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
+    return env

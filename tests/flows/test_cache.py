@@ -1,0 +1,104 @@
+"""The content-hash stage cache: reuse on unchanged inputs, rebuild on change or force, safe under concurrency."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from flows.cache import build_stage, file_digest, stage_dir, stage_key
+
+
+def _builder(calls: list, payload: str = "x"):
+    def build(out: Path):
+        calls.append(out)
+        (out / "data.txt").write_text(payload)
+        return {"data": "data.txt"}, {"rows_in": 1}
+    return build
+
+
+def test_second_build_is_cached_and_force_rebuilds(tmp_path):
+    calls: list = []
+    first = build_stage(tmp_path, "s", "k1", _builder(calls))
+    second = build_stage(tmp_path, "s", "k1", _builder(calls))
+    assert len(calls) == 1 and not first.cached and second.cached
+    assert second.path("data").read_text() == "x"
+    assert second.digests == first.digests
+    third = build_stage(tmp_path, "s", "k1", _builder(calls, "y"), force=True)
+    assert len(calls) == 2 and not third.cached and third.path("data").read_text() == "y"
+
+
+def test_key_follows_file_content_and_config(tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_text("a")
+    k1 = stage_key("s", {"f": file_digest(f), "cfg": {"n": 1}}, ["flows"])
+    f.write_text("b")
+    k2 = stage_key("s", {"f": file_digest(f), "cfg": {"n": 1}}, ["flows"])
+    k3 = stage_key("s", {"f": file_digest(f), "cfg": {"n": 2}}, ["flows"])
+    assert len({k1, k2, k3}) == 3
+    assert stage_key("s", {"f": file_digest(f), "cfg": {"n": 2}}, ["flows"]) == k3
+
+
+def test_failed_build_leaves_no_manifest_and_is_retried(tmp_path):
+    def boom(out: Path):
+        (out / "partial.txt").write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        build_stage(tmp_path, "s", "k", boom)
+    folder = stage_dir(tmp_path, "s", "k")
+    assert not (folder / "_manifest.json").exists() and not (folder / ".lock").exists()
+    calls: list = []
+    m = build_stage(tmp_path, "s", "k", _builder(calls))
+    assert len(calls) == 1 and not (folder / "partial.txt").exists() and m.path("data").exists()
+
+
+def test_deleted_output_invalidates_the_cache(tmp_path):
+    calls: list = []
+    m = build_stage(tmp_path, "s", "k", _builder(calls))
+    m.path("data").unlink()
+    build_stage(tmp_path, "s", "k", _builder(calls))
+    assert len(calls) == 2
+
+
+def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
+    folder = stage_dir(tmp_path, "s", "k")
+    folder.mkdir(parents=True)
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (folder / ".lock").write_text(f"{socket.gethostname()} {dead}")
+    calls: list = []
+    build_stage(tmp_path, "s", "k", _builder(calls), wait_seconds=5)
+    assert len(calls) == 1
+
+
+def test_concurrent_builders_share_one_build(tmp_path):
+    calls: list = []
+    gate = threading.Event()
+
+    def slow(out: Path):
+        calls.append(out)
+        gate.wait(5)
+        (out / "data.txt").write_text("x")
+        return {"data": "data.txt"}, {}
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(build_stage(tmp_path, "s", "k", slow)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    while not calls:
+        threading.Event().wait(0.05)
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert len(calls) == 1 and len(results) == 3
+    assert sum(not r.cached for r in results) == 1
+    manifest = json.loads((stage_dir(tmp_path, "s", "k") / "_manifest.json").read_text())
+    assert manifest["outputs"] == {"data": "data.txt"} and os.path.exists(results[0].path("data"))

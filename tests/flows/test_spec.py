@@ -1,0 +1,72 @@
+"""load_spec: a valid spec loads with its folder as base_dir; every error names file, field, rule and fix."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.common import SMOKE_OVERRIDES, load_run_spec, with_overrides
+from flows.spec import SpecError, load_spec
+
+
+def test_valid_spec_loads_with_base_dir(toy_spec: Path):
+    spec = load_spec(toy_spec)
+    assert spec.domain == "toy"
+    assert spec.base_dir == toy_spec.parent.resolve()
+    assert spec.resolve("raw/x.jsonl") == toy_spec.parent.resolve() / "raw" / "x.jsonl"
+    assert spec.orchestration.runner == "threads"
+    with pytest.raises(Exception):
+        spec.domain = "other"  # frozen
+
+
+def _error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    return str(info.value)
+
+
+def test_bad_enum_names_path_rule_and_allowed_values(tmp_path, toy_spec):
+    msg = _error(tmp_path, toy_spec.read_text().replace("format: jsonl", "format: xml"))
+    assert "bad.yaml" in msg
+    assert "sources[0].format" in msg
+    assert "'xml'" in msg  # the value seen
+    assert "allowed values: 'jsonl', 'csv', 'parquet', 'hf_disk'" in msg
+
+
+def test_unknown_key_suggests_the_near_name(tmp_path, toy_spec):
+    msg = _error(tmp_path, toy_spec.read_text().replace("curriculum:", "curiculum:"))
+    assert "curiculum: Extra inputs are not permitted" in msg
+    assert "did you mean 'curriculum'" in msg
+
+
+def test_nested_range_error_gives_the_field_description(tmp_path, toy_spec):
+    msg = _error(tmp_path, toy_spec.read_text() + "training:\n  sft: {steps: -1}\n")
+    assert "training.sft.steps" in msg and "greater than or equal to 0" in msg
+    assert "fix: Optimizer steps" in msg
+
+
+def test_missing_required_key_says_add_it(tmp_path):
+    msg = _error(tmp_path, "domain: toy\n")
+    assert "sources: Field required" in msg and "add this key" in msg
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    msg = _error(tmp_path, "domain: toy\nsources:\n  - {name: a\n  b: 1\n")
+    assert "bad.yaml:4:" in msg and "YAML syntax error" in msg
+
+
+def test_not_a_mapping_and_missing_file(tmp_path):
+    assert "must be a YAML mapping" in _error(tmp_path, "- a\n- b\n")
+    with pytest.raises(SpecError, match="spec file not found"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_smoke_overrides_validate_and_keep_base_dir(toy_spec):
+    spec = load_run_spec(toy_spec, smoke=True, runner="dask")
+    assert spec.training.grpo.steps == SMOKE_OVERRIDES["training.grpo.steps"]
+    assert spec.orchestration.runner == "dask"
+    assert spec.base_dir == toy_spec.parent.resolve()
+    with pytest.raises(SpecError, match="training.sft.steps"):
+        with_overrides(spec, {"training.sft.steps": -5})
