@@ -1,0 +1,222 @@
+"""Run the harness on untrusted code in a bubblewrap sandbox with rlimits and a wall clock.
+
+Isolation (bwrap): read-only root, private /tmp (the working directory), fresh /dev and /proc,
+every namespace unshared (no network, own PID namespace), a new session, die-with-parent, and all
+capabilities dropped. When this process is root it first drops to uid/gid 65534 (nobody), because
+the kernel does not apply RLIMIT_NPROC to root. Limits (setrlimit before exec): CPU seconds,
+address space, file size (this also caps stdout/stderr, which go to files), process count.
+A wall-clock timeout SIGKILLs the whole process group; the PID namespace takes every descendant
+with it. Output kept in the verdict is capped.
+
+Without bwrap, `run_sandboxed` refuses unless the caller opted into mode "rlimits" (params
+`sandbox: rlimits` or RLVRFLOW_SANDBOX=rlimits): same harness and limits, no namespaces.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HARNESS = Path(__file__).with_name("harness.py")
+NOBODY = 65534
+
+
+class SandboxUnavailable(RuntimeError):
+    """bwrap is missing and rlimits-only mode was not chosen."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 5.0
+    memory_mb: int = 512
+    file_mb: int = 1
+    nproc: int = 32
+    output_chars: int = 2000
+
+
+@dataclass(frozen=True)
+class RunResult:
+    passed: int
+    total: int
+    reported: bool          # the harness wrote a valid nonce report
+    timed_out: bool
+    returncode: int | None
+    output: str             # capped stdout + stderr, for the verdict detail
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def _world_usable(path: str) -> bool:
+    """Every directory on the way is o+x and the file o+x (so uid nobody can run it)."""
+    p = Path(os.path.realpath(path))
+    if not p.exists() or not p.stat().st_mode & stat.S_IXOTH:
+        return False
+    return all(parent.stat().st_mode & stat.S_IXOTH for parent in p.parents)
+
+
+def sandbox_python(drop_root: bool) -> str:
+    if not drop_root or _world_usable(sys.executable):
+        return sys.executable
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if _world_usable(cand):
+            return cand
+    raise SandboxUnavailable("no Python interpreter readable by uid nobody; make sys.executable "
+                             "world-executable or install /usr/bin/python3")
+
+
+def _own_process_count() -> int:
+    uid, n = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                n += os.stat(f"/proc/{entry}").st_uid == uid
+            except OSError:
+                pass
+    return n
+
+
+def _preexec(limits: Limits, drop_root: bool, nproc_base: int):
+    cpu = int(limits.timeout_s) + 1
+    mem = limits.memory_mb << 20
+    fsize = limits.file_mb << 20
+    nproc = nproc_base + limits.nproc
+
+    def apply() -> None:
+        if drop_root:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+def _command(mode: str, python: str, workdir: str, result_fd: int, info_fd: int, entry: str,
+             partial: bool) -> list[str]:
+    inner = [python, "-I", "-S", "harness.py", str(result_fd), entry or "", "1" if partial else "0"]
+    if mode == "rlimits":
+        return inner
+    return [bwrap_path() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--ro-bind", workdir, "/tmp/src", "--unshare-all", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--info-fd", str(info_fd), "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+            "--setenv", "HOME", "/tmp", "--chdir", "/tmp",
+            "sh", "-c", 'cp /tmp/src/*.py /tmp/ && exec "$@"', "sh", *inner]
+
+
+def resolve_mode(requested: str | None) -> str:
+    mode = requested or os.environ.get("RLVRFLOW_SANDBOX") or "bwrap"
+    if mode not in ("bwrap", "rlimits"):
+        raise SandboxUnavailable(f"sandbox mode {mode!r} is not 'bwrap' or 'rlimits'")
+    if mode == "bwrap" and bwrap_path() is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed, so untrusted code cannot be sandboxed; install it "
+            "(apt-get install bubblewrap) or opt into rlimits-only mode with params "
+            "{\"sandbox\": \"rlimits\"} or RLVRFLOW_SANDBOX=rlimits (no filesystem or network isolation)")
+    return mode
+
+
+def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits,
+                  mode: str | None = None) -> RunResult:
+    mode = resolve_mode(mode)
+    drop_root = os.getuid() == 0
+    python = sandbox_python(drop_root)
+    nonce = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="rlvr-code-") as work:
+        os.chmod(work, 0o755)
+        for name, text in (("solution.py", solution), ("tests.py", tests),
+                           ("harness.py", HARNESS.read_text())):
+            Path(work, name).write_text(text)
+            os.chmod(Path(work, name), 0o644)
+        out_path = Path(work, "output.txt")
+        res_r, res_w = os.pipe()
+        in_r, in_w = os.pipe()
+        info_r, info_w = os.pipe()
+        os.write(in_w, (nonce + "\n").encode())
+        os.close(in_w)
+        cmd = _command(mode, python, work, res_w, info_w, entry or "", partial)
+        nproc_base = 0 if drop_root else _own_process_count()
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen(cmd, stdin=in_r, stdout=out, stderr=subprocess.STDOUT,
+                                    pass_fds=(res_w, info_w), cwd=work, start_new_session=True,
+                                    preexec_fn=_preexec(limits, drop_root, nproc_base),
+                                    env=None if mode == "bwrap" else {"PATH": "/usr/bin:/bin"})
+            for fd in (res_w, in_r, info_w):
+                os.close(fd)
+            timed_out = False
+            try:
+                proc.wait(timeout=limits.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            _kill_group(proc)
+            _wait_namespace_gone(_read_report(info_r))
+        report = _read_report(res_r)
+        for fd in (res_r, info_r):
+            os.close(fd)
+        output = out_path.read_bytes()[: limits.output_chars * 4].decode("utf-8", "replace")
+    passed, total, ok = _parse_report(report, nonce)
+    return RunResult(passed, total, ok and not timed_out, timed_out, proc.returncode,
+                     output[: limits.output_chars])
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _wait_namespace_gone(info: bytes, limit_s: float = 10.0) -> None:
+    """Wait until the sandbox's PID-namespace init is gone: the kernel lets it exit only after
+    every process in the namespace died, so a fork bomb cannot outlive its verdict."""
+    import json
+    import time
+
+    try:
+        pid = int(json.loads(info.decode() or "{}").get("child-pid", 0))
+    except (ValueError, AttributeError):
+        return
+    deadline = time.monotonic() + limit_s
+    while pid and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        time.sleep(0.01)
+
+
+def _read_report(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
+
+
+def _parse_report(report: bytes, nonce: str) -> tuple[int, int, bool]:
+    parts = report.decode("ascii", "replace").strip().split()
+    if len(parts) != 3 or not secrets.compare_digest(parts[0], nonce):
+        return 0, 0, False
+    try:
+        passed, total = int(parts[1]), int(parts[2])
+    except ValueError:
+        return 0, 0, False
+    if not 0 <= passed <= total or total < 1:
+        return 0, 0, False
+    return passed, total, True
