@@ -1,0 +1,263 @@
+"""GPU smoke test: a few GRPO steps at real model size with the project's loss, then the same under ZeRO-2.
+
+What it does, with no downloads: builds a randomly initialized Qwen2-0.5B-sized model from a config
+(151,936-token vocabulary, 24 layers, hidden 896) and the embedded character tokenizer for the prompts,
+samples G completions per prompt with HF `generate`, scores them, and runs `--steps` GRPO updates with
+`training.grpo_math.grpo_loss`. Then, if `deepspeed` imports, it relaunches itself on every visible GPU
+with ZeRO-2 (`training.distributed`), padding the batch to the data-parallel size. It prints rollout
+and train tokens/s, peak GPU memory and the losses, and exits non-zero on NaN/inf or any error.
+
+Run (see bench/gpu_smoke.sh for the wrapper that checks the environment first):
+    python bench/gpu_smoke.py                        # CUDA: 0.5B model, then ZeRO-2 on all GPUs
+    python bench/gpu_smoke.py --device cpu --tiny    # CPU fallback: a 2-layer model, ZeRO-2 on 2 gloo ranks
+
+The reward is a stand-in (the fraction of even token ids in a completion): a random model never
+solves arithmetic, so a verifier would give all-zero groups and a zero loss. The stand-in gives every
+group reward variance, which is what exercises the advantage and loss path. Left out: vLLM rollouts,
+ZeRO-3 generation, checkpoint writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+QWEN2_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936)
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, vocab_size=512)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--tiny", action="store_true", help="a 2-layer model instead of the 0.5B one")
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--prompts", type=int, default=8, help="prompts per step")
+    p.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--deepspeed", choices=["auto", "on", "off"], default="auto",
+                   help="auto: run the ZeRO-2 phase when deepspeed imports; on: fail if it does not")
+    p.add_argument("--nproc", type=int, default=0, help="ZeRO-2 ranks (0: all GPUs; 2 on CPU)")
+    p.add_argument("--ds-child", action="store_true", help=argparse.SUPPRESS)
+    # The deepspeed launcher appends --local_rank=N; the rank is read from the environment instead.
+    p.add_argument("--local_rank", "--local-rank", type=int, default=-1, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def build(args: argparse.Namespace, device):
+    """(model, tokenizer, prompt token lists) with nothing downloaded."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from training.tiny_model import build_tokenizer
+
+    prompts = [f"What is {a} + {b}? Answer: " for a, b in ((i * 7 % 50, i * 13 % 50) for i in range(args.prompts))]
+    tokenizer = build_tokenizer(prompts + ["0123456789"])
+    dims = TINY if args.tiny else QWEN2_05B
+    cfg = Qwen2Config(**dims, max_position_embeddings=2048, tie_word_embeddings=True,
+                      pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                      eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(args.seed)
+    with torch.device(device):  # initialize straight on the GPU: 0.5B params on CPU take ~10 s
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    return model, tokenizer, [tokenizer(p).input_ids for p in prompts]
+
+
+def rollout(model, prompt_ids: list[list[int]], args, pad_id: int, eos_id: int, device):
+    """G sampled completions per prompt (HF generate, left-padded). Returns (prompts, completions) per row."""
+    import torch
+
+    rows = [p for p in prompt_ids for _ in range(args.group)]
+    width = max(len(p) for p in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(rows):
+        ids[i, width - len(p):] = torch.tensor(p)
+        attn[i, width - len(p):] = 1
+    model.eval()
+    with torch.no_grad(), _autocast(device):
+        out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), do_sample=True,
+                             temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.max_new_tokens,
+                             min_new_tokens=1, pad_token_id=pad_id, eos_token_id=eos_id)
+    model.train()
+    completions = []
+    for seq in out[:, width:].tolist():
+        cut = seq.index(eos_id) + 1 if eos_id in seq else len(seq)  # keep EOS, drop what follows it
+        completions.append(seq[:cut])
+    return rows, completions
+
+
+def stand_in_rewards(completions: list[list[int]], group: int):
+    """(P, G) rewards: fraction of even token ids (see the module docstring for why not a verifier)."""
+    import torch
+
+    r = torch.tensor([sum(t % 2 == 0 for t in c) / max(1, len(c)) for c in completions])
+    return r.view(-1, group)
+
+
+def _autocast(device):
+    import contextlib
+
+    import torch
+
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def grpo_step(model, rows, completions, advantages, weight, pad_id, device, denom):
+    """One on-policy GRPO loss (old_logp = logp.detach(), as with one update per batch)."""
+    from training.grpo_math import grpo_loss
+    from training.modeling import completion_logprobs
+
+    with _autocast(device):
+        logp, mask = completion_logprobs(model, rows, completions, pad_id, device)  # (B, Tc) each
+    mask = mask.float() * weight.to(device)[:, None]  # padding rows (weight 0) add nothing
+    loss, stats = grpo_loss(logp, logp.detach(), None, advantages.to(device), mask, 0.2, 0.28, 0.0, "token",
+                            total_tokens=denom(mask.sum().item()))
+    return loss, stats, int(mask.sum().item())
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The single-process phase (or one rank of the ZeRO-2 phase when args.ds_child)."""
+    import torch
+
+    from training.distributed import dist_env, dp_loss_denominator, pad_for_data_parallel, shard_rows
+    from training.grpo_math import group_advantages
+
+    env = dist_env()
+    if args.device == "cuda":
+        torch.cuda.set_device(env.local_rank)
+        device = torch.device("cuda", env.local_rank)
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        device = torch.device("cpu")
+    model, tok, prompt_ids = build(args, device)
+    n_params = sum(p.numel() for p in model.parameters())
+    if args.ds_child:
+        from training.distributed import deepspeed_config, init_deepspeed
+
+        cfg = deepspeed_config(stage=2, micro_batch=1, grad_accum=1, lr=args.lr, world_size=env.world_size,
+                               bf16=device.type == "cuda")
+        model, optimizer = init_deepspeed(model, cfg)
+        module = model.module
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=device.type == "cuda")
+        module = model
+    torch.manual_seed(args.seed + 1000 * env.rank)
+    log = {"phase": "zero2" if args.ds_child else "single", "ranks": env.world_size, "params": n_params, "steps": []}
+    for step in range(args.steps):
+        _sync(device)
+        t0 = time.perf_counter()
+        rows, comps = rollout(module, prompt_ids, args, tok.pad_token_id, tok.eos_token_id, device)
+        _sync(device)
+        t1 = time.perf_counter()
+        adv = group_advantages(stand_in_rewards(comps, args.group), std_normalize=True).flatten()  # (B,)
+        # Drop one row, as a filtered group would, so the padding path runs whenever world_size > 1.
+        batch = {"rows": rows[:-1], "comps": comps[:-1], "adv": adv[:-1]} if env.world_size > 1 else {"rows": rows, "comps": comps, "adv": adv}
+        padded = pad_for_data_parallel(batch, env.world_size)
+        mine = shard_rows({**padded.batch, "w": padded.row_weight}, env.rank, env.world_size)
+        loss, stats, n_tok = grpo_step(model, mine["rows"], mine["comps"], mine["adv"], mine["w"], tok.pad_token_id,
+                                       device, lambda n: dp_loss_denominator(n, env.world_size))
+        if args.ds_child:
+            model.backward(loss)
+            model.step()
+            grad_norm = model.get_global_grad_norm()
+        else:
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        _sync(device)
+        t2 = time.perf_counter()
+        gen_tokens = sum(len(c) for c in comps)
+        train_tokens = sum(len(r) + len(c) for r, c in zip(mine["rows"], mine["comps"]))
+        entry = {"step": step, "loss": loss.item(), "grad_norm": float(grad_norm if grad_norm is not None else float("nan")),
+                 "rollout_tok_s": gen_tokens / (t1 - t0), "train_tok_s": train_tokens / (t2 - t1),
+                 "completion_tokens_in_loss": n_tok, "pad_rows": padded.n_pad, **stats}
+        log["steps"].append(entry)
+        if env.is_main:
+            print(json.dumps(entry), flush=True)
+        if not (math.isfinite(entry["loss"]) and math.isfinite(entry["grad_norm"])):
+            raise FloatingPointError(f"non-finite loss/grad at step {step}: {entry}")
+    if device.type == "cuda":
+        log["peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return log
+
+
+def summarize(log: dict) -> str:
+    steps = log["steps"][1:] or log["steps"]  # the first step includes warm-up (kernels, allocator)
+    mean = lambda key: sum(s[key] for s in steps) / len(steps)  # noqa: E731
+    peak = f"{log['peak_mem_gib']:.2f} GiB" if "peak_mem_gib" in log else "n/a (cpu)"
+    return (f"[{log['phase']}] ranks={log['ranks']} params={log['params'] / 1e6:.1f}M "
+            f"rollout {mean('rollout_tok_s'):.0f} tok/s, train {mean('train_tok_s'):.0f} tok/s/rank, "
+            f"peak mem {peak}, losses {[round(s['loss'], 5) for s in log['steps']]}")
+
+
+def launch_zero2(args: argparse.Namespace, argv: list[str]) -> int:
+    """Relaunch this script on every rank with --ds-child; returns the launcher's exit code."""
+    import torch
+
+    n = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
+    script = str(Path(__file__).resolve())
+    launcher = shutil.which("deepspeed") if args.device == "cuda" else None
+    if launcher:
+        cmd = [launcher, "--num_gpus", str(n), script, *argv, "--ds-child"]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), script, *argv, "--ds-child"]
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if args.device == "cpu":
+        env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    print(f"[zero2] launching: {' '.join(cmd)}", flush=True)
+    return subprocess.run(cmd, env=env, timeout=900).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device visible; run with --device cpu --tiny for the CPU fallback", file=sys.stderr)
+        return 2
+    if args.ds_child:
+        log = run(args)
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(summarize(log), flush=True)
+        return 0
+    print(summarize(run(args)), flush=True)
+    try:
+        import deepspeed  # noqa: F401
+    except ImportError as exc:
+        if args.deepspeed == "on":
+            print(f"--deepspeed on but deepspeed does not import ({exc}); pip install 'rlvrflow[gpu]'", file=sys.stderr)
+            return 3
+        print(f"[zero2] skipped: deepspeed does not import ({exc})", flush=True)
+        return 0
+    if args.deepspeed == "off":
+        return 0
+    return launch_zero2(args, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

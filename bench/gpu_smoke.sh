@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# GPU smoke test of the GRPO step at real model size (a random Qwen2-0.5B-sized model, no downloads),
+# single GPU first, then ZeRO-2 on every visible GPU when deepspeed imports. ~1-2 min on one H200.
+# Prints rollout/train tokens/s, peak memory and losses; exits non-zero on NaN/inf or any error.
+#
+# On the GPU machine, from the repository root (needs python with a CUDA torch; vLLM is not used):
+#   bench/gpu_smoke.sh                          # everything; extra args go to bench/gpu_smoke.py
+#   bench/gpu_smoke.sh --steps 2 --deepspeed off
+#   WHEELHOUSE=bench/out/wheels bench/gpu_smoke.sh   # first pip-installs missing deps from that folder, offline
+# On a dev box with a package index, to prepare that folder (~45 MB; python version of the GPU box):
+#   bench/gpu_smoke.sh --make-wheelhouse bench/out/wheels [python-version, default 3.11]
+# CPU fallback (what CI-less boxes can check): bench/gpu_smoke.sh --device cpu --tiny
+# PYTHON picks the interpreter (default: python3; never the repo's .venv, whose torch is CPU-only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+
+# What the smoke imports besides torch (pip resolves their deps; none of them needs torch).
+# Our repo itself travels as source.
+DEPS=(transformers tokenizers safetensors pydantic)
+
+if [ "${1:-}" = "--make-wheelhouse" ]; then
+    out="${2:?usage: --make-wheelhouse DIR [python-version]}"
+    pyver="${3:-3.11}"
+    mkdir -p "$out"
+    # Versions pinned to what this repo is tested with (the local .venv), deps resolved by pip.
+    pins=()
+    for d in "${DEPS[@]}"; do
+        v="$(.venv/bin/python -m pip show "$d" 2>/dev/null | sed -n 's/^Version: //p')"
+        pins+=("$d${v:+==$v}")
+    done
+    "$PY" -m pip download -q --only-binary=:all: --python-version "$pyver" -d "$out" "${pins[@]}"
+    du -sh "$out"
+    exit 0
+fi
+
+if [ -n "${WHEELHOUSE:-}" ]; then
+    echo "[gpu_smoke] installing missing deps from $WHEELHOUSE (offline; torch untouched)"
+    before="$("$PY" -c 'import torch; print(torch.__version__)')"
+    "$PY" -m pip install -q --no-index --find-links "$WHEELHOUSE" "${DEPS[@]}"
+    after="$("$PY" -c 'import torch; print(torch.__version__)')"
+    [ "$before" = "$after" ] || { echo "[gpu_smoke] pip moved torch $before -> $after; aborting"; exit 4; }
+fi
+
+# Preflight: say exactly what is missing instead of failing deep inside the run.
+"$PY" - <<'EOF'
+import importlib, sys
+missing = [m for m in ("torch", "transformers", "tokenizers", "pydantic") if importlib.util.find_spec(m) is None]
+if missing:
+    sys.exit(f"[gpu_smoke] missing modules: {missing}; set WHEELHOUSE (see the top of bench/gpu_smoke.sh)")
+import torch
+print(f"[gpu_smoke] torch {torch.__version__}, cuda available: {torch.cuda.is_available()}, "
+      f"gpus: {torch.cuda.device_count()}, deepspeed: {importlib.util.find_spec('deepspeed') is not None}")
+EOF
+
+exec timeout 900 "$PY" bench/gpu_smoke.py "$@"
