@@ -1,0 +1,264 @@
+"""Generates the retail sample domain's raw logs: realistic, messy, and deterministic by seed.
+
+    python examples/retail/generate.py --out examples/retail/raw --seed 0 [--rows 3000]
+
+Writes three ticket JSONL files, a GBK-encoded ERP CSV and a Parquet file of SQL report requests
+(see rawfiles.py for their layouts), builds shop.db beside this script (build_db.py), and writes
+`manifest.json`: every file, every category count, each kind of injected messiness with its count,
+and where each row that a cleaner must reject sits (file, line, reason), so tests can check a
+pipeline's reject counts against it. `--rows` is the total number of raw records written; about 74%
+of the clean rows are short arithmetic in English and Chinese (see tasks_math.py). Stdlib only,
+except the Parquet file, which is skipped (and noted in the manifest) when pyarrow is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import build_db  # noqa: E402
+import inject  # noqa: E402
+import rawfiles as rf  # noqa: E402
+import tasks_math  # noqa: E402
+import tasks_other  # noqa: E402
+from catalog import CUSTOMERS_EN, STORES  # noqa: E402
+from tasks_sql import SqlTasks  # noqa: E402
+
+CATEGORY_WEIGHTS = {"arithmetic": 0.26, "discount": 0.17, "order_total": 0.16, "unit_conversion": 0.15,
+                    "policy_choice": 0.09, "sql": 0.07, "code": 0.06, "reply_format": 0.04}
+MATH = ("arithmetic", "discount", "order_total", "unit_conversion")
+# share of rows whose log has the agent's reply (the SFT target). Chinese math and choice rows always
+# have one: a row without one gets an English `Answer: N` built from the template at attach time.
+SOLUTION_RATE = {"policy_choice": 0.7, "sql": 0.8, "code": 0.85, "reply_format": 1.0}  # math: 0.75
+# fixable noise, as a fraction of --rows; each hits a disjoint set of clean rows
+NOISE_RATES = {"mojibake": 0.03, "fullwidth": 0.05, "special_tokens": 0.04, "zero_width": 0.03, "latex": 0.03}
+# rows a cleaner must reject, as a fraction of --rows (at least one of each)
+REJECT_RATES = {"exact_duplicate": 0.04, "near_duplicate": 0.03, "malformed_json": 0.008,
+                "malformed_csv": 0.002, "missing_question": 0.008, "missing_reference": 0.008}
+FIXED_REJECTS = {"oversized_row": 2, "binary_junk": 1}
+EXPECTED_REASON = {
+    "exact_duplicate": "duplicate_exact", "near_duplicate": "duplicate_near (or duplicate_exact once normalized)",
+    "malformed_json": "malformed_json", "malformed_csv": "malformed_row (wrong number of fields)",
+    "missing_question": "missing_field:question", "missing_reference": "missing_field:reference",
+    "oversized_row": "oversized_row", "binary_junk": "binary_junk",
+}
+
+
+def quotas(weights: dict[str, float], n: int) -> dict[str, int]:
+    """Split n by weights, largest remainder first, so the parts always sum to n."""
+    raw = {k: w * n for k, w in weights.items()}
+    out = {k: int(v) for k, v in raw.items()}
+    for k in sorted(raw, key=lambda k: (out[k] - raw[k], k))[: n - sum(out.values())]:
+        out[k] += 1
+    return out
+
+
+class Drawer:
+    """Draws tasks whose questions are unique (after lowercasing and dropping punctuation)."""
+
+    def __init__(self, rng: random.Random, db_path: Path):
+        self.rng = rng
+        self.generators = {**tasks_math.GENERATORS, **tasks_other.GENERATORS, "sql": SqlTasks(db_path)}
+        self.seen: set[str] = set()
+
+    def draw(self, category: str, lang: str) -> tasks_math.Task | None:
+        for _ in range(200):
+            task = self.generators[category](self.rng, lang)
+            key = re.sub(r"\W+", "", task.question.lower())
+            if key not in self.seen:
+                self.seen.add(key)
+                return task
+        return None  # this category's pool is exhausted at this size
+
+
+def file_for(category: str, rng: random.Random) -> str:
+    if category == "sql":
+        return rf.PARQUET_FILE
+    if category == "order_total" or (category == "discount" and rng.random() < 0.5):
+        return rf.CSV_FILE
+    return rng.choices(rf.TICKET_FILES, weights=[0.3, 0.35, 0.35])[0]
+
+
+def lang_for(file: str, rng: random.Random) -> str:
+    return "zh" if rng.random() < (0.85 if file == rf.CSV_FILE else 0.5) else "en"
+
+
+class RecordMaker:
+    """Turns a Task into a Record with the target system's field names and side columns."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.counter = 0
+
+    def next_id(self, file: str) -> str:
+        self.counter += 1
+        source = rf.source_of(file)
+        if source == "tickets":
+            return f"T26{file[13:15]}-{self.counter:05d}"
+        return f"ERP{202600000 + self.counter}" if source == "erp" else f"RPT-{self.counter:05d}"
+
+    def make(self, task: tasks_math.Task, file: str) -> rf.Record:
+        rng, source = self.rng, rf.source_of(file)
+        row_id = self.next_id(file)
+        month = int(file[13:15]) if source == "tickets" else rng.randint(1, 3)
+        stamp = f"2026-{month:02d}-{rng.randint(1, 28):02d}T{rng.randint(8, 21):02d}:{rng.randint(0, 59):02d}:00+08:00"
+        keep = rng.random() < SOLUTION_RATE.get(task.category, 0.75) or (
+            task.lang == "zh" and task.category in MATH + ("policy_choice",))
+        solution = task.solution if keep else None
+        if source == "tickets":
+            fields = {"ticket_id": row_id, "created_at": stamp,
+                      "channel": rng.choice(["email", "chat", "phone", "chat"]), "lang": task.lang,
+                      "type": task.category, "body": task.question, "answer": task.answer,
+                      "reply": solution if keep else rng.choice([None, rf.ABSENT]),
+                      "agent": f"agent_{rng.randint(1, 12):02d}"}
+        elif source == "erp":
+            fields = {"单号": row_id, "下单日期": stamp[:10],
+                      "门店": rng.choice(STORES)[3] + "店", "业务类型": task.category,
+                      "问题描述": task.question, "标准答案": task.answer, "客服回复": solution or ""}
+        else:
+            fields = {"request_id": row_id, "requested_by": rng.choice(CUSTOMERS_EN),
+                      "created_at": stamp, "request_text": task.question, "gold_sql": task.answer,
+                      "analyst_sql": solution}
+        return rf.Record(file, fields, category=task.category, lang=task.lang)
+
+
+def draw_base(drawer: Drawer, maker: RecordMaker, n: int, files: set[str]) -> list[rf.Record]:
+    """The clean rows: categories by CATEGORY_WEIGHTS; an exhausted pool falls back to arithmetic."""
+    records, rng = [], drawer.rng
+    for category, count in quotas(CATEGORY_WEIGHTS, n).items():
+        for _ in range(count):
+            cat, file = category, file_for(category, rng)
+            if file not in files:      # no pyarrow: the report requests cannot be written
+                cat, file = "arithmetic", rng.choice(rf.TICKET_FILES)
+            task = drawer.draw(cat, lang_for(file, rng))
+            if task is None:
+                file = rng.choice(rf.TICKET_FILES)
+                task = drawer.draw("arithmetic", lang_for(file, rng))
+            records.append(maker.make(task, file))
+    return records
+
+
+def _counts(rates: dict[str, float], rows: int) -> dict[str, int]:
+    return {k: max(1, round(r * rows)) for k, r in rates.items()}
+
+
+def _where(file: str, position: int) -> dict:
+    """Manifest pointer: 1-based physical line for JSONL/CSV, 0-based row for Parquet."""
+    if file == rf.PARQUET_FILE:
+        return {"file": file, "row": position, "source": f"{file}:row {position}"}
+    return {"file": file, "line": position, "source": f"{file}:{position}"}
+
+
+def write_files(out: Path, by_file: dict[str, list[rf.Record]]) -> dict[str, list[int]]:
+    positions = {}
+    for name, records in by_file.items():
+        if name == rf.CSV_FILE:
+            positions[name] = rf.write_csv(out / name, records)
+        elif name == rf.PARQUET_FILE:
+            positions[name] = rf.write_parquet(out / name, records)
+        else:
+            positions[name] = rf.write_jsonl(out / name, records, bom=name == rf.BOM_FILE)
+    return positions
+
+
+def _file_info(name: str, records: list[rf.Record]) -> dict:
+    fmt = {"jsonl": "jsonl", "csv": "csv", "parquet": "parquet"}[name.rsplit(".", 1)[1]]
+    by_cat: dict[str, int] = {}
+    by_lang: dict[str, int] = {}
+    for r in records:
+        if r.kind == "clean":
+            by_cat[r.category] = by_cat.get(r.category, 0) + 1
+            by_lang[r.lang] = by_lang.get(r.lang, 0) + 1
+    return {"format": fmt, "encoding": rf.CSV_ENCODING if name == rf.CSV_FILE else "utf-8",
+            "bom": name == rf.BOM_FILE, "fields": rf.FIELD_NAMES[rf.source_of(name)],
+            "records": len(records), "clean_rows": sum(by_cat.values()),
+            "by_category": dict(sorted(by_cat.items())), "by_lang": dict(sorted(by_lang.items()))}
+
+
+def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_applied: dict,
+                   db_path: Path, skipped: dict) -> dict:
+    rejects, noisy, by_cat, injected = [], [], {}, dict(noise_applied)
+    for name, records in by_file.items():
+        for record, pos in zip(records, positions[name]):
+            if record.kind != "clean":
+                injected[record.kind] = injected.get(record.kind, 0) + 1
+                rejects.append({**_where(name, pos), "kind": record.kind,
+                                "reason": EXPECTED_REASON[record.kind]})
+            else:
+                by_cat[record.category] = by_cat.get(record.category, 0) + 1
+                if record.noise:
+                    noisy.append({**_where(name, pos), "kinds": record.noise})
+    clean = sum(by_cat.values())
+    return {
+        "generator": "examples/retail/generate.py", "seed": seed, "rows_requested": rows,
+        "records_total": sum(len(r) for r in by_file.values()),
+        "clean_rows": clean, "clean_by_category": dict(sorted(by_cat.items())),
+        "math_share": round(sum(by_cat.get(c, 0) for c in MATH) / max(clean, 1), 3),
+        "files": {name: _file_info(name, recs) for name, recs in by_file.items()},
+        "skipped_files": skipped,
+        "injected": injected, "expected_reasons": EXPECTED_REASON,
+        "rejects": rejects, "noisy_rows": noisy,
+        "database": {"path": db_path.name, "tables": build_db.table_counts(db_path)},
+    }
+
+
+def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = None) -> dict:
+    """Write the raw files and manifest.json under `out` (and shop.db); return the manifest."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    db_path = build_db.build(db_path or HERE / "shop.db")
+    files = set(rf.TICKET_FILES) | {rf.CSV_FILE}
+    skipped = {}
+    if rf.have_pyarrow():
+        files.add(rf.PARQUET_FILE)
+    else:
+        skipped[rf.PARQUET_FILE] = "pyarrow is not installed: pip install pyarrow"
+    rng = random.Random(f"retail:{seed}")
+    drawer, maker = Drawer(rng, db_path), RecordMaker(rng)
+    reject_counts = {**_counts(REJECT_RATES, rows), **FIXED_REJECTS}
+    base = draw_base(drawer, maker, rows - sum(reject_counts.values()), files)
+    noise_applied = inject.apply_noise(base, _counts(NOISE_RATES, rows), rng)
+
+    def fresh(file: str, category: str | None) -> rf.Record:
+        while True:
+            cat = category or rng.choice([r.category for r in base if r.file == file])
+            task = drawer.draw(cat, lang_for(file, rng))
+            if task is not None:
+                return maker.make(task, file)
+            category = None
+
+    extras = inject.add_rejects(base, fresh, maker.next_id, reject_counts, rng, files)
+    by_file = inject.order_files(base + extras, rng)
+    positions = write_files(out, by_file)
+    manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped)
+    (out / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n",
+                                       encoding="utf-8")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE / "raw", help="folder for the raw files")
+    parser.add_argument("--seed", type=int, default=0, help="same seed, same bytes (default 0)")
+    parser.add_argument("--rows", type=int, default=3000, help="raw records to write (default 3000)")
+    parser.add_argument("--db", type=Path, default=HERE / "shop.db", help="where to build shop.db")
+    args = parser.parse_args(argv)
+    if args.rows < 100:
+        parser.error(f"--rows {args.rows}: need at least 100 so every kind of messiness fits")
+    start = time.perf_counter()
+    manifest = generate(args.out, args.seed, args.rows, args.db)
+    print(f"wrote {manifest['records_total']} records ({manifest['clean_rows']} clean) in "
+          f"{len(manifest['files'])} files to {args.out} in {time.perf_counter() - start:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
