@@ -1,0 +1,163 @@
+"""Validation with Great Expectations (an ephemeral context: nothing is written to disk by GX).
+
+The suite: required columns non-null, unique ids, question/prompt/reference length bounds,
+categories in the allowed set, non-empty references, and a minimum row count. Each row-level
+expectation has a reason slug; the rows it flags (found through GX's `unexpected_index_list` on a
+`_row` column) are rejected with that slug (for duplicate ids, every occurrence after the first).
+The run stops, raising `ValidationFailed`, when a table-level expectation fails, when an
+expectation itself errors, or when more than `max_rejected_fraction` of the rows were rejected.
+The JSON result (GX's own `to_json_dict()` plus our summary) is returned for `validation.json`.
+
+GX costs ~5-7 s to import, so it is imported inside `validate` only.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from .config import ValidationConfig
+from .stage import StageResult, make_stats, reject_frame
+
+__all__ = ["validate", "ValidationFailed", "REQUIRED_COLUMNS"]
+
+REQUIRED_COLUMNS = ("id", "domain", "category", "question", "reference", "prompt", "source")
+SHOW_ROWS = 20
+
+
+class ValidationFailed(RuntimeError):
+    """The validation suite failed; `report` (a dict, also in validation.json) says what and where."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        super().__init__(format_report(report))
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [f"validation failed: {report['reason']}"]
+    for f in report["failures"]:
+        rows = ", ".join(f"{r.get('id') or '?'} ({r.get('source') or '?'})" for r in f["rows"])
+        more = f" and {f['unexpected_count'] - len(f['rows'])} more" if f["unexpected_count"] > len(f["rows"]) else ""
+        where = f" on rows: {rows}{more}" if rows else ""
+        lines.append(f"  - {f['expectation']}({f['column'] or 'table'}) -> {f['reason']}: "
+                     f"{f['unexpected_count']} unexpected{where}{'; ' + f['note'] if f['note'] else ''}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _Check:
+    reason: str
+    expectation: Any
+    column: str | None
+
+
+def _checks(cfg: ValidationConfig, columns: list[str]) -> list[_Check]:
+    import great_expectations.expectations as gxe
+
+    checks = [_Check(f"null:{c}", gxe.ExpectColumnValuesToNotBeNull(column=c), c) for c in REQUIRED_COLUMNS]
+    checks += [
+        _Check("duplicate_id", gxe.ExpectColumnValuesToBeUnique(column="id"), "id"),
+        _Check("empty_reference", gxe.ExpectColumnValueLengthsToBeBetween(column="reference", min_value=1), "reference"),
+        _Check("reference_too_long", gxe.ExpectColumnValueLengthsToBeBetween(
+            column="reference", max_value=cfg.max_reference_chars), "reference"),
+        _Check("question_too_short", gxe.ExpectColumnValueLengthsToBeBetween(
+            column="question", min_value=cfg.min_question_chars), "question"),
+        _Check("question_too_long", gxe.ExpectColumnValueLengthsToBeBetween(
+            column="question", max_value=cfg.max_question_chars), "question"),
+        _Check("prompt_too_long", gxe.ExpectColumnValueLengthsToBeBetween(
+            column="prompt", max_value=cfg.max_prompt_chars), "prompt"),
+    ]
+    if cfg.categories:
+        checks.append(_Check("bad_category", gxe.ExpectColumnValuesToBeInSet(
+            column="category", value_set=list(cfg.categories)), "category"))
+    checks.append(_Check("too_few_rows", gxe.ExpectTableRowCountToBeBetween(min_value=cfg.min_rows), None))
+    return checks
+
+
+def _run_suite(df: pl.DataFrame, checks: list[_Check]) -> dict[str, Any]:
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch = (ctx.data_sources.add_pandas("rows").add_dataframe_asset("rows")
+             .add_batch_definition_whole_dataframe("all"))
+    suite = ctx.suites.add(gx.ExpectationSuite(name="rows", expectations=[c.expectation for c in checks]))
+    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name="rows", data=batch, suite=suite))
+    result = vd.run(batch_parameters={"dataframe": df.to_pandas()},
+                    result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]})
+    return result.to_json_dict()
+
+
+def _detail(reason: str, cfg: ValidationConfig) -> str:
+    fixed = {
+        "duplicate_id": "id already used by an earlier row; ids must be unique",
+        "empty_reference": "reference is empty",
+        "reference_too_long": f"reference longer than max_reference_chars={cfg.max_reference_chars}",
+        "question_too_short": f"question shorter than min_question_chars={cfg.min_question_chars}",
+        "question_too_long": f"question longer than max_question_chars={cfg.max_question_chars}",
+        "prompt_too_long": f"prompt longer than max_prompt_chars={cfg.max_prompt_chars}",
+        "bad_category": f"category not in validation.categories {list(cfg.categories)}",
+    }
+    return fixed.get(reason, f"{reason.split(':', 1)[-1]} is null")
+
+
+def _flagged(check: _Check, result: dict[str, Any]) -> list[int]:
+    rows = [int(r["_row"]) for r in result["result"].get("unexpected_index_list") or []]
+    return rows[1:] if check.reason == "duplicate_id" else rows  # rows come in table order
+
+
+def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict[str, Any]]:
+    """Run the suite; returns (kept/rejected rows, JSON report) or raises ValidationFailed."""
+    start = time.perf_counter()
+    work = df.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
+    checks = _checks(cfg, df.columns)
+    gx_result = _run_suite(work, checks)
+    reason_of: dict[int, str] = {}
+    failures, stop = [], []
+    ids, sources = work["id"].to_list(), work["source"].to_list()
+    for check, res in zip(checks, gx_result["results"]):
+        if res["success"]:
+            continue
+        errored = bool((res.get("exception_info") or {}).get("raised_exception"))
+        rows = [] if errored or check.column is None else _flagged(check, res)
+        for r in rows:
+            reason_of.setdefault(r, check.reason)
+        note = ""
+        if errored:
+            note = "the expectation raised: " + str(res["exception_info"].get("exception_message"))[:300]
+            stop.append(check.reason)
+        elif check.column is None:
+            note = f"observed {res['result'].get('observed_value')}, need at least {cfg.min_rows}"
+            stop.append(check.reason)
+        failures.append({
+            "expectation": res["expectation_config"]["type"], "column": check.column,
+            "reason": check.reason, "unexpected_count": len(rows) if rows else int(
+                res["result"].get("unexpected_count") or 0),
+            "rows": [{"id": ids[r], "source": sources[r]} for r in rows[:SHOW_ROWS]], "note": note,
+        })
+    bad = sorted(reason_of)
+    mask = pl.Series([False] * work.height, dtype=pl.Boolean).scatter(bad, True) if bad else None
+    reasons = pl.Series([reason_of[r] for r in bad], dtype=pl.String)
+    details = pl.Series([_detail(reason_of[r], cfg) for r in bad], dtype=pl.String)
+    rejected = reject_frame(work.filter(mask) if mask is not None else work.clear(), "validate", reasons, details)
+    kept = work.filter(~mask) if mask is not None else work
+    share = len(bad) / work.height if work.height else 0.0
+    report = {
+        "success": not stop and share <= cfg.max_rejected_fraction,
+        "rows_checked": work.height, "rows_rejected": len(bad), "rejected_fraction": round(share, 4),
+        "max_rejected_fraction": cfg.max_rejected_fraction, "failures": failures, "reason": "",
+        "great_expectations": gx_result,
+    }
+    if stop:
+        report["reason"] = "checks that reject the whole table failed: " + ", ".join(stop)
+    elif share > cfg.max_rejected_fraction:
+        report["reason"] = (f"{len(bad)} of {work.height} rows ({share:.1%}) failed row checks, more than "
+                            f"max_rejected_fraction={cfg.max_rejected_fraction}")
+    if not report["success"]:
+        raise ValidationFailed(report)
+    kept, rejected = kept.drop("_row"), rejected.drop("_row")
+    stats = make_stats(df.height, kept, rejected, time.perf_counter() - start)
+    return StageResult(kept, rejected, stats), report
