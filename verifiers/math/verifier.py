@@ -11,6 +11,9 @@ from .compare import equal
 from .extract import extract, extract_gold
 from .normalize import normalize
 
+_LEVEL = {"marker": "final-answer marker", "boxed": "\\boxed{}", "answer": "'Answer:'",
+          "fallback": "last-line fallback"}
+
 
 def _params(params: dict) -> tuple[float, float | None]:
     rel_tol = float(params.get("rel_tol", 1e-9))
@@ -28,7 +31,7 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
         return V.unparsed("no final answer found (no marker, \\boxed{}, Answer: or number)")
     pred = normalize(got.answer)
     if not pred:
-        return V.unparsed(f"the {got.level} answer is empty after normalization", V.clip(got.answer))
+        return V.unparsed(f"the answer from the {_LEVEL[got.level]} is empty after normalization", V.clip(got.answer))
     distinct = _distinct(got.candidates, rel_tol)
     if len(distinct) > 1:
         return V.wrong(V.clip(pred), f"hedged between {len(distinct)} different final answers: "
@@ -38,8 +41,8 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
         return V.timeout(f"the sympy comparison with gold {V.clip(gold, 80)!r} ran out of time",
                          V.clip(pred))
     if same:
-        return V.correct(V.clip(pred), f"{got.level} answer matches gold by the {voter} voter")
-    return V.wrong(V.clip(pred), f"{got.level} answer differs from gold {V.clip(gold, 80)!r} ({voter})")
+        return V.correct(V.clip(pred), f"answer from the {_LEVEL[got.level]} matches gold ({voter} voter)")
+    return V.wrong(V.clip(pred), f"answer from the {_LEVEL[got.level]} differs from gold {V.clip(gold, 80)!r} ({voter})")
 
 
 def _distinct(candidates: tuple[str, ...], rel_tol: float) -> list[str]:
