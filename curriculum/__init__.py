@@ -1,11 +1,21 @@
 """Curriculum: rollout engines, pass@k tiers of the SFT model, and the stratified deduplicated sampler.
 
-Heavy dependencies (torch, transformers, vllm) are imported inside the functions that use them, so
-`import curriculum` is cheap. See docs/DESIGN.md for where this sits in the pipeline.
+    rows = assign_split(rows, cfg.eval_fraction, seed)
+    tiered = tier_to_dir(rows.filter(split == "train"), sft_dir, cfg, out_dir, seed)   # or tier_rows(...)
+    sampler = StratifiedSampler(tiered, cfg, seed, batch_size)
+
+Heavy dependencies (torch, transformers, vllm, matplotlib) are imported inside the functions that use
+them, so `import curriculum` is cheap; `VLLMEngine` lives in `curriculum.vllm_engine` and is loaded on
+first access. See docs/DESIGN.md for where this sits in the pipeline.
 """
 
 from curriculum.config import CurriculumConfig, TierBoundaries, TierWeights
 from curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
+from curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
+from curriculum.report import tier_report
+from curriculum.sampler import StratifiedSampler, UniformSampler
+from curriculum.split import assign_split
+from curriculum.tiering import tier_rows, tier_to_dir
 
 __all__ = [
     "Completion",
@@ -13,6 +23,24 @@ __all__ = [
     "HFEngine",
     "RolloutEngine",
     "SamplingParams",
+    "StratifiedSampler",
     "TierBoundaries",
     "TierWeights",
+    "UniformSampler",
+    "VLLMEngine",
+    "assign_split",
+    "pass_at_k",
+    "pass_at_k_array",
+    "pass_at_k_by_category",
+    "tier_report",
+    "tier_rows",
+    "tier_to_dir",
 ]
+
+
+def __getattr__(name: str):
+    if name == "VLLMEngine":
+        from curriculum.vllm_engine import VLLMEngine
+
+        return VLLMEngine
+    raise AttributeError(f"module 'curriculum' has no attribute {name!r}")

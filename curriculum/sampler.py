@@ -1,0 +1,344 @@
+"""The stratified curriculum sampler: batches by quota over (category x tier), no recent repeats.
+
+    sampler = StratifiedSampler(tiered_rows, cfg, seed=0, batch_size=8)
+    ids = sampler.next_batch()                    # prompt ids for one GRPO step
+    sampler.report(ids, group_success_rates)      # online re-tiering
+    ckpt["sampler"] = sampler.state_dict()        # JSON-serializable; load_state_dict() resumes exactly
+
+How a batch is drawn
+- Pool: rows with `split == "train"` (all rows when there is no `split` column); needs `id`,
+  `category`, `tier`.
+- Quotas: cell (c, t) has weight category_weight(c) * tier_weight(t), normalized. Category weights
+  come from `cfg.category_weights`, or are proportional to the category's pool size when that is
+  empty. Each batch adds batch_size * weight to the cell's credit and hands out whole slots by
+  largest remainder, so over many batches every cell gets its share to within one prompt.
+- Within a cell, prompts come from a seeded shuffle of the cell (an epoch); when the epoch is used
+  up, a new shuffle starts. A prompt drawn in one of the last `dedup_window` batches, or already in
+  this batch, is skipped.
+- Fallback when a cell runs dry (no prompts: `cell_empty`; all recently drawn: `cell_in_window`):
+  its slots are borrowed from other cells with positive weight, in the order of `cfg.fallback`
+  (`category_first`: the same category's other tiers by weight, then the same tier elsewhere, then
+  the rest; `tier_first`: the same tier elsewhere first). If no cell has an eligible prompt left,
+  `cfg.when_exhausted` decides: `relax_window` reuses the least recently drawn ids
+  (`dedup_window_relaxed`), `short_batch` returns fewer ids (`short_batch`). Every event is counted
+  in `fallback_counts` and kept (the last 500) in `fallback_log` with the batch number and reason.
+
+Online re-tiering: each prompt keeps its last `retier_window` success rates (the offline pass@1
+counts as the first); after `report`, its tier is the tier of their mean under `cfg.boundaries`, and
+a prompt that changed tier moves to the new cell at a random place in that cell's epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter, deque
+
+import numpy as np
+
+from curriculum.config import TIERS, CurriculumConfig
+
+log = logging.getLogger(__name__)
+
+Cell = tuple[str, str]  # (category, tier)
+LOG_KEEP = 500
+STATE_VERSION = 1
+
+
+class StratifiedSampler:
+    """Quota batches over (category x tier) with recent-prompt dedup and online re-tiering."""
+
+    def __init__(self, df, cfg: CurriculumConfig, seed: int, batch_size: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError(f"StratifiedSampler: batch_size={batch_size} must be >= 1")
+        self.cfg, self.seed, self.batch_size = cfg, seed, batch_size
+        pool = _train_pool(df)
+        self.category = dict(zip(pool["id"].to_list(), pool["category"].to_list()))
+        self.tier = dict(zip(pool["id"].to_list(), pool["tier"].to_list()))
+        rates = pool["pass_at_1"].to_list() if "pass_at_1" in pool.columns else [None] * pool.height
+        self.history = {i: ([] if r is None else [float(r)]) for i, r in zip(pool["id"].to_list(), rates)}
+        self.categories = sorted(set(self.category.values()))
+        self.weights = self._cell_weights(pool)
+        self.cells: list[Cell] = [(c, t) for c in self.categories for t in TIERS]
+        self.members: dict[Cell, set[str]] = {cell: set() for cell in self.cells}
+        for pid in sorted(self.category):
+            self.members[self._cell_of(pid)].add(pid)
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.queues: dict[Cell, list[str]] = {cell: self._shuffled(self.members[cell]) for cell in self.cells}
+        self.credit: dict[Cell, float] = {cell: 0.0 for cell in self.cells}
+        self.recent: deque[list[str]] = deque(maxlen=max(cfg.dedup_window, 1))
+        self.last_drawn: dict[str, int] = {}
+        self.batches = 0
+        self.fallback_counts: Counter[str] = Counter()
+        self.fallback_log: deque[dict] = deque(maxlen=LOG_KEEP)
+        self.moves = 0
+        self._warned: set[tuple[str, str]] = set()
+
+    # ---- construction helpers -------------------------------------------------------------------
+    def _cell_weights(self, pool) -> dict[Cell, float]:
+        tier_w = self.cfg.weights.normalized()
+        if self.cfg.category_weights:
+            unknown = sorted(set(self.cfg.category_weights) - set(self.categories))
+            if unknown:
+                log.warning("curriculum.category_weights names categories with no train rows: %s", unknown)
+            cat_w = {c: float(self.cfg.category_weights.get(c, 0.0)) for c in self.categories}
+        else:
+            sizes = Counter(self.category.values())
+            cat_w = {c: float(sizes[c]) for c in self.categories}
+        total = sum(cat_w.values())
+        if total <= 0:
+            raise ValueError(
+                f"curriculum.category_weights gives every train category ({self.categories}) weight 0; "
+                "give at least one of them a positive weight, or leave the map empty for size-proportional"
+            )
+        return {(c, t): cat_w[c] / total * tier_w[t] for c in self.categories for t in TIERS}
+
+    def _cell_of(self, pid: str) -> Cell:
+        return (self.category[pid], self.tier[pid])
+
+    def _shuffled(self, ids) -> list[str]:
+        ordered = sorted(ids)  # sets iterate in hash order, which differs between processes
+        return [ordered[i] for i in self.rng.permutation(len(ordered))]
+
+    # ---- drawing ---------------------------------------------------------------------------------
+    def next_batch(self) -> list[str]:
+        """The prompt ids of the next batch (batch_size of them unless `short_batch` had to apply)."""
+        blocked = {pid for batch in self.recent for pid in batch} if self.cfg.dedup_window else set()
+        taken: list[str] = []
+        taken_set: set[str] = set()
+        short: list[tuple[Cell, int, str]] = []
+        for cell, want in self._allocate():
+            got = 0
+            while got < want and (pid := self._draw(cell, blocked, taken_set)) is not None:
+                taken.append(pid)
+                taken_set.add(pid)
+                got += 1
+            if got < want:
+                reason = "cell_empty" if not self.members[cell] else "cell_in_window"
+                short.append((cell, want - got, reason))
+        for cell, missing, reason in short:
+            filled = self._borrow(cell, missing, blocked, taken, taken_set)
+            self._event(cell, reason, missing, filled)
+        if len(taken) < self.batch_size:
+            self._exhausted(taken, taken_set)
+        for pid in taken:
+            self.last_drawn[pid] = self.batches
+        self.recent.append(list(taken))
+        self.batches += 1
+        return taken
+
+    def _allocate(self) -> list[tuple[Cell, int]]:
+        """Whole slots per cell by largest remainder over carried credit (sums to batch_size)."""
+        for cell in self.cells:
+            self.credit[cell] += self.batch_size * self.weights[cell]
+        alloc = {cell: int(np.floor(self.credit[cell] + 1e-9)) for cell in self.cells}
+        left = self.batch_size - sum(alloc.values())
+        by_remainder = sorted(self.cells, key=lambda c: (-(self.credit[c] - alloc[c]), self.cells.index(c)))
+        for cell in by_remainder[:left]:
+            alloc[cell] += 1
+        for cell in self.cells:
+            self.credit[cell] -= alloc[cell]
+        return [(cell, alloc[cell]) for cell in self.cells if alloc[cell] > 0]
+
+    def _draw(self, cell: Cell, blocked: set[str], taken: set[str]) -> str | None:
+        """Next eligible id of the cell's epoch, starting a new epoch when this one has none left."""
+        queue = self.queues[cell]
+        for attempt in range(2):
+            for idx, pid in enumerate(queue):
+                if pid not in blocked and pid not in taken:
+                    del queue[idx]
+                    return pid
+            if attempt == 0:
+                used = self.members[cell].difference(queue)
+                if not used:
+                    return None
+                queue.extend(self._shuffled(used))
+        return None
+
+    def _borrow_order(self, cell: Cell) -> list[Cell]:
+        cat, tier = cell
+        by_weight = sorted((c for c in self.cells if c != cell and self.weights[c] > 0),
+                           key=lambda c: (-self.weights[c], self.cells.index(c)))
+        same_cat = [c for c in by_weight if c[0] == cat]
+        same_tier = [c for c in by_weight if c[1] == tier]
+        first, second = (same_cat, same_tier) if self.cfg.fallback == "category_first" else (same_tier, same_cat)
+        rest = [c for c in by_weight if c not in first and c not in second]
+        return first + second + rest
+
+    def _borrow(self, cell: Cell, missing: int, blocked, taken: list[str], taken_set: set[str]) -> dict[str, int]:
+        filled: Counter[str] = Counter()
+        for other in self._borrow_order(cell):
+            while missing and (pid := self._draw(other, blocked, taken_set)) is not None:
+                taken.append(pid)
+                taken_set.add(pid)
+                filled[f"{other[0]}/{other[1]}"] += 1
+                missing -= 1
+            if not missing:
+                break
+        return dict(filled)
+
+    def _exhausted(self, taken: list[str], taken_set: set[str]) -> None:
+        """No eligible prompt anywhere: relax the dedup window (least recently drawn first) or stay short."""
+        missing = self.batch_size - len(taken)
+        if self.cfg.when_exhausted == "relax_window":
+            drawable = [p for cell in self.cells if self.weights[cell] > 0 for p in self.members[cell]]
+            pool = sorted((p for p in drawable if p not in taken_set), key=lambda p: (self.last_drawn.get(p, -1), p))
+            for pid in pool[:missing]:
+                queue = self.queues[self._cell_of(pid)]
+                if pid in queue:
+                    queue.remove(pid)
+                taken.append(pid)
+                taken_set.add(pid)
+            self._event(None, "dedup_window_relaxed", missing, {"recent": min(missing, len(pool))})
+            missing -= min(missing, len(pool))
+        if missing:
+            self._event(None, "short_batch", missing, {})
+
+    def _event(self, cell: Cell | None, reason: str, wanted: int, filled: dict[str, int]) -> None:
+        where = "*" if cell is None else f"{cell[0]}/{cell[1]}"
+        self.fallback_counts[reason] += 1
+        self.fallback_log.append({"batch": self.batches, "cell": where, "reason": reason, "wanted": wanted,
+                                  "filled_from": filled})
+        level = logging.INFO if (where, reason) not in self._warned else logging.DEBUG
+        self._warned.add((where, reason))
+        log.log(level, "sampler batch %d: cell %s short by %d (%s); filled from %s", self.batches, where,
+                wanted, reason, filled or "nothing")
+
+    # ---- online re-tiering -----------------------------------------------------------------------
+    def report(self, ids: list[str], success_rates: list[float]) -> dict[str, tuple[str, str]]:
+        """Record each prompt's GRPO group success rate; returns {id: (old_tier, new_tier)} for movers."""
+        if len(ids) != len(success_rates):
+            raise ValueError(f"report: {len(ids)} ids but {len(success_rates)} success rates; pass one rate per id")
+        moved: dict[str, tuple[str, str]] = {}
+        for pid, rate in zip(ids, success_rates):
+            if pid not in self.tier:
+                raise KeyError(f"report: prompt id {pid!r} is not in the sampler's train pool; report only drawn ids")
+            if not 0.0 <= float(rate) <= 1.0:
+                raise ValueError(f"report: success rate {rate!r} for id {pid!r} must be in [0, 1] (correct / group size)")
+            hist = self.history[pid]
+            hist.append(float(rate))
+            del hist[: max(0, len(hist) - self.cfg.retier_window)]
+            new = self.cfg.boundaries.tier_of(sum(hist) / len(hist))
+            if new != self.tier[pid]:
+                moved[pid] = (self.tier[pid], new)
+                self._move(pid, new)
+        if moved:
+            log.info("re-tiering after batch %d: %d prompt(s) moved", self.batches, len(moved))
+        return moved
+
+    def _move(self, pid: str, new_tier: str) -> None:
+        old = self._cell_of(pid)
+        self.members[old].discard(pid)
+        if pid in self.queues[old]:
+            self.queues[old].remove(pid)
+        self.tier[pid] = new_tier
+        cell = self._cell_of(pid)
+        self.members[cell].add(pid)
+        queue = self.queues[cell]
+        queue.insert(int(self.rng.integers(0, len(queue) + 1)), pid)
+        self.moves += 1
+
+    def tier_counts(self) -> dict[str, int]:
+        """Current number of pool prompts per tier."""
+        counts = Counter(self.tier.values())
+        return {t: counts.get(t, 0) for t in TIERS}
+
+    # ---- checkpointing ---------------------------------------------------------------------------
+    def _pool_digest(self) -> str:
+        text = "\n".join(f"{p}\t{self.category[p]}" for p in sorted(self.category))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue exactly where this sampler is; JSON-serializable."""
+        return {
+            "version": STATE_VERSION, "seed": self.seed, "batch_size": self.batch_size, "pool": self._pool_digest(),
+            "batches": self.batches, "moves": self.moves, "rng": self.rng.bit_generator.state,
+            "tier": dict(sorted(self.tier.items())), "history": {k: list(v) for k, v in sorted(self.history.items())},
+            "queues": [[c, t, list(self.queues[(c, t)])] for c, t in self.cells],
+            "credit": [[c, t, self.credit[(c, t)]] for c, t in self.cells],
+            "recent": [list(b) for b in self.recent], "last_drawn": dict(sorted(self.last_drawn.items())),
+            "fallback_counts": dict(self.fallback_counts), "fallback_log": list(self.fallback_log),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict()` taken from a sampler over the same pool and batch size."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release")
+        if state["pool"] != self._pool_digest() or state["batch_size"] != self.batch_size:
+            raise ValueError(
+                "sampler state was saved for another pool or batch size (pool digest "
+                f"{state['pool']} vs {self._pool_digest()}, batch_size {state['batch_size']} vs {self.batch_size}); "
+                "resume with the same tiers.parquet, split and prompts_per_step"
+            )
+        self.batches, self.moves = state["batches"], state["moves"]
+        self.rng.bit_generator.state = state["rng"]
+        self.tier = dict(state["tier"])
+        self.history = {k: list(v) for k, v in state["history"].items()}
+        self.members = {cell: set() for cell in self.cells}
+        for pid in sorted(self.tier):
+            self.members[self._cell_of(pid)].add(pid)
+        self.queues = {(c, t): list(q) for c, t, q in state["queues"]}
+        self.credit = {(c, t): float(v) for c, t, v in state["credit"]}
+        self.recent = deque((list(b) for b in state["recent"]), maxlen=self.recent.maxlen)
+        self.last_drawn = dict(state["last_drawn"])
+        self.fallback_counts = Counter(state["fallback_counts"])
+        self.fallback_log = deque(state["fallback_log"], maxlen=LOG_KEEP)
+
+
+def _train_pool(df):
+    """The rows the sampler draws from: split == train when a split exists; checks the columns."""
+    missing = [c for c in ("id", "category", "tier") if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"StratifiedSampler: the frame lacks {missing}; pass the output of tier_rows (tiers.parquet)"
+        )
+    pool = df.filter(df["split"] == "train") if "split" in df.columns else df
+    if pool.height == 0:
+        raise ValueError("StratifiedSampler: no train rows to sample from (split == 'train' matched nothing)")
+    bad = sorted(set(pool["tier"].to_list()) - set(TIERS))
+    if bad:
+        raise ValueError(f"StratifiedSampler: unknown tier value(s) {bad}; tiers are {list(TIERS)}")
+    if pool["id"].is_duplicated().any():
+        raise ValueError("StratifiedSampler: duplicate ids in the train pool; ids must be unique")
+    return pool
+
+
+class UniformSampler:
+    """The baseline: uniform epochs over the train pool, no tiers or quotas; same interface.
+
+    `report` only records nothing (there is no re-tiering); prompts still never repeat within one
+    epoch, which is what a plain shuffled data loader does.
+    """
+
+    def __init__(self, df, seed: int, batch_size: int = 8) -> None:
+        if batch_size < 1:
+            raise ValueError(f"UniformSampler: batch_size={batch_size} must be >= 1")
+        if "id" not in df.columns:
+            raise ValueError("UniformSampler: the frame lacks 'id'")
+        pool = df.filter(df["split"] == "train") if "split" in df.columns else df
+        self.ids = sorted(pool["id"].to_list())
+        if not self.ids:
+            raise ValueError("UniformSampler: no train rows to sample from")
+        self.batch_size = batch_size
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.queue: list[str] = []
+
+    def next_batch(self) -> list[str]:
+        out: list[str] = []
+        while len(out) < min(self.batch_size, len(self.ids)):
+            if not self.queue:
+                self.queue = [self.ids[i] for i in self.rng.permutation(len(self.ids))]
+            pid = self.queue.pop(0)
+            if pid not in out:
+                out.append(pid)
+        return out
+
+    def report(self, ids: list[str], success_rates: list[float]) -> dict[str, tuple[str, str]]:
+        return {}
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state, "queue": list(self.queue), "batch_size": self.batch_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.queue = list(state["queue"])

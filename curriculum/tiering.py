@@ -1,0 +1,171 @@
+"""Tier prompts by the SFT model's pass@k: sample n completions per prompt, verify, count, classify.
+
+    tiered = tier_rows(rows, engine, cfg, seed=0)        # adds n_samples, n_correct, pass_at_1, pass_at_k, tier
+    tier_to_dir(rows, "runs/demo/sft", cfg, "runs/demo/tier", seed=0)   # + tiers.parquet and the report
+
+A sample is correct when its verdict score is >= 1 - 1e-9 (the verifier's `correct`); partial credit
+does not count. The tier is decided on pass@1 = c/n with `cfg.boundaries` (see curriculum/config.py).
+Scoring goes through `score_fn(items) -> list[Verdict | float]` with items
+`(verifier, response, reference, verifier_params)`; the default is `verifiers.score_many`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from curriculum.config import CurriculumConfig
+from curriculum.engines import RolloutEngine, SamplingParams
+from curriculum.passk import pass_at_k_array
+from curriculum.report import tier_report
+
+log = logging.getLogger(__name__)
+
+CORRECT_MIN = 1.0 - 1e-9
+TIER_COLUMNS = ("n_samples", "n_correct", "pass_at_1", "pass_at_k", "tier")
+_NEEDED = ("id", "category", "prompt", "reference", "verifier", "verifier_params")
+PROMPTS_PER_CALL = 256  # engine calls are chunked so memory and progress stay bounded
+
+ScoreFn = Callable[[Sequence[tuple[str, str, str, str]]], Sequence[object]]
+
+
+def default_score_fn(workers: int | None) -> ScoreFn:
+    """`verifiers.score_many` with a fixed worker count (imported lazily)."""
+
+    def score(items):
+        from verifiers import score_many
+
+        return score_many(items, workers=workers)
+
+    return score
+
+
+def _score_value(verdict: object) -> float:
+    return float(getattr(verdict, "score", verdict))
+
+
+def count_correct(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, score_fn: ScoreFn) -> list[int]:
+    """Correct samples out of cfg.n_samples for each row, in row order."""
+    sampling = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_new_tokens)
+    rows = df.select(_NEEDED).to_dicts()
+    counts: list[int] = []
+    for chunk_no, start in enumerate(range(0, len(rows), PROMPTS_PER_CALL)):
+        chunk = rows[start : start + PROMPTS_PER_CALL]
+        groups = engine.generate([r["prompt"] for r in chunk], cfg.n_samples, sampling, seed * 7919 + chunk_no)
+        items = [
+            (r["verifier"], c.text, r["reference"], r["verifier_params"])
+            for r, group in zip(chunk, groups)
+            for c in group
+        ]
+        verdicts = list(score_fn(items))
+        if len(verdicts) != len(items):
+            raise RuntimeError(f"score_fn returned {len(verdicts)} verdicts for {len(items)} items; it must return one per item")
+        n = cfg.n_samples
+        counts.extend(
+            sum(_score_value(v) >= CORRECT_MIN for v in verdicts[i * n : (i + 1) * n]) for i in range(len(chunk))
+        )
+        log.info("tiering: %d/%d prompts sampled and scored", start + len(chunk), len(rows))
+    return counts
+
+
+def tier_rows(
+    df,
+    engine: RolloutEngine,
+    cfg: CurriculumConfig,
+    seed: int,
+    score_fn: ScoreFn | None = None,
+    workers: int | None = None,
+):
+    """The rows plus `n_samples, n_correct, pass_at_1, pass_at_k, tier` (existing tier columns are replaced).
+
+    `workers` sets the verifier pool size when `score_fn` is None (None = every core).
+    """
+    import polars as pl
+
+    missing = [c for c in _NEEDED if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"tier_rows: the frame lacks column(s) {missing}; tier rows after the verifiers stage attached "
+            "`verifier` and `verifier_params` (see the row schema in docs/DESIGN.md)"
+        )
+    base = df.drop([c for c in TIER_COLUMNS if c in df.columns])
+    if base.height == 0:
+        return base.with_columns(
+            pl.lit(None, pl.Int64).alias("n_samples"), pl.lit(None, pl.Int64).alias("n_correct"),
+            pl.lit(None, pl.Float64).alias("pass_at_1"), pl.lit(None, pl.Float64).alias("pass_at_k"),
+            pl.lit(None, pl.String).alias("tier"),
+        )
+    correct = count_correct(base, engine, cfg, seed, score_fn or default_score_fn(workers))
+    n = [cfg.n_samples] * base.height
+    p1 = [c / cfg.n_samples for c in correct]
+    return base.with_columns(
+        pl.Series("n_samples", n, dtype=pl.Int64),
+        pl.Series("n_correct", correct, dtype=pl.Int64),
+        pl.Series("pass_at_1", p1, dtype=pl.Float64),
+        pl.Series("pass_at_k", pass_at_k_array(n, correct, cfg.k), dtype=pl.Float64),
+        pl.Series("tier", [cfg.boundaries.tier_of(p) for p in p1], dtype=pl.String),
+    )
+
+
+def _write_parquet_atomic(df, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    df.write_parquet(tmp)
+    tmp.replace(path)
+
+
+def tier_to_dir(
+    df,
+    model_path: str | Path,
+    cfg: CurriculumConfig,
+    out_dir: str | Path,
+    seed: int,
+    score_fn: ScoreFn | None = None,
+    device: str = "cpu",
+    workers: int | None = None,
+):
+    """Load the model at `model_path` into an HFEngine, tier `df`, write the stage to `out_dir`.
+
+    Writes `tiers.parquet` (the rows plus the tier columns), `tiers_rejects.parquet` (empty: tiering
+    drops nothing), `tiers_stats.json` and the tier report (tier_table.csv, tier_report.md,
+    tier_histogram.png). Returns the tiered frame.
+    """
+    from curriculum.engines import HFEngine
+
+    started = time.time()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    engine = HFEngine.from_pretrained(str(model_path), device=device, batch_size=cfg.engine_batch_size)
+    tiered = tier_rows(df, engine, cfg, seed, score_fn=score_fn, workers=workers)
+    if tiered.height != df.height:
+        raise AssertionError(f"tiering changed the row count: {df.height} in, {tiered.height} out")
+    _write_parquet_atomic(tiered, out / "tiers.parquet")
+    _write_parquet_atomic(_empty_rejects(df), out / "tiers_rejects.parquet")
+    tier_report(tiered, out, k=cfg.k)
+    stats = {
+        "rows_in": df.height,
+        "rows_kept": tiered.height,
+        "rows_rejected": 0,
+        "rejected_by_reason": {},
+        "seconds": round(time.time() - started, 3),
+        "model": str(model_path),
+        "seed": seed,
+        "n_samples": cfg.n_samples,
+        "k": cfg.k,
+        "tiers": {t: int(v) for t, v in tiered["tier"].value_counts().iter_rows()} if tiered.height else {},
+    }
+    tmp = out / "tiers_stats.json.tmp"
+    tmp.write_text(json.dumps(stats, indent=2, sort_keys=True))
+    tmp.replace(out / "tiers_stats.json")
+    return tiered
+
+
+def _empty_rejects(df):
+    import polars as pl
+
+    return df.head(0).with_columns(
+        pl.lit(None, pl.String).alias("stage"), pl.lit(None, pl.String).alias("reason"),
+        pl.lit(None, pl.String).alias("detail"),
+    )
