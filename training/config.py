@@ -58,7 +58,7 @@ class GRPOConfig(_Frozen):
     steps: int = Field(150, ge=0, description="Optimizer updates (one sampler batch each).")
     prompts_per_step: int = Field(8, ge=1, description="Prompts drawn from the curriculum sampler per step.")
     group_size: int = Field(8, ge=2, description="Completions sampled per prompt (G).")
-    lr: float = Field(1e-3, gt=0, description="Peak AdamW learning rate.")
+    lr: float = Field(2e-4, gt=0, description="Peak AdamW learning rate (GRPO wants ~10x less than SFT).")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     beta: float = Field(
         0.0, ge=0, description="k3 KL coefficient to the reference (SFT) model; 0 loads no reference model."

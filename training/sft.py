@@ -86,7 +86,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
         torch.nn.utils.clip_grad_norm_(model.parameters(), sc.max_grad_norm)
         opt.step()
         sched.step()
-        loss_val = float(loss)
+        loss_val = float(loss.detach())
         if step % sc.log_every == 0 or step == steps - 1:
             lines.append(json.dumps({"step": step, "loss": loss_val, "lr": sched.get_last_lr()[0]}))
     model.eval()

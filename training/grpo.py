@@ -1,0 +1,298 @@
+"""The GRPO loop, top to bottom: rollouts -> verifier rewards -> group advantages -> clipped update.
+
+    result = train_grpo(sft_dir, tiered_train_df, TrainingConfig(), CurriculumConfig(), RewardConfig(),
+                        eval_df, EvalConfig(), out_dir="runs/demo/grpo", seed=0)
+
+One step: draw `prompts_per_step` prompts from the curriculum's `StratifiedSampler`, sample
+`group_size` completions each from the rollout engine (HF in-process, or vLLM with the weights synced
+after every update), score them with the rows' verifiers in parallel processes, report each group's
+success rate back to the sampler (online re-tiering), drop zero-variance groups and refill from the
+sampler up to `max_refill_rounds` times, then take `updates_per_batch` AdamW steps on the clipped
+GRPO loss (training/grpo_math.py). Every `checkpoint.every` steps (and at the end) the policy is
+evaluated on the held-out rows and saved with its optimizer, sampler and RNG state; a rerun resumes
+from the newest complete checkpoint. Outputs in out_dir: metrics.jsonl (one line per step),
+evals.jsonl (SFT baseline at step 0, then each checkpoint), curves.png, step_NNNNNN/ checkpoints,
+summary.json.
+
+Left out: asynchronous rollouts, splitting rollouts across data-parallel ranks, entropy bonus.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from training import checkpoint as ckpt
+from training.config import EvalConfig, TrainingConfig
+from training.report import append_jsonl, detect_reward_hacking, plot_curves, read_jsonl, warn_loudly
+
+log = logging.getLogger("rlvrflow.training")
+
+
+@dataclass
+class Group:
+    """One prompt's G completions and their rewards."""
+
+    task_id: str
+    prompt_ids: list[int]
+    completion_ids: list[list[int]]
+    rewards: list[float]
+    correct: list[bool]
+
+
+@dataclass
+class RunState:
+    """What a checkpoint must carry besides weights and optimizer to resume exactly."""
+
+    step: int = 0
+    groups_seen: int = 0
+    groups_zero_variance: int = 0
+    evals: list[dict] = field(default_factory=list)
+    train_rewards: list[float] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, reward_cfg, eval_df,
+               eval_cfg: EvalConfig, out_dir, seed: int, on_progress=None) -> dict:
+    """Run GRPO from `sft_model` (HF dir) on the tiered train rows; resume from out_dir when possible.
+
+    tiered_train_df: polars rows with the DESIGN.md columns after `curriculum.tier_rows` (id, prompt,
+    reference, verifier, verifier_params, category, tier, pass_at_1). curriculum_cfg: a
+    `curriculum.config.CurriculumConfig` for the sampler. reward_cfg: a `verifiers.config.RewardConfig`.
+    eval_df: held-out rows for `evaluate`. on_progress(step, total, metrics) is called after each step.
+    Returns {final_checkpoint, best_checkpoint, baseline, final, evals, zero_variance_fraction,
+    steps, seconds, steps_per_second, warnings}.
+    """
+    import torch
+
+    from curriculum import StratifiedSampler
+    from training.backends import make_backend
+    from training.eval import evaluate_model
+    from training.modeling import load_model_and_tokenizer, pick_device, set_threads
+    from training.scoring import tasks_from_df
+
+    g, out = cfg.grpo, Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    set_threads(cfg.torch_threads)
+    device = pick_device(cfg.device)
+    torch.manual_seed(seed)
+    resume = ckpt.latest_checkpoint(out)
+    policy, tokenizer = load_model_and_tokenizer(resume or sft_model, device)
+    ref = load_model_and_tokenizer(sft_model, device, trainable=False)[0] if g.beta > 0 else None
+    backend = make_backend(policy, g)
+    tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
+    sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed)
+    engine = _rollout_engine(g.rollout, backend.module, tokenizer, sft_model, device, cfg)
+    run = RunState()
+
+    def run_eval(step: int) -> dict:
+        result = evaluate_model(backend.module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
+        record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
+        run.evals.append(record)
+        if backend.is_main:
+            append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
+        return record
+
+    if resume is not None:
+        state = ckpt.load_state(resume)
+        backend.load_state_dict(state["backend"])
+        sampler.load_state_dict(state["sampler"])
+        ckpt.restore_rng(state["rng"])
+        run = RunState(**state["run"])
+        _truncate_jsonl(out / "metrics.jsonl", run.step)  # drop lines of steps after the checkpoint
+        _truncate_jsonl(out / "evals.jsonl", run.step + 1)
+        _sync_weights(engine, backend)
+        log.info("resumed from %s at step %d", resume, run.step)
+    else:
+        for stale in ("metrics.jsonl", "evals.jsonl"):
+            (out / stale).unlink(missing_ok=True)
+        run_eval(0)  # the SFT baseline, in the same table as every checkpoint
+
+    t0, start_step = time.perf_counter(), run.step
+    for step in range(run.step, g.steps):
+        # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
+        groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step)
+        run.groups_seen += info["groups_seen"]
+        run.groups_zero_variance += info["groups_zero_variance"]
+        # 2. the policy update on whatever signal the step found
+        upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device) if groups else {"skipped": 1}
+        _sync_weights(engine, backend)
+        run.step = step + 1
+        run.train_rewards.append(info["reward_mean"])
+        metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
+                   "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
+        if backend.is_main and (run.step % g.log_every == 0 or run.step == g.steps):
+            append_jsonl(out / "metrics.jsonl", metrics)
+        # 3. eval + checkpoint + retention + the reward-hacking check
+        if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
+            record = run_eval(run.step)
+            _check_reward_hacking(run, cfg.checkpoint.metric)
+            if backend.is_main:
+                _save(out, run, backend, tokenizer, sampler, record, cfg)
+        if on_progress is not None:
+            on_progress(run.step, g.steps, metrics)
+
+    seconds = time.perf_counter() - t0
+    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model))
+
+
+def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int) -> tuple[list[Group], dict]:
+    """Sample, score and filter groups until `prompts_per_step` have reward variance (or rounds run out)."""
+    from curriculum import SamplingParams
+    from training.grpo_math import zero_variance_groups
+    from training.modeling import encode_prompt
+    from training.scoring import rewards_for, score_groups
+
+    import torch
+
+    sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)
+    kept: list[Group] = []
+    seen = zero = n_correct = n_done = tokens = 0
+    reward_sum = 0.0
+    for rnd in range(1 + g.max_refill_rounds):
+        need = g.prompts_per_step - len(kept)
+        if need <= 0:
+            break
+        ids = _draw(sampler, need)
+        batch = [tasks[i] for i in ids]
+        outs = engine.generate([t.prompt for t in batch], g.group_size, sampling, seed=_rollout_seed(seed, step, rnd))
+        texts = [[c.text for c in grp] for grp in outs]
+        verdicts = score_groups(batch, texts, g.reward_workers)
+        parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
+        rewards = torch.tensor([[p.total for p in grp] for grp in parts], dtype=torch.float32)  # (P, G)
+        correct = [[v.status == "correct" for v in vg] for vg in verdicts]
+        sampler.report(ids, [sum(c) / len(c) for c in correct])  # online re-tiering
+        flat = zero_variance_groups(rewards).tolist()
+        for t, grp, r, c, is_zero in zip(batch, outs, rewards.tolist(), correct, flat):
+            seen += 1
+            n_correct += sum(c)
+            n_done += len(c)
+            reward_sum += sum(r)
+            tokens += sum(len(x.token_ids) for x in grp)
+            if is_zero and g.filter_zero_variance:
+                zero += 1
+                continue
+            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt), [list(x.token_ids) for x in grp], r, c))
+    kept = kept[: g.prompts_per_step]
+    info = {"groups_seen": seen, "groups_zero_variance": zero, "groups_used": len(kept),
+            "zero_variance_fraction": zero / max(1, seen), "reward_mean": reward_sum / max(1, n_done),
+            "correct_rate": n_correct / max(1, n_done), "completion_tokens_mean": tokens / max(1, n_done)}
+    return kept, info
+
+
+def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> dict:
+    """`updates_per_batch` optimizer steps on the GRPO loss of `groups`; returns loss diagnostics."""
+    import torch
+
+    from training.grpo_math import grpo_loss, group_advantages
+    from training.modeling import completion_logprobs
+
+    rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G)
+    adv = group_advantages(rewards, g.std_normalize).flatten().tolist()  # (B,)
+    prompts = [grp.prompt_ids for grp in groups for _ in grp.completion_ids]
+    comps = [c for grp in groups for c in grp.completion_ids]
+    rows, weights = backend.rows_for_this_rank(len(comps))
+    local_tokens = sum(len(comps[i]) * w for i, w in zip(rows, weights))
+    denom_tok = backend.loss_denominator(local_tokens)
+    denom_seq = backend.loss_denominator(sum(weights))
+    micro = [rows[k::g.grad_accum] for k in range(g.grad_accum)]
+    w_of = dict(zip(rows, weights))
+
+    def logps(model, idx, grad: bool):
+        with torch.set_grad_enabled(grad):
+            return completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id, device)
+
+    old = None
+    if g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
+        old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
+    ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
+    stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
+    for _ in range(g.updates_per_batch):
+        backend.zero_grad()
+        for k, mb in enumerate(micro):
+            if not mb:
+                continue
+            logp, mask = logps(backend.module, mb, True)  # (b, T)
+            mask = mask & torch.tensor([w_of[i] > 0 for i in mb], device=device).unsqueeze(1)  # DP padding
+            old_lp = old[k] if old is not None else logp.detach()
+            a = torch.tensor([adv[i] for i in mb], device=device)
+            loss, st = grpo_loss(logp, old_lp, ref_lp.get(k), a, mask, g.eps_low, g.eps_high, g.beta,
+                                 g.loss_agg, total_tokens=denom_tok, total_seqs=denom_seq)
+            backend.backward(loss)
+            stats["loss"] += float(loss.detach()) / g.updates_per_batch
+            stats["clip_fraction"] += st["clip_fraction"] / (len(micro) * g.updates_per_batch)
+            stats["kl"] += st.get("kl", 0.0) / (len(micro) * g.updates_per_batch)
+        stats["grad_norm"] = backend.step()
+    return stats
+
+
+def _draw(sampler, n: int) -> list[str]:
+    """Ids of the next sampler batch, at most n of them."""
+    batch = sampler.next_batch(n)
+    ids = batch["id"].to_list() if hasattr(batch, "columns") else list(batch)
+    return [str(i) for i in ids][:n]
+
+
+def _rollout_seed(seed: int, step: int, rnd: int) -> int:
+    """A distinct, reproducible sampling seed per (run seed, step, refill round)."""
+    return (seed * 1_000_003 + step * 101 + rnd) % (2**31 - 1)
+
+
+def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: TrainingConfig):
+    if kind == "vllm":
+        from curriculum.vllm_engine import VLLMEngine
+
+        return VLLMEngine(str(sft_model), dtype="float32", max_model_len=cfg.tiny.max_positions, seed=cfg.seed)
+    from curriculum import HFEngine
+
+    batch = max(cfg.grpo.prompts_per_step * cfg.grpo.group_size, 1)
+    return HFEngine(model, tokenizer, device=str(device), batch_size=batch)
+
+
+def _sync_weights(engine, backend) -> None:
+    """vLLM holds its own copy of the weights: push the updated policy after every update."""
+    if hasattr(engine, "load_weights"):
+        engine.load_weights(backend.named_parameters())
+
+
+def _check_reward_hacking(run: RunState, metric: str) -> None:
+    message = detect_reward_hacking(run.train_rewards, [e[metric] for e in run.evals])
+    if message and message not in run.warnings:
+        run.warnings.append(message)
+        warn_loudly(message)
+
+
+def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, cfg: TrainingConfig) -> None:
+    state = {"backend": backend.state_dict(), "sampler": sampler.state_dict(), "rng": ckpt.capture_rng(),
+             "run": run.__dict__}
+    ckpt.save_checkpoint(out, run.step, backend.module, tokenizer, state, {"eval": record})
+    c = cfg.checkpoint
+    ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric)
+
+
+def _truncate_jsonl(path: Path, below_step: int) -> None:
+    rows = [r for r in read_jsonl(path) if r["step"] < below_step]
+    ckpt.atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path) -> dict:
+    final = ckpt.latest_checkpoint(out) or sft_model  # grpo.steps == 0: the SFT model is the result
+    best = ckpt.best_checkpoint(out, cfg.checkpoint.metric) or final
+    plot_curves(read_jsonl(out / "metrics.jsonl"), run.evals, out / "curves.png")
+    summary = {
+        "final_checkpoint": str(final) if final else None,
+        "best_checkpoint": str(best) if best else None,
+        "baseline": run.evals[0] if run.evals else None,
+        "final": run.evals[-1] if run.evals else None,
+        "evals": run.evals,
+        "zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
+        "steps": run.step,
+        "seconds": round(seconds, 2),
+        "steps_per_second": steps_done / seconds if seconds > 0 else None,
+        "warnings": run.warnings,
+    }
+    ckpt.atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
+    return summary

@@ -1,0 +1,134 @@
+"""Run outputs: the metrics JSONL, reward/eval curves as PNG, the reward-hacking check and report.json.
+
+`report.json` holds at least `baseline` and `final` (each with pass_at_1_greedy, pass_at_1_sampled,
+pass_at_k, format_rate), `tiers` (counts per tier), `zero_variance_fraction` and `checkpoint`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from training.checkpoint import atomic_write_text
+
+log = logging.getLogger("rlvrflow.training")
+
+HEADLINE = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate")
+
+
+def append_jsonl(path: str | Path, record: dict) -> None:
+    """Append one JSON line (flushed, so a killed run keeps every finished line)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
+        fh.flush()
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def detect_reward_hacking(
+    train_rewards: list[float], eval_scores: list[float], min_reward_gain: float = 0.05,
+    min_eval_gain: float = 0.0,
+) -> str | None:
+    """A warning message when training reward rose while held-out pass@1 did not, else None.
+
+    train_rewards: mean reward per training step, in order. eval_scores: eval pass@1 at each eval, the
+    first being the baseline. Reward gain compares the mean of the last quarter of steps with the
+    first quarter; eval gain compares the last eval with the first.
+    """
+    if len(train_rewards) < 4 or len(eval_scores) < 2:
+        return None
+    q = max(1, len(train_rewards) // 4)
+    first = sum(train_rewards[:q]) / q
+    last = sum(train_rewards[-q:]) / q
+    reward_gain, eval_gain = last - first, eval_scores[-1] - eval_scores[0]
+    if reward_gain >= min_reward_gain and eval_gain <= min_eval_gain:
+        return (
+            f"REWARD HACKING SIGNAL: training reward rose by {reward_gain:+.3f} ({first:.3f} -> {last:.3f}) "
+            f"while held-out pass@1 changed by {eval_gain:+.3f} ({eval_scores[0]:.3f} -> {eval_scores[-1]:.3f}); "
+            "inspect high-reward completions for verifier loopholes (format-only credit, length gaming) "
+            "before trusting this checkpoint"
+        )
+    return None
+
+
+def warn_loudly(message: str) -> None:
+    bar = "!" * 80
+    log.warning("\n%s\n%s\n%s", bar, message, bar)
+
+
+def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path) -> Path | None:
+    """Training reward per step and eval pass@1 per checkpoint, side by side; None without data."""
+    if not metrics and not evals:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [m["step"] for m in metrics]
+    ax1.plot(steps, [m["reward_mean"] for m in metrics], label="reward mean")
+    ax1.plot(steps, [m["correct_rate"] for m in metrics], label="correct rate", alpha=0.7)
+    ax1.set_xlabel("GRPO step")
+    ax1.set_title("training rollouts")
+    ax1.legend()
+    for key in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate"):
+        ax2.plot([e["step"] for e in evals], [e[key] for e in evals], marker="o", label=key)
+    ax2.set_xlabel("GRPO step (0 = SFT baseline)")
+    ax2.set_ylim(0, 1)
+    ax2.set_title("held-out eval")
+    ax2.legend()
+    fig.tight_layout()
+    out_png = Path(out_png)
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+    return out_png
+
+
+def _headline(metrics: dict, name: str) -> dict:
+    missing = [k for k in HEADLINE if k not in metrics]
+    if missing:
+        raise ValueError(f"build_report: {name} lacks {missing}; pass the dict returned by training.evaluate")
+    return dict(metrics)
+
+
+def build_report(baseline: dict, final: dict, tiers: dict, zero_variance_fraction: float,
+                 checkpoint: str | Path, extra: dict | None = None) -> dict:
+    """The run report: baseline vs final eval metrics, tier counts, zero-variance share, checkpoint.
+
+    `baseline`/`final` are `evaluate` results; `tiers` maps tier name -> prompt count; `extra` is
+    merged in at the top level (e.g. timings, warnings, the best checkpoint).
+    """
+    report = {
+        "baseline": _headline(baseline, "baseline"),
+        "final": _headline(final, "final"),
+        "delta": {k: final[k] - baseline[k] for k in HEADLINE},
+        "tiers": {str(k): int(v) for k, v in tiers.items()},
+        "zero_variance_fraction": float(zero_variance_fraction),
+        "checkpoint": str(checkpoint),
+    }
+    for key, value in (extra or {}).items():
+        if key in report:
+            raise ValueError(f"build_report: extra key {key!r} would overwrite a report field; rename it")
+        report[key] = value
+    return report
+
+
+def write_report(path: str | Path, report: dict) -> Path:
+    """Write report.json atomically."""
+    return atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def comparison_table(baseline: dict, final: dict) -> str:
+    """A small text table of the headline metrics, SFT baseline beside the final checkpoint."""
+    lines = [f"{'metric':<20}{'sft':>8}{'final':>8}{'delta':>8}"]
+    for k in HEADLINE + ("length_mean",):
+        if k in baseline and k in final:
+            lines.append(f"{k:<20}{baseline[k]:>8.3f}{final[k]:>8.3f}{final[k] - baseline[k]:>+8.3f}")
+    return "\n".join(lines)
