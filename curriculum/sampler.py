@@ -10,8 +10,8 @@ How a batch is drawn
   `category`, `tier`.
 - Quotas: cell (c, t) has weight category_weight(c) * tier_weight(t), normalized. Category weights
   come from `cfg.category_weights`, or are proportional to the category's pool size when that is
-  empty. Each batch adds batch_size * weight to the cell's credit and hands out whole slots by
-  largest remainder, so over many batches every cell gets its share to within one prompt.
+  empty. Each batch of n prompts adds n * weight to every cell's credit and hands each slot to the
+  cell with the most credit left, so over many batches every cell gets its share to within a prompt.
 - Within a cell, prompts come from a seeded shuffle of the cell (an epoch); when the epoch is used
   up, a new shuffle starts. A prompt drawn in one of the last `dedup_window` batches, or already in
   this batch, is skipped.
@@ -101,13 +101,19 @@ class StratifiedSampler:
         return [ordered[i] for i in self.rng.permutation(len(ordered))]
 
     # ---- drawing ---------------------------------------------------------------------------------
-    def next_batch(self) -> list[str]:
-        """The prompt ids of the next batch (batch_size of them unless `short_batch` had to apply)."""
+    def next_batch(self, n: int | None = None) -> list[str]:
+        """The prompt ids of the next batch: n of them (default batch_size) unless `short_batch` applies.
+
+        Each call is one batch for the dedup window, refill draws included.
+        """
+        size = self.batch_size if n is None else n
+        if size < 1:
+            raise ValueError(f"next_batch: n={n} must be >= 1")
         blocked = {pid for batch in self.recent for pid in batch} if self.cfg.dedup_window else set()
         taken: list[str] = []
         taken_set: set[str] = set()
         short: list[tuple[Cell, int, str]] = []
-        for cell, want in self._allocate():
+        for cell, want in self._allocate(size):
             got = 0
             while got < want and (pid := self._draw(cell, blocked, taken_set)) is not None:
                 taken.append(pid)
@@ -119,23 +125,26 @@ class StratifiedSampler:
         for cell, missing, reason in short:
             filled = self._borrow(cell, missing, blocked, taken, taken_set)
             self._event(cell, reason, missing, filled)
-        if len(taken) < self.batch_size:
-            self._exhausted(taken, taken_set)
+        if len(taken) < size:
+            self._exhausted(size - len(taken), taken, taken_set)
         for pid in taken:
             self.last_drawn[pid] = self.batches
         self.recent.append(list(taken))
         self.batches += 1
         return taken
 
-    def _allocate(self) -> list[tuple[Cell, int]]:
-        """Whole slots per cell by largest remainder over carried credit (sums to batch_size)."""
+    def _allocate(self, size: int) -> list[tuple[Cell, int]]:
+        """Whole slots per cell: each slot goes to the cell with the most unspent credit (sums to size).
+
+        Credit carries over between batches, so every cell's count stays within about one prompt of its
+        share whatever the batch sizes; zero-weight cells never get credit, hence never a slot.
+        """
         for cell in self.cells:
-            self.credit[cell] += self.batch_size * self.weights[cell]
-        alloc = {cell: int(np.floor(self.credit[cell] + 1e-9)) for cell in self.cells}
-        left = self.batch_size - sum(alloc.values())
-        by_remainder = sorted(self.cells, key=lambda c: (-(self.credit[c] - alloc[c]), self.cells.index(c)))
-        for cell in by_remainder[:left]:
-            alloc[cell] += 1
+            self.credit[cell] += size * self.weights[cell]
+        alloc = dict.fromkeys(self.cells, 0)
+        for _ in range(size):
+            best = max(self.cells, key=lambda c: self.credit[c] - alloc[c])  # first of equals: stable order
+            alloc[best] += 1
         for cell in self.cells:
             self.credit[cell] -= alloc[cell]
         return [(cell, alloc[cell]) for cell in self.cells if alloc[cell] > 0]
@@ -177,9 +186,8 @@ class StratifiedSampler:
                 break
         return dict(filled)
 
-    def _exhausted(self, taken: list[str], taken_set: set[str]) -> None:
+    def _exhausted(self, missing: int, taken: list[str], taken_set: set[str]) -> None:
         """No eligible prompt anywhere: relax the dedup window (least recently drawn first) or stay short."""
-        missing = self.batch_size - len(taken)
         if self.cfg.when_exhausted == "relax_window":
             drawable = [p for cell in self.cells if self.weights[cell] > 0 for p in self.members[cell]]
             pool = sorted((p for p in drawable if p not in taken_set), key=lambda p: (self.last_drawn.get(p, -1), p))
@@ -264,11 +272,10 @@ class StratifiedSampler:
         """Restore a `state_dict()` taken from a sampler over the same pool and batch size."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release")
-        if state["pool"] != self._pool_digest() or state["batch_size"] != self.batch_size:
+        if state["pool"] != self._pool_digest():
             raise ValueError(
-                "sampler state was saved for another pool or batch size (pool digest "
-                f"{state['pool']} vs {self._pool_digest()}, batch_size {state['batch_size']} vs {self.batch_size}); "
-                "resume with the same tiers.parquet, split and prompts_per_step"
+                f"sampler state was saved for another train pool (digest {state['pool']}, this pool "
+                f"{self._pool_digest()}); resume with the same tiers.parquet and split"
             )
         self.batches, self.moves = state["batches"], state["moves"]
         self.rng.bit_generator.state = state["rng"]
@@ -323,9 +330,9 @@ class UniformSampler:
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.queue: list[str] = []
 
-    def next_batch(self) -> list[str]:
+    def next_batch(self, n: int | None = None) -> list[str]:
         out: list[str] = []
-        while len(out) < min(self.batch_size, len(self.ids)):
+        while len(out) < min(self.batch_size if n is None else n, len(self.ids)):
             if not self.queue:
                 self.queue = [self.ids[i] for i in self.rng.permutation(len(self.ids))]
             pid = self.queue.pop(0)

@@ -172,7 +172,7 @@ def run(sampler, start: int, steps: int) -> list[list[str]]:
     """Draw and report a deterministic, step-dependent success pattern (so tiers move)."""
     out = []
     for step in range(start, start + steps):
-        batch = sampler.next_batch()
+        batch = sampler.next_batch(None if step % 3 else 5)  # refill-sized draws in between
         rates = [((step * 7 + len(pid)) % 5) / 4 for pid in batch]
         sampler.report(batch, rates)
         out.append(batch)
@@ -216,3 +216,15 @@ def test_uniform_sampler_covers_the_pool_each_epoch_and_resumes():
     v = UniformSampler(BIG, seed=0, batch_size=10)
     v.load_state_dict(state)
     assert draw(v, 5) == after
+
+
+def test_variable_batch_sizes_keep_the_quotas():
+    s = StratifiedSampler(BIG, CurriculumConfig(dedup_window=2), seed=0, batch_size=8)
+    sizes = [8, 3, 1, 8, 5] * 60
+    batches = [s.next_batch(n) for n in sizes]
+    assert [len(b) for b in batches] == sizes
+    drawn = [p for b in batches for p in b]
+    learnable = sum(cell_of(BIG)[p][1] == "learnable" for p in drawn)
+    assert abs(learnable - 0.8 * len(drawn)) <= 2
+    with pytest.raises(ValueError, match="n=0"):
+        s.next_batch(0)
