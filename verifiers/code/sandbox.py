@@ -132,6 +132,7 @@ def resolve_mode(requested: str | None) -> str:
 def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits,
                   mode: str | None = None) -> RunResult:
     mode = resolve_mode(mode)
+    become_subreaper()
     drop_root = os.getuid() == 0
     python = sandbox_python(drop_root)
     nonce = secrets.token_hex(16)
@@ -180,9 +181,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def become_subreaper() -> None:
+    """Orphans of our sandboxes (bwrap's PID-namespace init once the outer bwrap exits) are
+    reparented to this process instead of PID 1, so we can reap them; a container whose PID 1
+    never reaps would otherwise pile up zombies that count against RLIMIT_NPROC."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
 def _wait_namespace_gone(info: bytes, limit_s: float = 10.0) -> None:
-    """Wait until the sandbox's PID-namespace init is gone: the kernel lets it exit only after
-    every process in the namespace died, so a fork bomb cannot outlive its verdict."""
+    """Reap the sandbox's PID-namespace init. The kernel lets it exit only after every process in
+    the namespace died, so a fork bomb cannot outlive its verdict."""
     import json
     import time
 
@@ -193,12 +206,22 @@ def _wait_namespace_gone(info: bytes, limit_s: float = 10.0) -> None:
     deadline = time.monotonic() + limit_s
     while pid and time.monotonic() < deadline:
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return
-        except (FileNotFoundError, ProcessLookupError, IndexError):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not our child (no subreaper support): just wait for it to go
+            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+                return
+            done = 0
+        if done:
             return
-        time.sleep(0.01)
+        time.sleep(0.005)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def _read_report(fd: int) -> bytes:
