@@ -7,7 +7,9 @@ source`, all strings; `id` empty when the log has none) or in the quarantine tab
     malformed_json, malformed_csv_row, missing_field:<field>, oversized_row, binary_junk,
     undecodable_line, undecodable_file (one reject for the whole file)
 
-Blank lines are not records and are only counted (`blank_lines` in the stats). Values that are not
+A required field that is absent, null or blank is `missing_field:<field>` (CSV cannot tell an
+empty cell from a missing value); a value that only becomes empty when cleaned is rejected later
+(`empty_reference`). Blank lines are not records and are only counted (`blank_lines` in the stats). Values that are not
 strings (numbers, lists, objects) are kept as JSON text, so `42` becomes "42".
 """
 from __future__ import annotations
@@ -69,7 +71,7 @@ class _Sink:
             if (text is None or text.strip() == "") and name in spec.defaults:
                 text = spec.defaults[name]
             row[name] = text if text is not None else ""
-            if name in REQUIRED_FIELDS and (text is None or (name == "category" and not text.strip())):
+            if name in REQUIRED_FIELDS and (text is None or not text.strip()):
                 return self.reject(source, f"missing_field:{name}",
                                    f"no value in source column {column!r}; map it in the source's "
                                    f"`fields` or set `defaults`", raw, row)

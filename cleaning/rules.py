@@ -11,9 +11,13 @@ Rule groups, in the order the cleaner applies them (the order makes the whole id
 1. ftfy mojibake repair (only values with a character outside SAFE_CHARS: see `SUSPECT`);
 2. control / zero-width / bidi characters and BOMs dropped, line breaks unified;
 3. full-width to half-width (`width.py`);
-4. LaTeX: generic rules on all text, answer rules on references only;
+4. LaTeX rules for all text;
 5. special tokens and role tags replaced by a space;
-6. whitespace: exotic spaces, internal runs, trailing spaces, blank lines, ends.
+6. LaTeX rules for answers (references only; anchored ones see the text without tokens);
+7. whitespace: exotic spaces, internal runs, trailing spaces, blank lines, ends.
+One pass of these is not always a fixed point (ftfy can repair more once a neighbouring NBSP is
+a space; removing a token can expose a `### Human:` prefix), so the cleaner repeats the pass on
+values the last pass changed, up to MAX_PASSES: the result is idempotent by construction.
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ import ftfy
 
 __all__ = [
     "Rule", "py_rule", "escape", "FTFY_CONFIG", "SUSPECT", "CONTROL_RULES", "LATEX_RULES",
-    "ANSWER_LATEX_RULES", "PROSE_SPACE_RULES", "LIGHT_SPACE_RULES", "STRIP_CHARS", "token_rules",
+    "ANSWER_LATEX_RULES", "PROSE_SPACE_RULES", "LIGHT_SPACE_RULES", "STRIP_CHARS", "MAX_PASSES",
+    "token_rules",
 ]
 
 
@@ -120,6 +125,7 @@ LIGHT_SPACE_RULES = (
 )
 
 STRIP_CHARS = " \t\n"
+MAX_PASSES = 4
 
 
 @lru_cache(maxsize=64)
@@ -131,9 +137,10 @@ def token_rules(tokens: tuple[str, ...], roles: tuple[str, ...]) -> tuple[Rule, 
         rules.append(Rule(f"<\\|start_header_id\\|>[ \\t]*{role}?[ \\t]*<\\|end_header_id\\|>", " ",
                           "llama-3 role header"))
         rules.append(Rule(f"<\\|im_start\\|>[ \\t]*{role}?", " ", "ChatML turn start with its role"))
-        rules.append(Rule(f"^(?:[ \\t\\n]*###[ \\t]*(?i:{role})[ \\t]*:)+", " ",
-                          "a leading '### Human:' style role prefix"))
     if tokens:
         alts = "|".join(escape(t) for t in sorted(set(tokens), key=len, reverse=True))
         rules.append(Rule(alts, " ", "special tokens (a space, so no new token forms)"))
+    if roles:
+        rules.append(Rule(f"^(?:[ \\t\\n]*###[ \\t]*(?i:{role})[ \\t]*:)+", " ",
+                          "a leading '### Human:' style role prefix"))
     return tuple(rules)

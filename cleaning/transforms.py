@@ -21,7 +21,7 @@ import polars as pl
 
 from .config import CleaningConfig
 from .rules import (
-    ANSWER_LATEX_RULES, CONTROL_RULES, FTFY_CONFIG, LATEX_RULES, LIGHT_SPACE_RULES,
+    ANSWER_LATEX_RULES, CONTROL_RULES, FTFY_CONFIG, LATEX_RULES, LIGHT_SPACE_RULES, MAX_PASSES,
     PROSE_SPACE_RULES, STRIP_CHARS, SUSPECT, Rule, py_rule, token_rules,
 )
 from .width import FULL_WIDTH, HALF_WIDTH, HAS_FULL_WIDTH, convert_spans, to_half_width
@@ -36,14 +36,12 @@ def rule_plan(field: str, verbatim: bool, cfg: CleaningConfig) -> tuple[tuple[Ru
     """The regex rules for one field kind: (rules after width conversion, whitespace rules)."""
     if verbatim and field != "question":
         return (), LIGHT_SPACE_RULES
-    rules: list[Rule] = []
-    if cfg.latex:
-        rules += LATEX_RULES
-        if field == "reference":
-            rules += ANSWER_LATEX_RULES
+    rules: list[Rule] = list(LATEX_RULES) if cfg.latex else []
     tok = cfg.special_tokens
     if tok.enabled:
         rules += token_rules(tok.all_tokens, tuple(tok.role_tags))
+    if cfg.latex and field == "reference":
+        rules += ANSWER_LATEX_RULES
     return tuple(rules), PROSE_SPACE_RULES
 
 
@@ -64,7 +62,18 @@ def _sub_all(text: str, rules: tuple[Rule, ...]) -> str:
 
 
 def clean_value(text: str, field: str, category: str, cfg: CleaningConfig) -> str:
-    """Clean one value of `field` ("question", "reference" or "solution") of a row of `category`."""
+    """Clean one value of `field` ("question", "reference" or "solution") of a row of `category`.
+
+    The pass repeats while it still changes the value (at most MAX_PASSES times)."""
+    for _ in range(MAX_PASSES):
+        cleaned = _clean_once(text, field, category, cfg)
+        if cleaned == text:
+            break
+        text = cleaned
+    return text
+
+
+def _clean_once(text: str, field: str, category: str, cfg: CleaningConfig) -> str:
     verbatim = category in cfg.verbatim_categories
     if cfg.fix_mojibake and _SUSPECT_PY.search(text):
         text = ftfy.fix_text(text, FTFY_CONFIG)
@@ -96,6 +105,21 @@ def _replace_rules(s: pl.Series, rules: tuple[Rule, ...]) -> pl.Series:
 
 
 def _clean_column(s: pl.Series, field: str, categories: pl.Series, cfg: CleaningConfig) -> pl.Series:
+    """One full pass on every row, then more passes on the rows the last pass changed."""
+    out = _column_once(s, field, categories, cfg)
+    changed = out != s
+    for _ in range(MAX_PASSES - 1):
+        idx = changed.arg_true()
+        if idx.len() == 0:
+            break
+        before = out.gather(idx)
+        after = _column_once(before, field, categories.gather(idx), cfg)
+        out = out.scatter(idx, after)
+        changed = pl.Series([False] * s.len(), dtype=pl.Boolean).scatter(idx, after != before)
+    return out
+
+
+def _column_once(s: pl.Series, field: str, categories: pl.Series, cfg: CleaningConfig) -> pl.Series:
     if cfg.fix_mojibake:
         s = _on_rows(s, s.str.contains(SUSPECT), lambda v: ftfy.fix_text(v, FTFY_CONFIG))
     s = _replace_rules(s, CONTROL_RULES)

@@ -6,7 +6,8 @@ expectation has a reason slug; the rows it flags (found through GX's `unexpected
 `_row` column) are rejected with that slug (for duplicate ids, every occurrence after the first).
 The run stops, raising `ValidationFailed`, when a table-level expectation fails, when an
 expectation itself errors, or when more than `max_rejected_fraction` of the rows were rejected.
-The JSON result (GX's own `to_json_dict()` plus our summary) is returned for `validation.json`.
+The JSON report (GX's own `to_json_dict()`, with our verdict as `success`, GX's as `gx_success`,
+and `failures`: what failed on which rows) is returned for `validation.json`.
 
 GX costs ~5-7 s to import, so it is imported inside `validate` only.
 """
@@ -145,12 +146,12 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
     rejected = reject_frame(work.filter(mask) if mask is not None else work.clear(), "validate", reasons, details)
     kept = work.filter(~mask) if mask is not None else work
     share = len(bad) / work.height if work.height else 0.0
-    report = {
-        "success": not stop and share <= cfg.max_rejected_fraction,
-        "rows_checked": work.height, "rows_rejected": len(bad), "rejected_fraction": round(share, 4),
-        "max_rejected_fraction": cfg.max_rejected_fraction, "failures": failures, "reason": "",
-        "great_expectations": gx_result,
-    }
+    # GX's own result at the top level (statistics, results), with our decision as `success`:
+    # failing rows were rejected, so GX's `success` (kept as gx_success) is not the run's verdict.
+    report = {**gx_result, "gx_success": gx_result["success"],
+              "success": not stop and share <= cfg.max_rejected_fraction,
+              "rows_checked": work.height, "rows_rejected": len(bad), "rejected_fraction": round(share, 4),
+              "max_rejected_fraction": cfg.max_rejected_fraction, "failures": failures, "reason": ""}
     if stop:
         report["reason"] = "checks that reject the whole table failed: " + ", ".join(stop)
     elif share > cfg.max_rejected_fraction:
