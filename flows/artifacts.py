@@ -89,20 +89,23 @@ def rejects_rows(manifests: dict[str, dict]) -> list[dict[str, Any]]:
 
 
 def validation_markdown(report: dict[str, Any]) -> str:
-    """The Great Expectations summary: success, statistics, and one line per expectation."""
+    """The Great Expectations summary: verdict, failures with their rows, one line per expectation."""
     if not report:
         return ""
-    stats = report.get("statistics", {})
+    gx = report.get("great_expectations", report)
     lines = [f"# Great Expectations: {'passed' if report.get('success') else 'FAILED'}", ""]
-    if stats:
-        lines += [f"{stats.get('successful_expectations', '?')}/{stats.get('evaluated_expectations', '?')} "
-                  f"expectations met ({stats.get('success_percent', 0):.1f} %)", ""]
-    lines += ["| expectation | column | success | unexpected |", "|---|---|---|---|"]
-    for res in report.get("results", []):
+    if "rows_checked" in report:
+        lines += [f"{report['rows_checked']} rows checked, {report.get('rows_rejected', 0)} rejected "
+                  f"(at most {report.get('max_rejected_fraction', '?')} allowed). {report.get('reason', '')}", ""]
+    for f in report.get("failures", []):
+        lines.append(f"- **{f.get('expectation')}({f.get('column') or 'table'})**: {f.get('reason')}, "
+                     f"{f.get('unexpected_count')} unexpected")
+    lines += ["", "| expectation | column | success | unexpected |", "|---|---|---|---|"]
+    for res in gx.get("results", []):
         cfg = res.get("expectation_config", {})
-        kwargs = cfg.get("kwargs", {})
         unexpected = res.get("result", {}).get("unexpected_count", "")
-        lines.append(f"| {cfg.get('type', '?')} | {kwargs.get('column', '')} | {res.get('success')} | {unexpected} |")
+        lines.append(f"| {cfg.get('type', '?')} | {cfg.get('kwargs', {}).get('column', '')} | "
+                     f"{res.get('success')} | {unexpected} |")
     return "\n".join(lines)
 
 

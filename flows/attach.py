@@ -36,7 +36,8 @@ def run_attach_stages(spec: DomainSpec, root: Path, clean: dict, force: bool) ->
 
 
 @flow(name="attach", log_prints=True)
-def attach(spec_path: str, out: str, clean: dict, force: bool = False, smoke: bool = False) -> dict:
+def attach(spec_path: str, out: str, clean: dict, force: bool = False, smoke: bool = False,
+           runner: str | None = None) -> dict:
     """Attach verifiers to the `prepare` flow's clean rows and split them; returns the manifests."""
-    spec = load_run_spec(spec_path, smoke)
+    spec = load_run_spec(spec_path, smoke, runner)
     return run_attach_stages(spec, Path(out), clean, force)

@@ -135,11 +135,13 @@ def build_stage(
     key: str,
     build: Callable[[Path], tuple[dict[str, str], dict[str, Any]]],
     force: bool = False,
+    resumable: bool = False,
     wait_seconds: float = 3600.0,
 ) -> Manifest:
     """Return the stage's manifest, running `build(folder) -> (outputs, stats)` unless cached.
 
     `outputs` maps names to paths relative to `folder`. With `force`, a finished folder is rebuilt.
+    `resumable` keeps an unfinished folder's files for `build` to resume from (GRPO checkpoints).
     """
     folder = stage_dir(root, stage, key)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -156,9 +158,11 @@ def build_stage(
                                "if no other run is active, delete the lock file")
         time.sleep(0.5)
     try:
-        for child in list(folder.iterdir()):  # leftovers of an unfinished or forced build
-            if child.name != ".lock":
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        (folder / "_manifest.json").unlink(missing_ok=True)
+        if force or not resumable:
+            for child in list(folder.iterdir()):  # leftovers of an unfinished or forced build
+                if child.name != ".lock":
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
         start = time.monotonic()
         outputs, stats = build(folder)
         seconds = round(time.monotonic() - start, 3)

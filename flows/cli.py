@@ -131,11 +131,11 @@ def cmd_spec_check(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from flows import stages
+    from flows.data_stages import format_stats, prepare_plain
 
     spec = _load(args.spec)
-    result = _guard(lambda: stages.prepare_plain(spec, args.out))
-    print(stages.format_stats(result.stats))
+    result = _guard(lambda: prepare_plain(spec, args.out))
+    print(format_stats(dict(result.stats)))
     print(f"wrote {args.out}")
     return 0
 
@@ -160,13 +160,13 @@ def cmd_verify(args) -> int:
 
 
 def cmd_tier(args) -> int:
-    from flows import stages
+    from flows.model_stages import tier_plain
 
     spec = _load(args.spec)
     if not args.model.is_dir():
         raise UserError(f"--model {args.model}: not a directory; pass a local Hugging Face model folder",
                         EXIT_USAGE)
-    report = _guard(lambda: stages.tier_plain(spec, args.model, args.out))
+    report = _guard(lambda: tier_plain(spec, args.model, args.out))
     print(json.dumps(report, indent=1, default=str))
     print(f"wrote {args.out}")
     return 0

@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import glob
 import json
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from flows.cache import Manifest, build_stage, file_digest, stage_key
 from flows.spec import DomainSpec, spec_from_dict
 
+
+# verifiers.score_many keeps one warm process pool per Python process and is not thread-safe, so
+# chunks that share a process (the threads runner) take turns on it; Dask/Ray workers each have one.
+VERIFIER_POOL_LOCK = threading.Lock()
 
 
 class StageFailed(RuntimeError):
@@ -103,7 +108,7 @@ def run_prepare(spec_json: str, base_dir: str, out: str) -> dict:
 
     spec = spec_from_dict(json.loads(spec_json), base_dir)
     result = cleaning.prepare(spec.sources, spec.cleaning, spec.validation, spec.domain,
-                              spec.base_dir, Path(out), None)
+                              spec.base_dir, Path(out), False)
     return dict(result.stats)
 
 
@@ -126,7 +131,7 @@ def prepare_plain(spec: DomainSpec, out_dir: Path):
 
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     return cleaning.prepare(spec.sources, spec.cleaning, spec.validation, spec.domain,
-                            spec.base_dir, Path(out_dir), None)
+                            spec.base_dir, Path(out_dir), False)
 
 
 # ----- attach verifiers (fanned out in chunks) -------------------------------------------------
@@ -169,7 +174,7 @@ def attach_chunks(clean_path: Path, chunk_rows: int, out: Path) -> list[dict]:
 
 
 def attach_chunk(clean_path: str, offset: int, length: int, out_prefix: str,
-                 verifiers_json: str, base_dir: str) -> dict:
+                 verifiers_json: str, base_dir: str, workers: int) -> dict:
     """verifiers.attach on rows [offset, offset+length) of the clean table; writes two parquet files."""
     import polars as pl
 
@@ -178,7 +183,8 @@ def attach_chunk(clean_path: str, offset: int, length: int, out_prefix: str,
 
     df = pl.read_parquet(clean_path).slice(offset, length)
     cfg = VerifierConfig.model_validate_json(verifiers_json)
-    result = verifiers.attach(df, cfg, Path(base_dir))
+    with VERIFIER_POOL_LOCK:
+        result = verifiers.attach(df, cfg, Path(base_dir), workers=workers)
     kept, rejects, stats = _unpack(result)
     Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
     kept.write_parquet(f"{out_prefix}.parquet")
@@ -230,7 +236,8 @@ def attach_stage(spec: DomainSpec, root: Path, clean: Manifest, force: bool = Fa
     def build(out: Path):
         plan = attach_chunks(clean.path("clean"), spec.orchestration.chunk_rows, out)
         for item in plan:
-            item.update(verifiers_json=verifiers_json, base_dir=str(spec.base_dir))
+            item.update(verifiers_json=verifiers_json, base_dir=str(spec.base_dir),
+                        workers=spec.orchestration.workers)
         parts = steps.map("attach-chunk", attach_chunk, plan)
         stats = steps.call("attach-merge", merge_chunks, {"parts": parts, "out": out, "name": "attach"})
         return {"verified": "attach.parquet", "rejects": "attach_rejects.parquet",

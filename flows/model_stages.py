@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flows.cache import Manifest, build_stage, stage_key
-from flows.data_stages import LOCAL, StageFailed
+from flows.data_stages import LOCAL, VERIFIER_POOL_LOCK, StageFailed
 from flows.spec import DomainSpec, spec_from_dict
+
+ProgressFn = Callable[[float], None]
 
 
 def _spec(spec_json: str, base_dir: str) -> DomainSpec:
@@ -85,6 +87,150 @@ def sft_stage(spec: DomainSpec, root: Path, verified: Manifest, split: Manifest,
     return build_stage(root, "sft", key, build, force)
 
 
+# ----- tier: pass@k of the SFT model on the train split (fanned out in chunks) ------------------
+
+
+def device_name(spec: DomainSpec) -> str:
+    from training.modeling import pick_device
+
+    return str(pick_device(spec.training.device))
+
+
+def run_tier_chunk(train: str, offset: int, length: int, model: str, curriculum_json: str, seed: int,
+                   device: str, workers: int, out_prefix: str) -> dict:
+    """curriculum.tier_rows on rows [offset, offset+length) of the train split, with its own engine."""
+    import polars as pl
+
+    from curriculum.config import CurriculumConfig
+    from curriculum.engines import HFEngine
+    from curriculum.tiering import default_score_fn, tier_rows
+
+    cfg = CurriculumConfig.model_validate_json(curriculum_json)
+    df = pl.read_parquet(train).slice(offset, length)
+    engine = HFEngine.from_pretrained(model, device=device, batch_size=cfg.engine_batch_size)
+    score = default_score_fn(workers)
+
+    def locked_score(*args):  # see VERIFIER_POOL_LOCK: one pool per process, not thread-safe
+        with VERIFIER_POOL_LOCK:
+            return score(*args)
+
+    tiered = tier_rows(df, engine, cfg, seed, score_fn=locked_score)
+    Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
+    tiered.write_parquet(f"{out_prefix}.parquet")
+    return {"path": f"{out_prefix}.parquet", "rows": tiered.height}
+
+
+def merge_tiers(parts: list[dict], out: str, k: int) -> dict:
+    """Concatenate the tiered chunks into tiers.parquet and write the tier report (curriculum.tier_report)."""
+    import shutil
+
+    import polars as pl
+
+    from curriculum.report import tier_report
+
+    tiered = pl.concat([pl.read_parquet(p["path"]) for p in parts], how="diagonal_relaxed")
+    tiered.write_parquet(Path(out) / "tiers.parquet")
+    tier_report(tiered, out, k=k)
+    shutil.rmtree(Path(out) / "chunks", ignore_errors=True)
+    counts = {t: int(n) for t, n in tiered["tier"].value_counts().iter_rows()} if tiered.height else {}
+    return {"rows_in": tiered.height, "rows_kept": tiered.height, "rows_rejected": 0,
+            "rejected_by_reason": {}, "tiers": counts}
+
+
+def tier_stage(spec: DomainSpec, root: Path, split: Manifest, sft: Manifest, force: bool = False,
+               steps=LOCAL) -> Manifest:
+    """Tier the train split by the SFT model's pass@k into ROOT/stages/tier/<key>/tiers.parquet."""
+    c = spec.curriculum
+    inputs = {"train": split.digests["train"], "model": sft.digests["sft"], "curriculum": c,
+              "seed": spec.training.seed, "device": spec.training.device,
+              "chunk_rows": spec.orchestration.chunk_rows}
+    key = stage_key("tier", inputs, ["curriculum", "verifiers"])
+
+    def build(out: Path):
+        import polars as pl
+
+        train = split.path("train")
+        n = pl.scan_parquet(train).select(pl.len()).collect().item()
+        size = spec.orchestration.chunk_rows
+        device = device_name(spec)
+        plan = [{"train": str(train), "offset": off, "length": size, "model": str(sft.path("sft")),
+                 "curriculum_json": c.model_dump_json(), "seed": spec.training.seed + i, "device": device,
+                 "workers": spec.orchestration.workers,
+                 "out_prefix": str(out / "chunks" / f"tier-{i:05d}")}
+                for i, off in enumerate(range(0, max(n, 1), size))]
+        parts = steps.map("tier-chunk", run_tier_chunk, plan)
+        stats = steps.call("tier-merge", merge_tiers, {"parts": parts, "out": str(out), "k": c.k})
+        return {"tiers": "tiers.parquet", "table": "tier_table.csv", "markdown": "tier_report.md"}, stats
+
+    return build_stage(root, "tier", key, build, force)
+
+
+def tier_plain(spec: DomainSpec, model: Path, out_dir: Path) -> dict:
+    """`rlvrflow tier`: prepare, attach, split (cached under out_dir), then curriculum.tier_to_dir."""
+    import polars as pl
+
+    from curriculum.tiering import tier_to_dir
+    from flows.data_stages import attach_stage, prepare_stage, split_stage
+
+    clean = prepare_stage(spec, out_dir)
+    verified = attach_stage(spec, out_dir, clean)
+    split = split_stage(spec, out_dir, verified)
+    target = Path(out_dir) / "tiers"
+    tier_to_dir(pl.read_parquet(split.path("train")), model, spec.curriculum, target, spec.training.seed,
+                device=device_name(spec), workers=spec.orchestration.workers)
+    return json.loads((target / "tiers_stats.json").read_text())
+
+
+# ----- GRPO -------------------------------------------------------------------------------------
+
+
+def run_grpo(spec_json: str, base_dir: str, sft: str, tiers: str, eval_path: str, out: str,
+             on_progress: ProgressFn | None = None) -> dict:
+    """training.train_grpo from the SFT model on the tiered train rows; resumes from out's checkpoints."""
+    import polars as pl
+
+    from training.grpo import train_grpo
+
+    spec = _spec(spec_json, base_dir)
+    total = spec.training.grpo.steps
+
+    def progress(step: int, steps: int, metrics: dict) -> None:
+        if on_progress is not None:
+            on_progress(step / max(1, steps or total))
+
+    return train_grpo(sft, pl.read_parquet(tiers), training_config(spec), spec.curriculum,
+                      spec.verifiers.reward, pl.read_parquet(eval_path), spec.eval, out,
+                      spec.training.seed, on_progress=progress)
+
+
+def grpo_stage(spec: DomainSpec, root: Path, split: Manifest, sft: Manifest, tiers: Manifest,
+               force: bool = False, steps=LOCAL, on_progress: ProgressFn | None = None) -> Manifest:
+    """GRPO into ROOT/stages/grpo/<key>/ (checkpoints step_NNNNNN/, metrics.jsonl, summary.json)."""
+    t = spec.training
+    inputs = {"sft": sft.digests["sft"], "tiers": tiers.digests["tiers"], "eval": split.digests["eval"],
+              "grpo": t.grpo, "checkpoint": t.checkpoint, "seed": t.seed, "device": t.device,
+              "curriculum": spec.curriculum, "reward": spec.verifiers.reward, "eval_cfg": spec.eval}
+    key = stage_key("grpo", inputs, ["training", "curriculum", "verifiers"])
+
+    def build(out: Path):
+        summary = steps.call("grpo", run_grpo, {
+            "spec_json": spec.model_dump_json(), "base_dir": str(spec.base_dir), "sft": str(sft.path("sft")),
+            "tiers": str(tiers.path("tiers")), "eval_path": str(split.path("eval")), "out": str(out),
+            "on_progress": on_progress})
+        stats = {k: summary.get(k) for k in ("steps", "seconds", "steps_per_second", "zero_variance_fraction",
+                                             "final_checkpoint", "best_checkpoint", "warnings")}
+        return {"summary": "summary.json", "metrics": "metrics.jsonl"}, stats
+
+    return build_stage(root, "grpo", key, build, force, resumable=True)
+
+
+def checkpoints(grpo: Manifest) -> dict[str, str]:
+    """The GRPO checkpoints still on disk, by folder name (oldest first)."""
+    from training.checkpoint import list_checkpoints
+
+    return {Path(p).name: str(p) for _, p in list_checkpoints(grpo.dir)}
+
+
 # ----- evaluate: the SFT baseline and every GRPO checkpoint --------------------------------------
 
 
@@ -95,8 +241,9 @@ def run_evaluate(spec_json: str, base_dir: str, model: str, name: str, eval_path
     from training.eval import evaluate
 
     spec = _spec(spec_json, base_dir)
-    result = evaluate(model, pl.read_parquet(eval_path), spec.eval, spec.training.seed,
-                      workers=spec.eval.workers, device=spec.training.device)
+    with VERIFIER_POOL_LOCK:  # evaluate scores through the process-wide verifier pool
+        result = evaluate(model, pl.read_parquet(eval_path), spec.eval, spec.training.seed,
+                          workers=spec.eval.workers, device=spec.training.device)
     result = {"name": name, **result}
     (Path(out) / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     return result
@@ -137,4 +284,3 @@ def require(cond: bool, message: str) -> None:
         raise StageFailed(message)
 
 
-ProgressFn = Callable[[float], None]

@@ -1,0 +1,76 @@
+"""`rlvrflow run`: the retrain flow in this process, on Prefect's ephemeral API (no server to start).
+
+Prefect keeps its state in `OUT/.prefect` unless PREFECT_HOME is set, and with PREFECT_API_URL set
+(a running `prefect server`) the run shows in that server's UI instead. Telemetry is off.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PREFECT_ENV_DEFAULTS = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+}
+
+
+def prefect_environment(out: Path) -> None:
+    """Set the environment Prefect reads at import: a home inside OUT, telemetry off, patient startup."""
+    os.environ.setdefault("PREFECT_HOME", str((out / ".prefect").resolve()))
+    for key, value in PREFECT_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+@dataclass
+class RunOutcome:
+    """What `rlvrflow run` prints: success, where the report is, the headline numbers, timing."""
+
+    ok: bool
+    seconds: float
+    message: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self, domain: str) -> str:
+        if not self.ok:
+            return f"retrain FAILED for {domain} after {self.seconds:.1f} s:\n{self.message}"
+        r = self.result
+        stages = r.get("stages", {})
+        cached = [name for name, st in stages.items() if st.get("cached")]
+        lines = [f"retrain finished for {domain} in {self.seconds:.1f} s "
+                 f"({len(cached)}/{len(stages)} stages reused from the cache)",
+                 f"run folder: {r.get('run_dir')}", f"report:     {r.get('report')}",
+                 f"checkpoint: {r.get('checkpoint')}"]
+        table = r.get("comparison")
+        if table:
+            lines += ["", table]
+        return "\n".join(lines)
+
+
+def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke: bool = False,
+              runner: str | None = None) -> RunOutcome:
+    """Run the retrain flow here; a failed run comes back as `ok=False` with the flow's message."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    prefect_environment(out)
+    from flows.retrain import retrain
+
+    start = time.monotonic()
+    state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
+                    return_state=True)
+    seconds = time.monotonic() - start
+    if not state.is_completed():
+        return RunOutcome(False, seconds, _failure_message(state))
+    return RunOutcome(True, seconds, result=state.result())
+
+
+def _failure_message(state) -> str:
+    try:
+        state.result()
+    except Exception as exc:  # the flow's own exception says which stage failed and why
+        return f"{type(exc).__name__}: {exc}"
+    return state.message or f"run ended in state {state.name}"

@@ -1,0 +1,51 @@
+"""The run report: training.build_report over the eval results, plus where every stage's output is.
+
+Written to the run's own folder (`OUT/runs/<time>-<run id>/report.json`), so concurrent runs never
+overwrite each other; `OUT/latest.json` then points at the newest finished run.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from flows.cache import Manifest, atomic_write_json
+
+
+def new_run_dir(root: Path, run_id: str) -> Path:
+    """A fresh folder for one run, unique by UTC time and run id."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = root / "runs" / f"{stamp}-{run_id[:8]}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict]) -> dict:
+    """Build report.json (training.build_report) from the stage manifests; return what the CLI prints."""
+    from training.report import build_report, comparison_table, write_report
+
+    m = {name: Manifest.from_dict(d) for name, d in manifests.items()}
+    table = json.loads(m["evaluate"].path("table").read_text())
+    results = {row["name"]: json.loads(m["evaluate"].path(row["name"]).read_text()) for row in table}
+    grpo = m["grpo"].stats
+    final_ckpt = grpo.get("final_checkpoint") or str(m["sft"].path("sft"))
+    final_name = Path(final_ckpt).name if Path(final_ckpt).name in results else "sft"
+    stages = {name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir)}
+              for name, x in m.items()}
+    report = build_report(
+        baseline=results["sft"], final=results[final_name], tiers=m["tier"].stats.get("tiers", {}),
+        zero_variance_fraction=float(grpo.get("zero_variance_fraction") or 0.0), checkpoint=final_ckpt,
+        extra={"domain": domain, "spec": spec_path, "run_dir": run_dir, "evals": table,
+               "best_checkpoint": grpo.get("best_checkpoint"), "grpo_steps": grpo.get("steps"),
+               "curves": str(m["grpo"].dir / "curves.png"), "stages": stages,
+               "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split")}},
+    )
+    path = write_report(Path(run_dir) / "report.json", report)
+    return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
+            results[final_name]), "stages": stages, "run_dir": run_dir}
+
+
+def point_latest(root: Path, summary: dict) -> None:
+    """OUT/latest.json names the newest finished run (atomic; the last finisher wins)."""
+    atomic_write_json(root / "latest.json", {"run_dir": summary["run_dir"], "report": summary["report"],
+                                             "checkpoint": summary["checkpoint"]})

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Local Prefect server + process work pool + worker for scheduled retraining (Prefect 3.9).
+#
+#   scripts/prefect_local.sh server   start the server in the background, wait until healthy
+#   scripts/prefect_local.sh pool     create the process work pool named in prefect.yaml (idempotent)
+#   scripts/prefect_local.sh deploy   prefect deploy --all (the scheduled and smoke deployments)
+#   scripts/prefect_local.sh worker   start a worker on the pool in the background
+#   scripts/prefect_local.sh up       all four, in that order
+#   scripts/prefect_local.sh run [DEPLOYMENT]   prefect deployment run ... --watch (default retrain/smoke)
+#   scripts/prefect_local.sh env      print the exports for your shell: eval "$(scripts/prefect_local.sh env)"
+#   scripts/prefect_local.sh status   server health and the pids this script started
+#   scripts/prefect_local.sh stop     stop the worker and the server this script started
+#
+# State lives in $PREFECT_HOME (default .prefect/ at the repository root): the SQLite database,
+# server.log / worker.log and the pid files. PREFECT_PORT picks the port (default 4200).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+export PREFECT_HOME="${PREFECT_HOME:-$ROOT/.prefect}"
+PORT="${PREFECT_PORT:-4200}"
+export PREFECT_API_URL="http://127.0.0.1:${PORT}/api"
+export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1
+export PREFECT_SERVER_ALLOW_EPHEMERAL_MODE=false   # fail fast instead of starting a temporary server
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+POOL="${PREFECT_POOL:-rlvrflow-process}"
+BIN="$ROOT/.venv/bin"
+[ -x "$BIN/prefect" ] || { echo "prefect_local: $BIN/prefect not found; run scripts/setup.sh first" >&2; exit 2; }
+export PATH="$BIN:$PATH"   # the worker runs flows under this Python
+mkdir -p "$PREFECT_HOME"
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start_bg() {  # start_bg NAME CMD...: own process group (set -m) so one signal stops it and its children
+    local name="$1"; shift
+    local pidfile="$PREFECT_HOME/$name.pid"
+    if pid_alive "$pidfile"; then echo "prefect_local: $name already running (pid $(cat "$pidfile"))"; return 0; fi
+    set -m
+    nohup "$@" >"$PREFECT_HOME/$name.log" 2>&1 </dev/null &
+    echo $! >"$pidfile"
+    set +m
+    echo "prefect_local: $name started (pid $!, log $PREFECT_HOME/$name.log)"
+}
+
+stop_bg() {  # stop_bg NAME: SIGTERM the process group, then SIGKILL after 30 s
+    local pidfile="$PREFECT_HOME/$1.pid"
+    if ! pid_alive "$pidfile"; then rm -f "$pidfile"; return 0; fi
+    local pid; pid="$(cat "$pidfile")"
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
+    rm -f "$pidfile"
+    echo "prefect_local: $1 stopped (pid $pid)"
+}
+
+cmd_server() {
+    start_bg server prefect server start --host 127.0.0.1 --port "$PORT"
+    if ! prefect server status --wait --timeout 180 >/dev/null; then
+        echo "prefect_local: server not healthy after 180 s; see $PREFECT_HOME/server.log" >&2
+        tail -n 20 "$PREFECT_HOME/server.log" >&2 || true
+        exit 1
+    fi
+    echo "prefect_local: server up at http://127.0.0.1:${PORT} (UI) / $PREFECT_API_URL"
+}
+
+cmd_pool() {
+    if prefect work-pool inspect "$POOL" >/dev/null 2>&1; then
+        echo "prefect_local: work pool $POOL exists"
+    else
+        prefect work-pool create "$POOL" --type process
+    fi
+}
+
+cmd_deploy() { prefect deploy --all --no-prompt; }
+
+cmd_worker() { start_bg worker prefect worker start --pool "$POOL" --type process; }
+
+cmd_env() {
+    echo "export PREFECT_HOME='$PREFECT_HOME' PREFECT_API_URL='$PREFECT_API_URL'"
+    echo "export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1 PATH='$BIN':\"\$PATH\""
+}
+
+case "${1:-}" in
+    server) cmd_server ;;
+    pool) cmd_pool ;;
+    deploy) cmd_deploy ;;
+    worker) cmd_worker ;;
+    up) cmd_server; cmd_pool; cmd_deploy; cmd_worker ;;
+    run) prefect deployment run "${2:-retrain/smoke}" --watch "${@:3}" ;;
+    env) cmd_env ;;
+    status)
+        prefect server status || true
+        for n in server worker; do
+            if pid_alive "$PREFECT_HOME/$n.pid"; then echo "$n: pid $(cat "$PREFECT_HOME/$n.pid")"; else echo "$n: not running"; fi
+        done ;;
+    stop) stop_bg worker; stop_bg server ;;
+    *) sed -n '2,16p' "$0"; exit 2 ;;
+esac
