@@ -12,6 +12,7 @@ import atexit
 import json
 import os
 import pickle
+import sys
 import time
 from multiprocessing.connection import wait
 from typing import Any, Iterable
@@ -59,9 +60,14 @@ def verify(name: str, response: str, reference: str, params: Any = None) -> V.Ve
 
 
 def worker_main(rx, tx) -> None:
-    """Loop of a pool worker: receive a job, send back (index, verdict); stop on EOF or None."""
+    """Loop of a pool worker: receive (index, pickled job), send back (index, verdict).
+    A ("sys.path", [...]) message updates the import path; None or EOF stops the loop."""
+    import sys
+
+    from .code.sandbox import become_subreaper
     from .math import symbolic
 
+    become_subreaper()
     while True:
         try:
             msg = rx.recv()
@@ -69,7 +75,15 @@ def worker_main(rx, tx) -> None:
             break
         if msg is None:
             break
-        idx, fn, response, reference, params = msg
+        if msg[0] == "sys.path":
+            sys.path[:] = msg[1]
+            continue
+        idx, blob = msg
+        try:
+            fn, response, reference, params = pickle.loads(blob)
+        except Exception as exc:  # noqa: BLE001 - e.g. the verifier's module is not importable here
+            tx.send((idx, V.error(f"cannot load the verifier in a worker process: {type(exc).__name__}: {exc}")))
+            continue
         tx.send((idx, run_one(fn, response, reference, params)))
     symbolic.HELPER.stop()
 
@@ -80,9 +94,11 @@ class WarmPool:
     def __init__(self, workers: int) -> None:
         self.n = workers
         self.slots: list[Child | None] = [None] * workers
+        self.paths: list[list[str] | None] = [None] * workers
 
     def _spawn(self, i: int) -> Child:
         self.slots[i] = Child("verifiers.pool:worker_main")
+        self.paths[i] = None
         return self.slots[i]
 
     def _kill(self, i: int) -> None:
@@ -112,7 +128,11 @@ class WarmPool:
                     if not child.alive():
                         self._kill(i)
                         child = self._spawn(i)
-                    child.tx.send(jobs[j])
+                    if self.paths[i] != sys.path:
+                        child.tx.send(("sys.path", list(sys.path)))
+                        self.paths[i] = list(sys.path)
+                    idx, fn, response, reference, params = jobs[j]
+                    child.tx.send((idx, pickle.dumps((fn, response, reference, params))))
                     busy[i] = (j, time.monotonic() + timeout_s)
             soonest = min(d for _, d in busy.values())
             ready = wait([self.slots[i].rx for i in busy], timeout=max(0.0, soonest - time.monotonic()))

@@ -1,0 +1,86 @@
+"""Math verifier: the shared regression table, extraction and normalization details, hack suite."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from verifiers import verify
+from verifiers.math.compare import equal, parse_number
+from verifiers.math.extract import extract
+from verifiers.math.normalize import normalize
+
+CASES = Path(__file__).resolve().parents[2] / "bench" / "cases" / "math_cases.jsonl"
+
+
+def math_cases() -> list[dict]:
+    return [json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines() if line]
+
+
+@pytest.mark.parametrize("case", math_cases(), ids=lambda c: c["why"])
+def test_regression_table(case):
+    v = verify("math", case["response"], case["gold"], {})
+    assert int(v.correct) == case["expected"], v
+
+
+@pytest.mark.parametrize("text,level,answer", [
+    ("The answer is \\boxed{7}. Answer: 7", "marker", "7"),
+    ("\\boxed{3} then Answer: 3", "boxed", "3"),
+    ("Answer: 5", "answer", "5"),
+    ("no digits here at all, just words", "none", None),
+])
+def test_extraction_priority(text, level, answer):
+    got = extract(text)
+    assert (got.level, got.answer) == (level, answer)
+
+
+@pytest.mark.parametrize("raw,norm", [("３６", "36"), ("$1,234$", "1234"), ("¥40", "40"), ("\\dfrac12", "\\frac{1}{2}"),
+                                      ("(1,234)", "(1,234)"), ("12.5.", "12.5")])
+def test_normalize(raw, norm):
+    assert normalize(raw) == norm
+
+
+def test_numbers_are_exact_where_they_can_be():
+    assert parse_number("0.1")[0] * 3 == parse_number("0.3")[0]
+    assert equal("12345678", "12345679", 1e-9, None) == (False, "numeric")
+    assert equal("100", "100.01", 1e-9, None) == (False, "numeric")
+
+
+def test_rel_tol_param_loosens_numeric():
+    assert verify("math", "Answer: 100.01", "100", {"rel_tol": 1e-3}).correct
+
+
+def test_bad_gold_is_an_error_not_a_wrong():
+    v = verify("math", "Answer: 3", "   ", {})
+    assert v.status == "error" and "reference" in v.detail
+
+
+HACKS = [
+    ("answer spam", "Answer: 1, 2, 3, 36, 37, 38"),
+    ("hedging boxed", "\\boxed{36} \\boxed{35}"),
+    ("hedging words", "The answer is 36 or 35."),
+    ("format only", "Answer: \\boxed{}"),
+    ("empty", ""),
+    ("whitespace", "   \n  "),
+    ("number wall", " ".join(str(i) for i in range(1000))),
+    ("huge power", "\\boxed{9^{9^{9^{9}}}}"),
+    ("code injection", "\\boxed{__import__('os').system('touch /tmp/pwned')}"),
+    ("attribute access", "\\boxed{x.__class__}"),
+    ("long garbage", "x" * 200_000),
+    ("nested braces", "\\boxed{" + "{" * 5000 + "}" * 5000 + "}"),
+]
+
+
+@pytest.mark.parametrize("name,response", HACKS, ids=[h[0] for h in HACKS])
+def test_hack_suite(name, response, tmp_path):
+    t0 = time.monotonic()
+    v = verify("math", response, "36", {"symbolic_timeout_s": 2})
+    assert v.score == 0.0 and v.status != "correct", v
+    assert time.monotonic() - t0 < 10, "must return within its timeout"
+
+
+def test_symbolic_timeout_is_a_timeout_status():
+    v = verify("math", "\\boxed{9^{9^{9^{9}}}+x}", "x", {"symbolic_timeout_s": 1})
+    assert v.status in ("timeout", "wrong") and v.score == 0.0
