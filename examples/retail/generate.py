@@ -46,7 +46,9 @@ REJECT_RATES = {"exact_duplicate": 0.04, "near_duplicate": 0.03, "malformed_json
 FIXED_REJECTS = {"oversized_row": 2, "binary_junk": 1}
 EXPECTED_REASON = {
     "exact_duplicate": "duplicate_exact", "near_duplicate": "duplicate_near (or duplicate_exact once normalized)",
-    "malformed_json": "malformed_json", "malformed_csv": "malformed_row (wrong number of fields)",
+    "malformed_json": "malformed_json", "malformed_csv": "malformed_csv_row",
+    # absent or null values fail at ingest; an empty or blank string may instead fail a later check
+    # (empty_reference, question length), so the manifest records each one's `form`
     "missing_question": "missing_field:question", "missing_reference": "missing_field:reference",
     "oversized_row": "oversized_row", "binary_junk": "binary_junk",
 }
@@ -186,12 +188,18 @@ def _file_info(name: str, records: list[rf.Record]) -> dict:
 def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_applied: dict,
                    db_path: Path, skipped: dict) -> dict:
     rejects, noisy, by_cat, injected = [], [], {}, dict(noise_applied)
+    where = {id(r): _where(name, pos) for name, records in by_file.items()
+             for r, pos in zip(records, positions[name])}
     for name, records in by_file.items():
         for record, pos in zip(records, positions[name]):
             if record.kind != "clean":
                 injected[record.kind] = injected.get(record.kind, 0) + 1
-                rejects.append({**_where(name, pos), "kind": record.kind,
-                                "reason": EXPECTED_REASON[record.kind]})
+                entry = {**_where(name, pos), "kind": record.kind, "reason": EXPECTED_REASON[record.kind]}
+                if record.origin is not None:
+                    entry["duplicate_of"] = where[id(record.origin)]["source"]
+                if record.noise:  # how a missing field is missing: absent, null, empty or blank
+                    entry["form"] = record.noise[0]
+                rejects.append(entry)
             else:
                 by_cat[record.category] = by_cat.get(record.category, 0) + 1
                 if record.noise:

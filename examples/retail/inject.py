@@ -16,6 +16,7 @@ import rawfiles as rf
 MATH = ("arithmetic", "discount", "order_total", "unit_conversion")
 OVERSIZED_BYTES = 70_000  # spec.yaml sets max_row_bytes: 65536
 GBK_UNSAFE = ("mojibake", "zero_width")  # their characters do not exist in GBK
+VERBATIM = ("sql", "code", "reply_format")  # spec.yaml's cleaning.verbatim_categories
 
 
 def _eligible(kind: str, record: rf.Record) -> bool:
@@ -40,8 +41,8 @@ def _apply(kind: str, record: rf.Record, rng: random.Random) -> None:
         record.set("reference", noise.fullwidth(reference))
         if record.lang == "zh" and rng.random() < 0.5:
             record.set("question", noise.fullwidth(question, digits_only=True))
-    elif kind == "special_tokens":
-        if solution and rng.random() < 0.5:
+    elif kind == "special_tokens":  # never inside code or SQL: cleaners keep those verbatim
+        if solution and rng.random() < 0.5 and record.category not in VERBATIM:
             record.set("solution", noise.special_tokens(solution, rng))
         else:
             record.set("question", noise.special_tokens(question, rng))
@@ -71,11 +72,14 @@ def apply_noise(records: list[rf.Record], counts: dict[str, int], rng: random.Ra
 def _blank(record: rf.Record, name: str, rng: random.Random) -> None:
     """Lose a field the way each system loses it: key absent, null, empty or blank."""
     if record.file == rf.CSV_FILE:
-        record.set(name, rng.choice(["", "  "]))
+        value = rng.choice(["", "  "])
     elif record.file == rf.PARQUET_FILE:
-        record.set(name, rng.choice([None, ""]))
+        value = rng.choice([None, ""])
     else:
-        record.set(name, rng.choice([rf.ABSENT, None, "", "   "]))
+        value = rng.choice([rf.ABSENT, None, "", "   "])
+    record.set(name, value)
+    record.noise.append("absent" if value is rf.ABSENT else "null" if value is None
+                        else "empty" if value == "" else "blank")
 
 
 def _csv_broken(record: rf.Record, rng: random.Random) -> bytes:
@@ -99,9 +103,8 @@ def add_rejects(base: list[rf.Record], fresh, new_id, counts: dict[str, int],
             if kind in ("exact_duplicate", "near_duplicate"):
                 original = rng.choice(clean)
                 record = copy.deepcopy(original)
-                record.origin = None
+                record.origin = original
                 if kind == "exact_duplicate":
-                    record.origin = original
                     if original.file in rf.TICKET_FILES[:2] and rng.random() < 0.3:
                         record.file = rf.TICKET_FILES[rf.TICKET_FILES.index(original.file) + 1]
                 else:
@@ -129,7 +132,8 @@ def add_rejects(base: list[rf.Record], fresh, new_id, counts: dict[str, int],
 
 
 def order_files(records: list[rf.Record], rng: random.Random) -> dict[str, list[rf.Record]]:
-    """Shuffle each file's rows, then put each exact duplicate somewhere after its original."""
+    """Shuffle each file's rows, then put each duplicate somewhere after its original, so that
+    a keep-the-first dedup keeps the original and rejects exactly the injected rows."""
     by_file: dict[str, list[rf.Record]] = {}
     for record in records:
         if record.origin is None:

@@ -88,8 +88,11 @@ def near_duplicate(question: str, rng: random.Random) -> str:
         if style == 0:
             cut = _word_boundary(text, rng)
             text = text[:cut] + "  " + text[cut:].lstrip(" ")
-        elif style == 1:
-            text = "".join(_PUNCT_SWAP.get(ch, ch) for ch in text)
+        elif style == 1:  # one mark typed in the other width; short texts only at the end
+            at = [i for i, ch in enumerate(text) if ch in _PUNCT_SWAP and (len(text) >= 60 or i == len(text) - 1)]
+            if at:
+                i = rng.choice(at)
+                text = text[:i] + _PUNCT_SWAP[text[i]] + text[i + 1:]
         elif style == 2 and text[:1].isascii():
             text = text[:1].swapcase() + text[1:]
         elif len(question) >= 40:

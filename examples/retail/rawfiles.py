@@ -67,7 +67,7 @@ class Record:
     raw: bytes | None = None            # exact bytes of a line that is not a serialized record
     category: str = ""
     lang: str = ""
-    origin: "Record | None" = None      # for an exact duplicate: the record it copies
+    origin: "Record | None" = None      # for an exact or near duplicate: the record it copies
 
     def get(self, name: str):
         """A row-schema field (question, reference, ...) read through the source's field names."""

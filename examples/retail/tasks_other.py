@@ -176,12 +176,18 @@ def reply_format(rng: random.Random, lang: str) -> Task:
     issue = rng.choice(_ISSUES[lang]).format(p=prod)
     if lang == "en":
         name = rng.choice(CUSTOMERS_EN)
-        question = (f"Draft a short reply to {name}, who asks {issue}. "
-                    f"The reply must include the returns page link.")
+        question = rng.choice([
+            f"Draft a short reply to {name}, who asks {issue}. The reply must include the returns page link.",
+            f"{name} (order SO{rng.randint(10000, 99999)}) wrote in asking {issue}. Write the answer; "
+            f"it has to contain the link to our returns page.",
+            f"Reply to this message from {name}: \"I'd like to know {issue}.\" Include the returns link."])
         reply = f"Hi {name}, you can start the return here: {link}. Refunds reach you within 7 business days."
     else:
         name = rng.choice(CUSTOMERS_ZH)
-        question = f"给{name}写一条简短回复，TA问：{issue}。回复中必须包含退货页面链接。"
+        question = rng.choice([
+            f"给{name}写一条简短回复，TA问：{issue}。回复中必须包含退货页面链接。",
+            f"顾客{name}（订单SO{rng.randint(10000, 99999)}）来信询问{issue}，请起草回复，务必附上退货页面链接。",
+            f"请帮忙回复{name}：“{issue}？”要求回复里带上退货链接。"])
         reply = f"{name}您好，请在这里办理退货：{link}，退款7个工作日内到账。"
     return Task("reply_format", lang, question, json.dumps({"required": [link]}), reply)
 

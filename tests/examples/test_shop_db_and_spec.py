@@ -1,0 +1,86 @@
+"""shop.db is deterministic and consistent, every gold SQL query runs on it, and spec.yaml loads
+and agrees with what the generator writes (field names, categories, verifier rules)."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+
+def _dump(path) -> str:
+    con = sqlite3.connect(path)
+    try:
+        return "\n".join(con.iterdump())
+    finally:
+        con.close()
+
+
+def test_same_seed_same_database_other_seed_other_rows(retail, tmp_path):
+    a = retail.build_db.build(tmp_path / "a.db", seed=0)
+    b = retail.build_db.build(tmp_path / "b.db", seed=0)
+    c = retail.build_db.build(tmp_path / "c.db", seed=1)
+    assert _dump(a) == _dump(b) != _dump(c)
+    counts = retail.build_db.table_counts(a)
+    assert counts["stores"] == 6 and counts["products"] == 30 and counts["orders"] == 320
+    assert counts["order_items"] > 320 and 30 < counts["refunds"] < 320
+    assert not list(tmp_path.glob("*.tmp"))  # written atomically, nothing left behind
+
+
+def test_rows_reference_each_other(retail, tmp_path):
+    con = sqlite3.connect(retail.build_db.build(tmp_path / "shop.db"))
+    orphans = {
+        "order_items without an order": "SELECT COUNT(*) FROM order_items i LEFT JOIN orders o USING (order_id) WHERE o.order_id IS NULL",
+        "order_items without a product": "SELECT COUNT(*) FROM order_items i LEFT JOIN products p USING (product_id) WHERE p.product_id IS NULL",
+        "refunds without an order": "SELECT COUNT(*) FROM refunds r LEFT JOIN orders o USING (order_id) WHERE o.order_id IS NULL",
+        "orders at an unknown store": "SELECT COUNT(*) FROM orders o LEFT JOIN stores s USING (store_id) WHERE s.store_id IS NULL",
+        "refunds before their order": "SELECT COUNT(*) FROM refunds r JOIN orders o USING (order_id) WHERE r.refund_date <= o.order_date",
+        "refunds of cancelled orders": "SELECT COUNT(*) FROM refunds r JOIN orders o USING (order_id) WHERE o.status = 'cancelled'",
+    }
+    assert {name: con.execute(sql).fetchone()[0] for name, sql in orphans.items()} == dict.fromkeys(orphans, 0)
+
+
+def test_every_gold_query_runs_and_has_an_answer(retail, tmp_path):
+    db = retail.build_db.build(tmp_path / "shop.db")
+    tasks = retail.tasks_sql.SqlTasks(db)
+    assert len(tasks.pool) >= 100  # enough distinct report requests for ~7% of 3000 rows in two languages
+    con = sqlite3.connect(db)
+    keys = set()
+    for key, params in tasks.pool:
+        keys.add(key)
+        question_en, gold = retail.tasks_sql.render(key, params, "en")
+        question_zh, gold_zh = retail.tasks_sql.render(key, params, "zh")
+        assert gold == gold_zh and question_en != question_zh
+        rows = con.execute(gold).fetchall()
+        assert rows and None not in rows[0], gold
+    assert keys == {t[0] for t in retail.tasks_sql.TEMPLATES}
+
+
+def test_spec_loads_and_matches_the_generator(retail):
+    flows_spec = pytest.importorskip("flows.spec")
+    spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
+    categories = set(retail.generate.CATEGORY_WEIGHTS)
+    assert {r.category for r in spec.verifiers.rules} == categories == set(spec.validation.categories)
+    assert spec.verifiers.rule_for("sql").params == {"database": "shop.db"}
+    assert spec.resolve("shop.db") == retail.generate.HERE / "shop.db"
+    by_name = {s.name: s for s in spec.sources}
+    for name, source in (("tickets", "tickets"), ("erp_orders", "erp"), ("reports", "reports")):
+        fields = by_name[name].fields
+        expected = retail.rawfiles.FIELD_NAMES[source]
+        assert {f: getattr(fields, f) for f in expected} == expected, name
+        assert by_name[name].max_row_bytes < retail.inject.OVERSIZED_BYTES
+    assert by_name["reports"].defaults == {"category": "sql"}
+    assert set(spec.cleaning.verbatim_categories) == set(retail.inject.VERBATIM)
+
+
+def test_math_solutions_fit_the_generation_budget(retail):
+    """The worked replies are the tiny model's SFT targets: they must fit max_new_tokens."""
+    import random
+
+    flows_spec = pytest.importorskip("flows.spec")
+    spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
+    budget = min(spec.eval.max_new_tokens, spec.training.grpo.max_new_tokens)
+    rng = random.Random(0)
+    longest = max(len(gen(rng, lang).solution) for gen in retail.tasks_math.GENERATORS.values()
+                  for lang in ("en", "zh") for _ in range(300))
+    assert longest <= budget, f"a math solution of {longest} chars does not fit {budget} new tokens"
+
