@@ -113,7 +113,7 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
     full = df.with_columns(pl.Series("verifier", verifier, dtype=pl.String),
                            pl.Series("verifier_params", params_json, dtype=pl.String),
                            pl.Series("solution", solution, dtype=pl.String))
-    keep = pl.Series([not r for r in reason])
+    keep = pl.Series("keep", [not r for r in reason], dtype=pl.Boolean)
     kept = full.filter(keep)
     rejects = full.filter(~keep).with_columns(
         pl.lit("attach").alias("stage"),

@@ -1,0 +1,132 @@
+"""Code verifier: extraction, HumanEval-style and pytest-style tests, partial credit, and the
+sandbox hack suite (every case must score 0, return within its timeout, leave the host unharmed)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from verifiers import verify
+from verifiers.code.extract import extract_code
+from verifiers.code.sandbox import SandboxUnavailable, resolve_mode
+
+REF = json.dumps({"tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n"
+                           "    assert candidate(-1, 1) == 0\n", "entry_point": "add"})
+GOOD = "Here you go:\n```python\ndef add(a, b):\n    return a + b\n```"
+TIMEOUT = 2.0
+
+
+def fence(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def test_extract_prefers_the_block_defining_the_entry_point():
+    resp = "```python\ndef add(a, b):\n    return a + b\n```\nUsage:\n```python\nprint(add(1, 2))\n```"
+    assert "def add" in extract_code(resp, "add")
+    assert extract_code("```sql\nSELECT 1\n```", None) is None
+    assert extract_code("def f():\n    return 1", None).startswith("def f")
+    assert extract_code("just prose, no code here", None) is None
+
+
+@pytest.mark.sandbox
+def test_correct_and_wrong_solutions():
+    assert verify("code", GOOD, REF, {}).status == "correct"
+    v = verify("code", fence("def add(a, b):\n    return a * b"), REF, {})
+    assert v.status == "wrong" and v.score == 0.0
+
+
+@pytest.mark.sandbox
+def test_partial_credit_counts_asserts_of_check():
+    v = verify("code", fence("def add(a, b):\n    return 4 if a == 2 else 3"), REF, {"partial": True})
+    assert v.status == "wrong" and v.score == pytest.approx(2 / 3), v
+
+
+@pytest.mark.sandbox
+def test_pytest_style_and_plain_assert_tests():
+    ref = json.dumps({"tests": "def test_a():\n    assert add(1, 1) == 2\ndef test_b():\n    assert add(0, 0) == 1\n"})
+    v = verify("code", fence("def add(a, b):\n    return a + b"), ref, {"partial": True})
+    assert v.score == pytest.approx(0.5)
+    plain = json.dumps({"tests": "assert add(2, 3) == 5\n"})
+    assert verify("code", fence("def add(a, b):\n    return a + b"), plain, {}).correct
+
+
+@pytest.mark.sandbox
+def test_setup_code_runs_before_the_solution():
+    ref = json.dumps({"tests": "def check(c):\n    assert c([3, 1]) == [1, 3]\n", "entry_point": "srt",
+                      "setup": "from typing import List\n"})
+    assert verify("code", fence("def srt(xs: List[int]) -> List[int]:\n    return sorted(xs)"), ref, {}).correct
+
+
+def test_bad_reference_is_an_error():
+    assert verify("code", GOOD, "not json", {}).status == "error"
+    assert verify("code", GOOD, json.dumps({"entry_point": "add"}), {}).status == "error"
+
+
+def test_without_bwrap_it_refuses_unless_opted_in(monkeypatch):
+    monkeypatch.setattr("verifiers.code.sandbox.bwrap_path", lambda: None)
+    monkeypatch.delenv("RLVRFLOW_SANDBOX", raising=False)
+    with pytest.raises(SandboxUnavailable, match="rlimits"):
+        resolve_mode(None)
+    v = verify("code", GOOD, REF, {})
+    assert v.status == "error" and "bubblewrap" in v.detail
+    assert resolve_mode("rlimits") == "rlimits"
+    assert verify("code", GOOD, REF, {"sandbox": "rlimits"}).correct
+
+
+CANARY = "/tmp/rlvrflow_sandbox_canary"
+HACKS = {
+    "print PASSED": "print('PASSED')\nprint('All tests passed')\ndef add(a, b):\n    return 0",
+    "os._exit(0) early": "import os\nos._exit(0)",
+    "sys.exit(0) before tests": "import sys\ndef add(a, b):\n    return 0\nsys.exit(0)",
+    "exit inside candidate": "import sys\ndef add(a, b):\n    sys.exit(0)",
+    "atexit": "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0",
+    "raise SystemExit in del": "class K:\n    def __del__(self):\n        raise SystemExit(0)\nk = K()\ndef add(a, b):\n    return 0",
+    "forge the result fd": "import os\nfor fd in range(3, 20):\n    try: os.write(fd, b'0' * 32 + b' 1 1\\n')\n    except OSError: pass\ndef add(a, b):\n    return 0",
+    "sleep forever": "import time\ntime.sleep(10**6)",
+    "busy loop": "while True:\n    pass",
+    "fork bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+    "huge memory": "x = bytearray(8 * 1024**3)\ndef add(a, b):\n    return a + b",
+    "write outside": f"open({CANARY!r}, 'w').write('x')\ndef add(a, b):\n    return a + b",
+    "write into the repo": "open('/etc/rlvrflow_pwned', 'w').write('x')\ndef add(a, b):\n    return a + b",
+    "huge output file": "open('big', 'wb').write(b'x' * (64 * 1024**2))\ndef add(a, b):\n    return a + b",
+    "flood stdout": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
+    "socket": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=1)\ndef add(a, b):\n    return a + b",
+    "kill parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef add(a, b):\n    return 0",
+    "kill everything": "import os, signal\nos.kill(-1, signal.SIGKILL)\ndef add(a, b):\n    return 0",
+    "monkeypatch check": "import builtins\nbuiltins.AssertionError = type('E', (BaseException,), {})\ndef add(a, b):\n    return 0",
+    "no entry point": "def plus(a, b):\n    return a + b",
+}
+
+
+@pytest.mark.sandbox
+def test_hack_suite():
+    if os.path.exists(CANARY):
+        os.remove(CANARY)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    hacks = dict(HACKS, **{"connect to host port": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+                                                   "def add(a, b):\n    return a + b"})
+
+    def run(item):
+        name, code = item
+        t0 = time.monotonic()
+        v = verify("code", fence(code), REF, {"timeout_s": TIMEOUT})
+        return name, v, time.monotonic() - t0
+
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(run, hacks.items()))
+    listener.settimeout(0.2)
+    with pytest.raises(socket.timeout):
+        listener.accept()
+    listener.close()
+    for name, v, seconds in results:
+        assert v.score == 0.0 and v.status != "correct", (name, v)
+        assert seconds < TIMEOUT + 8, (name, seconds)
+    assert not os.path.exists(CANARY) and not os.path.exists("/etc/rlvrflow_pwned")
+    assert verify("code", GOOD, REF, {}).correct, "the host and the sandbox still work afterwards"
