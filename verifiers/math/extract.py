@@ -60,6 +60,12 @@ def _boxed_at(text: str, pos: int) -> str | None:
 
 
 def _after_marker(text: str, pos: int) -> str:
+    got = _marker_text(text, pos)
+    boxed = _boxed_all(got)
+    return boxed[-1] if boxed else got
+
+
+def _marker_text(text: str, pos: int) -> str:
     rest = text[pos:pos + 2000].lstrip(" \t*:：")
     if rest.startswith("\\boxed") or rest.startswith("\\fbox"):
         boxed = _boxed_at(rest, 0)
