@@ -57,7 +57,7 @@ def clean_stage(df: pl.DataFrame, cfg: CleaningConfig, domain: str) -> StageResu
     if missing.any():
         idx = missing.arg_true()
         ids = [row_id(domain, q) for q in kept["question"].gather(idx).to_list()]
-        kept = kept.with_columns(kept["id"].fill_null("").scatter(idx, ids))
+        kept = kept.with_columns(kept["id"].fill_null("").clone().scatter(idx, ids))
     kept = build_prompts(kept, cfg.template).select(OUTPUT_COLUMNS)
     return StageResult(kept, rejects, make_stats(df.height, kept, rejects, time.perf_counter() - start))
 

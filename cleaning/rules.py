@@ -8,8 +8,9 @@ Character classes are spelled out (`[ \\t\\n]`, `[0-9]`) because `\\s` and `\\d`
 between the two engines.
 
 Rule groups, in the order the cleaner applies them (the order makes the whole idempotent):
-1. ftfy mojibake repair (only values with a character outside SAFE_CHARS: see `SUSPECT`);
-2. control / zero-width / bidi characters and BOMs dropped, line breaks unified;
+1. zero-width / bidi characters and BOMs dropped;
+2. ftfy mojibake repair (only values with a character outside SAFE_CHARS: see `SUSPECT`), then
+   control characters dropped and line breaks unified;
 3. full-width to half-width (`width.py`);
 4. LaTeX rules for all text;
 5. special tokens and role tags replaced by a space;
@@ -28,7 +29,7 @@ from functools import lru_cache
 import ftfy
 
 __all__ = [
-    "Rule", "py_rule", "escape", "FTFY_CONFIG", "SUSPECT", "CONTROL_RULES", "LATEX_RULES",
+    "Rule", "py_rule", "escape", "FTFY_CONFIG", "SUSPECT", "INVISIBLE_RULES", "CONTROL_RULES", "LATEX_RULES",
     "ANSWER_LATEX_RULES", "PROSE_SPACE_RULES", "LIGHT_SPACE_RULES", "STRIP_CHARS", "MAX_PASSES",
     "token_rules",
 ]
@@ -87,11 +88,18 @@ FTFY_CONFIG = ftfy.TextFixerConfig(unescape_html=False, fix_character_width=Fals
 SAFE_CHARS = "\\t\\n\\x20-\\x7E\\u3000-\\u3029\\u4E00-\\u9FFF\\uFF01-\\uFF5E"
 SUSPECT = f"[^{SAFE_CHARS}]"
 
+# Zero-width, bidi and BOM characters go before ftfy: no mojibake sequence contains them, and
+# dropping them first keeps values whose only noise they are on the fast path. C0/C1 controls
+# and the soft hyphen go after: C1 bytes and U+00AD are parts of Latin-1 mojibake, and ftfy
+# removes whole terminal escapes (ESC[31m) where we would only drop the ESC.
+INVISIBLE_RULES = (
+    Rule("[\\u180E\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u2064\\u2066-\\u2069\\uFEFF\\uFFF9-\\uFFFB]+", "",
+         "zero-width, bidi and BOM characters carry no text"),
+)
 CONTROL_RULES = (
     Rule("\\r\\n?|\\u2028|\\u2029|\\u0085", "\n", "one line-break convention"),
-    Rule("[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F-\\x9F\\u00AD\\u180E\\u200B-\\u200F"
-         "\\u202A-\\u202E\\u2060-\\u2064\\u2066-\\u2069\\uFEFF\\uFFF9-\\uFFFB]+", "",
-         "control, zero-width, bidi and BOM characters carry no text"),
+    Rule("[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F-\\x9F\\u00AD]+", "",
+         "control characters and soft hyphens carry no text"),
 )
 
 LATEX_RULES = (

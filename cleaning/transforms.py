@@ -21,10 +21,13 @@ import polars as pl
 
 from .config import CleaningConfig
 from .rules import (
-    ANSWER_LATEX_RULES, CONTROL_RULES, FTFY_CONFIG, LATEX_RULES, LIGHT_SPACE_RULES, MAX_PASSES,
+    ANSWER_LATEX_RULES, CONTROL_RULES, FTFY_CONFIG, INVISIBLE_RULES, LATEX_RULES, LIGHT_SPACE_RULES, MAX_PASSES,
     PROSE_SPACE_RULES, STRIP_CHARS, SUSPECT, Rule, py_rule, token_rules,
 )
-from .width import FULL_WIDTH, HALF_WIDTH, HAS_FULL_WIDTH, convert_spans, to_half_width
+from .width import (
+    FULL_WIDTH, HALF_WIDTH, HAS_FULL_WIDTH, NUMBER_RUN_FULL_WIDTH, SPAN_DELIMITER, convert_spans,
+    to_half_width,
+)
 
 __all__ = ["TEXT_FIELDS", "clean_value", "clean_frame", "rule_plan"]
 
@@ -64,19 +67,24 @@ def _sub_all(text: str, rules: tuple[Rule, ...]) -> str:
 def clean_value(text: str, field: str, category: str, cfg: CleaningConfig) -> str:
     """Clean one value of `field` ("question", "reference" or "solution") of a row of `category`.
 
-    The pass repeats while it still changes the value (at most MAX_PASSES times)."""
+    The pass repeats while its regex rules still change the value (at most MAX_PASSES times); a
+    value that only ftfy changed is done, since ftfy's output is a fixed point of ftfy."""
     for _ in range(MAX_PASSES):
-        cleaned = _clean_once(text, field, category, cfg)
-        if cleaned == text:
-            break
+        fixed, cleaned = _clean_once(text, field, category, cfg)
+        done = cleaned == text or cleaned == fixed
         text = cleaned
+        if done:
+            break
     return text
 
 
-def _clean_once(text: str, field: str, category: str, cfg: CleaningConfig) -> str:
+def _clean_once(text: str, field: str, category: str, cfg: CleaningConfig) -> tuple[str, str]:
+    """(the value after ftfy, the value after the whole pass)."""
     verbatim = category in cfg.verbatim_categories
+    text = _sub_all(text, INVISIBLE_RULES)
     if cfg.fix_mojibake and _SUSPECT_PY.search(text):
         text = ftfy.fix_text(text, FTFY_CONFIG)
+    fixed = text
     text = _sub_all(text, CONTROL_RULES)
     mode = _width_mode(field, category, verbatim, cfg)
     if mode == "all":
@@ -85,7 +93,7 @@ def _clean_once(text: str, field: str, category: str, cfg: CleaningConfig) -> st
         text = convert_spans(text, cfg.width.scope)
     rules, spaces = rule_plan(field, verbatim, cfg)
     text = _sub_all(text, rules)
-    return _sub_all(text, spaces).strip(STRIP_CHARS)
+    return fixed, _sub_all(text, spaces).strip(STRIP_CHARS)
 
 
 # ---- vectorized -------------------------------------------------------------------------------
@@ -95,33 +103,55 @@ def _on_rows(s: pl.Series, mask: pl.Series, fn) -> pl.Series:
     idx = mask.fill_null(False).arg_true()
     if idx.len() == 0:
         return s
-    return s.scatter(idx, [fn(v) for v in s.gather(idx).to_list()])
+    return s.clone().scatter(idx, [fn(v) for v in s.gather(idx).to_list()])  # scatter works in place
 
 
-def _replace_rules(s: pl.Series, rules: tuple[Rule, ...]) -> pl.Series:
+def _replace_rules(s: pl.Series, rules: tuple[Rule, ...], strip: bool = False) -> pl.Series:
+    """Apply `rules` in order (then strip the ends), but only to the rows one of them can change.
+
+    If no rule matches a value, the first rule leaves it as is, so the second sees it unchanged,
+    and so on: the values matching none of the patterns (one vectorized scan) are skipped.
+    """
+    patterns = [f"(?:{r.pattern})" for r in rules]
+    if strip:
+        patterns.append(f"^[{STRIP_CHARS}]|[{STRIP_CHARS}]\\z")
+    if not patterns:
+        return s
+    idx = s.str.contains("|".join(patterns)).fill_null(False).arg_true()
+    if idx.len() == 0:
+        return s
+    sub = s.gather(idx)
     for rule in rules:
-        s = s.str.replace_all(rule.pattern, rule.repl)
-    return s
+        sub = sub.str.replace_all(rule.pattern, rule.repl)
+    if strip:
+        sub = sub.str.strip_chars(STRIP_CHARS)
+    return s.clone().scatter(idx, sub)
 
 
 def _clean_column(s: pl.Series, field: str, categories: pl.Series, cfg: CleaningConfig) -> pl.Series:
-    """One full pass on every row, then more passes on the rows the last pass changed."""
-    out = _column_once(s, field, categories, cfg)
-    changed = out != s
+    """One full pass on every row, then more passes on the rows whose regex rules changed them
+    (the same loop as `clean_value`)."""
+    fixed, out = _column_once(s, field, categories, cfg)
+    again = (out != s) & (out != fixed)
     for _ in range(MAX_PASSES - 1):
-        idx = changed.arg_true()
+        idx = again.arg_true()
         if idx.len() == 0:
             break
         before = out.gather(idx)
-        after = _column_once(before, field, categories.gather(idx), cfg)
-        out = out.scatter(idx, after)
-        changed = pl.Series([False] * s.len(), dtype=pl.Boolean).scatter(idx, after != before)
+        fixed, after = _column_once(before, field, categories.gather(idx), cfg)
+        out = out.clone().scatter(idx, after)
+        again = pl.Series([False] * s.len(), dtype=pl.Boolean).scatter(
+            idx, (after != before) & (after != fixed))
     return out
 
 
-def _column_once(s: pl.Series, field: str, categories: pl.Series, cfg: CleaningConfig) -> pl.Series:
+def _column_once(s: pl.Series, field: str, categories: pl.Series,
+                 cfg: CleaningConfig) -> tuple[pl.Series, pl.Series]:
+    """(the column after ftfy, the column after the whole pass)."""
+    s = _replace_rules(s, INVISIBLE_RULES)
     if cfg.fix_mojibake:
         s = _on_rows(s, s.str.contains(SUSPECT), lambda v: ftfy.fix_text(v, FTFY_CONFIG))
+    fixed = s
     s = _replace_rules(s, CONTROL_RULES)
     verbatim = categories.is_in(cfg.verbatim_categories) if field != "question" else None
     has_fw = s.str.contains(HAS_FULL_WIDTH)
@@ -133,13 +163,14 @@ def _column_once(s: pl.Series, field: str, categories: pl.Series, cfg: CleaningC
     if convert.any():
         s = s.zip_with(~convert, s.str.replace_many(FULL_WIDTH, HALF_WIDTH))
     if field == "question":
-        s = _on_rows(s, has_fw & ~whole, lambda v: convert_spans(v, cfg.width.scope))
+        maybe = s.str.contains(NUMBER_RUN_FULL_WIDTH) | (has_fw & s.str.contains(SPAN_DELIMITER))
+        s = _on_rows(s, maybe & ~whole, lambda v: convert_spans(v, cfg.width.scope))
     rules, spaces = rule_plan(field, False, cfg)
-    prose = _replace_rules(_replace_rules(s, rules), spaces).str.strip_chars(STRIP_CHARS)
+    prose = _replace_rules(_replace_rules(s, rules), spaces, strip=True)
     if verbatim is None or not verbatim.any():
-        return prose
-    light = _replace_rules(s, LIGHT_SPACE_RULES).str.strip_chars(STRIP_CHARS)
-    return light.zip_with(verbatim, prose)
+        return fixed, prose
+    light = _replace_rules(s, LIGHT_SPACE_RULES, strip=True)
+    return fixed, light.zip_with(verbatim, prose)
 
 
 def clean_frame(df: pl.DataFrame, cfg: CleaningConfig) -> pl.DataFrame:

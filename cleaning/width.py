@@ -11,11 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["FULL_WIDTH", "HALF_WIDTH", "HAS_FULL_WIDTH", "to_half_width", "convert_spans"]
+__all__ = ["FULL_WIDTH", "HALF_WIDTH", "HAS_FULL_WIDTH", "SPAN_DELIMITER", "NUMBER_RUN_FULL_WIDTH",
+           "to_half_width", "convert_spans"]
 
 FULL_WIDTH = [chr(c) for c in range(0xFF01, 0xFF5F)] + ["\u3000"]
 HALF_WIDTH = [chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)] + [" "]
 HAS_FULL_WIDTH = "[\\uFF01-\\uFF5E\\u3000]"
+# A value can only change under `convert_spans` if it has a span delimiter (` $ \\) and some
+# full-width form, or a full-width character a digit run may hold. Chinese prose with only
+# ，：？ fails both checks, which keeps it on the fast path.
+SPAN_DELIMITER = "[`$\\\\]"
+NUMBER_RUN_FULL_WIDTH = "[\\uFF10-\\uFF19\\uFF0E\\uFF05\\uFF0A\\uFF0B\\uFF0D\\uFF0F\\uFF1C-\\uFF1E\\uFF3E]"
 _TABLE = str.maketrans(dict(zip(FULL_WIDTH, HALF_WIDTH)))
 
 _SPANS = re.compile(
