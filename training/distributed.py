@@ -10,16 +10,20 @@ How `train_grpo` uses this module when `TrainingConfig.grpo.backend == "deepspee
     ds_cfg = deepspeed_config(stage=2, micro_batch=mb, grad_accum=ga, lr=g.lr,
                               world_size=env.world_size, max_grad_norm=g.max_grad_norm)
     engine, optimizer = init_deepspeed(model, ds_cfg)  # replaces model.to(device) + torch AdamW
-    ...every rank generates / scores its own prompts (or rank 0 does and broadcasts), advantages are
-    computed per group on the whole batch, THEN:
-    padded = pad_for_data_parallel(batch, env.world_size, micro_batch=mb)   # same row count everywhere
+    ...rollouts + rewards; then make rank 0's scored groups the step's batch on every rank:
+    groups = broadcast_from_main(groups)               # equal seeds do not promise equal tokens on GPUs
+    advantages are computed per group on the whole batch, THEN:
+    padded = pad_for_data_parallel(batch, env.world_size, micro_batch=grad_accum)  # no rank starves
     mine = shard_rows(padded.batch, env.rank, env.world_size)
     weight = shard_rows({"w": padded.row_weight}, env.rank, env.world_size)["w"]   # (B_rank,)
     loss_mask = mine["completion_mask"] * weight[:, None]                   # padding rows -> 0 loss
     denom = dp_loss_denominator(loss_mask.sum().item(), env.world_size)   # token-mean over all ranks
     loss = (per_token_loss * loss_mask).sum() / denom
-    engine.backward(loss); engine.step()                # not loss.backward()/optimizer.step()
-    if env.is_main: save the checkpoint via save_hf_checkpoint(engine, ...)   # all ranks must call it
+    engine.backward(loss, scale_wrt_gas=False); engine.step()   # once per micro-batch, exactly grad_accum
+                                                       # times per update; scale_wrt_gas=False because the
+                                                       # denominator already spans the whole step
+    save_hf_checkpoint(engine, step_dir, tokenizer)     # ALL ranks call it (a collective under ZeRO-3);
+                                                       # only rank 0 writes
 
 Padding rows are copies of real rows (so shapes and dtypes are valid) whose loss weight is 0: every
 rank runs the same number of forward/backward passes, so the gradient all-reduce never waits on a rank
@@ -192,13 +196,49 @@ def all_reduce_sum(value: float) -> float:
     import torch
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()):
+    if not _dist_ready():
         return float(value)
     backend = dist.get_backend()
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     t = torch.tensor([float(value)], dtype=torch.float64, device=device)
     dist.all_reduce(t)
     return float(t.item())
+
+
+def _dist_ready() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def broadcast_from_main(obj: Any) -> Any:
+    """Rank 0's `obj` on every rank (pickled; identity without torch.distributed).
+
+    Use it for the step's scored groups: sampling with equal seeds on different GPUs is not guaranteed
+    to give equal tokens, and ranks that disagree on the row count run different numbers of
+    backward passes and hang in the gradient all-reduce.
+    """
+    if not _dist_ready():
+        return obj
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def check_same_on_all_ranks(value: int, what: str) -> int:
+    """Raise (instead of hanging in NCCL later) when ranks disagree on an integer such as a row count."""
+    if not _dist_ready():
+        return value
+    import torch.distributed as dist
+
+    seen: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(seen, int(value))
+    if len(set(seen)) != 1:
+        raise RuntimeError(f"ranks disagree on {what}: {seen}; broadcast the step's batch from rank 0 "
+                           "(broadcast_from_main) before padding")
+    return value
 
 
 def dp_loss_denominator(local_tokens: float, world_size: int) -> float:
