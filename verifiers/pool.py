@@ -92,6 +92,9 @@ class WarmPool:
     """N worker processes fed one item at a time through pipes, with per-item deadlines."""
 
     def __init__(self, workers: int) -> None:
+        from .code.sandbox import become_subreaper
+
+        become_subreaper()  # orphans of killed workers come to us, not to a PID 1 that may not reap
         self.n = workers
         self.slots: list[Child | None] = [None] * workers
         self.paths: list[list[str] | None] = [None] * workers
@@ -102,9 +105,12 @@ class WarmPool:
         return self.slots[i]
 
     def _kill(self, i: int) -> None:
+        from .code.sandbox import reap_sandbox_orphans
+
         if self.slots[i] is not None:
             self.slots[i].kill()
         self.slots[i] = None
+        reap_sandbox_orphans()  # a killed worker's sandboxes were reparented to us
 
     def close(self) -> None:
         for i, child in enumerate(self.slots):

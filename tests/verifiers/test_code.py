@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -90,8 +91,13 @@ HACKS = {
     "busy loop": "while True:\n    pass",
     "fork bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
     "huge memory": "x = bytearray(8 * 1024**3)\ndef add(a, b):\n    return a + b",
-    "write outside": f"open({CANARY!r}, 'w').write('x')\ndef add(a, b):\n    return a + b",
-    "write into the repo": "open('/etc/rlvrflow_pwned', 'w').write('x')\ndef add(a, b):\n    return a + b",
+    "write to host tmp": f"open({CANARY!r}, 'w').write('x')\ndef add(a, b):\n    return 0",
+    "write into /etc": "open('/etc/rlvrflow_pwned', 'w').write('x')\ndef add(a, b):\n    return a + b",
+    "write into the repo": f"open({str(Path(__file__).with_name('pwned.txt'))!r}, 'w').write('x')\n"
+                           "def add(a, b):\n    return a + b",
+    "overwrite the tests": "import glob\nfor p in glob.glob('/tmp/**/*.py', recursive=True):\n"
+                           "    try: open(p, 'w').write('def check(c): pass')\n    except OSError: pass\n"
+                           "def add(a, b):\n    return 0",
     "huge output file": "open('big', 'wb').write(b'x' * (64 * 1024**2))\ndef add(a, b):\n    return a + b",
     "flood stdout": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
     "socket": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=1)\ndef add(a, b):\n    return a + b",
@@ -129,4 +135,5 @@ def test_hack_suite():
         assert v.score == 0.0 and v.status != "correct", (name, v)
         assert seconds < TIMEOUT + 8, (name, seconds)
     assert not os.path.exists(CANARY) and not os.path.exists("/etc/rlvrflow_pwned")
+    assert not Path(__file__).with_name("pwned.txt").exists()
     assert verify("code", GOOD, REF, {}).correct, "the host and the sandbox still work afterwards"

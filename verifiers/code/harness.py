@@ -1,6 +1,7 @@
 """Runs INSIDE the sandbox: execute the solution, then the tests, then report over the result fd.
 
-Usage: python harness.py RESULT_FD ENTRY_POINT PARTIAL   (the nonce arrives on stdin)
+Usage: python harness.py RESULT_FD ENTRY_POINT PARTIAL   (the nonce arrives on stdin), or
+`run_and_report` called in a child forked by zygote.py.
 The report `<nonce> <passed> <total>` is written to RESULT_FD only after the tests returned;
 then the process leaves with os._exit so no atexit hook or finalizer of the solution runs after.
 Stdout, stderr and the exit code are never read as a verdict. Standard library only.
@@ -42,9 +43,8 @@ def _split_check(tests_src, ns, candidate):
     return units or [lambda: ns["check"](candidate)]
 
 
-def main():
-    result_fd, entry, partial = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
-    nonce = sys.stdin.readline().strip()
+def run_and_report(result_fd, nonce, entry, partial):
+    """Run solution.py then tests.py from the current directory; report, then os._exit(0)."""
     sys.stdin = open(os.devnull)
     with open("solution.py") as f:
         solution = f.read()
@@ -65,7 +65,14 @@ def main():
             print(f"test failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     total = max(len(units), 1)
     os.write(result_fd, f"{nonce} {passed if units else 1} {total}\n".encode())
+    sys.stdout.flush()
     os._exit(0)
+
+
+def main():
+    result_fd, entry, partial = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+    nonce = sys.stdin.readline().strip()
+    run_and_report(result_fd, nonce, entry, partial)
 
 
 if __name__ == "__main__":

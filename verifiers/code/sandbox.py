@@ -1,12 +1,12 @@
 """Run the harness on untrusted code in a bubblewrap sandbox with rlimits and a wall clock.
 
-Isolation (bwrap): read-only root, private /tmp (the working directory), fresh /dev and /proc,
-every namespace unshared (no network, own PID namespace), a new session, die-with-parent, and all
-capabilities dropped. When this process is root it first drops to uid/gid 65534 (nobody), because
-the kernel does not apply RLIMIT_NPROC to root. Limits (setrlimit before exec): CPU seconds,
-address space, file size (this also caps stdout/stderr, which go to files), process count.
-A wall-clock timeout SIGKILLs the whole process group; the PID namespace takes every descendant
-with it. Output kept in the verdict is capped.
+Isolation (bwrap, see warm.py and zygote.py): read-only root, private /tmp (the working
+directory), fresh /dev and /proc, every namespace unshared (no network, own PID namespace), a new
+session, die-with-parent, and all capabilities dropped. When this process is root it first drops
+to uid/gid 65534 (nobody), because the kernel does not apply RLIMIT_NPROC to root. Limits
+(setrlimit in the program's process): CPU seconds, address space, file size (this also caps
+stdout/stderr, which go to a file), process count. At the wall-clock timeout every process of the
+program is SIGKILLed. Output kept in the verdict is capped.
 
 Without bwrap, `run_sandboxed` refuses unless the caller opted into mode "rlimits" (params
 `sandbox: rlimits` or RLVRFLOW_SANDBOX=rlimits): same harness and limits, no namespaces.
@@ -85,36 +85,25 @@ def _own_process_count() -> int:
     return n
 
 
-def _preexec(limits: Limits, drop_root: bool, nproc_base: int):
-    cpu = int(limits.timeout_s) + 1
-    mem = limits.memory_mb << 20
-    fsize = limits.file_mb << 20
-    nproc = nproc_base + limits.nproc
+def _preexec(drop_root: bool, limits: Limits | None = None, nproc_base: int = 0):
+    """Runs in the child before exec: drop root to nobody, then (one-shot mode) set the rlimits."""
 
     def apply() -> None:
         if drop_root:
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if limits is not None:
+            for name, value in _rlimits(limits, nproc_base).items():
+                resource.setrlimit(getattr(resource, name), (value, value))
 
     return apply
 
 
-def _command(mode: str, python: str, workdir: str, result_fd: int, info_fd: int, entry: str,
-             partial: bool) -> list[str]:
-    inner = [python, "-I", "-S", "harness.py", str(result_fd), entry or "", "1" if partial else "0"]
-    if mode == "rlimits":
-        return inner
-    return [bwrap_path() or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--ro-bind", workdir, "/tmp/src", "--unshare-all", "--die-with-parent",
-            "--new-session", "--cap-drop", "ALL", "--info-fd", str(info_fd), "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-            "--setenv", "HOME", "/tmp", "--chdir", "/tmp",
-            "sh", "-c", 'cp /tmp/src/*.py /tmp/ && exec "$@"', "sh", *inner]
+def _rlimits(limits: Limits, nproc_base: int) -> dict[str, int]:
+    return {"RLIMIT_CPU": int(limits.timeout_s) + 1, "RLIMIT_AS": limits.memory_mb << 20,
+            "RLIMIT_FSIZE": limits.file_mb << 20, "RLIMIT_NPROC": nproc_base + limits.nproc}
 
 
 def resolve_mode(requested: str | None) -> str:
@@ -131,46 +120,83 @@ def resolve_mode(requested: str | None) -> str:
 
 def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits,
                   mode: str | None = None) -> RunResult:
+    """Run the harness on (solution, tests): in a warm bwrap sandbox, or one-shot with rlimits only."""
     mode = resolve_mode(mode)
     become_subreaper()
     drop_root = os.getuid() == 0
     python = sandbox_python(drop_root)
     nonce = secrets.token_hex(16)
+    nproc_base = 0 if drop_root else _own_process_count()
+    if mode == "rlimits":
+        return _run_once(solution, tests, entry, partial, limits, python, drop_root, nproc_base, nonce)
+    from .warm import run_warm
+
+    lim = _rlimits(limits, nproc_base)
+    job = {"solution": solution, "tests": tests, "entry": entry or "", "partial": partial,
+           "nonce": nonce, "timeout": limits.timeout_s, "output_bytes": limits.output_chars * 4,
+           "limits": {"cpu": lim["RLIMIT_CPU"], "mem": lim["RLIMIT_AS"], "fsize": lim["RLIMIT_FSIZE"],
+                      "nproc": lim["RLIMIT_NPROC"]}}
+    reply = run_warm(job, bwrap_path() or "bwrap", python, drop_root, _preexec(drop_root))
+    if reply is None:
+        raise SandboxUnavailable("the sandbox did not answer (it was killed and will be restarted)")
+    if "error" in reply:
+        raise SandboxUnavailable(reply["error"])
+    passed, total, ok = _parse_report(reply["report"].encode(), nonce)
+    return RunResult(passed, total, ok and not reply["timed_out"], reply["timed_out"],
+                     reply["returncode"], reply["output"][: limits.output_chars])
+
+
+def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits,
+              python: str, drop_root: bool, nproc_base: int, nonce: str) -> RunResult:
+    """rlimits-only mode: one process per program, no namespaces."""
     with tempfile.TemporaryDirectory(prefix="rlvr-code-") as work:
-        os.chmod(work, 0o755)
-        for name, text in (("solution.py", solution), ("tests.py", tests),
-                           ("harness.py", HARNESS.read_text())):
+        os.chmod(work, 0o777 if drop_root else 0o755)
+        for name, text in (("solution.py", solution), ("tests.py", tests), ("harness.py", HARNESS.read_text())):
             Path(work, name).write_text(text)
             os.chmod(Path(work, name), 0o644)
         out_path = Path(work, "output.txt")
         res_r, res_w = os.pipe()
         in_r, in_w = os.pipe()
-        info_r, info_w = os.pipe()
         os.write(in_w, (nonce + "\n").encode())
         os.close(in_w)
-        cmd = _command(mode, python, work, res_w, info_w, entry or "", partial)
-        nproc_base = 0 if drop_root else _own_process_count()
+        cmd = [python, "-I", "-S", "harness.py", str(res_w), entry or "", "1" if partial else "0"]
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(cmd, stdin=in_r, stdout=out, stderr=subprocess.STDOUT,
-                                    pass_fds=(res_w, info_w), cwd=work, start_new_session=True,
-                                    preexec_fn=_preexec(limits, drop_root, nproc_base),
-                                    env=None if mode == "bwrap" else {"PATH": "/usr/bin:/bin"})
-            for fd in (res_w, in_r, info_w):
+                                    pass_fds=(res_w,), cwd=work, start_new_session=True,
+                                    preexec_fn=_preexec(drop_root, limits, nproc_base),
+                                    env={"PATH": "/usr/bin:/bin", "HOME": work})
+            for fd in (res_w, in_r):
                 os.close(fd)
-            timed_out = False
-            try:
-                proc.wait(timeout=limits.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+            timed_out = not _wait_exit(proc, limits.timeout_s)
             _kill_group(proc)
-            _wait_namespace_gone(_read_report(info_r))
         report = _read_report(res_r)
-        for fd in (res_r, info_r):
-            os.close(fd)
+        os.close(res_r)
         output = out_path.read_bytes()[: limits.output_chars * 4].decode("utf-8", "replace")
     passed, total, ok = _parse_report(report, nonce)
     return RunResult(passed, total, ok and not timed_out, timed_out, proc.returncode,
                      output[: limits.output_chars])
+
+
+def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """True if the process exited within timeout_s. A pidfd wakes us the moment it exits
+    (Popen.wait(timeout) polls with sleeps of up to 50 ms, which would dominate short programs)."""
+    import select
+
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout_s)
+    finally:
+        os.close(pidfd)
+    if ready:
+        proc.wait()
+    return bool(ready)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -193,6 +219,31 @@ def become_subreaper() -> None:
         pass
 
 
+def reap_sandbox_orphans() -> int:
+    """Reap zombie children of this (subreaper) process that were sandbox processes: bwrap, or
+    anything that lived in a nested PID namespace, or ran as nobody. Other children are left to
+    whoever waits for them. Returns how many were reaped."""
+    me, n = str(os.getpid()), 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if status.get("PPid", "").strip() != me or not status.get("State", "").strip().startswith("Z"):
+            continue
+        sandboxed = (status.get("Name", "").strip() == "bwrap" or len(status.get("NSpid", "").split()) > 1
+                     or status.get("Uid", "").split()[:1] == [str(NOBODY)])
+        if sandboxed:
+            try:
+                n += os.waitpid(int(entry), os.WNOHANG)[0] != 0
+            except ChildProcessError:
+                pass
+    return n
+
+
 def _wait_namespace_gone(info: bytes, limit_s: float = 10.0) -> None:
     """Reap the sandbox's PID-namespace init. The kernel lets it exit only after every process in
     the namespace died, so a fork bomb cannot outlive its verdict."""
@@ -213,7 +264,7 @@ def _wait_namespace_gone(info: bytes, limit_s: float = 10.0) -> None:
             done = 0
         if done:
             return
-        time.sleep(0.005)
+        time.sleep(0.001)
 
 
 def _zombie(pid: int) -> bool:

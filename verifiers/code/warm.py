@@ -1,0 +1,121 @@
+"""Warm bwrap sandboxes: one long-lived sandbox per concurrent caller, running zygote.py as PID 1.
+
+`run_warm` takes an idle sandbox (or starts one), sends the job, and waits for the reply with a
+margin over the program's timeout; a sandbox that misses it, dies or garbles the protocol is
+killed (its whole PID namespace with it) and replaced. Sandboxes are started with the same
+isolation as sandbox.py describes and are recycled after MAX_JOBS programs.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+HERE = Path(__file__).parent
+MAX_JOBS = 500
+REPLY_MARGIN_S = 10.0
+
+_IDLE: list["WarmSandbox"] = []
+_LOCK = threading.Lock()
+_ATEXIT = []
+
+
+class WarmSandbox:
+    def __init__(self, bwrap: str, python: str, drop_root: bool, preexec) -> None:
+        from .sandbox import become_subreaper
+
+        become_subreaper()
+        if not _ATEXIT:  # kill and reap our sandboxes before exiting, or they linger as zombies
+            atexit.register(close_all)
+            _ATEXIT.append(True)
+        self.code_dir = tempfile.mkdtemp(prefix="rlvr-zygote-")
+        os.chmod(self.code_dir, 0o755)
+        for name in ("zygote.py", "harness.py"):
+            shutil.copy(HERE / name, self.code_dir)
+            os.chmod(Path(self.code_dir, name), 0o644)
+        in_r, self._in_w = os.pipe()
+        self._out_r, out_w = os.pipe()
+        info_r, info_w = os.pipe()
+        cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+               "--ro-bind", self.code_dir, "/tmp/.zygote", "--unshare-all", "--as-pid-1", "--die-with-parent",
+               "--new-session", "--cap-drop", "ALL", "--info-fd", str(info_w), "--clearenv",
+               "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--chdir", "/tmp",
+               python, "-I", "-S", "/tmp/.zygote/zygote.py", str(in_r), str(out_w)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, pass_fds=(in_r, out_w, info_w),
+                                     start_new_session=True, preexec_fn=preexec)
+        for fd in (in_r, out_w, info_w):
+            os.close(fd)
+        self._info_r = info_r
+        self._reader = os.fdopen(self._out_r, "rb")
+        self.jobs = 0
+
+    def run(self, job: dict) -> dict | None:
+        """The zygote's reply, or None when the sandbox failed (then it is dead: do not reuse)."""
+        try:
+            os.write(self._in_w, (json.dumps(job) + "\n").encode())
+            ready, _, _ = select.select([self._out_r], [], [], job["timeout"] + REPLY_MARGIN_S)
+            line = self._reader.readline() if ready else b""
+            reply = json.loads(line) if line else None
+        except (OSError, ValueError):
+            reply = None
+        self.jobs += 1
+        if reply is None:
+            self.close()
+        return reply
+
+    def healthy(self) -> bool:
+        return self.proc.poll() is None and self.jobs < MAX_JOBS
+
+    def close(self) -> None:
+        from .sandbox import _wait_namespace_gone
+
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        os.set_blocking(self._info_r, False)
+        try:
+            info = os.read(self._info_r, 4096)
+        except BlockingIOError:
+            info = b""
+        _wait_namespace_gone(info)
+        for closer in (self._reader.close, lambda: os.close(self._in_w), lambda: os.close(self._info_r)):
+            try:
+                closer()
+            except OSError:
+                pass
+        shutil.rmtree(self.code_dir, ignore_errors=True)
+
+
+def run_warm(job: dict, bwrap: str, python: str, drop_root: bool, preexec) -> dict | None:
+    with _LOCK:
+        box = _IDLE.pop() if _IDLE else None
+    if box is None or not box.healthy():
+        if box is not None:
+            box.close()
+        box = WarmSandbox(bwrap, python, drop_root, preexec)
+    reply = box.run(job)
+    if reply is not None:
+        with _LOCK:
+            _IDLE.append(box)
+    return reply
+
+
+def close_all() -> None:
+    from .sandbox import reap_sandbox_orphans
+
+    with _LOCK:
+        boxes = list(_IDLE)
+        _IDLE.clear()
+    for box in boxes:
+        box.close()
+    reap_sandbox_orphans()
