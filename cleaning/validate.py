@@ -53,6 +53,10 @@ class _Check:
     expectation: Any
     column: str | None
 
+    def __post_init__(self) -> None:
+        # GX returns results in its own order: each expectation carries its reason in `meta`.
+        self.expectation.meta = {**(self.expectation.meta or {}), "rlvrflow_reason": self.reason}
+
 
 def _checks(cfg: ValidationConfig, columns: list[str]) -> list[_Check]:
     import great_expectations.expectations as gxe
@@ -92,6 +96,10 @@ def _run_suite(df: pl.DataFrame, checks: list[_Check]) -> dict[str, Any]:
     return result.to_json_dict()
 
 
+def _reason_of(result: dict[str, Any]) -> str:
+    return (result["expectation_config"].get("meta") or {})["rlvrflow_reason"]
+
+
 def _detail(reason: str, cfg: ValidationConfig) -> str:
     fixed = {
         "duplicate_id": "id already used by an earlier row; ids must be unique",
@@ -119,7 +127,10 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
     reason_of: dict[int, str] = {}
     failures, stop = [], []
     ids, sources = work["id"].to_list(), work["source"].to_list()
-    for check, res in zip(checks, gx_result["results"]):
+    by_reason = {c.reason: c for c in checks}
+    results = sorted(gx_result["results"], key=lambda r: list(by_reason).index(_reason_of(r)))
+    for res in results:
+        check = by_reason[_reason_of(res)]
         if res["success"]:
             continue
         errored = bool((res.get("exception_info") or {}).get("raised_exception"))

@@ -1,0 +1,116 @@
+"""The text transforms: a table of (field, category, raw, expected) cases, then seeded fuzz checks
+that the vectorized cleaner equals the per-value one and that cleaning twice changes nothing."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from cleaning import CleaningConfig, clean_frame, clean_value, to_half_width
+from cleaning.transforms import TEXT_FIELDS
+
+from .fuzz import messy_rows
+
+CFG = CleaningConfig(width={"categories_all_fields": ["arith_all"]})
+
+CASES = [
+    # mojibake, only where needed; legit accents and curly quotes survive
+    ("question", "x", "cafÃ© costs â‚¬5 â€” ok?", "café costs €5 — ok?"),
+    ("question", "x", "naïve “quoted” text", "naïve “quoted” text"),
+    ("question", "x", "è®¡ç®—ä¸€ä¸‹", "计算一下"),
+    # full-width: CJK prose punctuation stays, numbers / math / code spans convert
+    ("question", "x", "计算３＋４等于多少？请回答，谢谢。", "计算3+4等于多少？请回答，谢谢。"),
+    ("question", "x", "用`ｘ＝１`和$ａ＋ｂ$，好吗？", "用`x=1`和$a+b$，好吗？"),
+    ("question", "x", "价格是１２．５％吗？", "价格是12.5%吗？"),
+    ("question", "x", "ＡＢＣ公司，你好", "ＡＢＣ公司，你好"),
+    ("question", "arith_all", "ＡＢＣ公司，你好？", "ABC公司,你好?"),
+    ("reference", "x", "４２", "42"),
+    ("solution", "x", "Ａｎｓｗｅｒ：　７", "Answer: 7"),
+    # LaTeX
+    ("question", "x", "What is $\\dfrac{1}{2}$ of \\left(4\\right)?", "What is $\\frac{1}{2}$ of (4)?"),
+    ("question", "x", "arrows \\leftarrow \\rightarrow stay", "arrows \\leftarrow \\rightarrow stay"),
+    ("reference", "x", "$\\tfrac{3}{4}$", "\\frac{3}{4}"),
+    ("reference", "x", "$$42$$", "42"),
+    ("reference", "x", "\\(7\\)", "7"),
+    ("reference", "x", "42$", "42"),
+    ("reference", "x", "$42", "$42"),
+    ("reference", "x", "90^\\circ", "90"),
+    ("reference", "x", "90^{\\circ}", "90"),
+    ("reference", "x", "1\\,000", "1000"),
+    ("reference", "x", "5\\text{ cm}", "5 cm"),
+    ("reference", "x", "50\\%", "50%"),
+    ("reference", "x", "\\left.\\frac{x}{2}\\right|", "\\frac{x}{2}|"),
+    # special tokens and role tags
+    ("question", "x", "<|im_start|>user\nWhat is 2+2?<|im_end|>", "What is 2+2?"),
+    ("question", "x", "<s>[INST] hi [/INST]</s>", "hi"),
+    ("solution", "x", "Answer: 4<|endoftext|><pad><pad>", "Answer: 4"),
+    ("question", "x", "### Human: refund policy?", "refund policy?"),
+    ("question", "x", "<|start_header_id|>user<|end_header_id|>\n\nhello<|eot_id|>", "hello"),
+    ("question", "x", "12<unk>34", "12 34"),
+    # invisible characters, controls and whitespace
+    ("question", "x", "\ufeffzero\u200bwidth\u200d here\u00ad", "zerowidth here"),
+    ("question", "x", "bell\x07 and \x1b[31mred\x1b[0m", "bell and red"),
+    ("question", "x", "a\u00a0\u00a0b\u3000c\t\td  ", "a b c d"),
+    ("question", "x", "line one\r\nline two\r\n\r\n\r\n\r\nline three", "line one\nline two\n\nline three"),
+    ("question", "x", "code:\n    indented  line", "code:\n    indented line"),
+]
+
+
+@pytest.mark.parametrize("field, category, raw, expected", CASES)
+def test_clean_value_table(field, category, raw, expected):
+    assert clean_value(raw, field, category, CFG) == expected
+
+
+@pytest.mark.parametrize("field, category, raw, expected", CASES)
+def test_clean_frame_matches_the_table(field, category, raw, expected):
+    df = pl.DataFrame({"question": ["q"], "reference": ["r"], "solution": [""], "category": [category]})
+    out = clean_frame(df.with_columns(pl.lit(raw).alias(field)), CFG)
+    assert out[field][0] == expected
+
+
+def test_verbatim_categories_keep_gold_code_and_sql_intact():
+    sql = "SELECT name,  '，' FROM t WHERE x = '<s>'\r\n"
+    tests = '{"input": "a  b", "output": "\\\\left("}'
+    cfg = CleaningConfig(verbatim_categories=["sql", "code"])
+    assert clean_value(sql, "reference", "sql", cfg) == "SELECT name,  '，' FROM t WHERE x = '<s>'"
+    assert clean_value(tests, "reference", "code", cfg) == tests
+    # the question of a verbatim row is still prose and gets the full treatment
+    assert clean_value("<s>Ｔｏｔａｌ  sales?", "question", "sql", cfg) == "Ｔｏｔａｌ sales?"
+
+
+def test_switches_turn_rules_off():
+    cfg = CleaningConfig(fix_mojibake=False, latex=False, special_tokens={"enabled": False},
+                         width={"scope": []})
+    raw = "cafÃ© <s> \\dfrac12 ４２"
+    assert clean_value(raw, "reference", "x", cfg) == raw
+
+
+def test_extra_special_tokens_are_stripped():
+    cfg = CleaningConfig(special_tokens={"extra": ["<|ticket|>"]})
+    assert clean_value("<|ticket|>Where is my order?", "question", "x", cfg) == "Where is my order?"
+
+
+def test_to_half_width_covers_the_ascii_block_and_ideographic_space():
+    full = "".join(chr(c) for c in range(0xFF01, 0xFF5F)) + "\u3000"
+    assert to_half_width(full) == "".join(chr(c) for c in range(0x21, 0x7F)) + " "
+    assert to_half_width("。、「」") == "。、「」"  # CJK punctuation outside the block is untouched
+
+
+CONFIGS = [
+    CleaningConfig(),
+    CleaningConfig(width={"categories_all_fields": ["arithmetic"]}, verbatim_categories=["sql", "code"]),
+    CleaningConfig(width={"scope": ["question"]}, latex=False, special_tokens={"enabled": False}),
+]
+
+
+@pytest.mark.parametrize("ci", range(len(CONFIGS)))
+def test_vectorized_equals_per_value_and_is_idempotent(ci):
+    cfg = CONFIGS[ci]
+    rows = messy_rows(1500, seed=ci)
+    df = pl.DataFrame(rows)
+    out = clean_frame(df, cfg)
+    expected = {f: [clean_value(r[f], f, r["category"], cfg) for r in rows] for f in TEXT_FIELDS}
+    for f in TEXT_FIELDS:
+        assert out[f].to_list() == expected[f], f
+    assert clean_frame(out, cfg).equals(out)
+    changed = sum(a != b for a, b in zip(out["question"].to_list(), df["question"].to_list()))
+    assert changed > 500  # the fuzz really is messy, so the checks above mean something
