@@ -23,6 +23,9 @@ verifiers:
     - {category: arithmetic, verifier: math}
 curriculum:
   eval_fraction: 0.25
+orchestration:
+  chunk_rows: 16
+  retry_delay_seconds: 0
 """
 
 
@@ -62,3 +65,33 @@ def env_without_prefect_api() -> dict[str, str]:
     env.update(DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
     return env
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory):
+    """One temporary Prefect API (SQLite) for the in-process flow tests, results kept in a temp folder."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    os.environ.update(PREFECT_HOME=str(home), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                      PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
+    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: home / "results"}):
+        with prefect_test_harness(server_startup_timeout=120):
+            yield
+
+
+@pytest.fixture
+def read_artifact():
+    """read_artifact(key): the newest artifact with this key from the current Prefect API, or None."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    def read(key: str):
+        with get_client(sync_client=True) as client:
+            found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                                          sort=ArtifactSort.CREATED_DESC, limit=1)
+        return found[0] if found else None
+
+    return read
