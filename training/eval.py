@@ -13,23 +13,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from curriculum import pass_at_k
+
 from training.config import EvalConfig
 from training.scoring import Task, score_groups, tasks_from_df
 
 PARSED = ("correct", "wrong")
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k = 1 - C(n-c, k) / C(n, k) (Chen et al. 2021)."""
-    try:
-        from curriculum import pass_at_k as curriculum_pass_at_k
-    except ImportError:  # the curriculum's estimator is the canonical one once it lands
-        curriculum_pass_at_k = None
-    if curriculum_pass_at_k is not None:
-        return float(curriculum_pass_at_k(n, c, k))
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def _percentile(values: list[int], q: float) -> float:

@@ -84,7 +84,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     ref = load_model_and_tokenizer(sft_model, device, trainable=False)[0] if g.beta > 0 else None
     backend = make_backend(policy, g)
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
-    sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed)
+    sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed, batch_size=g.prompts_per_step)
     engine = _rollout_engine(g.rollout, backend.module, tokenizer, sft_model, device, cfg)
     run = RunState()
 
@@ -231,9 +231,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
 
 def _draw(sampler, n: int) -> list[str]:
     """Ids of the next sampler batch, at most n of them."""
-    batch = sampler.next_batch(n)
-    ids = batch["id"].to_list() if hasattr(batch, "columns") else list(batch)
-    return [str(i) for i in ids][:n]
+    return [str(i) for i in sampler.next_batch(n)][:n]
 
 
 def _rollout_seed(seed: int, step: int, rnd: int) -> int:

@@ -1,0 +1,121 @@
+"""GRPO loss pieces against numbers worked out by hand (see each test's comment)."""
+
+import math
+
+import pytest
+import torch
+
+from training.grpo_math import (
+    aggregate, clipped_surrogate, group_advantages, grpo_loss, k3_kl, token_logprobs, warmup_cosine,
+    zero_variance_groups,
+)
+
+
+def test_advantages_centered_without_std():
+    r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 2.0, 3.0, 2.0]])
+    adv = group_advantages(r, std_normalize=False)
+    assert torch.allclose(adv, torch.tensor([[0.5, -0.5, -0.5, 0.5], [-1.0, 0.0, 1.0, 0.0]]))
+
+
+def test_advantages_std_normalized():
+    # group 1: mean 0.5, population std 0.5 -> +-0.5/0.5001; group 2: mean 2, std sqrt(0.5)
+    r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 2.0, 3.0, 2.0]])
+    adv = group_advantages(r, std_normalize=True, eps=1e-4)
+    s2 = math.sqrt(0.5) + 1e-4
+    want = torch.tensor([[0.5 / 0.5001, -0.5 / 0.5001, -0.5 / 0.5001, 0.5 / 0.5001], [-1 / s2, 0.0, 1 / s2, 0.0]])
+    assert torch.allclose(adv, want, atol=1e-6)
+
+
+def test_constant_group_gets_zero_advantage_not_nan():
+    adv = group_advantages(torch.tensor([[0.1, 0.1, 0.1]]), std_normalize=True)
+    assert torch.equal(adv, torch.zeros(1, 3))
+
+
+def test_zero_variance_groups_detected_with_float_noise():
+    r = torch.tensor([[0.1, 0.1, 0.1], [0.0, 1.0, 0.0], [1.0, 1.0 + 1e-9, 1.0]])
+    assert zero_variance_groups(r).tolist() == [True, False, True]
+
+
+def test_k3_kl_hand_values():
+    # policy p=0.5, ref q=0.25: d = log(q/p) = -ln 2; e^d - d - 1 = 0.5 + ln 2 - 1
+    logp = torch.log(torch.tensor([0.5, 0.3]))
+    ref = torch.log(torch.tensor([0.25, 0.3]))
+    kl = k3_kl(logp, ref)
+    assert kl[0].item() == pytest.approx(0.5 + math.log(2) - 1, abs=1e-6)
+    assert kl[1].item() == pytest.approx(0.0, abs=1e-7)
+
+
+@pytest.mark.parametrize(
+    "ratio, adv, loss, clipped",
+    [
+        (1.5, 1.0, -1.28, True),    # upside capped at 1 + eps_high = 1.28
+        (1.5, -1.0, 1.5, False),    # pessimistic side keeps the unclipped -1.5
+        (0.5, -1.0, 0.8, True),     # downside capped at 1 - eps_low = 0.8
+        (0.5, 1.0, -0.5, False),
+        (1.1, 1.0, -1.1, False),    # inside the trust region
+    ],
+)
+def test_clipped_surrogate_separate_eps(ratio, adv, loss, clipped):
+    old = torch.zeros(1, 1)
+    logp = torch.full((1, 1), math.log(ratio))
+    got, was_clipped = clipped_surrogate(logp, old, torch.tensor([adv]), eps_low=0.2, eps_high=0.28)
+    assert got.item() == pytest.approx(loss, abs=1e-6)
+    assert bool(was_clipped.item()) is clipped
+
+
+def test_token_vs_sequence_aggregation():
+    per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    assert aggregate(per_token, mask, "token").item() == pytest.approx((1 + 2 + 3 + 4) / 4)
+    assert aggregate(per_token, mask, "sequence").item() == pytest.approx((2 + 4) / 2)
+    with pytest.raises(ValueError, match="loss_agg"):
+        aggregate(per_token, mask, "batch")
+
+
+@pytest.mark.parametrize("mode", ["token", "sequence"])
+def test_micro_batches_with_global_totals_equal_full_batch(mode):
+    torch.manual_seed(0)
+    per_token = torch.rand(4, 5)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]])
+    full = aggregate(per_token, mask, mode)
+    tot_tok, tot_seq = float(mask.sum()), 4.0
+    parts = sum(aggregate(per_token[i : i + 2], mask[i : i + 2], mode, tot_tok, tot_seq) for i in (0, 2))
+    assert parts.item() == pytest.approx(full.item(), abs=1e-6)
+
+
+def test_grpo_loss_adds_beta_times_kl_and_reports_clip_fraction():
+    logp = torch.log(torch.tensor([[0.5, 0.5]]))
+    old = logp.clone()
+    ref = torch.log(torch.tensor([[0.25, 0.5]]))
+    mask = torch.tensor([[1, 1]])
+    adv = torch.tensor([2.0])
+    loss, stats = grpo_loss(logp, old, ref, adv, mask, 0.2, 0.28, beta=0.1, loss_agg="token")
+    kl0 = 0.5 + math.log(2) - 1
+    # ratio 1 everywhere: surrogate -2 per token; kl (kl0, 0); token mean over 2 tokens
+    assert loss.item() == pytest.approx((-2 + 0.1 * kl0 - 2) / 2, abs=1e-6)
+    assert stats["kl"] == pytest.approx(kl0 / 2, abs=1e-6)
+    assert stats["clip_fraction"] == 0.0
+    with pytest.raises(ValueError, match="ref_logp"):
+        grpo_loss(logp, old, None, adv, mask, 0.2, 0.28, beta=0.1, loss_agg="token")
+
+
+def test_policy_gradient_direction_raises_logp_of_positive_advantage():
+    logits = torch.zeros(1, 1, 3, requires_grad=True)
+    logp = token_logprobs(logits, torch.tensor([[1]]))
+    loss, _ = grpo_loss(logp, logp.detach(), None, torch.tensor([1.0]), torch.ones(1, 1), 0.2, 0.2, 0.0, "token")
+    loss.backward()
+    assert logits.grad[0, 0, 1] < 0 < logits.grad[0, 0, 0]  # descent raises the chosen token's logit
+
+
+def test_token_logprobs_matches_log_softmax():
+    logits = torch.tensor([[[0.0, math.log(3.0)]]])  # probs 1/4, 3/4
+    assert token_logprobs(logits, torch.tensor([[1]])).item() == pytest.approx(math.log(0.75))
+
+
+def test_warmup_cosine_schedule():
+    assert warmup_cosine(0, 10, 110, 0.1) == pytest.approx(0.1)
+    assert warmup_cosine(9, 10, 110, 0.1) == pytest.approx(1.0)
+    assert warmup_cosine(10, 10, 110, 0.1) == pytest.approx(1.0)
+    assert warmup_cosine(60, 10, 110, 0.1) == pytest.approx(0.55)
+    assert warmup_cosine(110, 10, 110, 0.1) == pytest.approx(0.1)
+    assert warmup_cosine(500, 0, 110, 0.0) == pytest.approx(0.0)

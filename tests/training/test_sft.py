@@ -1,0 +1,45 @@
+"""Cold-start SFT lowers the solution loss, skips rows without a solution (counted), and reuses its output."""
+
+import json
+
+import polars as pl
+
+from training.sft import run_sft, sft_examples, sft_loss
+
+
+def test_sft_lowers_loss_and_counts_skipped_rows(base_model, sft_model, toy):
+    rows = toy.copy_rows(64, 7)
+    before, after = sft_loss(base_model, rows), sft_loss(sft_model, rows)
+    assert after < 0.5 * before, (before, after)
+    stats = json.loads((sft_model / "sft_stats.json").read_text())
+    assert stats["rows_in"] == 200 and stats["skipped_empty_solution"] == 0 and stats["steps"] == 40
+    lines = (sft_model / "sft_metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["step"] == 39
+
+
+def test_empty_solutions_are_skipped_and_counted(toy):
+    rows = toy.copy_rows(5, 0).with_columns(
+        pl.Series("solution", ["Answer: 1", "", "  ", None, "Answer: 2"], dtype=pl.String)
+    )
+    pairs, skipped = sft_examples(rows)
+    assert [s for _, s in pairs] == ["Answer: 1", "Answer: 2"] and skipped == 3
+
+
+def test_rerun_with_same_inputs_reuses_the_checkpoint(tmp_path, base_model, toy):
+    cfg = toy.cfg(sft={"steps": 2})
+    out = run_sft(base_model, toy.copy_rows(20, 0), cfg, tmp_path / "sft", seed=0)
+    stamp = (out / "model.safetensors").stat().st_mtime_ns
+    run_sft(base_model, toy.copy_rows(20, 0), cfg, tmp_path / "sft", seed=0)
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+    run_sft(base_model, toy.copy_rows(20, 1), cfg, tmp_path / "sft", seed=0)  # new data: retrain
+    assert (out / "model.safetensors").stat().st_mtime_ns != stamp
+
+
+def test_zero_steps_saves_the_base_weights(tmp_path, base_model, toy):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = run_sft(base_model, toy.copy_rows(10, 0), toy.cfg(sft={"steps": 0}), tmp_path / "s0", seed=0)
+    a = AutoModelForCausalLM.from_pretrained(base_model).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
