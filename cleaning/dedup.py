@@ -87,7 +87,7 @@ def dedup(df: pl.DataFrame, cfg: DedupConfig) -> StageResult:
             details = [f"{found[i][1]:.2f} similar to row {ids[found[i][0]]} ({srcs[found[i][0]]})" for i in idx]
             near = work[idx]
             rejects.append(reject_frame(near, "dedup", "duplicate_near", pl.Series(details, dtype=pl.String)))
-            mask = pl.Series([False] * work.height).scatter(idx, True)
+            mask = pl.repeat(False, work.height, dtype=pl.Boolean, eager=True).scatter(idx, True)
             work = work.filter(~mask)
     helper = ["_row", "_key", "_first_id", "_first_src"]
     kept = work.drop([c for c in helper if c in work.columns])

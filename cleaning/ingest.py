@@ -34,6 +34,7 @@ __all__ = ["ingest", "ingest_source", "IngestError", "ROW_COLUMNS", "REJECT_COLU
 ROW_COLUMNS = ("id", "domain", "category", "question", "reference", "solution", "source")
 REJECT_COLUMNS_INGEST = (*ROW_COLUMNS, "raw", "stage", "reason", "detail")
 RAW_PREVIEW = 500
+PROGRESS_MIN_ROWS = 50_000  # files shorter than this get no per-row bar
 
 
 class IngestError(ValueError):
@@ -43,11 +44,18 @@ class IngestError(ValueError):
 class _Sink:
     """Collects rows and rejects for one source; counts everything it is given."""
 
-    def __init__(self, spec: SourceSpec, domain: str) -> None:
-        self.spec, self.domain = spec, domain
+    def __init__(self, spec: SourceSpec, domain: str, progress: bool = False) -> None:
+        self.spec, self.domain, self.progress = spec, domain, progress
         self.rows: list[dict[str, str]] = []
         self.rejects: list[dict[str, Any]] = []
         self.blank_lines = 0
+
+    def rows_bar(self, items, total: int, label: str):
+        """Iterate `items` with a per-row progress bar on stderr (long files only, if asked)."""
+        from tqdm.auto import tqdm
+
+        return tqdm(items, total=total, desc=label, unit="row", leave=False,
+                    disable=not self.progress or total < PROGRESS_MIN_ROWS)
 
     def reject(self, source: str, reason: str, detail: str, raw: Any = "", row: dict | None = None) -> None:
         preview = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
@@ -102,7 +110,7 @@ def _label(path: Path, base_dir: Path) -> str:
 
 
 def _jsonl(sink: _Sink, label: str, decoded: DecodedFile) -> None:
-    for line in decoded.lines:
+    for line in sink.rows_bar(decoded.lines, len(decoded.lines), label):
         where = f"{label}:{line.number}"
         if line.text is None:
             sink.reject(where, line.reason, line.detail, line.raw)
@@ -152,7 +160,7 @@ def _csv(sink: _Sink, label: str, decoded: DecodedFile) -> None:
 
 
 def _table_records(sink: _Sink, label: str, df: pl.DataFrame) -> None:
-    for i, record in enumerate(df.iter_rows(named=True)):
+    for i, record in enumerate(sink.rows_bar(df.iter_rows(named=True), df.height, label)):
         raw = json.dumps(record, ensure_ascii=False, default=str)
         sink.record(f"{label}:row {i}", record, len(raw.encode("utf-8")), raw)
 
@@ -195,7 +203,7 @@ def _read_file(sink: _Sink, path: Path, label: str) -> str:
 
 def ingest_source(spec: SourceSpec, domain: str, base_dir: Path, progress: bool = False) -> tuple[_Sink, list[dict]]:
     """Read all files of one source; returns the sink and a per-file summary."""
-    sink, files = _Sink(spec, domain), []
+    sink, files = _Sink(spec, domain, progress), []
     paths = _expand(spec, Path(base_dir))
     from tqdm.auto import tqdm
 

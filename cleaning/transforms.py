@@ -140,7 +140,7 @@ def _clean_column(s: pl.Series, field: str, categories: pl.Series, cfg: Cleaning
         before = out.gather(idx)
         fixed, after = _column_once(before, field, categories.gather(idx), cfg)
         out = out.clone().scatter(idx, after)
-        again = pl.Series([False] * s.len(), dtype=pl.Boolean).scatter(
+        again = pl.repeat(False, s.len(), dtype=pl.Boolean, eager=True).scatter(
             idx, (after != before) & (after != fixed))
     return out
 

@@ -118,18 +118,15 @@ def _flagged(check: _Check, result: dict[str, Any]) -> list[int]:
     return rows[1:] if check.reason == "duplicate_id" else rows  # rows come in table order
 
 
-def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict[str, Any]]:
-    """Run the suite; returns (kept/rejected rows, JSON report) or raises ValidationFailed."""
-    start = time.perf_counter()
-    work = df.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
-    checks = _checks(cfg, df.columns)
-    gx_result = _run_suite(work, checks)
+def _failures(gx_result: dict[str, Any], checks: list[_Check], work: pl.DataFrame,
+              cfg: ValidationConfig) -> tuple[dict[int, str], list[dict[str, Any]], list[str]]:
+    """(row -> first reason that flags it, one entry per failed expectation, reasons that stop the run)."""
     reason_of: dict[int, str] = {}
     failures, stop = [], []
     ids, sources = work["id"].to_list(), work["source"].to_list()
+    order = [c.reason for c in checks]
     by_reason = {c.reason: c for c in checks}
-    results = sorted(gx_result["results"], key=lambda r: list(by_reason).index(_reason_of(r)))
-    for res in results:
+    for res in sorted(gx_result["results"], key=lambda r: order.index(_reason_of(r))):
         check = by_reason[_reason_of(res)]
         if res["success"]:
             continue
@@ -145,17 +142,26 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
             note = f"observed {res['result'].get('observed_value')}, need at least {cfg.min_rows}"
             stop.append(check.reason)
         failures.append({
-            "expectation": res["expectation_config"]["type"], "column": check.column,
-            "reason": check.reason, "unexpected_count": len(rows) if rows else int(
-                res["result"].get("unexpected_count") or 0),
+            "expectation": res["expectation_config"]["type"], "column": check.column, "reason": check.reason,
+            "unexpected_count": len(rows) if rows else int(res["result"].get("unexpected_count") or 0),
             "rows": [{"id": ids[r], "source": sources[r]} for r in rows[:SHOW_ROWS]], "note": note,
         })
+    return reason_of, failures, stop
+
+
+def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict[str, Any]]:
+    """Run the suite; returns (kept/rejected rows, JSON report) or raises ValidationFailed."""
+    start = time.perf_counter()
+    work = df.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
+    checks = _checks(cfg, df.columns)
+    gx_result = _run_suite(work, checks)
+    reason_of, failures, stop = _failures(gx_result, checks, work, cfg)
     bad = sorted(reason_of)
-    mask = pl.Series([False] * work.height, dtype=pl.Boolean).scatter(bad, True) if bad else None
+    mask = pl.repeat(False, work.height, dtype=pl.Boolean, eager=True).scatter(bad, True)
     reasons = pl.Series([reason_of[r] for r in bad], dtype=pl.String)
     details = pl.Series([_detail(reason_of[r], cfg) for r in bad], dtype=pl.String)
-    rejected = reject_frame(work.filter(mask) if mask is not None else work.clear(), "validate", reasons, details)
-    kept = work.filter(~mask) if mask is not None else work
+    rejected = reject_frame(work.filter(mask), "validate", reasons, details).drop("_row")
+    kept = work.filter(~mask).drop("_row")
     share = len(bad) / work.height if work.height else 0.0
     # GX's own result at the top level (statistics, results), with our decision as `success`:
     # failing rows were rejected, so GX's `success` (kept as gx_success) is not the run's verdict.
@@ -170,6 +176,5 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
                             f"max_rejected_fraction={cfg.max_rejected_fraction}")
     if not report["success"]:
         raise ValidationFailed(report)
-    kept, rejected = kept.drop("_row"), rejected.drop("_row")
     stats = make_stats(df.height, kept, rejected, time.perf_counter() - start)
     return StageResult(kept, rejected, stats), report
