@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from cleaning import (CleaningConfig, SourceSpec, ValidationConfig, ValidationFailed, clean_frame,
-                      prepare, validate)
+                      clean_stage, prepare, validate)
 from cleaning.template import build_prompts
 
 COLUMNS = ["id", "domain", "category", "question", "reference", "solution", "prompt", "source"]
@@ -120,5 +120,6 @@ def test_sample_domain_noise_is_gone_and_prose_punctuation_stays(retail_run):
 def test_cleaning_clean_output_changes_nothing(retail_run):
     result, cleaning, _, out = retail_run
     clean = pl.read_parquet(out / "clean.parquet")
-    again = build_prompts(clean_frame(clean, cleaning), cleaning.template)
-    assert again.equals(clean)
+    assert build_prompts(clean_frame(clean, cleaning), cleaning.template).equals(clean)
+    again = clean_stage(clean, cleaning, clean["domain"][0])
+    assert again.kept.equals(clean) and again.rejects.height == 0
