@@ -22,8 +22,10 @@ attention kernels reject some head sizes (16 fails with "Unsupported CPU attenti
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from curriculum.engines import Completion, SamplingParams
 
@@ -52,6 +54,7 @@ class VLLMEngine:
         except ImportError as exc:
             raise ImportError(_INSTALL_HINT) from exc
         self.model_path = str(model)
+        self.tied_embeddings = _ties_embeddings(self.model_path)
         self.llm = LLM(
             model=self.model_path,
             dtype=dtype,
@@ -92,12 +95,20 @@ class VLLMEngine:
         """Replace the engine's weights in place with (name, tensor) pairs in checkpoint (HF) naming.
 
         Accepts `model.named_parameters()`, `model.state_dict()` or any iterable of pairs; tensors are
-        detached. Later `generate` calls sample from the new weights.
+        detached. With tied embeddings the LM head is sent along with the embedding even when the pairs
+        list it once. Later `generate` calls sample from the new weights.
         """
         items = named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors
         weights = [(name, t.detach()) for name, t in items]
         if not weights:
             raise ValueError("VLLMEngine.load_weights: got no tensors; pass model.state_dict() or named_parameters()")
+        names = {name for name, _ in weights}
+        if self.tied_embeddings and "lm_head.weight" not in names:
+            # named_parameters() lists a tied matrix once (as the embedding). vLLM only re-processes a
+            # layer whose weights arrive, and on CPU the LM head keeps a repacked copy: send it too.
+            embed = next((t for name, t in weights if name.endswith("embed_tokens.weight")), None)
+            if embed is not None:
+                weights.append(("lm_head.weight", embed))
         self.llm.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
         )
@@ -106,6 +117,15 @@ class VLLMEngine:
     def load_state_dict(self, state_dict: Mapping[str, object]) -> None:
         """`load_weights` from a state_dict (name -> tensor)."""
         self.load_weights(state_dict)
+
+
+def _ties_embeddings(model_path: str) -> bool:
+    """Whether the checkpoint's config ties the LM head to the input embedding."""
+    config = Path(model_path) / "config.json"
+    if not config.is_file():
+        return False
+    data = json.loads(config.read_text())
+    return bool(data.get("tie_word_embeddings", data.get("text_config", {}).get("tie_word_embeddings", False)))
 
 
 def _prompt_seed(seed: int, index: int) -> int:

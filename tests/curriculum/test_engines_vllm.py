@@ -81,3 +81,22 @@ def test_load_weights_changes_generation_to_the_new_models(engine, hf):
 def test_load_weights_rejects_nothing_to_load(engine):
     with pytest.raises(ValueError, match="no tensors"):
         engine.load_weights({})
+
+
+def test_sync_from_the_embedded_models_named_parameters(tmp_path):
+    """The trainer's path: the project's tiny model (tied embeddings), synced from named_parameters()."""
+    tiny = pytest.importorskip("training.tiny_model")
+    corpus = ["12+3=15", "what is 7*8? 56", "Answer: 42\n"]
+    model_dir = tiny.build_tiny_model(corpus, tmp_path / "embedded", seed=0)
+    hf = HFEngine.from_pretrained(str(model_dir), batch_size=4)
+    eng = VLLMEngine(str(model_dir), dtype="float32", max_model_len=128, enforce_eager=True)
+    prompts = ["12+3=", "7*8?"]
+    assert [g[0].token_ids for g in eng.generate(prompts, 1, GREEDY, 0)] == \
+        [g[0].token_ids for g in hf.generate(prompts, 1, GREEDY, 0)]
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in hf.model.parameters():
+            p.add_(0.5 * torch.randn(p.shape, generator=g))
+    eng.load_weights(hf.model.named_parameters())
+    assert [g[0].token_ids for g in eng.generate(prompts, 1, GREEDY, 0)] == \
+        [g[0].token_ids for g in hf.generate(prompts, 1, GREEDY, 0)]
