@@ -1,7 +1,7 @@
 """The pure, idempotent text transformations: one value at a time, or a whole frame vectorized.
 
-`clean_value(text, field, category, cfg)` is the reference: plain Python, one string.
-`clean_frame(df, cfg)` does the same to the `question`, `reference` and `solution` columns of a
+`clean_value(text, field, category, cfg)` is the reference: plain Python, one string, ftfy on
+every value. `clean_frame(df, cfg)` does the same to the `question`, `reference` and `solution` columns of a
 polars frame: the regex rules run in polars (Rust, all cores), and the two steps that need
 Python (ftfy, and full-width conversion inside spans of the question) run only on the rows that
 need them, found with a vectorized `str.contains` (the fast path for clean text). Both give the
@@ -32,7 +32,6 @@ from .width import (
 __all__ = ["TEXT_FIELDS", "clean_value", "clean_frame", "rule_plan"]
 
 TEXT_FIELDS = ("question", "reference", "solution")
-_SUSPECT_PY = py_rule(Rule(SUSPECT, "", ""))[0]
 
 
 def rule_plan(field: str, verbatim: bool, cfg: CleaningConfig) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
@@ -82,7 +81,7 @@ def _clean_once(text: str, field: str, category: str, cfg: CleaningConfig) -> tu
     """(the value after ftfy, the value after the whole pass)."""
     verbatim = category in cfg.verbatim_categories
     text = _sub_all(text, INVISIBLE_RULES)
-    if cfg.fix_mojibake and _SUSPECT_PY.search(text):
+    if cfg.fix_mojibake:  # always: this is the reference the fast path is checked against
         text = ftfy.fix_text(text, FTFY_CONFIG)
     fixed = text
     text = _sub_all(text, CONTROL_RULES)

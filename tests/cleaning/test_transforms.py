@@ -114,3 +114,22 @@ def test_vectorized_equals_per_value_and_is_idempotent(ci):
     assert clean_frame(out, cfg).equals(out)
     changed = sum(a != b for a, b in zip(out["question"].to_list(), df["question"].to_list()))
     assert changed > 500  # the fuzz really is messy, so the checks above mean something
+
+
+def test_ftfy_leaves_fast_path_text_alone():
+    """The fast path skips ftfy on values made only of SAFE_CHARS; ftfy must be the identity there."""
+    import random
+
+    import ftfy
+
+    from cleaning.rules import FTFY_CONFIG, SUSPECT
+
+    rng = random.Random(7)
+    pools = ["\t\n", "".join(chr(c) for c in range(0x20, 0x7F)), "".join(chr(c) for c in range(0x3000, 0x302A)),
+             "".join(chr(c) for c in range(0x4E00, 0x9FFF, 37)), "".join(chr(c) for c in range(0xFF01, 0xFF5F)),
+             "&amp; &lt;b&gt; \\x1b[31m <s> A~e \\u00e9"]
+    samples = ["".join(rng.choice(rng.choice(pools)) for _ in range(rng.randint(1, 60))) for _ in range(3000)]
+    samples += ["1st&2nd; a&amp;b", "Dear Sir,\n\tthanks", "价格（元）：１２．５，对吗？", "ＡＢＣ＂ｘ＂"]
+    safe = pl.Series(samples).str.contains(SUSPECT).not_()
+    assert safe.all()
+    assert [s for s in samples if ftfy.fix_text(s, FTFY_CONFIG) != s] == []
