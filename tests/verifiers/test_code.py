@@ -56,6 +56,16 @@ def test_pytest_style_and_plain_assert_tests():
 
 
 @pytest.mark.sandbox
+def test_exceptions_and_helpers_cross_the_process_boundary():
+    ref = json.dumps({"tests": "def check(c):\n    try:\n        c(-1)\n        assert False\n"
+                               "    except ValueError:\n        pass\n    assert c(4) == (2.0, [4], {'k': None})\n"
+                               "    assert helper(3) == 9 and LIMIT == 10\n", "entry_point": "f"})
+    code = ("LIMIT = 10\ndef helper(x):\n    return x * x\n"
+            "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return (x ** 0.5, [x], {'k': None})")
+    assert verify("code", fence(code), ref, {}).correct
+
+
+@pytest.mark.sandbox
 def test_setup_code_runs_before_the_solution():
     ref = json.dumps({"tests": "def check(c):\n    assert c([3, 1]) == [1, 3]\n", "entry_point": "srt",
                       "setup": "from typing import List\n"})
@@ -105,6 +115,29 @@ HACKS = {
     "kill everything": "import os, signal\nos.kill(-1, signal.SIGKILL)\ndef add(a, b):\n    return 0",
     "monkeypatch check": "import builtins\nbuiltins.AssertionError = type('E', (BaseException,), {})\ndef add(a, b):\n    return 0",
     "no entry point": "def plus(a, b):\n    return a + b",
+    "steal the nonce from memory": (
+        "import gc, os, re, sys\nfound = set()\n"
+        "for f in list(sys._current_frames().values()):\n"
+        "    while f is not None:\n"
+        "        for v in list(f.f_locals.values()) + list(f.f_globals.values()):\n"
+        "            found.update(re.findall(r'[0-9a-f]{32}', repr(v)[:100000]))\n"
+        "        f = f.f_back\n"
+        "for o in gc.get_objects():\n"
+        "    if isinstance(o, dict):\n"
+        "        found.update(re.findall(r'[0-9a-f]{32}', repr(o)[:100000]))\n"
+        "for n in found:\n"
+        "    for fd in range(3, 64):\n"
+        "        try: os.write(fd, (n + ' 1 1\\n').encode())\n"
+        "        except OSError: pass\n"
+        "def add(a, b):\n    return 0"),
+    "read the tests process memory": (
+        "import os\nfor pid in os.listdir('/proc'):\n"
+        "    try: open(f'/proc/{pid}/mem', 'rb').read(1)\n    except Exception: pass\n"
+        "def add(a, b):\n    return 0"),
+    "return an object equal to anything": (
+        "class Any:\n    def __eq__(self, other):\n        return True\n"
+        "def add(a, b):\n    return Any()"),
+    "kill the tests from inside a call": "import os, signal\ndef add(a, b):\n    os.kill(-1, signal.SIGKILL)",
 }
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 
 
-def _units(tests_src, ns, entry, partial):
+def units(tests_src, ns, entry, partial):
     """Callables, each one test unit: test_* functions, the asserts of check(), or all of check."""
     if "check" in ns and entry:
         candidate = ns.get(entry)
@@ -53,9 +53,13 @@ def run_and_report(result_fd, nonce, entry, partial):
     ns = {"__name__": "__solution__", "__builtins__": __builtins__}
     exec(compile(solution, "solution.py", "exec"), ns)
     exec(compile(tests, "tests.py", "exec"), ns)
-    units = _units(tests, ns, entry, partial)
+    finish(units(tests, ns, entry, partial), partial, result_fd, nonce)
+
+
+def finish(test_units, partial, result_fd, nonce):
+    """Run the units; on completion write the report and leave at once (no atexit, no finalizers)."""
     passed = 0
-    for unit in units:
+    for unit in test_units:
         try:
             unit()
             passed += 1
@@ -63,8 +67,8 @@ def run_and_report(result_fd, nonce, entry, partial):
             if not partial:
                 raise
             print(f"test failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-    total = max(len(units), 1)
-    os.write(result_fd, f"{nonce} {passed if units else 1} {total}\n".encode())
+    total = max(len(test_units), 1)
+    os.write(result_fd, f"{nonce} {passed if test_units else 1} {total}\n".encode())
     sys.stdout.flush()
     os._exit(0)
 

@@ -133,10 +133,10 @@ def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, l
 
     lim = _rlimits(limits, nproc_base)
     job = {"solution": solution, "tests": tests, "entry": entry or "", "partial": partial,
-           "nonce": nonce, "timeout": limits.timeout_s, "output_bytes": limits.output_chars * 4,
+           "timeout": limits.timeout_s, "output_bytes": limits.output_chars * 4,
            "limits": {"cpu": lim["RLIMIT_CPU"], "mem": lim["RLIMIT_AS"], "fsize": lim["RLIMIT_FSIZE"],
                       "nproc": lim["RLIMIT_NPROC"]}}
-    reply = run_warm(job, bwrap_path() or "bwrap", python, drop_root, _preexec(drop_root))
+    reply = run_warm(job, nonce, bwrap_path() or "bwrap", python, drop_root, _preexec(drop_root))
     if reply is None:
         raise SandboxUnavailable("the sandbox did not answer (it was killed and will be restarted)")
     if "error" in reply:

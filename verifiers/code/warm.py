@@ -37,7 +37,7 @@ class WarmSandbox:
             _ATEXIT.append(True)
         self.code_dir = tempfile.mkdtemp(prefix="rlvr-zygote-")
         os.chmod(self.code_dir, 0o755)
-        for name in ("zygote.py", "harness.py"):
+        for name in ("zygote.py", "harness.py", "remote.py"):
             shutil.copy(HERE / name, self.code_dir)
             os.chmod(Path(self.code_dir, name), 0o644)
         in_r, self._in_w = os.pipe()
@@ -57,19 +57,28 @@ class WarmSandbox:
         self._reader = os.fdopen(self._out_r, "rb")
         self.jobs = 0
 
-    def run(self, job: dict) -> dict | None:
-        """The zygote's reply, or None when the sandbox failed (then it is dead: do not reuse)."""
+    def run(self, job: dict, nonce: str) -> dict | None:
+        """The zygote's reply, or None when the sandbox failed (then it is dead: do not reuse).
+        The nonce goes out only after the solution process was forked, so it never holds it."""
         try:
             os.write(self._in_w, (json.dumps(job) + "\n").encode())
-            ready, _, _ = select.select([self._out_r], [], [], job["timeout"] + REPLY_MARGIN_S)
-            line = self._reader.readline() if ready else b""
-            reply = json.loads(line) if line else None
+            if self._line(10.0) != {"ready": True}:
+                raise ValueError("no ready line")
+            os.write(self._in_w, (nonce + "\n").encode())
+            reply = self._line(job["timeout"] + REPLY_MARGIN_S)
         except (OSError, ValueError):
             reply = None
         self.jobs += 1
         if reply is None:
             self.close()
         return reply
+
+    def _line(self, timeout: float):
+        ready, _, _ = select.select([self._out_r], [], [], timeout)
+        line = self._reader.readline() if ready else b""
+        if line.strip() == b"ready":
+            return {"ready": True}
+        return json.loads(line) if line else None
 
     def healthy(self) -> bool:
         return self.proc.poll() is None and self.jobs < MAX_JOBS
@@ -96,14 +105,14 @@ class WarmSandbox:
         shutil.rmtree(self.code_dir, ignore_errors=True)
 
 
-def run_warm(job: dict, bwrap: str, python: str, drop_root: bool, preexec) -> dict | None:
+def run_warm(job: dict, nonce: str, bwrap: str, python: str, drop_root: bool, preexec) -> dict | None:
     with _LOCK:
         box = _IDLE.pop() if _IDLE else None
     if box is None or not box.healthy():
         if box is not None:
             box.close()
         box = WarmSandbox(bwrap, python, drop_root, preexec)
-    reply = box.run(job)
+    reply = box.run(job, nonce)
     if reply is not None:
         with _LOCK:
             _IDLE.append(box)
