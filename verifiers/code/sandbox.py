@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 HARNESS = Path(__file__).with_name("harness.py")
@@ -52,6 +53,7 @@ class RunResult:
     output: str             # capped stdout + stderr, for the verdict detail
 
 
+@lru_cache(maxsize=1)
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
@@ -64,6 +66,7 @@ def _world_usable(path: str) -> bool:
     return all(parent.stat().st_mode & stat.S_IXOTH for parent in p.parents)
 
 
+@lru_cache(maxsize=2)
 def sandbox_python(drop_root: bool) -> str:
     if not drop_root or _world_usable(sys.executable):
         return sys.executable
@@ -207,6 +210,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+@lru_cache(maxsize=1)
 def become_subreaper() -> None:
     """Orphans of our sandboxes (bwrap's PID-namespace init once the outer bwrap exits) are
     reparented to this process instead of PID 1, so we can reap them; a container whose PID 1
