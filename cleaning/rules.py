@@ -29,7 +29,8 @@ from functools import lru_cache
 import ftfy
 
 __all__ = [
-    "Rule", "py_rule", "escape", "FTFY_CONFIG", "SUSPECT", "INVISIBLE_RULES", "CONTROL_RULES", "LATEX_RULES",
+    "Rule", "py_rule", "escape", "FTFY_CONFIG", "SUSPECT", "INVISIBLE_RULES", "CONTROL_RULES",
+    "LATEX_RULES",
     "ANSWER_LATEX_RULES", "PROSE_SPACE_RULES", "LIGHT_SPACE_RULES", "STRIP_CHARS", "MAX_PASSES",
     "token_rules",
 ]

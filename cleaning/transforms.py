@@ -1,12 +1,12 @@
 """The pure, idempotent text transformations: one value at a time, or a whole frame vectorized.
 
 `clean_value(text, field, category, cfg)` is the reference: plain Python, one string, ftfy on
-every value. `clean_frame(df, cfg)` does the same to the `question`, `reference` and `solution` columns of a
-polars frame: the regex rules run in polars (Rust, all cores), and the two steps that need
-Python (ftfy, and full-width conversion inside spans of the question) run only on the rows that
-need them, found with a vectorized `str.contains` (the fast path for clean text). Both give the
-same output (tests and bench/clean_throughput.py check it), and applying either twice changes
-nothing more.
+every value. `clean_frame(df, cfg)` does the same to the `question`, `reference` and `solution`
+columns of a polars frame: the regex rules run in polars (Rust, all cores) and only on rows one of
+their patterns matches, and the two steps that need Python (ftfy, and full-width conversion inside
+spans of the question) run only on the rows a vectorized `str.contains` flags (the fast path for
+clean text). Both give the same output (tests and bench/clean_throughput.py check it), and
+applying either twice changes nothing more.
 
 Fields of a `verbatim_categories` row's reference and solution (gold SQL, JSON tests) get only
 the encoding, control-character and line-break fixes.
@@ -21,8 +21,8 @@ import polars as pl
 
 from .config import CleaningConfig
 from .rules import (
-    ANSWER_LATEX_RULES, CONTROL_RULES, FTFY_CONFIG, INVISIBLE_RULES, LATEX_RULES, LIGHT_SPACE_RULES, MAX_PASSES,
-    PROSE_SPACE_RULES, STRIP_CHARS, SUSPECT, Rule, py_rule, token_rules,
+    ANSWER_LATEX_RULES, CONTROL_RULES, FTFY_CONFIG, INVISIBLE_RULES, LATEX_RULES, LIGHT_SPACE_RULES,
+    MAX_PASSES, PROSE_SPACE_RULES, STRIP_CHARS, SUSPECT, Rule, py_rule, token_rules,
 )
 from .width import (
     FULL_WIDTH, HALF_WIDTH, HAS_FULL_WIDTH, NUMBER_RUN_FULL_WIDTH, SPAN_DELIMITER, convert_spans,
