@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -189,7 +190,8 @@ def attach_chunk(clean_path: str, offset: int, length: int, out_prefix: str,
     Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
     kept.write_parquet(f"{out_prefix}.parquet")
     rejects.write_parquet(f"{out_prefix}_rejects.parquet")
-    return {"kept": f"{out_prefix}.parquet", "rejects": f"{out_prefix}_rejects.parquet", "stats": stats}
+    return {"kept": f"{out_prefix}.parquet", "rejects": f"{out_prefix}_rejects.parquet", "stats": stats,
+            "pid": os.getpid()}
 
 
 def _unpack(result: Any):
@@ -224,6 +226,8 @@ def merge_chunks(parts: list[dict], out: Path, name: str) -> dict:
     rejects = pl.concat([pl.read_parquet(p["rejects"]) for p in parts], how="diagonal_relaxed")
     stats = merge_stats([p["stats"] for p in parts])
     cleaning.write_stage(out, name, kept, rejects, stats)
+    stats["chunks"] = len(parts)
+    stats["chunk_pids"] = sorted({p["pid"] for p in parts if "pid" in p})  # where the fan-out ran
     shutil.rmtree(Path(out) / "chunks", ignore_errors=True)
     return stats
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -29,6 +30,7 @@ def test_prepare_attach_split_then_cached(prefect_harness, toy_spec, tmp_path, r
     assert set(train["verifier"].to_list()) == {"math"}
     # 40 rows in chunks of 16 -> three attach-chunk tasks, merged into one table
     assert not (Path(data["attach"]["dir"]) / "chunks").exists()
+    assert st["chunks"] == 3 and st["chunk_pids"] == [os.getpid()]  # threads: this process
     artifact = read_artifact("toy-validation")
     assert artifact is not None and "Great Expectations: passed" in artifact.data
 

@@ -1,0 +1,33 @@
+"""Scale-out: the prepare and attach stages with their fan-out on a local Dask cluster (prefect-dask)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("prefect_dask")
+pytest.importorskip("distributed")
+
+
+def test_prepare_and_attach_on_a_local_dask_cluster(prefect_harness, toy_spec, tmp_path):
+    from prefect_dask import DaskTaskRunner
+
+    from flows.attach import attach
+    from flows.common import load_run_spec, make_task_runner
+    from flows.prepare import prepare
+
+    spec = load_run_spec(toy_spec, runner="dask")
+    runner = make_task_runner(spec)
+    assert isinstance(runner, DaskTaskRunner)
+    out = tmp_path / "out"
+    clean = prepare.with_options(task_runner=make_task_runner(spec))(str(toy_spec), str(out), runner="dask")
+    data = attach.with_options(task_runner=runner)(str(toy_spec), str(out), clean, runner="dask")
+    st = data["attach"]["stats"]
+    assert st["rows_in"] == 40 == st["rows_kept"] + st["rows_rejected"]
+    assert st["chunks"] == 3 and st["chunk_pids"] and os.getpid() not in st["chunk_pids"]  # Dask workers
+    assert (Path(data["split"]["dir"]) / "train.parquet").is_file()
+
+    # the same stages on threads reuse what the Dask run computed: the cache key ignores the runner
+    threads = attach(str(toy_spec), str(out), clean)
+    assert threads["attach"]["cached"] and threads["attach"]["dir"] == data["attach"]["dir"]
