@@ -1,16 +1,19 @@
-"""One rank of the 2-process ZeRO-2 check, launched by test_deepspeed_cpu.py through torchrun (gloo, CPU).
+"""One rank of the 2-process ZeRO-2/3 check, launched by test_deepspeed_cpu.py through torchrun (gloo, CPU).
 
 Each rank builds the same tiny Llama from a seed, pads a 6-row GRPO-shaped batch (3 prompts x G=2) to
 8 rows for world_size=2, takes its 4 rows, and runs a few steps of a token-mean policy-gradient loss
 through `init_deepspeed` / `engine.backward` / `engine.step`. Rank 0 also runs the same steps in one
 plain torch process on the 6 real rows (no padding, no DeepSpeed) and writes both parameter sets'
-distance plus the per-rank row counts to the JSON file named by argv[1].
+distance plus the per-rank row counts to the JSON file named by argv[1]; argv[2] is the ZeRO stage.
+Every rank then saves an HF checkpoint through `save_hf_checkpoint` (the ZeRO-3 gather), which rank 0
+reloads with plain transformers.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -41,14 +44,14 @@ def per_token_loss(model, input_ids: torch.Tensor, advantages: torch.Tensor) -> 
     return -advantages[:, None] * logp  # (B, T-1)
 
 
-def run_deepspeed(steps: int, lr: float) -> tuple[dict[str, torch.Tensor], int, list[float]]:
+def run_deepspeed(steps: int, lr: float, stage: int):
     from training.distributed import (
         deepspeed_config, dist_env, dp_loss_denominator, gathered_state_dict, init_deepspeed,
         pad_for_data_parallel, shard_rows,
     )
 
     env = dist_env()
-    cfg = deepspeed_config(stage=2, micro_batch=4, grad_accum=1, lr=lr, world_size=env.world_size, bf16=False)
+    cfg = deepspeed_config(stage=stage, micro_batch=4, grad_accum=1, lr=lr, world_size=env.world_size, bf16=False)
     engine, _ = init_deepspeed(tiny_model(0), cfg)
     padded = pad_for_data_parallel(make_batch(1), env.world_size, micro_batch=4)
     mine = shard_rows({**padded.batch, "w": padded.row_weight}, env.rank, env.world_size)
@@ -61,7 +64,7 @@ def run_deepspeed(steps: int, lr: float) -> tuple[dict[str, torch.Tensor], int, 
         engine.step()
         losses.append(loss.item())
     state = gathered_state_dict(engine, is_main=env.is_main)
-    return state or {}, int(mine["input_ids"].shape[0]), losses
+    return state or {}, int(mine["input_ids"].shape[0]), losses, engine
 
 
 def run_reference(steps: int, lr: float) -> dict[str, torch.Tensor]:
@@ -81,21 +84,27 @@ def run_reference(steps: int, lr: float) -> dict[str, torch.Tensor]:
 def main() -> None:
     import torch.distributed as dist
 
-    from training.distributed import dist_env
+    from training.distributed import dist_env, save_hf_checkpoint
 
-    out_path, steps, lr = sys.argv[1], 3, 1e-2
-    state, rows, losses = run_deepspeed(steps, lr)
+    out_path, stage, steps, lr = sys.argv[1], int(sys.argv[2]), 3, 1e-2
+    state, rows, losses, engine = run_deepspeed(steps, lr, stage)
     env = dist_env()
     counts = [None] * env.world_size
     dist.all_gather_object(counts, rows)
+    ckpt_dir = Path(out_path).with_suffix(".ckpt")
+    save_hf_checkpoint(engine, ckpt_dir, is_main=env.is_main)  # collective under ZeRO-3: every rank calls it
     if env.is_main:
+        from transformers import LlamaForCausalLM
+
         ref = run_reference(steps, lr)
         init = dict(tiny_model(0).named_parameters())
-        max_diff = max((state[k] - ref[k]).abs().max().item() for k in ref)
-        moved = max((ref[k] - init[k].detach()).abs().max().item() for k in ref)
-        Path = __import__("pathlib").Path
-        Path(out_path).write_text(json.dumps({"rows_per_rank": counts, "max_diff": max_diff,
-                                              "moved": moved, "losses": losses, "keys": sorted(state)}))
+        reloaded = dict(LlamaForCausalLM.from_pretrained(ckpt_dir).named_parameters())
+        Path(out_path).write_text(json.dumps({
+            "rows_per_rank": counts, "losses": losses, "keys": sorted(state),
+            "max_diff": max((state[k] - ref[k]).abs().max().item() for k in ref),
+            "moved": max((ref[k] - init[k].detach()).abs().max().item() for k in ref),
+            "reload_diff": max((reloaded[k].detach() - ref[k]).abs().max().item() for k in ref),
+        }))
     dist.barrier()
 
 
