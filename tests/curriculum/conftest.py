@@ -73,3 +73,14 @@ def tiny_model(tiny_tokenizer):
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     return save_tiny(tmp_path_factory.mktemp("tiny_lm"), seed=0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """The tiny models gain nothing from threads, and on a shared box extra threads only spin."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
