@@ -9,8 +9,9 @@ pairs in about linear time, where pairwise fuzzy matching (rapidfuzz) is quadrat
 shingles work for Chinese text without a word segmenter; text-dedup or Data-Juicer would bring a
 whole framework for one step. LSH only proposes candidates: a pair is a duplicate when the exact
 Jaccard similarity of the two shingle sets reaches `threshold` AND both questions contain the
-same numbers, because templated questions that differ in one number ("12 apples" / "13 apples")
-are different problems with different references.
+same numbers AND both rows have the same (normalized) reference: templated questions that differ
+in one number ("12 apples" / "13 apples") or one name that changes the answer ("the Hangzhou
+store" / "the Guangzhou store", different gold SQL) are different problems.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _shingles(key: str) -> set[str]:
     return {key[i:i + SHINGLE] for i in range(len(key) - SHINGLE + 1)}
 
 
-def _near_duplicates(keys: list[str], cfg: DedupConfig) -> dict[int, tuple[int, float]]:
+def _near_duplicates(keys: list[str], answers: list[str], cfg: DedupConfig) -> dict[int, tuple[int, float]]:
     """Row index -> (index of the kept row it duplicates, Jaccard similarity)."""
     from datasketch import MinHash, MinHashLSH
 
@@ -55,8 +56,8 @@ def _near_duplicates(keys: list[str], cfg: DedupConfig) -> dict[int, tuple[int, 
         best: tuple[int, float] | None = None
         for cand in lsh.query(mh):
             j = int(cand)
-            if numbers[j] != numbers[i]:
-                continue
+            if numbers[j] != numbers[i] or answers[j] != answers[i]:
+                continue  # another number or another answer: another problem
             sim = len(shingles[i] & shingles[j]) / len(shingles[i] | shingles[j])
             if sim >= cfg.threshold and (best is None or sim > best[1] or (sim == best[1] and j < best[0])):
                 best = (j, sim)
@@ -67,31 +68,43 @@ def _near_duplicates(keys: list[str], cfg: DedupConfig) -> dict[int, tuple[int, 
     return found
 
 
+def _exact(work: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows whose key is new, rejected repeats)."""
+    work = work.with_columns(pl.col("id").first().over("_key").alias("_first_id"),
+                             pl.col("source").first().over("_key").alias("_first_src"))
+    dup = pl.col("_key").is_first_distinct().not_()
+    detail = pl.format("same normalized question as row {} ({})", pl.col("_first_id"), pl.col("_first_src"))
+    return work.filter(~dup), reject_frame(work.filter(dup), "dedup", "duplicate_exact", detail)
+
+
+def _near(work: pl.DataFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows kept, rejected near-duplicates, each naming the kept row it resembles)."""
+    found = _near_duplicates(work["_key"].to_list(), work["_answer"].to_list(), cfg)
+    idx = sorted(found)
+    ids, srcs = work["id"].to_list(), work["source"].to_list()
+    details = [f"{found[i][1]:.2f} similar to row {ids[found[i][0]]} ({srcs[found[i][0]]}), same answer"
+               for i in idx]
+    mask = pl.repeat(False, work.height, dtype=pl.Boolean, eager=True).scatter(idx, True)
+    rejected = reject_frame(work.filter(mask), "dedup", "duplicate_near", pl.Series(details, dtype=pl.String))
+    return work.filter(~mask), rejected
+
+
 def dedup(df: pl.DataFrame, cfg: DedupConfig) -> StageResult:
-    """Remove exact and near duplicate questions (rows need `id`, `question`, `source`)."""
+    """Remove exact and near duplicate questions (rows need `id`, `question`, `source`; `reference`
+    is used when present)."""
     start = time.perf_counter()
-    work = df.with_row_index("_row").with_columns(dedup_key(pl.col("question")).alias("_key"))
+    answer = dedup_key(pl.col("reference")) if "reference" in df.columns else pl.lit("")
+    work = df.with_row_index("_row").with_columns(dedup_key(pl.col("question")).alias("_key"),
+                                                  answer.alias("_answer"))
     rejects = []
     if cfg.exact and work.height:
-        work = work.with_columns(pl.col("id").first().over("_key").alias("_first_id"),
-                                 pl.col("source").first().over("_key").alias("_first_src"))
-        dup = pl.col("_key").is_first_distinct().not_()
-        detail = pl.format("same normalized question as row {} ({})", pl.col("_first_id"), pl.col("_first_src"))
-        rejects.append(reject_frame(work.filter(dup), "dedup", "duplicate_exact", detail))
-        work = work.filter(~dup)
+        work, rejected = _exact(work)
+        rejects.append(rejected)
     if cfg.near and work.height > 1:
-        found = _near_duplicates(work["_key"].to_list(), cfg)
-        if found:
-            idx = sorted(found)
-            ids, srcs = work["id"].to_list(), work["source"].to_list()
-            details = [f"{found[i][1]:.2f} similar to row {ids[found[i][0]]} ({srcs[found[i][0]]})" for i in idx]
-            near = work[idx]
-            rejects.append(reject_frame(near, "dedup", "duplicate_near", pl.Series(details, dtype=pl.String)))
-            mask = pl.repeat(False, work.height, dtype=pl.Boolean, eager=True).scatter(idx, True)
-            work = work.filter(~mask)
-    helper = ["_row", "_key", "_first_id", "_first_src"]
+        work, rejected = _near(work, cfg)
+        rejects.append(rejected)
+    helper = ["_row", "_key", "_answer", "_first_id", "_first_src"]
     kept = work.drop([c for c in helper if c in work.columns])
-    rej = pl.concat(rejects, how="diagonal_relaxed") if rejects else reject_frame(df.clear(), "dedup", "", "")
-    rej = rej.sort("_row").drop([c for c in helper if c in rej.columns]) if rej.height else rej.drop(
-        [c for c in helper if c in rej.columns])
+    rej = pl.concat(rejects, how="diagonal_relaxed") if rejects else reject_frame(work.clear(), "dedup", "", "")
+    rej = rej.sort("_row").drop([c for c in helper if c in rej.columns])
     return StageResult(kept, rej, make_stats(df.height, kept, rej, time.perf_counter() - start))

@@ -149,6 +149,21 @@ def _failures(gx_result: dict[str, Any], checks: list[_Check], work: pl.DataFram
     return reason_of, failures, stop
 
 
+def _trimmed(gx_result: dict[str, Any]) -> dict[str, Any]:
+    """GX's result with the per-row lists cut to SHOW_ROWS entries (COMPLETE lists every row)."""
+    out = dict(gx_result)
+    out["results"] = []
+    for res in gx_result["results"]:
+        result = dict(res.get("result") or {})
+        for key in ("unexpected_list", "unexpected_index_list"):
+            if len(result.get(key) or []) > SHOW_ROWS:
+                result[key] = result[key][:SHOW_ROWS]
+                result["lists_truncated_to"] = SHOW_ROWS
+        result.pop("unexpected_index_query", None)
+        out["results"].append({**res, "result": result})
+    return out
+
+
 def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict[str, Any]]:
     """Run the suite; returns (kept/rejected rows, JSON report) or raises ValidationFailed."""
     start = time.perf_counter()
@@ -165,7 +180,7 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
     share = len(bad) / work.height if work.height else 0.0
     # GX's own result at the top level (statistics, results), with our decision as `success`:
     # failing rows were rejected, so GX's `success` (kept as gx_success) is not the run's verdict.
-    report = {**gx_result, "gx_success": gx_result["success"],
+    report = {**_trimmed(gx_result), "gx_success": gx_result["success"],
               "success": not stop and share <= cfg.max_rejected_fraction,
               "rows_checked": work.height, "rows_rejected": len(bad), "rejected_fraction": round(share, 4),
               "max_rejected_fraction": cfg.max_rejected_fraction, "failures": failures, "reason": ""}

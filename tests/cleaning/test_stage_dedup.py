@@ -62,6 +62,14 @@ def test_near_duplicates_found_but_different_numbers_are_different_problems():
     assert r.stats["rows_in"] == 7 == r.kept.height + r.rejects.height
 
 
+def test_near_duplicates_need_the_same_answer():
+    df = rows(["广州门店的平均订单金额（数量×单价之和）是多少？请给出结果", "杭州门店的平均订单金额（数量×单价之和）是多少？请给出结果",
+               "广州门店的平均订单金额（数量×单价之和）是多少？请给出结果吧"]).with_columns(
+        reference=pl.Series(["SELECT 1 -- 广州", "SELECT 1 -- 杭州", "SELECT 1 -- 广州"]))
+    r = dedup(df, DedupConfig(threshold=0.8))
+    assert r.kept["id"].to_list() == ["r0", "r1"] and r.rejects["id"].to_list() == ["r2"]
+
+
 def test_dedup_is_deterministic_and_can_be_switched_off():
     df = rows(["same question here ok"] * 3 + ["other"])
     assert dedup(df, DedupConfig(exact=False, near=False)).kept.height == 4
