@@ -4,8 +4,8 @@ Levels, highest first; the answer is the LAST candidate of the highest level tha
   1. explicit markers: "final answer is/:", "the answer is", `答案是`, `答案:`, `最终答案`, `答:`
   2. `\\boxed{...}` / `\\fbox{...}` (balanced braces)
   3. `Answer:` (also `**Answer:**`)
-  4. fallback, on the last line only: the whole line when it is short and has no words, else
-     its number when it holds exactly one (several numbers there are a guess list, not an answer).
+  4. fallback, on the last line only: the whole line when it is short and has no words or
+     colon, else its number when it holds exactly one (several numbers there are a guess list).
 Candidates of levels 1-3 are all returned too, so the verifier can spot hedging (two different
 final answers). Text after a marker runs to the end of the line or sentence; a `\\boxed{}` or
 `$...$` right after a marker is taken whole.
@@ -106,7 +106,7 @@ def extract(response: str) -> Extraction:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else ""
     words = [w for w in re.findall(r"[A-Za-z]{3,}", last) if w.lower() != "and"]
-    if last and len(last) <= 60 and not words:
+    if last and len(last) <= 60 and not words and ":" not in last:  # "Total: 36" is a label
         return Extraction(last, "fallback", ())
     numbers = set(_NUMBER.findall(last))
     if len(numbers) == 1:  # several numbers on the last line is a guess list, not an answer
