@@ -69,9 +69,12 @@ KW_HACKS = {"empty": "", "keyword spam": "shop.example/returns " * 20,
             "near miss": "shop example returns"}
 
 
+@pytest.mark.parametrize("verifier", ["keyword", "regex"])
 @pytest.mark.parametrize("name", list(KW_HACKS))
-def test_keyword_hack_suite(name):
-    v = verify("keyword", KW_HACKS[name], KW_REF, {})
+def test_keyword_hack_suite(name, verifier):
+    ref = KW_REF if verifier == "keyword" else json.dumps({"required": [r"shop\.example/returns"],
+                                                            "forbidden": ["guaranteed refund"]})
+    v = verify(verifier, KW_HACKS[name], ref, {})
     assert v.score == 0.0 and v.status != "correct", v
 
 

@@ -48,30 +48,43 @@ class WarmSandbox:
                "--new-session", "--cap-drop", "ALL", "--info-fd", str(info_w), "--clearenv",
                "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--chdir", "/tmp",
                python, "-I", "-S", "/tmp/.zygote/zygote.py", str(in_r), str(out_w)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, pass_fds=(in_r, out_w, info_w),
-                                     start_new_session=True, preexec_fn=preexec)
+        self._stderr = Path(self.code_dir, "stderr.log")
+        with open(self._stderr, "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                         pass_fds=(in_r, out_w, info_w), start_new_session=True,
+                                         preexec_fn=preexec)
         for fd in (in_r, out_w, info_w):
             os.close(fd)
         self._info_r = info_r
         self._reader = os.fdopen(self._out_r, "rb")
         self.jobs = 0
 
-    def run(self, job: dict, nonce: str) -> dict | None:
-        """The zygote's reply, or None when the sandbox failed (then it is dead: do not reuse).
+    def run(self, job: dict, nonce: str) -> dict:
+        """The zygote's reply, or {"error": why} when the sandbox failed (it is then closed).
         The nonce goes out only after the solution process was forked, so it never holds it."""
         try:
             os.write(self._in_w, (json.dumps(job) + "\n").encode())
-            if self._line(10.0) != {"ready": True}:
-                raise ValueError("no ready line")
-            os.write(self._in_w, (nonce + "\n").encode())
-            reply = self._line(job["timeout"] + REPLY_MARGIN_S)
+            first = self._line(10.0)
+            if first != {"ready": True}:
+                reply = first if isinstance(first, dict) and "error" in first else None
+            else:
+                os.write(self._in_w, (nonce + "\n").encode())
+                reply = self._line(job["timeout"] + REPLY_MARGIN_S)
         except (OSError, ValueError):
             reply = None
         self.jobs += 1
         if reply is None:
+            reply = {"error": self._failure()}
             self.close()
         return reply
+
+    def _failure(self) -> str:
+        err = self._stderr.read_bytes()[-600:].decode("utf-8", "replace").strip() if self._stderr.exists() else ""
+        hint = ""
+        if "uid map" in err or "Operation not permitted" in err or "Permission denied" in err:
+            hint = (" (bwrap needs unprivileged user namespaces: on Ubuntu 24.04 run "
+                    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)")
+        return f"the sandbox did not answer; bwrap said: {err or 'nothing'}{hint}"
 
     def _line(self, timeout: float):
         ready, _, _ = select.select([self._out_r], [], [], timeout)
@@ -105,7 +118,7 @@ class WarmSandbox:
         shutil.rmtree(self.code_dir, ignore_errors=True)
 
 
-def run_warm(job: dict, nonce: str, bwrap: str, python: str, drop_root: bool, preexec) -> dict | None:
+def run_warm(job: dict, nonce: str, bwrap: str, python: str, drop_root: bool, preexec) -> dict:
     with _LOCK:
         box = _IDLE.pop() if _IDLE else None
     if box is None or not box.healthy():
@@ -113,7 +126,7 @@ def run_warm(job: dict, nonce: str, bwrap: str, python: str, drop_root: bool, pr
             box.close()
         box = WarmSandbox(bwrap, python, drop_root, preexec)
     reply = box.run(job, nonce)
-    if reply is not None:
+    if "error" not in reply:
         with _LOCK:
             _IDLE.append(box)
     return reply
