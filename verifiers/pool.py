@@ -13,6 +13,7 @@ import json
 import os
 import pickle
 import sys
+import threading
 import time
 from multiprocessing.connection import wait
 from typing import Any, Iterable
@@ -163,6 +164,7 @@ class WarmPool:
 
 
 _POOL: WarmPool | None = None
+_POOL_LOCK = threading.RLock()  # callers in several threads (a threaded task runner) take turns
 
 
 def _pool(workers: int) -> WarmPool:
@@ -178,9 +180,10 @@ def _pool(workers: int) -> WarmPool:
 def shutdown() -> None:
     """Stop the warm pool (also runs at interpreter exit)."""
     global _POOL
-    if _POOL is not None:
-        _POOL.close()
-        _POOL = None
+    with _POOL_LOCK:
+        if _POOL is not None:
+            _POOL.close()
+            _POOL = None
 
 
 def _prepare(items: Iterable[Item]) -> tuple[list[tuple], dict[int, V.Verdict]]:
@@ -229,8 +232,9 @@ def score_many(items: Iterable[Item], workers: int | None = None, timeout_s: flo
                 progress.update(1)
         return out  # type: ignore[return-value]
     if jobs:
-        n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-        pool = _pool(max(n, _POOL.n if _POOL and workers is None else n))
-        for (idx, *_), v in zip(jobs, pool.run(jobs, timeout_s, progress)):
+        with _POOL_LOCK:  # workers start lazily: a small batch wakes only as many as it needs
+            pool = _pool(max(1, workers or os.cpu_count() or 1))
+            verdicts = pool.run(jobs, timeout_s, progress)
+        for (idx, *_), v in zip(jobs, verdicts):
             out[idx] = v
     return out  # type: ignore[return-value]

@@ -161,3 +161,18 @@ def test_reward_two_sided_and_process_layer():
 def test_process_weight_needs_a_verifier():
     with pytest.raises(ValidationError, match="process_verifier"):
         _cfg(process_weight=0.3)
+
+
+def test_score_many_from_several_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def batch(k):
+        items = [("math", f"Answer: {k * 100 + i}", str(k * 100 + i), None) for i in range(20)]
+        return [v.correct for v in score_many(items, workers=2)]
+
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(batch, range(4)))
+    assert results == [[True] * 20] * 4
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda g: verify("math", "\\boxed{2\\sqrt{2}}", g).correct, ["\\sqrt{8}", "3"] * 4))
+    assert got == [True, False] * 4

@@ -9,6 +9,7 @@ an address-space limit; past the timeout the helper is killed and restarted on t
 from __future__ import annotations
 
 import re
+import threading
 
 from .._proc import Child
 
@@ -93,6 +94,7 @@ class _Helper:
 
     def __init__(self) -> None:
         self.child: Child | None = None
+        self.lock = threading.Lock()  # one request at a time on the pipe
 
     def stop(self) -> None:
         if self.child is not None:
@@ -101,6 +103,10 @@ class _Helper:
 
     def equal(self, a: str, b: str, rel_tol: float, timeout_s: float) -> bool | None | str:
         """True/False, None when sympy cannot decide, "timeout" when it ran out of time."""
+        with self.lock:
+            return self._equal(a, b, rel_tol, timeout_s)
+
+    def _equal(self, a: str, b: str, rel_tol: float, timeout_s: float) -> bool | None | str:
         if self.child is None or not self.child.alive():
             self.stop()
             self.child = Child("verifiers.math.symbolic:helper_main")
