@@ -102,7 +102,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         sampler.load_state_dict(state["sampler"])
         ckpt.restore_rng(state["rng"])
         run = RunState(**state["run"])
-        _truncate_jsonl(out / "metrics.jsonl", run.step)  # drop lines of steps after the checkpoint
+        _truncate_jsonl(out / "metrics.jsonl", run.step + 1)  # drop lines of steps after the checkpoint
         _truncate_jsonl(out / "evals.jsonl", run.step + 1)
         _sync_weights(engine, backend)
         log.info("resumed from %s at step %d", resume, run.step)

@@ -17,15 +17,22 @@ from training.config import TinyModelConfig, TrainingConfig
 TINY = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=1, intermediate_size=64, max_positions=64)
 
 
-def copy_rows(n: int, seed: int, split: str = "train", start: int = 0) -> pl.DataFrame:
-    """Rows with the DESIGN.md columns for the copy task, tier 'learnable'."""
+def copy_rows(n: int, seed: int, split: str = "train", start: int = 0, noise: float = 0.0,
+              digits: tuple[int, ...] = tuple(range(10))) -> pl.DataFrame:
+    """Rows with the DESIGN.md columns for the copy task, tier 'learnable'.
+
+    With `noise`, that share of solutions carry a random digit instead (noisy demonstrations), so an
+    SFT model trained on them solves the task only part of the time and GRPO has room to improve.
+    `digits` limits the prompts (one digit makes the task unconditional: learnable in a few steps).
+    """
     rng = random.Random(seed)
     rows = []
     for i in range(start, start + n):
-        d = rng.randint(0, 9)
+        d = rng.choice(digits)
+        shown = rng.randint(0, 9) if rng.random() < noise else d
         rows.append({
             "id": f"{split}-{i:04d}", "category": "copy", "prompt": f"Copy {d}\n", "reference": str(d),
-            "solution": f"Answer: {d}", "verifier": "math", "verifier_params": "{}", "split": split,
+            "solution": f"Answer: {shown}", "verifier": "math", "verifier_params": "{}", "split": split,
             "tier": "learnable", "pass_at_1": 0.5,
         })
     return pl.DataFrame(rows)

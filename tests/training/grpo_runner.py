@@ -1,0 +1,39 @@
+"""Runs a small GRPO job in its own process for the kill -9 / resume test.
+
+    python grpo_runner.py SFT_DIR OUT_DIR KILL_AFTER_STEP   (0 = never kill)
+
+With KILL_AFTER_STEP > 0 the process SIGKILLs itself right after that step finishes: no cleanup, no
+atomic-save grace, exactly what `kill -9` does.
+"""
+
+import importlib.util
+import os
+import signal
+import sys
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location("toy_conftest", Path(__file__).with_name("conftest.py"))
+toy = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(toy)
+
+
+def main() -> None:
+    from curriculum import CurriculumConfig
+    from training.config import EvalConfig
+    from training.grpo import train_grpo
+    from verifiers import RewardConfig
+
+    sft, out, kill_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    cfg = toy.training_cfg(grpo={"steps": 5}, checkpoint={"every": 2, "keep_last": 3})
+
+    def progress(step, total, metrics):
+        if step == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
+               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+               out, seed=3, on_progress=progress)
+
+
+if __name__ == "__main__":
+    main()
