@@ -109,6 +109,9 @@ HACKS = {
                            "    try: open(p, 'w').write('def check(c): pass')\n    except OSError: pass\n"
                            "def add(a, b):\n    return 0",
     "huge output file": "open('big', 'wb').write(b'x' * (64 * 1024**2))\ndef add(a, b):\n    return a + b",
+    "fill the ram disk": "import os\nfor i in range(10**6):\n    try: open(f'/tmp/f{i}', 'wb').write(b'x' * 10**6)\n"
+                         "    except OSError: pass\n    try: open(f'/dev/shm/f{i}', 'wb').write(b'x' * 10**6)\n"
+                         "    except OSError: pass\ndef add(a, b):\n    return 0",
     "flood stdout": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
     "socket": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=1)\ndef add(a, b):\n    return a + b",
     "kill parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef add(a, b):\n    return 0",

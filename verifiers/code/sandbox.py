@@ -1,7 +1,7 @@
 """Run the harness on untrusted code in a bubblewrap sandbox with rlimits and a wall clock.
 
-Isolation (bwrap, see warm.py and zygote.py): read-only root, private /tmp (the working
-directory), fresh /dev and /proc, every namespace unshared (no network, own PID namespace), a new
+Isolation (bwrap, see warm.py and zygote.py): read-only root, private /tmp of 64 MiB (the working
+directory), fresh read-only /dev, fresh /proc, every namespace unshared (no network, own PID namespace), a new
 session, die-with-parent, and all capabilities dropped. When this process is root it first drops
 to uid/gid 65534 (nobody), because the kernel does not apply RLIMIT_NPROC to root. Limits
 (setrlimit in the program's process): CPU seconds, address space, file size (this also caps

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+from functools import lru_cache
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -43,7 +44,8 @@ class WarmSandbox:
         in_r, self._in_w = os.pipe()
         self._out_r, out_w = os.pipe()
         info_r, info_w = os.pipe()
-        cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--remount-ro", "/dev", "--proc", "/proc",
+               *_tmpfs_size(bwrap), "--tmpfs", "/tmp",
                "--ro-bind", self.code_dir, "/tmp/.zygote", "--unshare-all", "--as-pid-1", "--die-with-parent",
                "--new-session", "--cap-drop", "ALL", "--info-fd", str(info_w), "--clearenv",
                "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--chdir", "/tmp",
@@ -116,6 +118,19 @@ class WarmSandbox:
             except OSError:
                 pass
         shutil.rmtree(self.code_dir, ignore_errors=True)
+
+
+TMPFS_BYTES = 64 << 20  # the program's whole writable space (files are also capped by RLIMIT_FSIZE)
+
+
+@lru_cache(maxsize=4)
+def _tmpfs_size(bwrap: str) -> tuple[str, ...]:
+    """`--size` caps the private /tmp (tmpfs lives in RAM); bwrap older than 0.7 lacks it."""
+    try:
+        usage = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        usage = ""
+    return ("--size", str(TMPFS_BYTES)) if "--size" in usage else ()
 
 
 def run_warm(job: dict, nonce: str, bwrap: str, python: str, drop_root: bool, preexec) -> dict:
