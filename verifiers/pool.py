@@ -119,7 +119,7 @@ class WarmPool:
                 try:
                     child.tx.send(None)
                     child.proc.wait(timeout=2)
-                except (OSError, ValueError, TimeoutError, Exception):
+                except Exception:  # noqa: BLE001 - best effort; _kill below is certain
                     pass
                 self._kill(i)
 
