@@ -7,7 +7,8 @@
 #   bench/gpu_smoke.sh                          # everything; extra args go to bench/gpu_smoke.py
 #   bench/gpu_smoke.sh --steps 2 --deepspeed off
 #   WHEELHOUSE=bench/out/wheels bench/gpu_smoke.sh   # first pip-installs missing deps from that folder, offline
-# On a dev box with a package index, to prepare that folder (~45 MB; python version of the GPU box):
+# On a dev box with a package index, to prepare that folder (~50 MB with the deepspeed source; give the
+# python version of the GPU box):
 #   bench/gpu_smoke.sh --make-wheelhouse bench/out/wheels [python-version, default 3.11]
 # CPU fallback (what CI-less boxes can check): bench/gpu_smoke.sh --device cpu --tiny
 # PYTHON picks the interpreter (default: python3; never the repo's .venv, whose torch is CPU-only).
@@ -18,6 +19,8 @@ PY="${PYTHON:-python3}"
 # What the smoke imports besides torch (pip resolves their deps; none of them needs torch).
 # Our repo itself travels as source.
 DEPS=(transformers tokenizers safetensors pydantic)
+# DeepSpeed ships as a source archive; built offline with DS_BUILD_OPS=0 against the box's own torch.
+DS_DEPS=(setuptools wheel hjson ninja py-cpuinfo msgpack einops psutil packaging numpy tqdm pydantic)
 
 if [ "${1:-}" = "--make-wheelhouse" ]; then
     out="${2:?usage: --make-wheelhouse DIR [python-version]}"
@@ -30,6 +33,8 @@ if [ "${1:-}" = "--make-wheelhouse" ]; then
         pins+=("$d${v:+==$v}")
     done
     "$PY" -m pip download -q --only-binary=:all: --python-version "$pyver" -d "$out" "${pins[@]}"
+    "$PY" -m pip download -q --only-binary=:all: --python-version "$pyver" -d "$out" "${DS_DEPS[@]}"
+    "$PY" -m pip download -q --no-deps --no-binary=:all: -d "$out" "deepspeed>=0.16"
     du -sh "$out"
     exit 0
 fi
@@ -38,13 +43,19 @@ if [ -n "${WHEELHOUSE:-}" ]; then
     echo "[gpu_smoke] installing missing deps from $WHEELHOUSE (offline; torch untouched)"
     before="$("$PY" -c 'import torch; print(torch.__version__)')"
     "$PY" -m pip install -q --no-index --find-links "$WHEELHOUSE" "${DEPS[@]}"
+    if ls "$WHEELHOUSE"/deepspeed-*.tar.gz >/dev/null 2>&1 && ! "$PY" -c 'import deepspeed' 2>/dev/null; then
+        "$PY" -m pip install -q --no-index --find-links "$WHEELHOUSE" "${DS_DEPS[@]}"
+        # --no-build-isolation: build against the installed CUDA torch instead of fetching another.
+        DS_BUILD_OPS=0 "$PY" -m pip install -q --no-index --find-links "$WHEELHOUSE" --no-build-isolation deepspeed \
+            || echo "[gpu_smoke] deepspeed did not build; the ZeRO-2 phase will be skipped"
+    fi
     after="$("$PY" -c 'import torch; print(torch.__version__)')"
     [ "$before" = "$after" ] || { echo "[gpu_smoke] pip moved torch $before -> $after; aborting"; exit 4; }
 fi
 
 # Preflight: say exactly what is missing instead of failing deep inside the run.
 "$PY" - <<'EOF'
-import importlib, sys
+import importlib.util, sys
 missing = [m for m in ("torch", "transformers", "tokenizers", "pydantic") if importlib.util.find_spec(m) is None]
 if missing:
     sys.exit(f"[gpu_smoke] missing modules: {missing}; set WHEELHOUSE (see the top of bench/gpu_smoke.sh)")
