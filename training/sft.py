@@ -75,12 +75,11 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     data = _encode(tokenizer, pairs, sc.max_length)
     opt = torch.optim.AdamW(model.parameters(), lr=sc.lr, weight_decay=sc.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
-    gen = torch.Generator().manual_seed(seed)
     t0, lines, loss_val = time.perf_counter(), [], None
     steps = sc.steps if data else 0
+    batches = _length_bucketed_batches(data, sc.batch_size, seed)
     for step in range(steps):
-        idx = torch.randint(len(data), (min(sc.batch_size, len(data)),), generator=gen).tolist()
-        loss = _batch_loss(model, [data[i] for i in idx], tokenizer.pad_token_id, device)
+        loss = _batch_loss(model, [data[i] for i in next(batches)], tokenizer.pad_token_id, device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), sc.max_grad_norm)
@@ -98,6 +97,25 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     save_pretrained_atomic(model, tokenizer, out, extra={"sft_metrics.jsonl": "\n".join(lines) + "\n"})
     atomic_write_text(stats_path, json.dumps(stats, indent=2))
     return out
+
+
+def _length_bucketed_batches(data: list[tuple[list[int], list[int]]], batch_size: int, seed: int,
+                             bucket: int = 8):
+    """Endless random batches of indices; each draw of `bucket` batches is sorted by length first.
+
+    Sorting a random window before cutting it into batches puts sequences of similar length together,
+    so far less compute goes to padding, while batch order stays random.
+    """
+    import random
+
+    rng = random.Random(seed)
+    size = min(batch_size, len(data))
+    while True:
+        window = [rng.randrange(len(data)) for _ in range(size * bucket)]
+        window.sort(key=lambda i: len(data[i][0]) + len(data[i][1]))
+        chunks = [window[k : k + size] for k in range(0, len(window), size)]
+        rng.shuffle(chunks)
+        yield from chunks
 
 
 def _batch_loss(model, batch: list[tuple[list[int], list[int]]], pad_id: int, device):
