@@ -77,8 +77,11 @@ def sandbox_python(drop_root: bool) -> str:
                              "world-executable or install /usr/bin/python3")
 
 
-def _own_process_count() -> int:
-    uid, n = os.getuid(), 0
+def _process_count(uid: int) -> int:
+    """Processes of `uid` right now. RLIMIT_NPROC counts them all (per user namespace on recent
+    kernels, per user on older ones), so a program's limit is this plus its own budget: other
+    sandboxes running as the same user then never starve it."""
+    n = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -129,7 +132,7 @@ def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, l
     drop_root = os.getuid() == 0
     python = sandbox_python(drop_root)
     nonce = secrets.token_hex(16)
-    nproc_base = 0 if drop_root else _own_process_count()
+    nproc_base = _process_count(NOBODY if drop_root else os.getuid())
     if mode == "rlimits":
         return _run_once(solution, tests, entry, partial, limits, python, drop_root, nproc_base, nonce)
     from .warm import run_warm
