@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="delete --out first (no reuse of earlier stages)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("rlvrflow.training").setLevel(logging.INFO)
 
     import shutil
 
@@ -126,8 +127,15 @@ def main(argv: list[str] | None = None) -> int:
 
     stage("grpo")
     shutil.rmtree(out / "grpo", ignore_errors=True)  # the measurement is of a full GRPO run
+    t_grpo = time.perf_counter()
+
+    def progress(step: int, total: int, m: dict) -> None:
+        if step % 10 == 0 or step == total:
+            print(f"[demo]   grpo step {step}/{total}: reward {m['reward_mean']:.3f} correct {m['correct_rate']:.3f} "
+                  f"zero-var {m['zero_variance_fraction']:.2f} ({time.perf_counter() - t_grpo:.0f} s)", flush=True)
+
     result = train_grpo(sft, tiered, tc, spec.curriculum, spec.verifiers.reward, eval_df, spec.eval,
-                        out / "grpo", args.seed)
+                        out / "grpo", args.seed, on_progress=progress)
     done("grpo")
 
     total = time.perf_counter() - t_all

@@ -243,7 +243,9 @@ def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: Trainin
     if kind == "vllm":
         from curriculum.vllm_engine import VLLMEngine
 
-        return VLLMEngine(str(sft_model), dtype="float32", max_model_len=cfg.tiny.max_positions, seed=cfg.seed)
+        max_len = cfg.tiny.max_positions if cfg.is_embedded else 4096
+        return VLLMEngine(str(sft_model), dtype="float32", max_model_len=max_len, seed=cfg.seed,
+                          enforce_eager=device.type == "cpu")
     from curriculum import HFEngine
 
     batch = max(cfg.grpo.prompts_per_step * cfg.grpo.group_size, 1)

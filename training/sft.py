@@ -15,8 +15,12 @@ import json
 import time
 from pathlib import Path
 
+import logging
+
 from training.checkpoint import atomic_write_text, save_pretrained_atomic
 from training.config import SFTConfig, TrainingConfig
+
+log = logging.getLogger("rlvrflow.training")
 
 
 def sft_examples(train_df) -> tuple[list[tuple[str, str]], int]:
@@ -88,6 +92,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
         loss_val = float(loss.detach())
         if step % sc.log_every == 0 or step == steps - 1:
             lines.append(json.dumps({"step": step, "loss": loss_val, "lr": sched.get_last_lr()[0]}))
+            log.info("sft step %d/%d loss %.4f", step + 1, steps, loss_val)
     model.eval()
     stats = {
         "rows_in": len(pairs) + skipped, "rows_used": len(pairs), "skipped_empty_solution": skipped,
