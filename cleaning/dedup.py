@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import time
+import zlib
 
 import polars as pl
 
@@ -48,8 +49,9 @@ def _near_duplicates(keys: list[str], answers: list[str], cfg: DedupConfig) -> d
 
     shingles = [_shingles(k) for k in keys]
     numbers = [_NUMBER.findall(k) for k in keys]
+    # crc32 instead of datasketch's default sha1: ~10x cheaper per shingle, and 32 bits either way
     hashes = MinHash.bulk([[s.encode("utf-8") for s in sh] for sh in shingles],
-                          num_perm=cfg.num_perm, seed=cfg.seed)
+                          num_perm=cfg.num_perm, seed=cfg.seed, hashfunc=zlib.crc32)
     lsh = MinHashLSH(threshold=cfg.threshold, num_perm=cfg.num_perm)
     found: dict[int, tuple[int, float]] = {}
     for i, mh in enumerate(hashes):
