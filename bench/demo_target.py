@@ -18,6 +18,7 @@ import logging
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +45,106 @@ def _override(spec, assignments: list[str]):
     return new
 
 
+class Stages:
+    """Wall and CPU seconds per stage (CPU of this process says what an idle 2-core box would see)."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.t0 = time.perf_counter()
+
+    @contextmanager
+    def __call__(self, name: str):
+        print(f"[demo] {name} ...", flush=True)
+        w, c = time.perf_counter(), time.process_time()
+        yield
+        self.wall[name], self.cpu[name] = time.perf_counter() - w, time.process_time() - c
+        print(f"[demo] {name}: {self.wall[name]:.1f} s wall, {self.cpu[name]:.1f} s CPU", flush=True)
+
+    def total(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+def data_stages(spec, out: Path, seed: int, n_rows: int, stage: Stages):
+    """generate -> prepare -> attach -> split; returns (all rows, train rows, eval rows)."""
+    from cleaning import prepare
+    from curriculum import assign_split
+    from verifiers import attach
+
+    with stage("generate"):
+        cmd = [sys.executable, str(spec.base_dir / "generate.py"), "--out", str(spec.base_dir / "raw"),
+               "--seed", str(seed)] + (["--rows", str(n_rows)] if n_rows else [])
+        subprocess.run(cmd, check=True, capture_output=True)
+    with stage("prepare"):
+        prepared = prepare(spec.sources, spec.cleaning, spec.validation, spec.domain, spec.base_dir, out / "prepare")
+    with stage("attach"):
+        attached = attach(prepared.kept, spec.verifiers, spec.base_dir)
+    rows = assign_split(attached.kept, spec.curriculum.eval_fraction, seed)
+    train_df, eval_df = rows.filter(rows["split"] == "train"), rows.filter(rows["split"] == "eval")
+    print(f"[demo] rows: {len(rows)} verifiable ({len(train_df)} train, {len(eval_df)} eval)")
+    return rows, train_df, eval_df
+
+
+def model_stages(spec, rows, train_df, eval_df, out: Path, seed: int, stage: Stages):
+    """base model -> SFT -> tiers -> GRPO (with eval); returns (train_grpo result, tier counts)."""
+    import shutil
+
+    from curriculum import HFEngine, tier_rows
+    from training import resolve_base_model, run_sft, train_grpo
+    from training.modeling import load_model_and_tokenizer, pick_device
+
+    tc = spec.training
+    with stage("base_model"):
+        base = resolve_base_model(tc, rows["prompt"].to_list() + train_df["solution"].to_list(), out / "base", seed)
+    with stage("sft"):
+        sft = run_sft(base, train_df, tc, out / "sft", seed)
+    with stage("tier"):
+        device = pick_device(tc.device)
+        model, tok = load_model_and_tokenizer(sft, device, trainable=False)
+        engine = HFEngine(model, tok, device=str(device), batch_size=spec.curriculum.engine_batch_size)
+        tiered = tier_rows(train_df, engine, spec.curriculum, seed, workers=spec.eval.workers)
+        tiers = dict(zip(*tiered["tier"].value_counts().to_dict(as_series=False).values()))
+    print(f"[demo] tiers: {tiers}")
+    t_grpo = time.perf_counter()
+
+    def progress(step: int, total: int, m: dict) -> None:
+        if step % 10 == 0 or step == total:
+            print(f"[demo]   grpo step {step}/{total}: reward {m['reward_mean']:.3f} correct {m['correct_rate']:.3f} "
+                  f"zero-var {m['zero_variance_fraction']:.2f} ({time.perf_counter() - t_grpo:.0f} s)", flush=True)
+
+    with stage("grpo"):
+        shutil.rmtree(out / "grpo", ignore_errors=True)  # the measurement is of a full GRPO run
+        result = train_grpo(sft, tiered, tc, spec.curriculum, spec.verifiers.reward, eval_df, spec.eval,
+                            out / "grpo", seed, on_progress=progress)
+    return result, {str(k): int(v) for k, v in tiers.items()}
+
+
+def verdict(result: dict, tiers: dict, stage: Stages, out: Path) -> bool:
+    """Write report.json, print SFT vs final and whether both targets hold."""
+    from training.report import build_report, comparison_table, write_report
+
+    total = stage.total()
+    baseline, final = result["baseline"], result["final"]
+    report = build_report(baseline, final, tiers, result["zero_variance_fraction"], result["final_checkpoint"],
+                          extra={"seconds": {**{k: round(v, 1) for k, v in stage.wall.items()}, "total": round(total, 1)},
+                                 "cpu_seconds": {k: round(v, 1) for k, v in stage.cpu.items()},
+                                 "best_checkpoint": result["best_checkpoint"], "warnings": result["warnings"],
+                                 "grpo_steps_per_second": result["steps_per_second"]})
+    write_report(out / "report.json", report)
+    gain = final["pass_at_1_greedy"] - baseline["pass_at_1_greedy"]
+    print("\n" + comparison_table(baseline, final))
+    print(f"\n[demo] stage seconds: {json.dumps(report['seconds'])}")
+    print(f"[demo] stage CPU seconds: {json.dumps(report['cpu_seconds'])}")
+    print(f"[demo] zero-variance fraction: {result['zero_variance_fraction']:.3f}; "
+          f"GRPO steps/s: {result['steps_per_second']:.3f}")
+    ok_time, ok_gain = total <= TARGET_SECONDS, gain >= TARGET_GAIN
+    print(f"[demo] target time  <= {TARGET_SECONDS:.0f} s : {total:.1f} s  -> {'PASS' if ok_time else 'FAIL'}")
+    print(f"[demo] target gain >= +{TARGET_GAIN * 100:.0f} pts greedy pass@1: {gain * 100:+.1f} pts "
+          f"({baseline['pass_at_1_greedy']:.3f} -> {final['pass_at_1_greedy']:.3f}) -> {'PASS' if ok_gain else 'FAIL'}")
+    print(f"[demo] report: {out / 'report.json'}")
+    return ok_time and ok_gain
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default=str(ROOT / "examples/retail/spec.yaml"))
@@ -65,101 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     spec = _override(load_spec(args.spec), args.set)
-    times: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    t_all = time.perf_counter()
-
-    def stage(name: str):
-        times[name], cpu[name] = time.perf_counter(), time.process_time()
-        print(f"[demo] {name} ...", flush=True)
-
-    def done(name: str) -> None:
-        # CPU seconds of this process say how long a stage takes on an idle machine when others share it
-        times[name] = time.perf_counter() - times[name]
-        cpu[name] = time.process_time() - cpu[name]
-        print(f"[demo] {name}: {times[name]:.1f} s wall, {cpu[name]:.1f} s CPU (this process)", flush=True)
-
-    stage("generate")
-    cmd = [sys.executable, str(spec.base_dir / "generate.py"), "--out", str(spec.base_dir / "raw"), "--seed", str(args.seed)]
-    subprocess.run(cmd + (["--rows", str(args.rows)] if args.rows else []), check=True, capture_output=True)
-    done("generate")
-
-    from cleaning import prepare
-
-    stage("prepare")
-    prepared = prepare(spec.sources, spec.cleaning, spec.validation, spec.domain, spec.base_dir, out / "prepare")
-    done("prepare")
-
-    from verifiers import attach
-
-    stage("attach")
-    attached = attach(prepared.kept, spec.verifiers, spec.base_dir)
-    done("attach")
-
-    from curriculum import HFEngine, assign_split, tier_rows
-
-    rows = assign_split(attached.kept, spec.curriculum.eval_fraction, args.seed)
-    train_df = rows.filter(rows["split"] == "train")
-    eval_df = rows.filter(rows["split"] == "eval")
-    print(f"[demo] rows: {len(rows)} verifiable ({len(train_df)} train, {len(eval_df)} eval)")
-
-    from training import resolve_base_model, run_sft, train_grpo
-    from training.report import build_report, comparison_table, write_report
-
-    tc = spec.training
-    stage("base_model")
-    texts = rows["prompt"].to_list() + train_df["solution"].to_list()
-    base = resolve_base_model(tc, texts, out / "base", args.seed)
-    done("base_model")
-
-    stage("sft")
-    sft = run_sft(base, train_df, tc, out / "sft", args.seed)
-    done("sft")
-
-    stage("tier")
-    from training.modeling import load_model_and_tokenizer, pick_device
-
-    device = pick_device(tc.device)
-    model, tok = load_model_and_tokenizer(sft, device, trainable=False)
-    engine = HFEngine(model, tok, device=str(device), batch_size=spec.curriculum.engine_batch_size)
-    tiered = tier_rows(train_df, engine, spec.curriculum, args.seed, workers=spec.eval.workers)
-    del model, engine
-    tiers = {str(k): int(v) for k, v in zip(*tiered["tier"].value_counts(sort=True).to_dict(as_series=False).values())}
-    done("tier")
-    print(f"[demo] tiers: {tiers}")
-
-    stage("grpo")
-    shutil.rmtree(out / "grpo", ignore_errors=True)  # the measurement is of a full GRPO run
-    t_grpo = time.perf_counter()
-
-    def progress(step: int, total: int, m: dict) -> None:
-        if step % 10 == 0 or step == total:
-            print(f"[demo]   grpo step {step}/{total}: reward {m['reward_mean']:.3f} correct {m['correct_rate']:.3f} "
-                  f"zero-var {m['zero_variance_fraction']:.2f} ({time.perf_counter() - t_grpo:.0f} s)", flush=True)
-
-    result = train_grpo(sft, tiered, tc, spec.curriculum, spec.verifiers.reward, eval_df, spec.eval,
-                        out / "grpo", args.seed, on_progress=progress)
-    done("grpo")
-
-    total = time.perf_counter() - t_all
-    baseline, final = result["baseline"], result["final"]
-    report = build_report(baseline, final, tiers, result["zero_variance_fraction"], result["final_checkpoint"],
-                          extra={"seconds": {**{k: round(v, 1) for k, v in times.items()}, "total": round(total, 1)},
-                                 "cpu_seconds": {k: round(v, 1) for k, v in cpu.items()},
-                                 "best_checkpoint": result["best_checkpoint"], "warnings": result["warnings"],
-                                 "grpo_steps_per_second": result["steps_per_second"]})
-    write_report(out / "report.json", report)
-    gain = final["pass_at_1_greedy"] - baseline["pass_at_1_greedy"]
-    print("\n" + comparison_table(baseline, final))
-    print(f"\n[demo] stage seconds: {json.dumps(report['seconds'])}")
-    print(f"[demo] zero-variance fraction: {result['zero_variance_fraction']:.3f}; "
-          f"GRPO steps/s: {result['steps_per_second']:.3f}")
-    ok_time, ok_gain = total <= TARGET_SECONDS, gain >= TARGET_GAIN
-    print(f"[demo] target time  <= {TARGET_SECONDS:.0f} s : {total:.1f} s  -> {'PASS' if ok_time else 'FAIL'}")
-    print(f"[demo] target gain >= +{TARGET_GAIN * 100:.0f} pts greedy pass@1: {gain * 100:+.1f} pts "
-          f"({baseline['pass_at_1_greedy']:.3f} -> {final['pass_at_1_greedy']:.3f}) -> {'PASS' if ok_gain else 'FAIL'}")
-    print(f"[demo] report: {out / 'report.json'}")
-    return 0 if ok_time and ok_gain else 1
+    stage = Stages()
+    rows, train_df, eval_df = data_stages(spec, out, args.seed, args.rows, stage)
+    result, tiers = model_stages(spec, rows, train_df, eval_df, out, args.seed, stage)
+    return 0 if verdict(result, tiers, stage, out) else 1
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from training import checkpoint as ckpt
@@ -70,7 +71,6 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
 
     from curriculum import StratifiedSampler
     from training.backends import make_backend
-    from training.eval import evaluate_model
     from training.modeling import load_model_and_tokenizer, pick_device, set_threads
     from training.scoring import tasks_from_df
 
@@ -86,30 +86,15 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
     sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed, batch_size=g.prompts_per_step)
     engine = _rollout_engine(g.rollout, backend.module, tokenizer, sft_model, device, cfg)
-    run = RunState()
-
-    def run_eval(step: int) -> dict:
-        result = evaluate_model(backend.module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
-        record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
-        run.evals.append(record)
-        if backend.is_main:
-            append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
-        return record
-
+    evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
+                           seed=seed, device=device, out=out)
     if resume is not None:
-        state = ckpt.load_state(resume)
-        backend.load_state_dict(state["backend"])
-        sampler.load_state_dict(state["sampler"])
-        ckpt.restore_rng(state["rng"])
-        run = RunState(**state["run"])
-        _truncate_jsonl(out / "metrics.jsonl", run.step + 1)  # drop lines of steps after the checkpoint
-        _truncate_jsonl(out / "evals.jsonl", run.step + 1)
-        _sync_weights(engine, backend)
-        log.info("resumed from %s at step %d", resume, run.step)
+        run = _resume(resume, out, backend, sampler, engine)
     else:
+        run = RunState()
         for stale in ("metrics.jsonl", "evals.jsonl"):
             (out / stale).unlink(missing_ok=True)
-        run_eval(0)  # the SFT baseline, in the same table as every checkpoint
+        evaluate_now(run, 0)  # the SFT baseline, in the same table as every checkpoint
 
     t0, start_step = time.perf_counter(), run.step
     for step in range(run.step, g.steps):
@@ -118,8 +103,10 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         run.groups_seen += info["groups_seen"]
         run.groups_zero_variance += info["groups_zero_variance"]
         # 2. the policy update on whatever signal the step found
-        upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device) if groups else {"skipped": 1}
-        _sync_weights(engine, backend)
+        upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
+        if groups:
+            upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
+            _sync_weights(engine, backend)
         run.step = step + 1
         run.train_rewards.append(info["reward_mean"])
         metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
@@ -128,7 +115,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
             append_jsonl(out / "metrics.jsonl", metrics)
         # 3. eval + checkpoint + retention + the reward-hacking check
         if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
-            record = run_eval(run.step)
+            record = evaluate_now(run, run.step)
             _check_reward_hacking(run, cfg.checkpoint.metric)
             if backend.is_main:
                 _save(out, run, backend, tokenizer, sampler, record, cfg)
@@ -137,6 +124,32 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
 
     seconds = time.perf_counter() - t0
     return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model))
+
+
+def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path) -> dict:
+    """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl."""
+    from training.eval import evaluate_model
+
+    result = evaluate_model(backend.module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
+    record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
+    run.evals.append(record)
+    if backend.is_main:
+        append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
+    return record
+
+
+def _resume(path: Path, out: Path, backend, sampler, engine) -> RunState:
+    """Restore optimizer, schedule, sampler and RNG from a checkpoint (the policy was loaded from it)."""
+    state = ckpt.load_state(path)
+    backend.load_state_dict(state["backend"])
+    sampler.load_state_dict(state["sampler"])
+    ckpt.restore_rng(state["rng"])
+    run = RunState(**state["run"])
+    _truncate_jsonl(out / "metrics.jsonl", run.step + 1)  # drop lines of steps after the checkpoint
+    _truncate_jsonl(out / "evals.jsonl", run.step + 1)
+    _sync_weights(engine, backend)
+    log.info("resumed from %s at step %d", path, run.step)
+    return run
 
 
 def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int) -> tuple[list[Group], dict]:
