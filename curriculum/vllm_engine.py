@@ -75,9 +75,10 @@ class VLLMEngine:
 
         if n < 1:
             raise ValueError(f"generate: n={n} must be >= 1")
+        greedy = sampling.temperature == 0  # vLLM refuses n > 1 when greedy; one sample, repeated
         params = [
             VSamplingParams(
-                n=n,
+                n=1 if greedy else n,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 top_k=0,
@@ -89,7 +90,8 @@ class VLLMEngine:
             for i in range(len(prompts))
         ]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [[_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
+        groups = [[_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
+        return [group * n for group in groups] if greedy else groups
 
     def load_weights(self, named_tensors: Iterable[tuple[str, object]] | Mapping[str, object]) -> None:
         """Replace the engine's weights in place with (name, tensor) pairs in checkpoint (HF) naming.

@@ -50,7 +50,8 @@ def test_groups_shapes_and_determinism(engine):
 
 
 def test_greedy_and_logprobs_agree_with_hf(engine, hf):
-    v = engine.generate(PROMPTS, n=1, sampling=GREEDY, seed=0)
+    v = engine.generate(PROMPTS, n=3, sampling=GREEDY, seed=0)
+    assert all(len(g) == 3 and len({c.token_ids for c in g}) == 1 for g in v)
     h = hf.generate(PROMPTS, n=1, sampling=GREEDY, seed=0)
     assert [g[0].token_ids for g in v] == [g[0].token_ids for g in h]
     sampled = engine.generate(PROMPTS, n=2, sampling=SamplingParams(temperature=1.0, max_new_tokens=6), seed=5)
