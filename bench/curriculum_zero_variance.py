@@ -11,10 +11,11 @@ such groups are dropped from the update in both arms. Printed per arm: the zero-
 held-out pass@1 (sampled) before and after, and the gain per 1,000 rollouts; then the ratio of the
 zero-variance fractions against the goal (curriculum <= 1/3 of uniform).
 
-The data, SFT model and tiers come from the flows' cached stages (prepare, attach, split, sft, tier)
-under --root, built on first use (several minutes on 2 CPU cores) and reused afterwards. Offline
-tiering costs n_samples rollouts per train prompt once; that cost is printed too, apart from the
-GRPO budget that the comparison holds equal.
+The data and SFT model come from the flows' cached stages (prepare, attach, split, sft) under --root,
+built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. A seeded subset of
+--pool train prompts is tiered with `curriculum.tier_to_dir` (the spec's n_samples, k, boundaries)
+and cached; both arms sample from that same pool. Offline tiering costs n_samples rollouts per pool
+prompt once; that cost is printed too, apart from the GRPO budget that the comparison holds equal.
 
     .venv/bin/python bench/curriculum_zero_variance.py                  # defaults: 30 steps, 8 x 8
     .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200
@@ -39,22 +40,44 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=None, help="default: the spec's grpo.group_size")
     p.add_argument("--eval-prompts", type=int, default=96, help="held-out prompts for the pass@1 before/after")
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
+    p.add_argument("--pool", type=int, default=480, help="train prompts to tier and sample from (0 = all)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     return p.parse_args()
 
 
 def build_stages(spec, root: Path) -> dict:
-    """The sample domain's train/eval rows, SFT model and tiers via the flows' cached stages."""
+    """The sample domain's train/eval rows and SFT model via the flows' cached stages."""
     from flows.data_stages import attach_stage, prepare_stage, split_stage
-    from flows.model_stages import sft_stage, tier_stage
+    from flows.model_stages import sft_stage
 
     t0 = time.perf_counter()
     clean = prepare_stage(spec, root)
     verified = attach_stage(spec, root, clean)
     split = split_stage(spec, root, verified)
     sft = sft_stage(spec, root, verified, split)
-    tiers = tier_stage(spec, root, split, sft)
     print(f"[bench] stages ready in {time.perf_counter() - t0:.0f} s (cached under {root})", flush=True)
-    return {"eval": split.path("eval"), "sft": sft.path("sft"), "tiers": tiers.path("tiers")}
+    return {"train": split.path("train"), "eval": split.path("eval"), "sft": sft.path("sft")}
+
+
+def tiered_pool(paths: dict, spec, pool_size: int, seed: int, root: Path):
+    """A seeded subset of `pool_size` train prompts (0 = all), tiered by the SFT model; cached on disk."""
+    import polars as pl
+
+    from curriculum import tier_to_dir
+
+    train = pl.read_parquet(paths["train"]).sort("id")
+    if 0 < pool_size < train.height:
+        train = train.sample(n=pool_size, seed=seed).sort("id")
+    out = root / f"tiers_pool{pool_size}_seed{seed}"
+    cached = out / "tiers.parquet"
+    if cached.exists():
+        tiers = pl.read_parquet(cached)
+        if sorted(tiers["id"].to_list()) == train["id"].to_list():
+            return tiers
+    t0 = time.perf_counter()
+    tiers = tier_to_dir(train, paths["sft"], spec.curriculum, out, seed, device="cpu", workers=2)
+    print(f"[bench] tiered {train.height} prompts in {time.perf_counter() - t0:.0f} s -> {out}", flush=True)
+    return tiers
 
 
 def grpo_settings(spec, args):
@@ -114,12 +137,16 @@ def main() -> int:
     from training.eval import evaluate
 
     args = parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     spec = load_spec(args.spec)
     seed = spec.training.seed if args.seed is None else args.seed
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
     paths = build_stages(spec, root)
-    tiers, eval_df = pl.read_parquet(paths["tiers"]), pl.read_parquet(paths["eval"])
+    tiers, eval_df = tiered_pool(paths, spec, args.pool, seed, root), pl.read_parquet(paths["eval"])
     g = grpo_settings(spec, args)
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts})
     print(f"[bench] train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
