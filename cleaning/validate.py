@@ -63,7 +63,6 @@ def _checks(cfg: ValidationConfig, columns: list[str]) -> list[_Check]:
 
     checks = [_Check(f"null:{c}", gxe.ExpectColumnValuesToNotBeNull(column=c), c) for c in REQUIRED_COLUMNS]
     checks += [
-        _Check("duplicate_id", gxe.ExpectColumnValuesToBeUnique(column="id"), "id"),
         _Check("empty_reference", gxe.ExpectColumnValueLengthsToBeBetween(column="reference", min_value=1), "reference"),
         _Check("reference_too_long", gxe.ExpectColumnValueLengthsToBeBetween(
             column="reference", max_value=cfg.max_reference_chars), "reference"),
@@ -77,6 +76,7 @@ def _checks(cfg: ValidationConfig, columns: list[str]) -> list[_Check]:
     if cfg.categories:
         checks.append(_Check("bad_category", gxe.ExpectColumnValuesToBeInSet(
             column="category", value_set=list(cfg.categories)), "category"))
+    checks.append(_Check("duplicate_id", gxe.ExpectColumnValuesToBeUnique(column="id"), "id"))
     checks.append(_Check("too_few_rows", gxe.ExpectTableRowCountToBeBetween(min_value=cfg.min_rows), None))
     return checks
 
@@ -113,9 +113,21 @@ def _detail(reason: str, cfg: ValidationConfig) -> str:
     return fixed.get(reason, f"{reason.split(':', 1)[-1]} is null")
 
 
-def _flagged(check: _Check, result: dict[str, Any]) -> list[int]:
+def _flagged(check: _Check, result: dict[str, Any], rejected: dict[int, str], ids: list[str]) -> list[int]:
+    """The rows an expectation flags. GX flags every copy of a duplicated id: keep the first copy
+    that no other check rejected (duplicate_id runs after the other row checks)."""
     rows = [int(r["_row"]) for r in result["result"].get("unexpected_index_list") or []]
-    return rows[1:] if check.reason == "duplicate_id" else rows  # rows come in table order
+    if check.reason != "duplicate_id":
+        return rows
+    seen: set[str] = set()
+    repeats = []
+    for r in sorted(rows):
+        if r in rejected:
+            continue
+        if ids[r] in seen:
+            repeats.append(r)
+        seen.add(ids[r])
+    return repeats
 
 
 def _failures(gx_result: dict[str, Any], checks: list[_Check], work: pl.DataFrame,
@@ -131,7 +143,7 @@ def _failures(gx_result: dict[str, Any], checks: list[_Check], work: pl.DataFram
         if res["success"]:
             continue
         errored = bool((res.get("exception_info") or {}).get("raised_exception"))
-        rows = [] if errored or check.column is None else _flagged(check, res)
+        rows = [] if errored or check.column is None else _flagged(check, res, reason_of, ids)
         for r in rows:
             reason_of.setdefault(r, check.reason)
         note = ""

@@ -29,13 +29,21 @@ def test_row_checks_reject_with_slugs_and_keep_the_rest():
     result, report = validate(df, ValidationConfig(categories=["arithmetic"], max_prompt_chars=100,
                                                    max_rejected_fraction=0.5))
     got = dict(zip(result.rejects["source"].to_list(), result.rejects["reason"].to_list()))
-    assert got == {"f.jsonl:1": "bad_category", "f.jsonl:2": "duplicate_id", "f.jsonl:3": "question_too_short",
+    # row 2 repeats row 1's id, but row 1 is rejected (bad category), so row 2 is the one kept
+    assert got == {"f.jsonl:1": "bad_category", "f.jsonl:3": "question_too_short",
                    "f.jsonl:4": "empty_reference", "f.jsonl:5": "prompt_too_long"}
     assert "not in validation.categories" in result.rejects["detail"][0]
-    assert report["success"] and not report["gx_success"] and report["rows_rejected"] == 5
+    assert report["success"] and not report["gx_success"] and report["rows_rejected"] == 4
     assert json.dumps(report)  # plain JSON
     assert result.stats["rows_in"] == 20 == result.kept.height + result.rejects.height
-    assert result.kept["id"].n_unique() == result.kept.height == 15
+    assert result.kept["id"].n_unique() == result.kept.height == 16
+
+
+def test_duplicate_ids_keep_the_first_copy():
+    df = frame(12, id=["a", "b", "a", "a"])
+    result, _ = validate(df, ValidationConfig())
+    assert result.rejects["source"].to_list() == ["f.jsonl:3", "f.jsonl:4"]
+    assert result.rejects["reason"].to_list() == ["duplicate_id"] * 2 and "earlier row" in result.rejects["detail"][0]
 
 
 def test_too_many_bad_rows_stop_the_run_with_a_readable_report():
