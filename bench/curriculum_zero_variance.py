@@ -19,6 +19,7 @@ prompt once; that cost is printed too, apart from the GRPO budget that the compa
 
     .venv/bin/python bench/curriculum_zero_variance.py                  # defaults: 30 steps, 8 x 8
     .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200
+    .venv/bin/python bench/curriculum_zero_variance.py --sft runs/demo/.../sft --split runs/demo/.../split
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
     p.add_argument("--pool", type=int, default=480, help="train prompts to tier and sample from (0 = all)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    p.add_argument("--sft", default=None, help="an existing SFT model directory (with --split: skip the stages)")
+    p.add_argument("--split", default=None, help="a folder holding train.parquet and eval.parquet (with --sft)")
     return p.parse_args()
 
 
@@ -145,7 +148,11 @@ def main() -> int:
     seed = spec.training.seed if args.seed is None else args.seed
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
-    paths = build_stages(spec, root)
+    if args.sft and args.split:
+        split_dir = Path(args.split)
+        paths = {"train": split_dir / "train.parquet", "eval": split_dir / "eval.parquet", "sft": Path(args.sft)}
+    else:
+        paths = build_stages(spec, root)
     tiers, eval_df = tiered_pool(paths, spec, args.pool, seed, root), pl.read_parquet(paths["eval"])
     g = grpo_settings(spec, args)
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts})
