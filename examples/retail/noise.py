@@ -80,22 +80,32 @@ _PUNCT_SWAP = {"?": "？", "？": "?", ",": "，", "，": ",", ":": "：", "："
                "（": "(", "）": ")"}
 
 
+# A retyped question must stay well above the dedup threshold (0.85 Jaccard of character 5-grams):
+# MinHash LSH finds pairs near the threshold only with some probability. A greeting costs ~4
+# shingles and an inner punctuation mark ~5, so they are used only on questions long enough to
+# keep the similarity above ~0.93; shorter ones only change spacing, case or the final mark,
+# which a normalized exact-duplicate key already ignores.
+GREETING_MIN_CHARS = 80
+INNER_PUNCT_MIN_CHARS = 150
+
+
 def near_duplicate(question: str, rng: random.Random) -> str:
     """The same request typed again: spacing, punctuation width, case or a greeting differ."""
     text = question
-    for _ in range(3):
+    for _ in range(4):
         style = rng.randrange(4)
         if style == 0:
             cut = _word_boundary(text, rng)
             text = text[:cut] + "  " + text[cut:].lstrip(" ")
-        elif style == 1:  # one mark typed in the other width; short texts only at the end
-            at = [i for i, ch in enumerate(text) if ch in _PUNCT_SWAP and (len(text) >= 60 or i == len(text) - 1)]
+        elif style == 1:  # one mark typed in the other width
+            at = [i for i, ch in enumerate(text) if ch in _PUNCT_SWAP
+                  and (len(text) >= INNER_PUNCT_MIN_CHARS or i == len(text) - 1)]
             if at:
                 i = rng.choice(at)
                 text = text[:i] + _PUNCT_SWAP[text[i]] + text[i + 1:]
         elif style == 2 and text[:1].isascii():
             text = text[:1].swapcase() + text[1:]
-        elif len(question) >= 40:
+        elif style == 3 and len(question) >= GREETING_MIN_CHARS:
             text = ("Hi, " + text) if question.isascii() else ("你好，" + text)
         if text != question:
             return text

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +79,13 @@ class Record:
         self.fields[FIELD_NAMES[source_of(self.file)][name]] = value
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary name, then rename: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def json_line(record: Record) -> bytes:
     if record.raw is not None:
         return record.raw
@@ -89,7 +97,7 @@ def write_jsonl(path: Path, records: list[Record], bom: bool) -> list[int]:
     """Write one JSON object per line; return each record's 1-based line number."""
     lines = [json_line(r) for r in records]
     data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + b"\n"
-    path.write_bytes(data)
+    write_atomic(path, data)
     return list(range(1, len(records) + 1))
 
 
@@ -113,7 +121,7 @@ def write_csv(path: Path, records: list[Record]) -> list[int]:
         starts.append(line)
         line += text.count("\n")
         parts.append(text)
-    path.write_bytes("".join(parts).encode(CSV_ENCODING))  # strict: a non-GBK character is a bug
+    write_atomic(path, "".join(parts).encode(CSV_ENCODING))  # strict: a non-GBK character is a bug
     return starts
 
 
@@ -133,5 +141,7 @@ def write_parquet(path: Path, records: list[Record]) -> list[int]:
     columns = {c: [None if r.fields.get(c) is ABSENT else r.fields.get(c) for r in records]
                for c in PARQUET_COLUMNS}
     table = pa.table({c: pa.array(v, type=pa.string()) for c, v in columns.items()})
-    pq.write_table(table, path, compression="zstd")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
     return list(range(len(records)))

@@ -41,6 +41,11 @@ def _cheap(rng: random.Random, max_price: int = 50) -> tuple:
     return rng.choice([p for p in PRODUCTS if p[4] <= max_price])
 
 
+def _pname(rng: random.Random, product: tuple, lang: str) -> str:
+    """The product's name as the desk writes it: Chinese tickets often keep the English name."""
+    return product[1] if lang == "en" or rng.random() < 0.12 else product[2]
+
+
 def _who(rng: random.Random, lang: str) -> str:
     return rng.choice(CUSTOMERS_EN if lang == "en" else CUSTOMERS_ZH)
 
@@ -57,8 +62,8 @@ def _task(category: str, lang: str, question: str, work: str, answer) -> Task:
 def arithmetic(rng: random.Random, lang: str) -> Task:
     kind = rng.choice(["refund", "refund", "partial", "change", "credit"])
     name, oid = _who(rng, lang), _order_no(rng)
-    _pid, en, zh, _cat, p = _cheap(rng)
-    prod = en if lang == "en" else zh
+    product = _cheap(rng)
+    p, prod = product[4], _pname(rng, product, lang)
     if kind == "refund":
         q = rng.randint(1, 9)
         question = rng.choice({
@@ -102,7 +107,7 @@ def discount(rng: random.Random, lang: str) -> Task:
     if kind in ("price", "saving"):
         d = rng.choice([10, 20, 25, 50])
         p = rng.choice([x for x in (20, 40, 60, 80, 100, 120, 150, 200) if x * d % 100 == 0])
-        prod = rng.choice(PRODUCTS)[1 if lang == "en" else 2]
+        prod = _pname(rng, rng.choice(PRODUCTS), lang)
         cut = p * d // 100
         if kind == "price":
             question = rng.choice({
@@ -134,7 +139,9 @@ def order_total(rng: random.Random, lang: str) -> Task:
     kind = rng.choice(["lines", "lines", "items", "shipping"])
     oid = _order_no(rng)
     if kind == "lines":
-        (_, e1, z1, _, p1), (_, e2, z2, _, p2) = rng.sample([p for p in PRODUCTS if p[4] <= 50], 2)
+        first, second = rng.sample([p for p in PRODUCTS if p[4] <= 50], 2)
+        (e1, p1), (e2, p2) = (first[1], first[4]), (second[1], second[4])
+        z1, z2 = _pname(rng, first, "zh"), _pname(rng, second, "zh")
         q1, q2 = rng.randint(1, 3), rng.randint(1, 3)
         a, b = q1 * p1, q2 * p2
         question = rng.choice({
@@ -146,7 +153,7 @@ def order_total(rng: random.Random, lang: str) -> Task:
         return _task("order_total", lang, question, work, a + b)
     items = rng.sample([p for p in PRODUCTS if p[4] <= 60], rng.choice([2, 3]))
     prices = [p[4] for p in items]
-    names = [p[1] if lang == "en" else p[2] for p in items]
+    names = [_pname(rng, p, lang) for p in items]
     listing = (", ".join(f"{n} ({p} yuan)" for n, p in zip(names, prices)) if lang == "en"
                else "、".join(f"{n}{p}元" for n, p in zip(names, prices)))
     if kind == "items":
@@ -185,13 +192,13 @@ _UNITS = [
 def unit_conversion(rng: random.Random, lang: str) -> Task:
     if rng.random() < 0.25:  # boxes of k units: a unit conversion the support desk meets daily
         n, k = rng.randint(2, 9), rng.choice([6, 12, 24])
-        prod = rng.choice(PRODUCTS)[1 if lang == "en" else 2]
+        prod = _pname(rng, rng.choice(PRODUCTS), lang)
         question = (f"{n} boxes of {prod}, {k} per box. How many units in total?" if lang == "en"
                     else f"{n}箱{prod}，每箱{k}个，一共多少个？")
         return _task("unit_conversion", lang, question, f"{n}*{k}={n * k}", n * k)
     kind, factor, en, zh, quantities = rng.choice(_UNITS)
     q = rng.choice(quantities)
-    prod = rng.choice(PRODUCTS)[1 if lang == "en" else 2]
+    prod = _pname(rng, rng.choice(PRODUCTS), lang)
     question = (en if lang == "en" else zh).format(q=fmt(q), prod=prod, name=_who(rng, lang))
     value = Fraction(q).limit_denominator(1000) * factor
     op = f"*{factor}" if isinstance(factor, int) else f"/{factor.denominator}"

@@ -1,0 +1,47 @@
+"""The cleaning package, run on the generated logs with spec.yaml's settings, rejects exactly the
+rows the manifest says were injected, for the reason it names, and keeps `clean_rows` rows.
+
+This is the check the manifest exists for. It runs ingest -> clean -> dedup (validation is the
+Great Expectations suite, tested in tests/cleaning) on the 400-row fixture with the real spec."""
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+
+import pytest
+
+# manifest kind -> the reject reasons a correct cleaner may give it
+ACCEPTED = {
+    "exact_duplicate": {"duplicate_exact"},
+    "near_duplicate": {"duplicate_exact", "duplicate_near"},
+    "malformed_json": {"malformed_json"},
+    "malformed_csv": {"malformed_csv_row"},
+    "missing_question": {"missing_field:question"},
+    "missing_reference": {"missing_field:reference"},
+    "oversized_row": {"oversized_row"},
+    "binary_junk": {"binary_junk"},
+}
+
+
+def test_cleaning_rejects_exactly_the_injected_rows(generated, retail, tmp_path):
+    cleaning = pytest.importorskip("cleaning")
+    flows_spec = pytest.importorskip("flows.spec")
+    spec_file = tmp_path / "spec.yaml"  # the real spec, next to this run's raw/ and shop.db
+    shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
+    shutil.copytree(generated.out, tmp_path / "raw")
+    spec = flows_spec.load_spec(spec_file)
+
+    ingested = cleaning.ingest(list(spec.sources), spec.domain, spec.base_dir)
+    cleaned = cleaning.clean_stage(ingested.kept, spec.cleaning, spec.domain)
+    deduped = cleaning.dedup(cleaned.kept, spec.cleaning.dedup)
+
+    got = {}
+    for stage in (ingested, cleaned, deduped):
+        got.update(zip(stage.rejects["source"].to_list(), stage.rejects["reason"].to_list()))
+    expected = {"raw/" + e["source"]: e["kind"] for e in generated.manifest["rejects"]}
+    wrong = {src: (expected.get(src, "clean row"), reason) for src, reason in got.items()
+             if reason not in ACCEPTED.get(expected.get(src, ""), set())}
+    missed = Counter(kind for src, kind in expected.items() if src not in got)
+    assert not wrong, f"rejected for another reason than the manifest's: {wrong}"
+    assert not missed, f"injected rows the cleaner kept: {missed}"
+    assert deduped.kept.height == generated.manifest["clean_rows"]
