@@ -171,7 +171,7 @@ _ISSUES = {
 
 
 def reply_format(rng: random.Random, lang: str) -> Task:
-    link = POLICY["return_link"]
+    link = POLICY["return_link"]  # first in the reply, so a short generation budget still reaches it
     prod = rng.choice(PRODUCTS)[1 if lang == "en" else 2]
     issue = rng.choice(_ISSUES[lang]).format(p=prod)
     if lang == "en":
@@ -181,14 +181,14 @@ def reply_format(rng: random.Random, lang: str) -> Task:
             f"{name} (order SO{rng.randint(10000, 99999)}) wrote in asking {issue}. Write the answer; "
             f"it has to contain the link to our returns page.",
             f"Reply to this message from {name}: \"I'd like to know {issue}.\" Include the returns link."])
-        reply = f"Hi {name}, you can start the return here: {link}. Refunds reach you within 7 business days."
+        reply = f"{link} - start the return there, {name}."
     else:
         name = rng.choice(CUSTOMERS_ZH)
         question = rng.choice([
             f"给{name}写一条简短回复，TA问：{issue}。回复中必须包含退货页面链接。",
             f"顾客{name}（订单SO{rng.randint(10000, 99999)}）来信询问{issue}，请起草回复，务必附上退货页面链接。",
             f"请帮忙回复{name}：“{issue}？”要求回复里带上退货链接。"])
-        reply = f"{name}您好，请在这里办理退货：{link}，退款7个工作日内到账。"
+        reply = f"{link} {name}您好，请在此页面办理退货。"
     return Task("reply_format", lang, question, json.dumps({"required": [link]}), reply)
 
 

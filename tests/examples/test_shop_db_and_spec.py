@@ -72,15 +72,22 @@ def test_spec_loads_and_matches_the_generator(retail):
     assert set(spec.cleaning.verbatim_categories) == set(retail.inject.VERBATIM)
 
 
-def test_math_solutions_fit_the_generation_budget(retail):
-    """The worked replies are the tiny model's SFT targets: they must fit max_new_tokens."""
+def test_learnable_solutions_fit_the_generation_budget(retail):
+    """The replies are the tiny model's SFT targets: math and choice replies must fit
+    max_new_tokens whole, and a reply_format reply must reach its required link within it."""
+    import json
     import random
 
     flows_spec = pytest.importorskip("flows.spec")
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
     budget = min(spec.eval.max_new_tokens, spec.training.grpo.max_new_tokens)
     rng = random.Random(0)
-    longest = max(len(gen(rng, lang).solution) for gen in retail.tasks_math.GENERATORS.values()
+    generators = {**retail.tasks_math.GENERATORS, "policy_choice": retail.tasks_other.policy_choice}
+    longest = max(len(gen(rng, lang).solution) for gen in generators.values()
                   for lang in ("en", "zh") for _ in range(300))
-    assert longest <= budget, f"a math solution of {longest} chars does not fit {budget} new tokens"
+    assert longest <= budget, f"a solution of {longest} chars does not fit {budget} new tokens"
+    for lang in ("en", "zh"):
+        task = retail.tasks_other.reply_format(rng, lang)
+        for keyword in json.loads(task.answer)["required"]:
+            assert task.solution.index(keyword) + len(keyword) <= budget
 
