@@ -44,13 +44,14 @@ NOISE_RATES = {"mojibake": 0.03, "fullwidth": 0.05, "special_tokens": 0.04, "zer
 REJECT_RATES = {"exact_duplicate": 0.04, "near_duplicate": 0.03, "malformed_json": 0.008,
                 "malformed_csv": 0.002, "missing_question": 0.008, "missing_reference": 0.008}
 FIXED_REJECTS = {"oversized_row": 2, "binary_junk": 1}
-EXPECTED_REASON = {
-    "exact_duplicate": "duplicate_exact", "near_duplicate": "duplicate_near (or duplicate_exact once normalized)",
-    "malformed_json": "malformed_json", "malformed_csv": "malformed_csv_row",
-    # absent or null values fail at ingest; an empty or blank string may instead fail a later check
-    # (empty_reference, question length), so the manifest records each one's `form`
-    "missing_question": "missing_field:question", "missing_reference": "missing_field:reference",
-    "oversized_row": "oversized_row", "binary_junk": "binary_junk",
+# the reject reasons a correct cleaner may give each injected kind (a retyped question is an exact
+# duplicate once spacing, case and the final mark are normalized away, else a near one); a missing
+# field may be absent, null, empty or blank: the manifest records each one's `form`
+EXPECTED_REASONS = {
+    "exact_duplicate": ["duplicate_exact"], "near_duplicate": ["duplicate_exact", "duplicate_near"],
+    "malformed_json": ["malformed_json"], "malformed_csv": ["malformed_csv_row"],
+    "missing_question": ["missing_field:question"], "missing_reference": ["missing_field:reference"],
+    "oversized_row": ["oversized_row"], "binary_junk": ["binary_junk"],
 }
 
 
@@ -222,7 +223,8 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
         for record, pos in zip(records, positions[name]):
             if record.kind != "clean":
                 injected[record.kind] = injected.get(record.kind, 0) + 1
-                entry = {**_where(name, pos), "kind": record.kind, "reason": EXPECTED_REASON[record.kind]}
+                entry = {**_where(name, pos), "kind": record.kind,
+                         "reasons": EXPECTED_REASONS[record.kind]}
                 if record.origin is not None:
                     entry["duplicate_of"] = where[id(record.origin)]["source"]
                 if record.noise:  # how a missing field is missing: absent, null, empty or blank
@@ -240,7 +242,7 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
         "math_share": round(sum(by_cat.get(c, 0) for c in MATH) / max(clean, 1), 3),
         "files": {name: _file_info(name, recs) for name, recs in by_file.items()},
         "skipped_files": skipped,
-        "injected": injected, "expected_reasons": EXPECTED_REASON,
+        "injected": injected, "expected_reasons": EXPECTED_REASONS,
         "rejects": rejects, "noisy_rows": noisy,
         "database": {"path": db_path.name, "tables": build_db.table_counts(db_path)},
     }
