@@ -68,7 +68,8 @@ def stage_rows(manifests: dict[str, dict]) -> list[dict[str, Any]]:
         st = m.get("stats", {})
         rows.append({"stage": name, "rows_in": st.get("rows_in", ""), "rows_kept": st.get("rows_kept", ""),
                      "rows_rejected": st.get("rows_rejected", ""), "seconds": m.get("seconds", 0.0),
-                     "cached": bool(m.get("cached")), "key": m.get("key", "")})
+                     "cached": bool(m.get("cached")), "why computed": m.get("reason", ""),
+                     "key": m.get("key", "")})
     return rows
 
 
@@ -79,12 +80,14 @@ def _substages(stats: dict) -> dict[str, dict]:
 
 
 def rejects_rows(manifests: dict[str, dict]) -> list[dict[str, Any]]:
-    """Rejected rows per stage and reason slug, largest first."""
+    """Rejected rows per stage and reason slug, largest first (one 'none' row when nothing was)."""
     rows = []
     for name, m in manifests.items():
         for sub, st in _substages(m.get("stats", {})).items():
             for reason, n in st.get("rejected_by_reason", {}).items():
                 rows.append({"stage": f"{name}/{sub}" if sub else name, "reason": reason, "rows": int(n)})
+    if not rows:
+        return [{"stage": ", ".join(manifests) or "-", "reason": "none", "rows": 0}]
     return sorted(rows, key=lambda r: (-r["rows"], r["stage"], r["reason"]))
 
 

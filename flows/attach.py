@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger
 
 from flows import artifacts
 from flows.cache import Manifest
-from flows.common import guarded, load_run_spec
+from flows.common import cache_note, guarded, load_run_spec
 from flows.data_stages import attach_stage, split_stage
 from flows.spec import DomainSpec
 from flows.tasks import PrefectSteps
@@ -26,7 +26,7 @@ def run_attach_stages(spec: DomainSpec, root: Path, clean: dict, force: bool) ->
     logger = get_run_logger()
     verified = guarded("attach", spec, lambda: attach_stage(spec, root, Manifest.from_dict(clean), force, steps))
     logger.info("attach: kept %s of %s rows (%s)", verified.stats.get("rows_kept"), verified.stats.get("rows_in"),
-                "cached" if verified.cached else "computed")
+                cache_note(verified))
     split = guarded("split", spec, lambda: split_stage(spec, root, verified, force, steps))
     logger.info("split: %s train, %s eval rows", split.stats.get("rows_train"), split.stats.get("rows_eval"))
     out = {"attach": verified.to_dict(), "split": split.to_dict()}

@@ -7,7 +7,8 @@ source of the library packages it calls. Its outputs live in `ROOT/stages/<stage
 Concurrent runs that need the same stage share it: the first takes `.lock` (O_EXCL, holding its pid),
 the others wait for the manifest. A lock whose process died is stale and taken over; a failed build
 leaves no manifest, so the next attempt starts that folder afresh. Nothing is pickled: tasks pass
-paths and hashes.
+paths and hashes. A rebuilt stage's manifest says why (`reason`): its first build, deleted outputs,
+`forced`, or which key parts (input names, `code:<package>`) changed since the newest earlier build.
 
     key = stage_key("attach", {"clean": file_digest(p), "verifiers": spec.verifiers}, ["verifiers"])
     manifest = build_stage(root, "attach", key, lambda out: {...outputs...}, force=False)
@@ -78,11 +79,46 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def stage_key(stage: str, inputs: dict[str, Any], packages: list[str]) -> str:
+class StageKey(str):
+    """A stage's cache key (its folder name) that also carries `parts`: one short digest per input
+    name and per package's code, so a rebuild can say which of them changed."""
+
+    parts: dict[str, str]
+
+
+def _digest_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(_jsonable(value), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def stage_key(stage: str, inputs: dict[str, Any], packages: list[str]) -> StageKey:
     """The cache key of one stage: its name, input digests / config sections, and code version."""
     payload = {"stage": stage, "inputs": _jsonable(inputs), "code": code_version(packages)}
-    text = json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    key = StageKey(_digest_json(payload)[:20])
+    key.parts = {name: _digest_json(value)[:12] for name, value in inputs.items()}
+    key.parts.update({f"code:{pkg}": code_version([pkg])[:12] for pkg in packages})
+    return key
+
+
+def explain_miss(stage_root: Path, key: str, parts: dict[str, str] | None) -> str:
+    """Why a stage is computed: first build, deleted outputs, or which key parts changed since the
+    newest earlier build of this stage (e.g. "code:cleaning, files changed since 1a2b...")."""
+    if (stage_root / key / "_manifest.json").is_file():
+        return "the earlier build's outputs are missing"
+    earlier = []
+    for mpath in stage_root.glob("*/_manifest.json"):
+        try:
+            data = json.loads(mpath.read_text())
+        except (OSError, ValueError):
+            continue
+        earlier.append((mpath.stat().st_mtime, data))
+    if not earlier:
+        return "first build of this stage here"
+    _, newest = max(earlier, key=lambda pair: pair[0])
+    before = newest.get("key_parts") or {}
+    if not parts or not before:
+        return f"inputs differ from the newest earlier build {newest.get('key')}"
+    changed = sorted(name for name in parts.keys() | before.keys() if parts.get(name) != before.get(name))
+    return f"{', '.join(changed) or 'the key'} changed since the newest earlier build {newest.get('key')}"
 
 
 @dataclass(frozen=True)
@@ -97,6 +133,8 @@ class Manifest:
     stats: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
+    reason: str = ""  # why it was computed (empty when it came from the cache)
+    key_parts: dict[str, str] = field(default_factory=dict)
 
     def path(self, name: str) -> Path:
         return self.dir / self.outputs[name]
@@ -105,11 +143,13 @@ class Manifest:
     def from_dict(cls, data: dict[str, Any]) -> "Manifest":
         return cls(stage=data["stage"], key=data["key"], dir=Path(data["dir"]), outputs=data["outputs"],
                    digests=data["digests"], stats=data.get("stats", {}),
-                   seconds=data.get("seconds", 0.0), cached=data.get("cached", False))
+                   seconds=data.get("seconds", 0.0), cached=data.get("cached", False),
+                   reason=data.get("reason", ""), key_parts=data.get("key_parts", {}))
 
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "key": self.key, "dir": str(self.dir), "outputs": self.outputs,
-                "digests": self.digests, "stats": self.stats, "seconds": self.seconds, "cached": self.cached}
+                "digests": self.digests, "stats": self.stats, "seconds": self.seconds, "cached": self.cached,
+                "reason": self.reason, "key_parts": self.key_parts}
 
 
 def stage_dir(root: str | Path, stage: str, key: str) -> Path:
@@ -126,7 +166,7 @@ def read_manifest(folder: Path) -> Manifest | None:
         return None
     return Manifest(stage=data["stage"], key=data["key"], dir=folder, outputs=data["outputs"],
                     digests=data["digests"], stats=data.get("stats", {}),
-                    seconds=data.get("seconds", 0.0), cached=True)
+                    seconds=data.get("seconds", 0.0), cached=True, key_parts=data.get("key_parts", {}))
 
 
 def build_stage(
@@ -157,6 +197,8 @@ def build_stage(
             raise TimeoutError(f"stage {stage}: {folder}/.lock held by another run for over {wait_seconds:.0f} s; "
                                "if no other run is active, delete the lock file")
         time.sleep(0.5)
+    parts = getattr(key, "parts", None) or {}
+    reason = "forced" if force else explain_miss(folder.parent, str(key), parts)
     try:
         (folder / "_manifest.json").unlink(missing_ok=True)
         if force or not resumable:
@@ -167,9 +209,10 @@ def build_stage(
         outputs, stats = build(folder)
         seconds = round(time.monotonic() - start, 3)
         digests = {name: _digest_any(folder / rel) for name, rel in outputs.items()}
-        manifest = Manifest(stage, key, folder, dict(outputs), digests, dict(stats), seconds, cached=False)
+        manifest = Manifest(stage, str(key), folder, dict(outputs), digests, dict(stats), seconds, cached=False,
+                            reason=reason, key_parts=dict(parts))
         _atomic_json(folder / "_manifest.json", {k: v for k, v in manifest.to_dict().items()
-                                                 if k not in ("dir", "cached")})
+                                                 if k not in ("dir", "cached", "reason")})
         return manifest
     finally:
         (folder / ".lock").unlink(missing_ok=True)

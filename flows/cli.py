@@ -152,11 +152,10 @@ def cmd_verify(args) -> int:
         raise UserError(f"{args.input}: input file not found", EXIT_USAGE)
     from verifiers.cli import verify_file
 
-    summary = _guard(lambda: verify_file(args.input, args.output, args.verifier, params, args.workers))
-    if summary is not None:
-        print(json.dumps(summary, indent=1, default=str) if not isinstance(summary, str) else summary)
-    print(f"wrote {args.output}")
-    return 0
+    code = _guard(lambda: verify_file(args.verifier, json.dumps(params), args.input, args.output, args.workers))
+    if code == 0:
+        print(f"wrote {args.output}")
+    return code
 
 
 def cmd_tier(args) -> int:

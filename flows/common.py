@@ -18,6 +18,7 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "curriculum.n_samples": 2,
     "curriculum.k": 1,
     "curriculum.max_new_tokens": 16,
+    "training.torch_threads": 1,  # on a busy 2-core box, 2 spinning torch threads made SFT 40x slower
     "training.sft.steps": 4,
     "training.sft.batch_size": 8,
     "training.sft.warmup_steps": 1,
@@ -114,6 +115,11 @@ def task_options(spec: DomainSpec) -> dict[str, Any]:
     return {"retries": spec.orchestration.retries,
             "retry_delay_seconds": spec.orchestration.retry_delay_seconds,
             "retry_condition_fn": retry_if_transient}
+
+
+def cache_note(manifest) -> str:
+    """For the logs: 'cached', or 'computed: <why>' (see flows.cache.explain_miss)."""
+    return "cached" if manifest.cached else f"computed: {manifest.reason or 'no cached build'}"
 
 
 def guarded(stage: str, spec: DomainSpec, fn: Callable[[], Any],

@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger
 
 from flows import artifacts
 from flows.cache import Manifest, tree_digest
-from flows.common import guarded, load_run_spec
+from flows.common import cache_note, guarded, load_run_spec
 from flows.model_stages import checkpoints, evaluate_stage
 from flows.tasks import PrefectSteps
 
@@ -46,7 +46,7 @@ def evaluate(spec_path: str, out: str, split: dict, sft: dict, grpo: dict, force
     m = guarded("evaluate", spec, lambda: evaluate_stage(spec, Path(out), Manifest.from_dict(split), models,
                                                          digests, force, PrefectSteps(spec)))
     table = json.loads(m.path("table").read_text())
-    get_run_logger().info("evaluate: %d models (%s)", len(table), "cached" if m.cached else "computed")
+    get_run_logger().info("evaluate: %d models (%s)", len(table), cache_note(m))
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "eval"), eval_rows(table),
                             "held-out eval: SFT baseline (first row) and each GRPO checkpoint")
     return m.to_dict()

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 
 from flows import artifacts
 from flows.cache import Manifest
-from flows.common import guarded, load_run_spec
+from flows.common import cache_note, guarded, load_run_spec
 from flows.model_stages import grpo_stage
 from flows.tasks import PrefectSteps
 
@@ -38,7 +38,7 @@ def grpo(spec_path: str, out: str, split: dict, sft: dict, tiers: dict, force: b
                                                  Manifest.from_dict(tiers), force, PrefectSteps(spec), progress))
     progress(1.0)
     get_run_logger().info("grpo: %s steps, final checkpoint %s (%s)", m.stats.get("steps"),
-                          m.stats.get("final_checkpoint"), "cached" if m.cached else "computed")
+                          m.stats.get("final_checkpoint"), cache_note(m))
     artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "reward-curve"), reward_curve(m.path("metrics")),
                                "GRPO training reward per step")
     return m.to_dict()

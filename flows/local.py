@@ -34,6 +34,7 @@ class RunOutcome:
     seconds: float
     message: str = ""
     result: dict[str, Any] = field(default_factory=dict)
+    previous: dict[str, Any] = field(default_factory=dict)  # OUT/latest.json before this run
 
     def summary(self, domain: str) -> str:
         if not self.ok:
@@ -41,14 +42,25 @@ class RunOutcome:
         r = self.result
         stages = r.get("stages", {})
         cached = [name for name, st in stages.items() if st.get("cached")]
-        lines = [f"retrain finished for {domain} in {self.seconds:.1f} s "
-                 f"({len(cached)}/{len(stages)} stages reused from the cache)",
-                 f"run folder: {r.get('run_dir')}", f"report:     {r.get('report')}",
-                 f"checkpoint: {r.get('checkpoint')}"]
+        lines = [f"retrain finished for {domain} in {self.seconds:.1f} s ({r.get('seconds', '?')} s in the flow; "
+                 f"{len(cached)}/{len(stages)} stages reused from the cache)"]
+        lines += self._versus_previous()
+        if cached:
+            lines += [f"  recomputed {name}: {st.get('reason')}" for name, st in stages.items() if not st.get("cached")]
+        lines += [f"run folder: {r.get('run_dir')}", f"report:     {r.get('report')}",
+                  f"checkpoint: {r.get('checkpoint')}"]
         table = r.get("comparison")
         if table:
             lines += ["", table]
         return "\n".join(lines)
+
+    def _versus_previous(self) -> list[str]:
+        """The previous run's flow time beside this one's (a rerun with nothing changed: a fraction)."""
+        before, now = self.previous.get("seconds"), self.result.get("seconds")
+        if not before or now is None:
+            return []
+        return [f"previous run in this folder: {before:.1f} s in the flow ({self.previous.get('stages_cached', '?')}/"
+                f"{self.previous.get('stages', '?')} stages reused); this run: {now:.1f} s, {now / before:.0%} of that"]
 
 
 def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke: bool = False,
@@ -57,15 +69,17 @@ def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     prefect_environment(out)
+    from flows.artifacts import read_json
     from flows.retrain import retrain
 
+    previous = read_json(out / "latest.json")
     start = time.monotonic()
     state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
                     return_state=True)
     seconds = time.monotonic() - start
     if not state.is_completed():
         return RunOutcome(False, seconds, _failure_message(state))
-    return RunOutcome(True, seconds, result=state.result())
+    return RunOutcome(True, seconds, result=state.result(), previous=previous)
 
 
 def _failure_message(state) -> str:

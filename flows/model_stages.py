@@ -97,14 +97,17 @@ def device_name(spec: DomainSpec) -> str:
 
 
 def run_tier_chunk(train: str, offset: int, length: int, model: str, curriculum_json: str, seed: int,
-                   device: str, workers: int, out_prefix: str) -> dict:
+                   device: str, workers: int, out_prefix: str, torch_threads: int = 0) -> dict:
     """curriculum.tier_rows on rows [offset, offset+length) of the train split, with its own engine."""
     import polars as pl
+
+    from training.modeling import set_threads
 
     from curriculum.config import CurriculumConfig
     from curriculum.engines import HFEngine
     from curriculum.tiering import default_score_fn, tier_rows
 
+    set_threads(torch_threads)  # training.torch_threads: the engine's sampling obeys it too
     cfg = CurriculumConfig.model_validate_json(curriculum_json)
     df = pl.read_parquet(train).slice(offset, length)
     engine = HFEngine.from_pretrained(model, device=device, batch_size=cfg.engine_batch_size)
@@ -155,7 +158,7 @@ def tier_stage(spec: DomainSpec, root: Path, split: Manifest, sft: Manifest, for
         device = device_name(spec)
         plan = [{"train": str(train), "offset": off, "length": size, "model": str(sft.path("sft")),
                  "curriculum_json": c.model_dump_json(), "seed": spec.training.seed + i, "device": device,
-                 "workers": spec.orchestration.workers,
+                 "workers": spec.orchestration.workers, "torch_threads": spec.training.torch_threads,
                  "out_prefix": str(out / "chunks" / f"tier-{i:05d}")}
                 for i, off in enumerate(range(0, max(n, 1), size))]
         parts = steps.map("tier-chunk", run_tier_chunk, plan)
@@ -239,8 +242,10 @@ def run_evaluate(spec_json: str, base_dir: str, model: str, name: str, eval_path
     import polars as pl
 
     from training.eval import evaluate
+    from training.modeling import set_threads
 
     spec = _spec(spec_json, base_dir)
+    set_threads(spec.training.torch_threads)
     with VERIFIER_POOL_LOCK:  # evaluate scores through the process-wide verifier pool
         result = evaluate(model, pl.read_parquet(eval_path), spec.eval, spec.training.seed,
                           workers=spec.eval.workers, device=spec.training.device)

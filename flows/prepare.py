@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from flows import artifacts
-from flows.common import guarded, load_run_spec
+from flows.common import cache_note, guarded, load_run_spec
 from flows.data_stages import prepare_stage
 from flows.spec import DomainSpec
 from flows.tasks import PrefectSteps
@@ -38,7 +38,7 @@ def run_prepare_stage(spec: DomainSpec, root: Path, force: bool) -> dict:
 
     manifest = guarded("prepare", spec, lambda: prepare_stage(spec, root, force, PrefectSteps(spec)), on_error)
     get_run_logger().info("prepare: kept %s of %s rows (%s) in %s", manifest.stats.get("rows_kept"),
-                          manifest.stats.get("rows_in"), "cached" if manifest.cached else "computed", manifest.dir)
+                          manifest.stats.get("rows_in"), cache_note(manifest), manifest.dir)
     publish_prepare(spec, manifest.to_dict())
     return manifest.to_dict()
 

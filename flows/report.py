@@ -30,7 +30,7 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     grpo = m["grpo"].stats
     final_ckpt = grpo.get("final_checkpoint") or str(m["sft"].path("sft"))
     final_name = Path(final_ckpt).name if Path(final_ckpt).name in results else "sft"
-    stages = {name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir)}
+    stages = {name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir), "reason": x.reason}
               for name, x in m.items()}
     report = build_report(
         baseline=results["sft"], final=results[final_name], tiers=m["tier"].stats.get("tiers", {}),
@@ -46,6 +46,9 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
 
 
 def point_latest(root: Path, summary: dict) -> None:
-    """OUT/latest.json names the newest finished run (atomic; the last finisher wins)."""
-    atomic_write_json(root / "latest.json", {"run_dir": summary["run_dir"], "report": summary["report"],
-                                             "checkpoint": summary["checkpoint"]})
+    """OUT/latest.json names the newest finished run, its time and cache use (atomic; last finisher wins)."""
+    stages = summary.get("stages", {})
+    atomic_write_json(root / "latest.json", {
+        "run_dir": summary["run_dir"], "report": summary["report"], "checkpoint": summary["checkpoint"],
+        "seconds": summary.get("seconds"), "stages": len(stages),
+        "stages_cached": sum(1 for st in stages.values() if st.get("cached"))})

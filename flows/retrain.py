@@ -73,11 +73,11 @@ def retrain(
     m["evaluate"] = evaluate(split=m["split"], sft=m["sft"], grpo=m["grpo"], **common)
 
     summary = report_task(str(run_dir), spec.domain, spec_abs, m)
+    summary["seconds"] = round(time.monotonic() - start, 1)
     point_latest(root, summary)
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "stage-counts"), artifacts.stage_rows(m),
                             "rows in / kept / rejected, seconds and cache use per stage")
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "rejects"), artifacts.rejects_rows(m),
                             "rejected rows by stage and reason")
-    summary["seconds"] = round(time.monotonic() - start, 1)
     logger.info("retrain %s done in %.1f s; report %s", spec.domain, summary["seconds"], summary["report"])
     return summary

@@ -9,7 +9,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from flows.cache import Manifest
-from flows.common import guarded, load_run_spec
+from flows.common import cache_note, guarded, load_run_spec
 from flows.model_stages import sft_stage
 from flows.tasks import PrefectSteps
 
@@ -22,5 +22,5 @@ def sft(spec_path: str, out: str, verified: dict, split: dict, force: bool = Fal
     m = guarded("sft", spec, lambda: sft_stage(spec, Path(out), Manifest.from_dict(verified),
                                                Manifest.from_dict(split), force, PrefectSteps(spec)))
     get_run_logger().info("sft: %s steps, final loss %s (%s) in %s", m.stats.get("steps"),
-                          m.stats.get("final_loss"), "cached" if m.cached else "computed", m.dir)
+                          m.stats.get("final_loss"), cache_note(m), m.dir)
     return m.to_dict()

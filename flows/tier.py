@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 
 from flows import artifacts
 from flows.cache import Manifest
-from flows.common import guarded, load_run_spec
+from flows.common import cache_note, guarded, load_run_spec
 from flows.model_stages import tier_stage
 from flows.tasks import PrefectSteps
 
@@ -32,7 +32,7 @@ def tier(spec_path: str, out: str, split: dict, sft: dict, force: bool = False, 
     spec = load_run_spec(spec_path, smoke, runner)
     m = guarded("tier", spec, lambda: tier_stage(spec, Path(out), Manifest.from_dict(split),
                                                  Manifest.from_dict(sft), force, PrefectSteps(spec)))
-    get_run_logger().info("tier: %s (%s)", m.stats.get("tiers"), "cached" if m.cached else "computed")
+    get_run_logger().info("tier: %s (%s)", m.stats.get("tiers"), cache_note(m))
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "tiers"), tier_rows_for_artifact(m.path("table")),
                             f"prompts per category and tier (pass@{spec.curriculum.k} of the SFT model)")
     return m.to_dict()

@@ -3,11 +3,13 @@
 #
 #   scripts/prefect_local.sh server   start the server in the background, wait until healthy
 #   scripts/prefect_local.sh pool     create the process work pool named in prefect.yaml (idempotent)
-#   scripts/prefect_local.sh deploy   prefect deploy --all (the scheduled and smoke deployments)
+#   scripts/prefect_local.sh deploy [ARGS]   prefect deploy --all (the scheduled and smoke deployments),
+#                                     or with ARGS, e.g. --name smoke, only those
 #   scripts/prefect_local.sh worker   start a worker on the pool in the background
 #   scripts/prefect_local.sh up       all four, in that order
 #   scripts/prefect_local.sh run [DEPLOYMENT]   prefect deployment run ... --watch (default retrain/smoke)
 #   scripts/prefect_local.sh env      print the exports for your shell: eval "$(scripts/prefect_local.sh env)"
+#   scripts/prefect_local.sh cli ARGS any prefect command against this server, e.g. cli deployment ls
 #   scripts/prefect_local.sh status   server health and the pids this script started
 #   scripts/prefect_local.sh stop     stop the worker and the server this script started
 #
@@ -71,7 +73,9 @@ cmd_pool() {
     fi
 }
 
-cmd_deploy() { prefect deploy --all --no-prompt; }
+cmd_deploy() {
+    if [ $# -gt 0 ]; then prefect deploy --no-prompt "$@"; else prefect deploy --all --no-prompt; fi
+}
 
 cmd_worker() { start_bg worker prefect worker start --pool "$POOL" --type process; }
 
@@ -83,16 +87,17 @@ cmd_env() {
 case "${1:-}" in
     server) cmd_server ;;
     pool) cmd_pool ;;
-    deploy) cmd_deploy ;;
+    deploy) cmd_deploy "${@:2}" ;;
     worker) cmd_worker ;;
     up) cmd_server; cmd_pool; cmd_deploy; cmd_worker ;;
     run) prefect deployment run "${2:-retrain/smoke}" --watch "${@:3}" ;;
     env) cmd_env ;;
+    cli) prefect "${@:2}" ;;
     status)
         prefect server status || true
         for n in server worker; do
             if pid_alive "$PREFECT_HOME/$n.pid"; then echo "$n: pid $(cat "$PREFECT_HOME/$n.pid")"; else echo "$n: not running"; fi
         done ;;
     stop) stop_bg worker; stop_bg server ;;
-    *) sed -n '2,16p' "$0"; exit 2 ;;
+    *) sed -n '2,18p' "$0"; exit 2 ;;
 esac

@@ -73,6 +73,8 @@ def prefect_harness(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect-home")
     os.environ.update(PREFECT_HOME=str(home), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
                       PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
+    import prefect.main  # noqa: F401  configures Prefect's log handlers now, on pytest's session-long
+    # stderr; first imported inside a test using capsys, they would keep that test's closed stream
     from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 

@@ -102,3 +102,26 @@ def test_concurrent_builders_share_one_build(tmp_path):
     assert sum(not r.cached for r in results) == 1
     manifest = json.loads((stage_dir(tmp_path, "s", "k") / "_manifest.json").read_text())
     assert manifest["outputs"] == {"data": "data.txt"} and os.path.exists(results[0].path("data"))
+
+
+def test_a_rebuild_says_which_key_part_changed(tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_text("a")
+
+    def key(n: int):
+        return stage_key("s", {"f": file_digest(f), "cfg": {"n": n}}, ["flows"])
+
+    calls: list = []
+    first = build_stage(tmp_path, "s", key(1), _builder(calls))
+    assert first.reason == "first build of this stage here"
+    assert set(first.key_parts) == {"f", "cfg", "code:flows"}
+    assert build_stage(tmp_path, "s", key(1), _builder(calls)).reason == ""  # cached
+    changed = build_stage(tmp_path, "s", key(2), _builder(calls))
+    assert changed.reason.startswith("cfg changed since the newest earlier build") and first.key in changed.reason
+    f.write_text("b")
+    both = build_stage(tmp_path, "s", key(1), _builder(calls))
+    assert both.reason.startswith("cfg, f changed")
+    assert build_stage(tmp_path, "s", key(1), _builder(calls), force=True).reason == "forced"
+    both.path("data").unlink()
+    assert build_stage(tmp_path, "s", key(1), _builder(calls)).reason == "the earlier build's outputs are missing"
+    assert len(calls) == 5

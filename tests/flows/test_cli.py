@@ -1,0 +1,100 @@
+"""The rlvrflow CLI: help, user errors without tracebacks, clean, verify, and `run` end to end.
+
+`run` is the README's main command: the whole retrain flow on Prefect's API (here the test harness),
+twice on a toy domain; the second run reuses every stage and prints both runs' times.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_help_documents_every_command_with_examples():
+    done = subprocess.run([sys.executable, "-c", "import sys; from flows.cli import main; sys.exit(main())",
+                           "--help"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0
+    for command in ("spec-check", "clean", "verify", "tier", "run"):
+        assert f"  {command} " in done.stdout and f"rlvrflow {command} " in done.stdout
+    assert "exit codes" in done.stdout
+
+
+def test_bad_spec_is_one_message_and_exit_2(tmp_path, toy_spec, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(toy_spec.read_text().replace("format: jsonl", "format: xml"))
+    for argv in (["spec-check", str(bad)], ["run", str(bad), "--out", str(tmp_path / "o")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "sources[0].format" in err and "allowed values" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()  # a bad spec fails before anything runs
+
+
+def test_clean_prints_counts_and_failed_validation_exits_1(tmp_path, toy_spec, capsys):
+    assert main(["clean", str(toy_spec), "--out", str(tmp_path / "clean")]) == 0
+    out = capsys.readouterr().out
+    assert "ingest" in out and "kept" in out and (tmp_path / "clean" / "clean.parquet").is_file()
+
+    toy_spec.write_text(toy_spec.read_text().replace("validation:\n", "validation:\n  min_rows: 1000\n"))
+    assert main(["clean", str(toy_spec), "--out", str(tmp_path / "clean2")]) == 1
+    err = capsys.readouterr().err
+    assert "validation failed" in err and "Traceback" not in err
+
+
+def test_verify_scores_a_file_and_rejects_bad_params(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"response": "Answer: 42", "reference": "42"}) + "\n"
+                   + json.dumps({"response": "Answer: 41", "reference": "42"}) + "\n")
+    dst = tmp_path / "out.jsonl"
+    assert main(["verify", "--verifier", "math", "--workers", "1", str(src), str(dst)]) == 0
+    scores = [json.loads(line)["score"] for line in dst.read_text().splitlines()]
+    assert scores == [1.0, 0.0]
+    assert main(["verify", "--verifier", "math", "--params", "[1]", str(src), str(dst)]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err
+
+
+def test_run_missing_sources_fails_with_the_stage_and_fix(prefect_harness, toy_spec, tmp_path, capsys):
+    for f in (toy_spec.parent / "raw").iterdir():
+        f.unlink()
+    assert main(["run", str(toy_spec), "--out", str(tmp_path / "out")]) == 1
+    out = capsys.readouterr().out
+    assert "retrain FAILED for toy" in out and "stage 'prepare' failed" in out and "matches no file" in out
+    assert "Traceback" not in out
+
+
+@pytest.mark.slow
+def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path, capsys, read_artifact):
+    out = tmp_path / "out"
+    assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
+    first = capsys.readouterr().out
+    assert "0/7 stages reused" in first and "previous run" not in first
+    latest = json.loads((out / "latest.json").read_text())
+    report = json.loads(Path(latest["report"]).read_text())
+    assert Path(report["checkpoint"]).is_dir() and report["domain"] == "toy"
+    assert all(st["reason"] == "first build of this stage here" for st in report["stages"].values())
+
+    # the UI's artifacts: counts, rejects, GX summary, tiers, eval table, reward curve, training progress
+    def table(key: str) -> list[dict]:
+        data = read_artifact(key).data
+        return json.loads(data) if isinstance(data, str) else data
+
+    assert "Great Expectations: passed" in read_artifact("toy-validation").data
+    assert {r["stage"] for r in table("toy-stage-counts")} >= {"prepare", "attach", "grpo"}
+    assert table("toy-tiers") and read_artifact("toy-rejects") is not None
+    evals = table("toy-eval")
+    assert evals[0]["model"] == "sft" and len(evals) >= 2 and "delta_pass_at_1_greedy" in evals[1]
+    assert "GRPO reward_mean" in read_artifact("toy-reward-curve").data
+    assert read_artifact("toy-grpo-progress").data == 100.0
+
+    assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
+    second = capsys.readouterr().out
+    assert "7/7 stages reused" in second and "previous run in this folder" in second
+    again = json.loads((out / "latest.json").read_text())
+    assert again["run_dir"] != latest["run_dir"] and again["checkpoint"] == latest["checkpoint"]
+    print(second.splitlines()[0] + "\n" + second.splitlines()[1])

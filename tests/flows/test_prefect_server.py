@@ -1,0 +1,109 @@
+"""The scheduled-retraining walkthrough against a real Prefect server (SQLite, loopback).
+
+scripts/prefect_local.sh starts the server, creates the process pool, deploys prefect.yaml and
+starts a worker; then `prefect deployment run 'retrain/smoke' --watch` runs the full chain on the
+retail sample. A second run with nothing changed reuses every stage; both times are printed.
+Every process the script started is stopped at the end, pass or fail.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "prefect_local.sh"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _sample_domain(root: Path) -> Path:
+    """A copy of the retail spec with freshly generated raw logs and shop.db beside it."""
+    root.mkdir(parents=True)
+    shutil.copy(REPO / "examples" / "retail" / "spec.yaml", root / "spec.yaml")
+    subprocess.run([sys.executable, str(REPO / "examples" / "retail" / "generate.py"), "--out", str(root / "raw"),
+                    "--seed", "0", "--rows", "600", "--db", str(root / "shop.db")], check=True, capture_output=True)
+    return root / "spec.yaml"
+
+
+def _alive(pid_file: Path) -> int | None:
+    if not pid_file.is_file():
+        return None
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+@pytest.mark.prefect_server
+@pytest.mark.slow
+def test_smoke_deployment_on_a_real_server(tmp_path):
+    home = tmp_path / "prefect-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), PREFECT_PORT=str(_free_port()), DO_NOT_TRACK="1")
+    spec = _sample_domain(tmp_path / "retail")
+    out = tmp_path / "runs" / "smoke"
+    run_args = ["bash", str(SCRIPT), "run", "retrain/smoke", "--param", f"spec_path={spec}", "--param", f"out={out}"]
+
+    def sh(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(SCRIPT), *args], env=env, cwd=REPO, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def worker_log() -> str:
+        return (home / "worker.log").read_text()[-6000:] if (home / "worker.log").is_file() else ""
+
+    try:
+        for step in ("server", "pool", "deploy", "worker"):
+            done = sh(step)
+            assert done.returncode == 0, f"prefect_local.sh {step}:\n{done.stdout}\n{done.stderr}"
+        # the nightly deployment exists with its cron; pause it so no scheduled run starts during the test
+        schedules = sh("cli", "deployment", "schedule", "ls", "retrain/scheduled")
+        assert "0 3 * * *" in schedules.stdout, schedules.stdout + schedules.stderr
+        paused = sh("cli", "--no-prompt", "deployment", "schedule", "pause", "--all")
+        assert paused.returncode == 0, paused.stdout + paused.stderr
+
+        start = time.monotonic()
+        first = subprocess.run(run_args, env=env, cwd=REPO, capture_output=True, text=True, timeout=420)
+        first_s = time.monotonic() - start
+        assert first.returncode == 0, f"smoke run failed:\n{first.stdout[-4000:]}\n{first.stderr[-4000:]}\n" + \
+            worker_log()
+        assert "Completed" in first.stdout
+        latest = json.loads((out / "latest.json").read_text())
+        report = json.loads(Path(latest["report"]).read_text())
+        assert Path(latest["run_dir"]).parent == out / "runs"
+        assert Path(report["checkpoint"]).is_dir() and (Path(report["checkpoint"]) / "config.json").is_file()
+        assert {"baseline", "final", "evals", "tiers", "stages"} <= set(report)
+        assert not any(st["cached"] for st in report["stages"].values())
+
+        # two reruns at once with nothing changed: every stage comes from the cache, each run has its folder
+        start = time.monotonic()
+        procs = [subprocess.Popen(run_args, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True) for _ in range(2)]
+        outputs = [p.communicate(timeout=300)[0] for p in procs]
+        again_s = time.monotonic() - start
+        assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outputs) + worker_log()
+        run_dirs = sorted(d for d in (out / "runs").iterdir() if d.name != Path(latest["run_dir"]).name)
+        assert len(run_dirs) == 2
+        for run_dir in run_dirs:
+            again = json.loads((run_dir / "report.json").read_text())
+            assert again["run_dir"] == str(run_dir)
+            assert all(st["cached"] for st in again["stages"].values()), again["stages"]
+            assert again["checkpoint"] == report["checkpoint"]
+        print(f"\nretrain/smoke on a real server: first run {first_s:.1f} s; two concurrent reruns with nothing "
+              f"changed {again_s:.1f} s together ({again_s / first_s:.0%} of the first)")
+    finally:
+        stopped = sh("stop", timeout=90)
+        assert _alive(home / "worker.pid") is None and _alive(home / "server.pid") is None, stopped.stdout
