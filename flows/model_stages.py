@@ -179,6 +179,9 @@ def tier_plain(spec: DomainSpec, model: Path, out_dir: Path) -> dict:
     verified = attach_stage(spec, out_dir, clean)
     split = split_stage(spec, out_dir, verified)
     target = Path(out_dir) / "tiers"
+    from training.modeling import set_threads
+
+    set_threads(spec.training.torch_threads)
     tier_to_dir(pl.read_parquet(split.path("train")), model, spec.curriculum, target, spec.training.seed,
                 device=device_name(spec), workers=spec.orchestration.workers)
     return json.loads((target / "tiers_stats.json").read_text())

@@ -1,7 +1,7 @@
 """The run report: training.build_report over the eval results, plus where every stage's output is.
 
-Written to the run's own folder (`OUT/runs/<time>-<run id>/report.json`), so concurrent runs never
-overwrite each other; `OUT/latest.json` then points at the newest finished run.
+Written to the run's own folder (`OUT/runs/<time>-<run id>/report.json`, with `run.json`: seconds and
+cache use), so concurrent runs never overwrite each other; `OUT/latest.json` names the newest one.
 """
 from __future__ import annotations
 
@@ -46,9 +46,11 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
 
 
 def point_latest(root: Path, summary: dict) -> None:
-    """OUT/latest.json names the newest finished run, its time and cache use (atomic; last finisher wins)."""
+    """Write the run's record (paths, seconds in the flow, cache use) to RUN_DIR/run.json and to
+    OUT/latest.json, which names the newest finished run (atomic; the last finisher wins)."""
     stages = summary.get("stages", {})
-    atomic_write_json(root / "latest.json", {
-        "run_dir": summary["run_dir"], "report": summary["report"], "checkpoint": summary["checkpoint"],
-        "seconds": summary.get("seconds"), "stages": len(stages),
-        "stages_cached": sum(1 for st in stages.values() if st.get("cached"))})
+    record = {"run_dir": summary["run_dir"], "report": summary["report"], "checkpoint": summary["checkpoint"],
+              "seconds": summary.get("seconds"), "stages": len(stages),
+              "stages_cached": sum(1 for st in stages.values() if st.get("cached"))}
+    atomic_write_json(Path(summary["run_dir"]) / "run.json", record)
+    atomic_write_json(root / "latest.json", record)

@@ -77,6 +77,7 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     latest = json.loads((out / "latest.json").read_text())
     report = json.loads(Path(latest["report"]).read_text())
     assert Path(report["checkpoint"]).is_dir() and report["domain"] == "toy"
+    assert json.loads((Path(latest["run_dir"]) / "run.json").read_text()) == latest
     assert all(st["reason"] == "first build of this stage here" for st in report["stages"].values())
 
     # the UI's artifacts: counts, rejects, GX summary, tiers, eval table, reward curve, training progress
