@@ -43,6 +43,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
     p.add_argument("--pool", type=int, default=480, help="train prompts to tier and sample from (0 = all)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    p.add_argument("--weights", default=None, help="tier weights learnable,too_hard,too_easy (default: the spec's)")
+    p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"], help="default: the spec's")
     p.add_argument("--sft", default=None, help="an existing SFT model directory (with --split: skip the stages)")
     p.add_argument("--split", default=None, help="a folder holding train.parquet and eval.parquet (with --sft)")
     return p.parse_args()
@@ -93,6 +95,17 @@ def grpo_settings(spec, args):
         "filter_zero_variance": True,
     })
     return g
+
+
+def curriculum_settings(spec, args):
+    """The spec's curriculum section, with --weights / --fallback applied when given."""
+    update = {}
+    if args.weights:
+        learnable, too_hard, too_easy = (float(x) for x in args.weights.split(","))
+        update["weights"] = {"learnable": learnable, "too_hard": too_hard, "too_easy": too_easy}
+    if args.fallback:
+        update["fallback"] = args.fallback
+    return type(spec.curriculum).model_validate({**spec.curriculum.model_dump(), **update})
 
 
 def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_cfg, seed: int) -> dict:
@@ -155,6 +168,7 @@ def main() -> int:
         paths = build_stages(spec, root)
     tiers, eval_df = tiered_pool(paths, spec, args.pool, seed, root), pl.read_parquet(paths["eval"])
     g = grpo_settings(spec, args)
+    cur = curriculum_settings(spec, args)
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts})
     print(f"[bench] train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
           f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.group_size} samples", flush=True)
@@ -162,7 +176,7 @@ def main() -> int:
     base_p1 = baseline["pass_at_1_sampled"]
     arms = {
         "uniform": UniformSampler(tiers, seed, g.prompts_per_step),
-        "curriculum": StratifiedSampler(tiers, spec.curriculum, seed, g.prompts_per_step),
+        "curriculum": StratifiedSampler(tiers, cur, seed, g.prompts_per_step),
     }
     results = {}
     for name, sampler in arms.items():
@@ -171,7 +185,7 @@ def main() -> int:
         r["pass_at_1_gain"] = r["final"]["pass_at_1_sampled"] - base_p1
         r["gain_per_1k_rollouts"] = 1000 * r["pass_at_1_gain"] / max(1, r["rollouts"])
     ratio = results["curriculum"]["zero_variance_fraction"] / max(1e-12, results["uniform"]["zero_variance_fraction"])
-    report = {"seed": seed, "baseline_pass_at_1_sampled": base_p1, "arms": results, "zero_variance_ratio": ratio,
+    report = {"seed": seed, "curriculum": cur.model_dump(), "baseline_pass_at_1_sampled": base_p1, "arms": results, "zero_variance_ratio": ratio,
               "goal_ratio": GOAL_RATIO, "goal_met": ratio <= GOAL_RATIO,
               "tiering_rollouts": int(tiers["n_samples"].sum()),
               "curriculum_fallbacks": dict(arms["curriculum"].fallback_counts),
@@ -183,6 +197,8 @@ def main() -> int:
 
 def print_table(report: dict) -> None:
     print()
+    c = report["curriculum"]
+    print(f"curriculum: weights {c['weights']}, fallback {c['fallback']}, dedup_window {c['dedup_window']}")
     print(f"SFT baseline pass@1 (sampled, held-out): {report['baseline_pass_at_1_sampled']:.4f}")
     print(f"{'arm':<12}{'groups':>8}{'zero-var':>10}{'frac':>8}{'pass@1 after':>14}{'gain/1k rollouts':>18}{'s':>7}")
     for name, r in report["arms"].items():
