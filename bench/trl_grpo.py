@@ -20,7 +20,13 @@ reference solution is self-checked by the `math` verifier (failures dropped and 
 Timing: TRL's steps/s is max_steps / the wall time of `trainer.train()`. Ours is `train_grpo`'s own
 `steps_per_second` (the step loop, which also holds the final eval + checkpoint that TRL does not do,
 so the comparison is conservative for us); the wall time of the whole call is printed beside it.
-Differences we keep: our zero-variance filter + refill (TRL has none), our cosine floor (min_lr_ratio).
+Differences we keep: our zero-variance filter + refill (TRL has none: with a weak SFT model our loop
+draws ~2x the groups per step, see `groups_seen` in ours/metrics.jsonl; `--max-refill-rounds 0` gives
+the like-for-like rollout count), our cosine floor (min_lr_ratio).
+
+Measured (2 shared CPU cores under heavy load from other jobs, so noisy; --sft-steps 120 --steps 10
+--n-train 200, P=8, G=8): rlvrflow 0.022 steps/s, pass@1 0.098; TRL 0.038 steps/s, pass@1 0.073
+(SFT 0.073): 0.56x, with ours drawing 17.7 groups per step against TRL's 8. Goal not met.
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-steps", type=int, default=300)
     p.add_argument("--n-train", type=int, default=400, help="rows generated before the eval split")
     p.add_argument("--eval-fraction", type=float, default=0.2)
+    p.add_argument("--max-refill-rounds", type=int, default=None,
+                   help="ours only: extra sampler draws per step to replace zero-variance groups "
+                        "(default: the project default; 0 draws exactly --prompts groups per step, like TRL)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "trl_grpo"))
@@ -119,9 +128,10 @@ def run_ours(sft: Path, tiered, evalrows, cfg, cur, args, out: Path) -> dict:
     from training.grpo import train_grpo
     from verifiers import RewardConfig
 
+    refill = GRPOConfig().max_refill_rounds if args.max_refill_rounds is None else args.max_refill_rounds
     g = GRPOConfig(steps=args.steps, prompts_per_step=args.prompts, group_size=args.group, lr=args.lr,
                    max_new_tokens=args.max_new_tokens, beta=0.0, eps_low=0.2, eps_high=0.28, loss_agg="token",
-                   updates_per_batch=1, reward_workers=2)
+                   updates_per_batch=1, reward_workers=2, max_refill_rounds=refill)
     tcfg = cfg.model_copy(update={"grpo": g, "checkpoint": CheckpointConfig(every=args.steps, keep_last=1)})
     ecfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens, workers=2)
     t0 = time.perf_counter()
