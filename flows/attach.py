@@ -37,7 +37,8 @@ def run_attach_stages(spec: DomainSpec, root: Path, clean: dict, force: bool) ->
 
 @flow(name="attach", log_prints=True)
 def attach(spec_path: str, out: str, clean: dict, force: bool = False, smoke: bool = False,
-           runner: str | None = None) -> dict:
+           runner: str | None = None,
+        overrides: dict | None = None) -> dict:
     """Attach verifiers to the `prepare` flow's clean rows and split them; returns the manifests."""
-    spec = load_run_spec(spec_path, smoke, runner)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
     return run_attach_stages(spec, Path(out), clean, force)

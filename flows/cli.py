@@ -32,6 +32,7 @@ commands and examples:
                 rlvrflow run examples/retail/spec.yaml --out runs/demo
                 rlvrflow run examples/retail/spec.yaml --out runs/smoke --smoke
                 rlvrflow run examples/retail/spec.yaml --out runs/demo --force   # ignore cached stages
+                rlvrflow run examples/retail/spec.yaml --out runs/demo --set training.torch_threads=1
 
 exit codes: 0 ok, 1 data failed a check or a stage failed, 2 bad spec or arguments.
 """
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--smoke", action="store_true", help="tiny budget (few rows and steps) to check the chain")
     p.add_argument("--runner", choices=["threads", "dask", "ray"], default=None,
                    help="task runner for the fan-out stages (default: the spec's orchestration.runner)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a spec field by dotted path, VALUE read as YAML; repeatable, e.g. "
+                   "--set training.grpo.steps=20 --set training.torch_threads=1")
     p.set_defaults(func=cmd_run)
     return parser
 
@@ -171,12 +175,35 @@ def cmd_tier(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
-    from flows.local import run_local
+def parse_overrides(items: list[str]) -> dict:
+    """`--set a.b=VALUE` pairs as {"a.b": value}, each VALUE read as YAML (20, 1e-3, true, [a, b])."""
+    import yaml
 
-    spec = _load(args.spec)  # fail fast on a bad spec, before Prefect starts
+    out = {}
+    for item in items:
+        field, sep, raw = item.partition("=")
+        if not sep or not field.strip():
+            raise UserError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set training.grpo.steps=20", EXIT_USAGE)
+        try:
+            out[field.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise UserError(f"--set {item!r}: VALUE is not YAML ({exc})", EXIT_USAGE) from None
+    return out
+
+
+def cmd_run(args) -> int:
+    from flows.common import with_overrides
+    from flows.local import run_local
+    from flows.spec import SpecError
+
+    spec = _load(args.spec)  # fail fast on a bad spec or override, before Prefect starts
+    overrides = parse_overrides(args.overrides)
+    try:
+        with_overrides(spec, overrides)
+    except SpecError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
     outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,
-                                       runner=args.runner))
+                                       runner=args.runner, overrides=overrides))
     print(outcome.summary(spec.domain))
     return 0 if outcome.ok else EXIT_DATA
 

@@ -54,13 +54,16 @@ def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
     return new
 
 
-def load_run_spec(spec_path: str | Path, smoke: bool = False, runner: str | None = None) -> DomainSpec:
-    """The spec a run uses: the file, plus the smoke budget and a task-runner override if asked."""
+def load_run_spec(spec_path: str | Path, smoke: bool = False, runner: str | None = None,
+                  overrides: dict[str, Any] | None = None) -> DomainSpec:
+    """The spec a run uses: the file, then the smoke budget, a task-runner override and the caller's
+    dotted-path overrides (e.g. {"training.grpo.steps": 20}), in that order."""
     spec = load_spec(spec_path)
-    overrides: dict[str, Any] = dict(SMOKE_OVERRIDES) if smoke else {}
+    changes: dict[str, Any] = dict(SMOKE_OVERRIDES) if smoke else {}
     if runner:
-        overrides["orchestration.runner"] = runner
-    return with_overrides(spec, overrides) if overrides else spec
+        changes["orchestration.runner"] = runner
+    changes.update(overrides or {})
+    return with_overrides(spec, changes) if changes else spec
 
 
 def make_task_runner(spec: DomainSpec):

@@ -37,9 +37,10 @@ def eval_rows(table: list[dict]) -> list[dict]:
 
 @flow(name="evaluate", log_prints=True)
 def evaluate(spec_path: str, out: str, split: dict, sft: dict, grpo: dict, force: bool = False,
-             smoke: bool = False, runner: str | None = None) -> dict:
+             smoke: bool = False, runner: str | None = None,
+        overrides: dict | None = None) -> dict:
     """Evaluate the SFT model and each GRPO checkpoint; returns the stage manifest (eval_table.json)."""
-    spec = load_run_spec(spec_path, smoke, runner)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
     sft_m, grpo_m = Manifest.from_dict(sft), Manifest.from_dict(grpo)
     models = {"sft": str(sft_m.path("sft")), **checkpoints(grpo_m)}
     digests = {name: tree_digest(path) for name, path in models.items()}

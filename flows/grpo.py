@@ -29,9 +29,10 @@ def reward_curve(metrics_path: Path) -> str:
 
 @flow(name="grpo", log_prints=True)
 def grpo(spec_path: str, out: str, split: dict, sft: dict, tiers: dict, force: bool = False,
-         smoke: bool = False, runner: str | None = None) -> dict:
+         smoke: bool = False, runner: str | None = None,
+        overrides: dict | None = None) -> dict:
     """GRPO training; returns the stage manifest (checkpoints, metrics.jsonl, summary.json)."""
-    spec = load_run_spec(spec_path, smoke, runner)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
     progress = artifacts.Progress(artifacts.artifact_key(spec.domain, "grpo-progress"),
                                   f"GRPO steps done of {spec.training.grpo.steps}")
     m = guarded("grpo", spec, lambda: grpo_stage(spec, Path(out), Manifest.from_dict(split), Manifest.from_dict(sft),

@@ -64,7 +64,7 @@ class RunOutcome:
 
 
 def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke: bool = False,
-              runner: str | None = None) -> RunOutcome:
+              runner: str | None = None, overrides: dict[str, Any] | None = None) -> RunOutcome:
     """Run the retrain flow here; a failed run comes back as `ok=False` with the flow's message."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke
     previous = read_json(out / "latest.json")
     start = time.monotonic()
     state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
-                    return_state=True)
+                    overrides=overrides or None, return_state=True)
     seconds = time.monotonic() - start
     if not state.is_completed():
         return RunOutcome(False, seconds, _failure_message(state))

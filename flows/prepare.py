@@ -45,7 +45,8 @@ def run_prepare_stage(spec: DomainSpec, root: Path, force: bool) -> dict:
 
 @flow(name="prepare", log_prints=True)
 def prepare(spec_path: str, out: str, force: bool = False, smoke: bool = False,
-            runner: str | None = None) -> dict:
+            runner: str | None = None,
+        overrides: dict | None = None) -> dict:
     """Ingest, clean and validate the spec's sources; returns the stage manifest (paths + stats)."""
-    spec = load_run_spec(spec_path, smoke, runner)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
     return run_prepare_stage(spec, Path(out), force)

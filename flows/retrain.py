@@ -7,7 +7,8 @@ Each run writes its report to its own folder `OUT/runs/<time>-<run id>/`, so con
 clobber each other; stages they share are computed once (a lock per stage folder).
 
 `smoke=True` applies a tiny budget (flows/common.py: SMOKE_OVERRIDES) to check the chain end to end.
-`runner` (threads | dask | ray) overrides `orchestration.runner` for the fan-out stages.
+`runner` (threads | dask | ray) overrides `orchestration.runner` for the fan-out stages, and
+`overrides` any spec field by dotted path, e.g. {"training.grpo.steps": 20} (`rlvrflow run --set`).
 
     rlvrflow run examples/retail/spec.yaml --out runs/demo          # this flow, locally
     prefect deployment run 'retrain/smoke' --watch                   # the same, on a worker
@@ -51,17 +52,19 @@ def retrain(
     force: bool = False,
     smoke: bool = False,
     runner: Optional[Literal["threads", "dask", "ray"]] = None,
+    overrides: Optional[dict] = None,
 ) -> dict:
     """Prepare, attach, split, SFT, tier, GRPO, evaluate and report one domain; returns the summary."""
     start = time.monotonic()
-    spec = load_run_spec(spec_path, smoke, runner)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
     spec_abs, root = str(Path(spec_path).resolve()), Path(out).resolve()
     run_dir = new_run_dir(root, _run_id())
     logger = get_run_logger()
     logger.info("retrain %s: run folder %s (smoke=%s, force=%s, runner=%s)", spec.domain, run_dir, smoke, force,
                 spec.orchestration.runner)
     fan_out = make_task_runner(spec)
-    common = {"spec_path": spec_abs, "out": str(root), "force": force, "smoke": smoke, "runner": runner}
+    common = {"spec_path": spec_abs, "out": str(root), "force": force, "smoke": smoke, "runner": runner,
+              "overrides": overrides}
 
     m: dict[str, dict] = {}
     m["prepare"] = prepare(**common)

@@ -16,9 +16,10 @@ from flows.tasks import PrefectSteps
 
 @flow(name="sft", log_prints=True)
 def sft(spec_path: str, out: str, verified: dict, split: dict, force: bool = False, smoke: bool = False,
-        runner: str | None = None) -> dict:
+        runner: str | None = None,
+        overrides: dict | None = None) -> dict:
     """Cold-start SFT from the spec's base model; returns the stage manifest (the `sft` folder)."""
-    spec = load_run_spec(spec_path, smoke, runner)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = guarded("sft", spec, lambda: sft_stage(spec, Path(out), Manifest.from_dict(verified),
                                                Manifest.from_dict(split), force, PrefectSteps(spec)))
     get_run_logger().info("sft: %s steps, final loss %s (%s) in %s", m.stats.get("steps"),

@@ -27,9 +27,10 @@ def tier_rows_for_artifact(table_csv: Path) -> list[dict]:
 
 @flow(name="tier", log_prints=True)
 def tier(spec_path: str, out: str, split: dict, sft: dict, force: bool = False, smoke: bool = False,
-         runner: str | None = None) -> dict:
+         runner: str | None = None,
+        overrides: dict | None = None) -> dict:
     """Tier the train split by the SFT model's pass@k; returns the stage manifest (tiers.parquet)."""
-    spec = load_run_spec(spec_path, smoke, runner)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = guarded("tier", spec, lambda: tier_stage(spec, Path(out), Manifest.from_dict(split),
                                                  Manifest.from_dict(sft), force, PrefectSteps(spec)))
     get_run_logger().info("tier: %s (%s)", m.stats.get("tiers"), cache_note(m))

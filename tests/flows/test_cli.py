@@ -35,6 +35,13 @@ def test_bad_spec_is_one_message_and_exit_2(tmp_path, toy_spec, capsys):
         assert "sources[0].format" in err and "allowed values" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()  # a bad spec fails before anything runs
 
+    assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", "training.sft.steps=-3"]) == 2
+    err = capsys.readouterr().err
+    assert "training.sft.steps" in err and "(got -3)" in err and "Traceback" not in err
+    assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", "training.sft.steps"]) == 2
+    assert "expected FIELD=VALUE" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
 
 def test_clean_prints_counts_and_failed_validation_exits_1(tmp_path, toy_spec, capsys):
     assert main(["clean", str(toy_spec), "--out", str(tmp_path / "clean")]) == 0

@@ -48,6 +48,19 @@ def _alive(pid_file: Path) -> int | None:
     return pid
 
 
+def _flow_run_processes(home: Path) -> list[int]:
+    """Flow-run processes the test's worker started (their environment holds this test's PREFECT_HOME)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            env = environ.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"PREFECT_HOME={home}".encode() in env and any(e.startswith(b"PREFECT__FLOW_RUN_ID=") for e in env):
+            found.append(int(environ.parent.name))
+    return found
+
+
 @pytest.mark.prefect_server
 @pytest.mark.slow
 def test_smoke_deployment_on_a_real_server(tmp_path):
@@ -110,4 +123,8 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
               "the rest is Prefect starting the flow-run processes")
     finally:
         stopped = sh("stop", timeout=90)
+        orphans = _flow_run_processes(home)  # a run still going when the test failed outlives its worker
+        for pid in orphans:
+            os.kill(pid, 9)
         assert _alive(home / "worker.pid") is None and _alive(home / "server.pid") is None, stopped.stdout
+        assert not orphans, f"flow-run processes outlived the worker: {orphans}"

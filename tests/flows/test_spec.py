@@ -70,3 +70,9 @@ def test_smoke_overrides_validate_and_keep_base_dir(toy_spec):
     assert spec.base_dir == toy_spec.parent.resolve()
     with pytest.raises(SpecError, match="training.sft.steps"):
         with_overrides(spec, {"training.sft.steps": -5})
+
+
+def test_caller_overrides_apply_after_the_smoke_budget(toy_spec):
+    spec = load_run_spec(toy_spec, smoke=True, overrides={"training.grpo.steps": 7, "curriculum.k": 2})
+    assert spec.training.grpo.steps == 7 and spec.curriculum.k == 2
+    assert spec.training.sft.steps == SMOKE_OVERRIDES["training.sft.steps"]
