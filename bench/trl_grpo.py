@@ -26,7 +26,9 @@ the like-for-like rollout count), our cosine floor (min_lr_ratio).
 
 Measured (2 shared CPU cores under heavy load from other jobs, so noisy; --sft-steps 120 --steps 10
 --n-train 200, P=8, G=8): rlvrflow 0.022 steps/s, pass@1 0.098; TRL 0.038 steps/s, pass@1 0.073
-(SFT 0.073): 0.56x, with ours drawing 17.7 groups per step against TRL's 8. Goal not met.
+(SFT 0.073): 0.56x, with ours drawing 17.7 groups per step against TRL's 8. With
+--max-refill-rounds 0 (8 groups per step each): 0.049 vs 0.049 steps/s (1.02x), pass@1 0.073 both.
+Goal (>= 1.5x) not met.
 """
 
 from __future__ import annotations
