@@ -17,7 +17,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup demo sample test test-vllm bench-setup bench gpu-smoke \
-        prefect-server prefect-pool prefect-deploy prefect-worker prefect-run prefect-stop clean-runs
+        prefect-server prefect-pool prefect-deploy prefect-worker prefect-stop clean-runs
 
 setup:
 	@bash scripts/setup.sh dev
@@ -45,6 +45,7 @@ bench: bench-setup sample
 	@$(PY) bench/code_humaneval.py
 	@$(PY) bench/demo_target.py
 	@$(PY) bench/curriculum_zero_variance.py
+	@bash bench/setup_trl.sh && .venv-trl/bin/python bench/trl_grpo.py
 
 gpu-smoke:
 	@bash bench/gpu_smoke.sh
