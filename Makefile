@@ -17,7 +17,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup demo sample test test-vllm bench-setup bench gpu-smoke \
-        prefect-server prefect-pool prefect-deploy prefect-worker prefect-stop clean-runs
+        prefect-server prefect-pool prefect-deploy prefect-worker prefect-run prefect-stop clean-runs
 
 setup:
 	@bash scripts/setup.sh dev
@@ -59,6 +59,8 @@ prefect-deploy:
 	@bash scripts/prefect_local.sh deploy
 prefect-worker:
 	@bash scripts/prefect_local.sh worker
+prefect-run:
+	@bash scripts/prefect_local.sh run
 prefect-stop:
 	@bash scripts/prefect_local.sh stop
 
