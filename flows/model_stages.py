@@ -169,7 +169,8 @@ def tier_stage(spec: DomainSpec, root: Path, split: Manifest, sft: Manifest, for
 
 
 def tier_plain(spec: DomainSpec, model: Path, out_dir: Path) -> dict:
-    """`rlvrflow tier`: prepare, attach, split (cached under out_dir), then curriculum.tier_to_dir."""
+    """`rlvrflow tier`: prepare, attach, split (cached under out_dir/stages), then curriculum.tier_to_dir
+    writing out_dir/tiers.parquet and the tier report beside it."""
     import polars as pl
 
     from curriculum.tiering import tier_to_dir
@@ -178,7 +179,7 @@ def tier_plain(spec: DomainSpec, model: Path, out_dir: Path) -> dict:
     clean = prepare_stage(spec, out_dir)
     verified = attach_stage(spec, out_dir, clean)
     split = split_stage(spec, out_dir, verified)
-    target = Path(out_dir) / "tiers"
+    target = Path(out_dir)
     from training.modeling import set_threads
 
     set_threads(spec.training.torch_threads)

@@ -106,3 +106,22 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     again = json.loads((out / "latest.json").read_text())
     assert again["run_dir"] != latest["run_dir"] and again["checkpoint"] == latest["checkpoint"]
     print(second.splitlines()[0] + "\n" + second.splitlines()[1])
+
+
+def test_tier_writes_tiers_parquet_into_out(tmp_path, toy_spec, capsys):
+    import polars as pl
+
+    from training.config import TinyModelConfig
+    from training.tiny_model import build_tiny_model
+
+    corpus = [line for line in (toy_spec.parent / "raw" / "part-0.jsonl").read_text().splitlines()]
+    model = build_tiny_model(corpus + ["Answer: 0123456789"], tmp_path / "model", seed=0,
+                             dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32))
+    out = tmp_path / "tiers_out"
+    assert main(["tier", str(toy_spec), "--model", str(model), "--out", str(out)]) == 0
+    tiers = pl.read_parquet(out / "tiers.parquet")
+    assert {"n_samples", "n_correct", "pass_at_1", "pass_at_k", "tier"} <= set(tiers.columns)
+    assert tiers.height > 0 and set(tiers["tier"].unique()) <= {"too_hard", "learnable", "too_easy"}
+    assert (out / "tier_report.md").exists()
+    assert main(["tier", str(toy_spec), "--model", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    assert "not a directory" in capsys.readouterr().err
