@@ -5,7 +5,10 @@
     groups[i][j].text, .token_ids, .logprobs, .finish_reason     # prompt i, sample j
 
 `HFEngine` wraps a live transformers causal LM (the GRPO trainer passes its policy, so weights are
-shared and never need syncing); batched, left-padded `generate` with the KV cache. `VLLMEngine`
+shared and never need syncing). Its default decoder ("shared") prefills each distinct prompt once,
+repeats that KV cache for the prompt's n samples and decodes all rows token by token, dropping rows
+that ended from the batch; `decode="hf"` uses transformers' `generate` instead (same greedy tokens;
+kept as the reference the tests and `bench/` compare against). `VLLMEngine`
 (curriculum/vllm_engine.py) is the same interface over vLLM's offline engine.
 
 Conventions both engines follow:
@@ -79,14 +82,18 @@ class HFEngine:
     """Batched sampling from a live transformers causal LM (left padding, KV cache).
 
     The model must already sit on `device`; the engine never moves it. Training mode is switched off
-    during generation and restored after. Memory: the raw logits of a batch are kept until its
-    log-probs are gathered, so `batch_size * max_new_tokens * vocab` floats; lower `batch_size` for
-    large vocabularies.
+    during generation and restored after. A batch holds at most `batch_size` sequences (prompts x
+    their samples). Memory: the shared decoder keeps one step's logits (`batch_size * vocab` floats);
+    the "hf" decoder keeps all of them until the log-probs are gathered
+    (`batch_size * max_new_tokens * vocab`).
     """
 
-    def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64, decode: str = "shared") -> None:
         if batch_size < 1:
             raise ValueError(f"HFEngine batch_size={batch_size} must be >= 1")
+        if decode not in DECODERS:
+            raise ValueError(f"HFEngine decode={decode!r} is not one of {', '.join(DECODERS)}")
+        self.decode = decode
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
@@ -113,7 +120,6 @@ class HFEngine:
 
         if n < 1:
             raise ValueError(f"generate: n={n} must be >= 1")
-        flat = [p for p in prompts for _ in range(n)]
         done: list[Completion] = []
         was_training = self.model.training
         self.model.eval()
@@ -121,11 +127,71 @@ class HFEngine:
         try:
             with torch.random.fork_rng(devices=devices), torch.no_grad():
                 torch.manual_seed(seed)
-                for start in range(0, len(flat), self.batch_size):
-                    done.extend(self._generate_batch(flat[start : start + self.batch_size], sampling))
+                if self.decode == "hf":
+                    flat = [p for p in prompts for _ in range(n)]
+                    for start in range(0, len(flat), self.batch_size):
+                        done.extend(self._generate_batch(flat[start : start + self.batch_size], sampling))
+                else:
+                    for idx, copies in plan_batches(len(prompts), n, self.batch_size):
+                        done.extend(self._decode_shared([prompts[i] for i in idx], copies, sampling))
         finally:
             self.model.train(was_training)
         return [done[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def _decode_shared(self, prompts: list[str], copies: int, sampling: SamplingParams) -> list[Completion]:
+        """Prefill each prompt once, repeat its KV cache `copies` times, then decode token by token.
+
+        Rows that ended (EOS or a stop string) are dropped from the batch once a quarter of it has
+        ended, so the forward passes shrink as completions finish.
+        """
+        import torch
+
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
+        ids, attn = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
+        cache = out.past_key_values
+        expand = torch.arange(len(prompts), device=self.device).repeat_interleave(copies)
+        if copies > 1:
+            cache.reorder_cache(expand)
+        logits, attn, next_pos = out.logits[:, -1, :].float()[expand], attn[expand], pos[expand, -1] + 1
+        width, max_new = len(expand), sampling.max_new_tokens
+        gen = torch.full((width, max_new), self.pad_token_id, dtype=torch.long, device=self.device)
+        lps = torch.zeros((width, max_new), dtype=torch.float32, device=self.device)
+        length = torch.full((width,), max_new, dtype=torch.long, device=self.device)
+        rows = torch.arange(width, device=self.device)  # batch row of each live cache row
+        ended = torch.zeros(width, dtype=torch.bool, device=self.device)
+        eos = torch.tensor(self.eos_token_ids, device=self.device)
+        for t in range(max_new):
+            nxt = pick_tokens(logits, sampling)
+            live = ~ended
+            gen[rows[live], t] = nxt[live]
+            lps[rows[live], t] = torch.log_softmax(logits, -1).gather(-1, nxt.unsqueeze(-1)).squeeze(-1)[live]
+            stopped = live & torch.isin(nxt, eos)
+            if sampling.stop:
+                stopped |= live & self._hit_stop(gen, rows, t, sampling.stop)
+            length[rows[stopped]] = t + 1
+            ended |= stopped
+            if bool(ended.all()) or t == max_new - 1:
+                break
+            if int(ended.sum()) * 4 >= len(ended):  # compact: drop ended rows from the batch
+                keep = (~ended).nonzero().squeeze(1)
+                cache.reorder_cache(keep)
+                rows, attn, next_pos, nxt, ended = rows[keep], attn[keep], next_pos[keep], nxt[keep], ended[keep]
+            attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=1)
+            out = self.model(input_ids=nxt.unsqueeze(1), attention_mask=attn, position_ids=next_pos.unsqueeze(1),
+                             past_key_values=cache, use_cache=True)
+            next_pos = next_pos + 1
+            logits = out.logits[:, -1, :].float()
+        return [self._completion(gen[b, : length[b]].tolist(), lps[b, : length[b]].tolist(), sampling)
+                for b in range(width)]
+
+    def _hit_stop(self, gen, rows, t: int, stop: tuple[str, ...]):
+        """Which live rows' text so far contains a stop string (decoded per row: only with stop strings)."""
+        import torch
+
+        texts = self.tokenizer.batch_decode(gen[rows, : t + 1].tolist(), skip_special_tokens=True)
+        return torch.tensor([cut_at_stop(x, stop) is not None for x in texts], device=gen.device)
 
     def _generate_batch(self, prompts: list[str], sampling: SamplingParams) -> list[Completion]:
         import torch
@@ -180,6 +246,36 @@ class HFEngine:
             if cut_at_stop(self.tokenizer.decode(ids[:used], skip_special_tokens=True), stop) is not None:
                 return used
         return len(ids)
+
+
+DECODERS = ("shared", "hf")
+
+
+def plan_batches(n_prompts: int, n: int, batch_size: int) -> list[tuple[list[int], int]]:
+    """Split n_prompts x n sequences into batches of at most batch_size: (prompt indices, copies each).
+
+    In prompt order, each prompt's copies contiguous. When n exceeds batch_size a prompt's copies are
+    split over several single-prompt batches.
+    """
+    if n >= batch_size:
+        return [([i], min(batch_size, n - s)) for i in range(n_prompts) for s in range(0, n, batch_size)]
+    per = batch_size // n
+    return [(list(range(s, min(s + per, n_prompts))), n) for s in range(0, n_prompts, per)]
+
+
+def pick_tokens(logits, sampling: SamplingParams):
+    """Next token per row: argmax at temperature 0, else a draw from softmax(logits / T) within top-p."""
+    import torch
+
+    if sampling.temperature == 0:
+        return logits.argmax(-1)
+    x = logits / sampling.temperature
+    if sampling.top_p < 1.0:
+        srt, order = x.sort(dim=-1, descending=True)
+        probs = torch.softmax(srt, dim=-1)
+        drop = probs.cumsum(-1) - probs > sampling.top_p  # tokens entirely beyond the nucleus; the top one stays
+        x = torch.full_like(x, float("-inf")).scatter(-1, order, srt.masked_fill(drop, float("-inf")))
+    return torch.multinomial(torch.softmax(x, dim=-1), 1).squeeze(1)
 
 
 def _eos_ids(model, tokenizer) -> tuple[int, ...]:

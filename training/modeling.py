@@ -77,9 +77,17 @@ def pad_pairs(
 
 
 def completion_logprobs(
-    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device
+    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device,
+    share_prompts: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probs of each completion token under `model` and the completion mask, both (B, Tc)."""
+    """Log-probs of each completion token under `model` and the completion mask, both (B, Tc).
+
+    When prompts repeat in the batch (a GRPO group: one prompt, G completions) and `share_prompts`
+    is on, each distinct prompt runs through the model once and its KV cache is repeated for its
+    completions (`shared_prompt_logprobs`); gradients flow back through the shared prompt pass.
+    """
+    if share_prompts and len({tuple(p) for p in prompts}) < len(prompts):
+        return shared_prompt_logprobs(model, prompts, completions, pad_id, device)
     ids, attn, pos, t_c = pad_pairs(prompts, completions, pad_id, device)
     logits = model(input_ids=ids, attention_mask=attn).logits  # (B, L, V)
     pred_pos = (pos - 1).clamp(min=0)  # logits at i predict token i+1
@@ -88,3 +96,41 @@ def completion_logprobs(
     lengths = torch.tensor([len(c) for c in completions], device=device)
     mask = torch.arange(t_c, device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Tc)
     return token_logprobs(logits_c, targets), mask
+
+
+def shared_prompt_logprobs(
+    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`completion_logprobs` with one forward pass per distinct prompt.
+
+    Distinct prompts are left-padded and run once with the cache on; the cache is index-selected to
+    one row per completion; the right-padded completions then run against it, with positions that
+    continue each prompt's own. Token j of a completion is predicted by the logits before it: the
+    prompt pass's last position for j = 0, the completion pass's position j - 1 after that.
+    """
+    order: dict[tuple[int, ...], int] = {}
+    index = torch.tensor([order.setdefault(tuple(p), len(order)) for p in prompts], dtype=torch.long)
+    uniq = list(order)
+    width = max(len(p) for p in uniq)
+    p_ids = torch.full((len(uniq), width), pad_id, dtype=torch.long)
+    p_attn = torch.zeros((len(uniq), width), dtype=torch.long)
+    for i, p in enumerate(uniq):
+        p_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        p_attn[i, width - len(p):] = 1
+    p_ids, p_attn, index = p_ids.to(device), p_attn.to(device), index.to(device)
+    p_pos = (p_attn.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=p_ids, attention_mask=p_attn, position_ids=p_pos, use_cache=True)
+    cache = out.past_key_values
+    cache.reorder_cache(index)
+    t_c = max(1, max(len(c) for c in completions))
+    c_ids = torch.full((len(completions), t_c), pad_id, dtype=torch.long)
+    for i, c in enumerate(completions):
+        c_ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+    c_ids = c_ids.to(device)
+    lengths = torch.tensor([len(c) for c in completions], device=device)
+    mask = torch.arange(t_c, device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Tc)
+    attn = torch.cat([p_attn[index], mask.long()], dim=1)
+    c_pos = p_pos[index, -1:] + 1 + torch.arange(t_c, device=device).unsqueeze(0)
+    logits = model(input_ids=c_ids, attention_mask=attn, position_ids=c_pos, past_key_values=cache).logits
+    logits = torch.cat([out.logits[:, -1:, :][index], logits[:, :-1, :]], dim=1)  # (B, Tc, V)
+    return token_logprobs(logits, c_ids), mask

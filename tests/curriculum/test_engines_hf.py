@@ -1,18 +1,22 @@
-"""HFEngine on a tiny random Llama: shapes, determinism, greedy, log-probs, stop strings, side effects."""
+"""HFEngine on a tiny random Llama: shapes, determinism, greedy, log-probs, stop strings, side effects.
+
+Every engine test runs for both decoders: "shared" (ours: one prefill per prompt, KV cache repeated
+for its samples, ended rows compacted away) and "hf" (transformers' `generate`).
+"""
 
 import math
 
 import pytest
 import torch
 
-from curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
+from curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams, plan_batches, pick_tokens
 
 PROMPTS = ["12+3=", "what is 7*8?", "a"]
 
 
-@pytest.fixture()
-def engine(tiny_model, tiny_tokenizer):
-    return HFEngine(tiny_model, tiny_tokenizer, batch_size=4)
+@pytest.fixture(params=["shared", "hf"])
+def engine(request, tiny_model, tiny_tokenizer):
+    return HFEngine(tiny_model, tiny_tokenizer, batch_size=4, decode=request.param)
 
 
 def test_shapes_and_protocol(engine):
@@ -96,8 +100,9 @@ def test_global_rng_and_training_mode_are_left_alone(engine, tiny_model):
     tiny_model.eval()
 
 
-def test_batch_size_one_gives_valid_groups(tiny_model, tiny_tokenizer):
-    eng = HFEngine(tiny_model, tiny_tokenizer, batch_size=1)
+@pytest.mark.parametrize("decode", ["shared", "hf"])
+def test_batch_size_one_gives_valid_groups(tiny_model, tiny_tokenizer, decode):
+    eng = HFEngine(tiny_model, tiny_tokenizer, batch_size=1, decode=decode)
     groups = eng.generate(PROMPTS, n=2, sampling=SamplingParams(max_new_tokens=4), seed=0)
     assert [len(g) for g in groups] == [2, 2, 2]
     assert all(math.isfinite(lp) for g in groups for c in g for lp in c.logprobs)
@@ -111,3 +116,47 @@ def test_batch_size_one_gives_valid_groups(tiny_model, tiny_tokenizer):
 def test_bad_sampling_params_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         SamplingParams(**kwargs)
+
+
+@pytest.mark.parametrize("n, batch_size", [(1, 4), (3, 4), (4, 4), (5, 2), (2, 7)])
+def test_shared_decoder_greedy_equals_transformers_generate(tiny_model, tiny_tokenizer, n, batch_size):
+    """Same tokens and (to float tolerance) the same log-probs as `generate`, for any batching."""
+    prompts = PROMPTS + ["Order SO1: 2 x 5 yuan", "退款金额是多少?"]
+    sp = SamplingParams(temperature=0.0, max_new_tokens=9)
+    ours = HFEngine(tiny_model, tiny_tokenizer, batch_size=batch_size).generate(prompts, n, sp, seed=0)
+    ref = HFEngine(tiny_model, tiny_tokenizer, batch_size=batch_size, decode="hf").generate(prompts, n, sp, seed=0)
+    for a, b in zip((c for g in ours for c in g), (c for g in ref for c in g)):
+        assert (a.text, a.token_ids, a.finish_reason) == (b.text, b.token_ids, b.finish_reason)
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+
+
+def test_shared_decoder_ends_rows_at_eos_and_keeps_the_others_going(tiny_model, tiny_tokenizer):
+    """Compaction must not mix rows up: every completion equals its own unbatched greedy decode."""
+    eos = tiny_tokenizer.eos_token_id
+    sp = SamplingParams(temperature=0.0, max_new_tokens=12)
+    prompts = [f"{a}+{b}=" for a in range(6) for b in range(3)]
+    batched = HFEngine(tiny_model, tiny_tokenizer, batch_size=64).generate(prompts, 1, sp, seed=0)
+    single = HFEngine(tiny_model, tiny_tokenizer, batch_size=1).generate(prompts, 1, sp, seed=0)
+    assert [g[0].token_ids for g in batched] == [g[0].token_ids for g in single]
+    for g in batched:
+        assert eos not in g[0].token_ids[:-1]
+
+
+def test_plan_batches_covers_every_sequence_once_in_order():
+    for n_prompts, n, bs in [(5, 3, 4), (5, 3, 9), (3, 10, 4), (7, 1, 3), (1, 1, 1), (4, 4, 4)]:
+        plan = plan_batches(n_prompts, n, bs)
+        flat = [i for idx, copies in plan for i in idx for _ in range(copies)]
+        assert flat == [i for i in range(n_prompts) for _ in range(n)]
+        assert all(len(idx) * copies <= bs for idx, copies in plan)
+
+
+def test_pick_tokens_greedy_nucleus_and_temperature():
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.9], [5.0, 0.0, 0.0, 0.0]])
+    assert pick_tokens(logits, SamplingParams(temperature=0.0)).tolist() == [1, 0]
+    torch.manual_seed(0)
+    tiny_nucleus = SamplingParams(temperature=1.0, top_p=1e-6)
+    assert all(pick_tokens(logits, tiny_nucleus).tolist() == [1, 0] for _ in range(50))
+    torch.manual_seed(0)
+    half = SamplingParams(temperature=1.0, top_p=0.6)  # row 0: tokens 1 and 3 hold ~0.9; 0 and 2 never drawn
+    drawn = {int(pick_tokens(logits, half)[0]) for _ in range(200)}
+    assert drawn == {1, 3}

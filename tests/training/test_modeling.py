@@ -1,0 +1,47 @@
+"""`completion_logprobs`: the shared-prompt forward (one pass per distinct prompt, KV cache repeated
+for its completions) must give the plain padded forward's log-probs, mask and gradients."""
+
+import pytest
+import torch
+
+from training.modeling import completion_logprobs, load_model_and_tokenizer
+
+
+def _batch(tokenizer):
+    enc = lambda s: tokenizer(s).input_ids  # noqa: E731
+    comp = lambda s: tokenizer(s, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]  # noqa: E731
+    prompts = [enc("Copy 7\n")] * 3 + [enc("Copy 12345\n")] * 2 + [enc("x")]
+    comps = [comp("Answer: 7"), comp("7"), comp("Answer: 77777"), comp("Answer: 12345"), comp(""), comp("ok")]
+    return prompts, comps
+
+
+def _run(model, prompts, comps, pad, share):
+    model.zero_grad(set_to_none=True)
+    logp, mask = completion_logprobs(model, prompts, comps, pad, torch.device("cpu"), share_prompts=share)
+    (logp * mask).sum().backward()
+    return logp.detach(), mask, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def test_shared_prompt_forward_equals_the_plain_forward(base_model):
+    model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"))
+    prompts, comps = _batch(tok)
+    plain = _run(model, prompts, comps, tok.pad_token_id, share=False)
+    shared = _run(model, prompts, comps, tok.pad_token_id, share=True)
+    assert torch.equal(plain[1], shared[1])
+    assert plain[1].sum() == sum(len(c) for c in comps)
+    assert torch.allclose(plain[0][plain[1]], shared[0][shared[1]], atol=1e-5)
+    for name, g in plain[2].items():
+        assert torch.isfinite(shared[2][name]).all(), name
+        assert torch.allclose(g, shared[2][name], atol=1e-5, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_logprobs_equal_a_single_unpadded_sequence(base_model, share):
+    model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"), trainable=False)
+    prompts, comps = _batch(tok)
+    logp, mask = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), share_prompts=share)
+    for i, (p, c) in enumerate(zip(prompts, comps)):
+        with torch.no_grad():
+            logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1]
+        want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c)[:, None])[:, 0]
+        assert torch.allclose(logp[i, : len(c)], want, atol=1e-5)
