@@ -3,6 +3,9 @@
 A checkpoint is a directory `step_000050/` holding the model (safetensors + config) and tokenizer in
 Hugging Face format, so `AutoModelForCausalLM.from_pretrained` loads it directly, plus `state.pt`
 (optimizer, LR schedule, sampler state, RNG states, step) and `meta.json` (step, eval metrics).
+With the DeepSpeed backend the optimizer and LR schedule live instead in `deepspeed/` (DeepSpeed's own
+`engine.save_checkpoint` layout: every rank writes its ZeRO optimizer partition there) and `state.pt`
+names that folder; the HF weights are gathered (ZeRO-3) and written by rank 0.
 Every directory is written under a temporary name and renamed into place, so a run killed with
 `kill -9` leaves either the whole checkpoint or none of it; temporary leftovers are ignored and
 cleaned up on the next save.
@@ -60,16 +63,47 @@ def save_pretrained_atomic(model, tokenizer, out_dir: str | Path, extra: dict[st
 
 def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, state: dict, meta: dict) -> Path:
     """Write `run_dir/step_NNNNNN/` with the HF model, `state.pt` (torch-saved `state`) and `meta.json`."""
+    tmp = checkpoint_tmp_dir(run_dir, step)
+    write_checkpoint_files(tmp, step, model, tokenizer, state, meta)
+    return commit_checkpoint(run_dir, tmp, step)
+
+
+def checkpoint_tmp_dir(run_dir: str | Path, step: int) -> Path:
+    """A fresh (removed if left over) temporary directory name for step `step`'s checkpoint.
+
+    Several ranks writing into one checkpoint (DeepSpeed's optimizer partitions) must share the name
+    the main rank picked here; the pid in it is the main rank's.
+    """
+    tmp = Path(run_dir) / f"{_TMP_PREFIX}step_{step:06d}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    return tmp
+
+
+def write_checkpoint_files(tmp: Path, step: int, model, tokenizer, state: dict, meta: dict,
+                           state_dict: dict | None = None) -> None:
+    """The HF model (from `state_dict` when given: gathered ZeRO-3 weights), tokenizer, state.pt, meta.json.
+
+    `state.pt` and `meta.json` are what `list_checkpoints` looks for, but only the rename in
+    `commit_checkpoint` makes the directory visible, so their order inside `tmp` does not matter.
+    """
     import torch
 
-    run_dir = Path(run_dir)
-    final = run_dir / f"step_{step:06d}"
-    tmp = run_dir / f"{_TMP_PREFIX}{final.name}.{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
+    if state_dict is None:
+        model.save_pretrained(tmp, safe_serialization=True)
+    else:
+        model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
     tokenizer.save_pretrained(tmp)
     torch.save(state, tmp / "state.pt")
     (tmp / "meta.json").write_text(json.dumps({"step": step, **meta}, indent=2, sort_keys=True))
+
+
+def commit_checkpoint(run_dir: str | Path, tmp: Path, step: int) -> Path:
+    """Rename a completely written `tmp` to `run_dir/step_NNNNNN/` and clean up leftovers.
+
+    With several ranks, call it on the main rank only and only after every rank has finished
+    writing into `tmp` (a barrier).
+    """
+    final = Path(run_dir) / f"step_{step:06d}"
     _swap_into_place(tmp, final)
     clean_temporaries(run_dir)
     return final
