@@ -85,7 +85,14 @@ class GRPOConfig(_Frozen):
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
     reward_workers: int = Field(2, ge=1, description="Processes that score completions in parallel.")
     rollout: Literal["hf", "vllm"] = Field("hf", description="Rollout engine: in-process HF or vLLM.")
-    backend: Literal["torch", "deepspeed"] = Field("torch", description="Optimizer backend.")
+    backend: Literal["torch", "deepspeed"] = Field(
+        "torch", description="Optimizer backend: torch (one process) or deepspeed (ZeRO data parallel, several GPUs)."
+    )
+    zero_stage: Literal[2, 3] = Field(
+        2,
+        description="DeepSpeed ZeRO stage (backend deepspeed only): 2 partitions optimizer state and gradients; "
+        "3 also the parameters (rank 0 then keeps a full replica for generation).",
+    )
     log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
 
     @model_validator(mode="after")

@@ -7,11 +7,12 @@ How `train_grpo` uses this module when `TrainingConfig.grpo.backend == "deepspee
 `deepspeed --num_gpus N -m flows.cli train ...` or `torchrun --nproc_per_node N ...`):
 
     env = dist_env()                                   # rank / local_rank / world size from the launcher
-    ds_cfg = deepspeed_config(stage=2, micro_batch=mb, grad_accum=ga, lr=g.lr,
+    bind_local_device(device)                          # each rank on its own GPU before models load
+    ds_cfg = deepspeed_config(stage=g.zero_stage, micro_batch=mb, grad_accum=ga, lr=g.lr,
                               world_size=env.world_size, max_grad_norm=g.max_grad_norm)
-    engine, optimizer = init_deepspeed(model, ds_cfg)  # replaces model.to(device) + torch AdamW
-    ...rollouts + rewards; then make rank 0's scored groups the step's batch on every rank:
-    groups = broadcast_from_main(groups)               # equal seeds do not promise equal tokens on GPUs
+    engine, optimizer = init_deepspeed(model, ds_cfg, lr_scheduler=...)  # replaces model.to + AdamW
+    ...rank 0 generates and scores; each refill round's outcome is made the same on every rank:
+    scored = broadcast_from_main(scored)               # equal seeds do not promise equal tokens on GPUs
     advantages are computed per group on the whole batch, THEN:
     padded = pad_for_data_parallel(batch, env.world_size, micro_batch=grad_accum)  # no rank starves
     mine = shard_rows(padded.batch, env.rank, env.world_size)
@@ -22,8 +23,9 @@ How `train_grpo` uses this module when `TrainingConfig.grpo.backend == "deepspee
     engine.backward(loss, scale_wrt_gas=False); engine.step()   # once per micro-batch, exactly grad_accum
                                                        # times per update; scale_wrt_gas=False because the
                                                        # denominator already spans the whole step
-    save_hf_checkpoint(engine, step_dir, tokenizer)     # ALL ranks call it (a collective under ZeRO-3);
-                                                       # only rank 0 writes
+    engine.save_checkpoint(step_dir / "deepspeed")      # ALL ranks: each writes its optimizer partition
+    gathered_state_dict(engine)                        # ALL ranks call it (a collective under ZeRO-3);
+                                                       # only rank 0 gets the tensors and writes HF weights
 
 Padding rows are copies of real rows (so shapes and dtypes are valid) whose loss weight is 0: every
 rank runs the same number of forward/backward passes, so the gradient all-reduce never waits on a rank
@@ -227,15 +229,40 @@ def broadcast_from_main(obj: Any) -> Any:
     return box[0]
 
 
-def check_same_on_all_ranks(value: int, what: str) -> int:
-    """Raise (instead of hanging in NCCL later) when ranks disagree on an integer such as a row count."""
+def barrier() -> None:
+    """Wait for every rank (no-op without torch.distributed)."""
+    if _dist_ready():
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def bind_local_device(device: Any) -> Any:
+    """Make this rank's GPU (LOCAL_RANK) the current CUDA device; returns the device to put tensors on.
+
+    Call it before any model is loaded: `torch.device("cuda")` means the *current* device, which is
+    GPU 0 on every rank until this runs, so a reference model loaded earlier would sit on GPU 0 while
+    the rank's inputs go to its own GPU. CPU devices are returned unchanged.
+    """
+    import torch
+
+    if getattr(device, "type", str(device)) != "cuda":
+        return device
+    local = dist_env().local_rank
+    torch.cuda.set_device(local)
+    return torch.device("cuda", local)
+
+
+def check_same_on_all_ranks(value: Any, what: str) -> Any:
+    """Raise (instead of hanging in NCCL later) when ranks disagree on a small picklable value such as a
+    row count or a checkpoint path."""
     if not _dist_ready():
         return value
     import torch.distributed as dist
 
     seen: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(seen, int(value))
-    if len(set(seen)) != 1:
+    dist.all_gather_object(seen, value)
+    if any(v != seen[0] for v in seen):
         raise RuntimeError(f"ranks disagree on {what}: {seen}; broadcast the step's batch from rank 0 "
                            "(broadcast_from_main) before padding")
     return value
@@ -323,12 +350,14 @@ def _import_deepspeed():
     return deepspeed
 
 
-def init_deepspeed(model: Any, cfg: Mapping[str, Any]) -> tuple[Any, Any]:
+def init_deepspeed(model: Any, cfg: Mapping[str, Any], lr_scheduler: Any = None) -> tuple[Any, Any]:
     """Wrap `model` in a DeepSpeed engine with a torch AdamW optimizer; returns (engine, optimizer).
 
     Initializes torch.distributed if the launcher has not (NCCL on GPU, gloo on CPU). Afterwards call
     `engine(...)` for the forward pass, `engine.backward(loss)` and `engine.step()` (which clips,
     steps, zeroes grads and honours gradient_accumulation_steps); `engine.module` is the HF model.
+    `lr_scheduler`: a callable optimizer -> torch LR scheduler; DeepSpeed steps it at each update
+    boundary and keeps its state in `engine.save_checkpoint`.
     """
     import torch
 
@@ -340,7 +369,8 @@ def init_deepspeed(model: Any, cfg: Mapping[str, Any]) -> tuple[Any, Any]:
     else:
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=opt_args.get("lr", 1e-5), weight_decay=opt_args.get("weight_decay", 0.0))
-    engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_cfg)
+    engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_cfg,
+                                                   lr_scheduler=lr_scheduler)
     return engine, optimizer
 
 

@@ -78,6 +78,10 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     out.mkdir(parents=True, exist_ok=True)
     set_threads(cfg.torch_threads)
     device = pick_device(cfg.device)
+    if g.backend == "deepspeed":
+        from training.distributed import bind_local_device
+
+        device = bind_local_device(device)  # this rank's GPU, before any model is loaded
     torch.manual_seed(seed)
     resume = ckpt.latest_checkpoint(out)
     policy, tokenizer = load_model_and_tokenizer(resume or sft_model, device)
@@ -85,21 +89,21 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     backend = make_backend(policy, g)
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
     sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed, batch_size=g.prompts_per_step)
-    engine = _rollout_engine(g.rollout, backend.module, tokenizer, sft_model, device, cfg)
+    engine = _rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg)
     evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
                            seed=seed, device=device, out=out)
     if resume is not None:
         run = _resume(resume, out, backend, sampler, engine)
     else:
         run = RunState()
-        for stale in ("metrics.jsonl", "evals.jsonl"):
+        for stale in ("metrics.jsonl", "evals.jsonl") if backend.is_main else ():  # rank 0 writes them
             (out / stale).unlink(missing_ok=True)
         evaluate_now(run, 0)  # the SFT baseline, in the same table as every checkpoint
 
     t0, start_step = time.perf_counter(), run.step
     for step in range(run.step, g.steps):
         # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
-        groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step)
+        groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step, dp=backend)
         run.groups_seen += info["groups_seen"]
         run.groups_zero_variance += info["groups_zero_variance"]
         # 2. the policy update on whatever signal the step found
@@ -117,43 +121,59 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
             record = evaluate_now(run, run.step)
             _check_reward_hacking(run, cfg.checkpoint.metric)
-            if backend.is_main:
-                _save(out, run, backend, tokenizer, sampler, record, cfg)
+            _save(out, run, backend, tokenizer, sampler, record, cfg)  # every rank: DeepSpeed's partitions
         if on_progress is not None:
             on_progress(run.step, g.steps, metrics)
 
     seconds = time.perf_counter() - t0
-    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model))
+    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model), write=backend.is_main)
 
 
 def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path) -> dict:
-    """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl."""
+    """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl.
+
+    With several ranks only rank 0 generates (with `backend.generation_module`: under ZeRO-3 its full
+    replica, refreshed here in a collective gather) and its record is broadcast, so every rank keeps
+    the same RunState.
+    """
     from training.eval import evaluate_model
 
-    result = evaluate_model(backend.module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
-    record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
-    run.evals.append(record)
+    backend.sync_generation_module()  # every rank: a collective under ZeRO-3
+    record = None
     if backend.is_main:
+        result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
+        record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
+    record = backend.broadcast(record)
+    run.evals.append(record)
     return record
 
 
 def _resume(path: Path, out: Path, backend, sampler, engine) -> RunState:
     """Restore optimizer, schedule, sampler and RNG from a checkpoint (the policy was loaded from it)."""
     state = ckpt.load_state(path)
-    backend.load_state_dict(state["backend"])
+    backend.load_state_dict(state["backend"], checkpoint_dir=path)  # DeepSpeed: on every rank
     sampler.load_state_dict(state["sampler"])
     ckpt.restore_rng(state["rng"])
     run = RunState(**state["run"])
-    _truncate_jsonl(out / "metrics.jsonl", run.step + 1)  # drop lines of steps after the checkpoint
-    _truncate_jsonl(out / "evals.jsonl", run.step + 1)
+    if backend.is_main:
+        _truncate_jsonl(out / "metrics.jsonl", run.step + 1)  # drop lines of steps after the checkpoint
+        _truncate_jsonl(out / "evals.jsonl", run.step + 1)
+    backend.barrier()
     _sync_weights(engine, backend)
     log.info("resumed from %s at step %d", path, run.step)
     return run
 
 
-def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int) -> tuple[list[Group], dict]:
-    """Sample, score and filter groups until `prompts_per_step` have reward variance (or rounds run out)."""
+def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int,
+                   dp=None) -> tuple[list[Group], dict]:
+    """Sample, score and filter groups until `prompts_per_step` have reward variance (or rounds run out).
+
+    `dp`: the backend when several data-parallel ranks run this together. Only rank 0 generates and
+    scores; each round's token ids, rewards and correct flags are broadcast from it, so every rank
+    reports the same success rates to its sampler (which therefore draws the same ids next round;
+    checked) and keeps the same groups and info. Equal seeds alone do not promise equal tokens on GPUs.
+    """
     from curriculum import SamplingParams
     from training.grpo_math import zero_variance_groups
     from training.modeling import encode_prompt
@@ -162,6 +182,9 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
     import torch
 
     sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)
+    shared = dp is not None and dp.world_size > 1
+    if shared and g.rollout == "hf":
+        dp.sync_generation_module()  # ZeRO-3: refresh rank 0's replica (a collective: every rank)
     kept: list[Group] = []
     seen = zero = n_correct = n_done = tokens = 0
     reward_sum = 0.0
@@ -171,24 +194,33 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
             break
         ids = _draw(sampler, need)
         batch = [tasks[i] for i in ids]
-        outs = engine.generate([t.prompt for t in batch], g.group_size, sampling, seed=_rollout_seed(seed, step, rnd))
-        texts = [[c.text for c in grp] for grp in outs]
-        verdicts = score_groups(batch, texts, g.reward_workers)
-        parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
-        rewards = torch.tensor([[p.total for p in grp] for grp in parts], dtype=torch.float32)  # (P, G)
-        correct = [[v.status == "correct" for v in vg] for vg in verdicts]
+        scored = None  # per prompt: completion token ids, rewards, correct flags
+        if not shared or dp.is_main:
+            outs = engine.generate([t.prompt for t in batch], g.group_size, sampling, seed=_rollout_seed(seed, step, rnd))
+            texts = [[c.text for c in grp] for grp in outs]
+            verdicts = score_groups(batch, texts, g.reward_workers)
+            parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
+            scored = ([[list(c.token_ids) for c in grp] for grp in outs], [[p.total for p in grp] for grp in parts],
+                      [[v.status == "correct" for v in vg] for vg in verdicts])
+        if shared:
+            main_ids, scored = dp.broadcast((ids, scored))
+            if main_ids != ids:
+                raise RuntimeError(f"step {step} round {rnd}: this rank's sampler drew {ids[:4]}..., rank 0's drew "
+                                   f"{main_ids[:4]}...; the samplers diverged (different tiers or seed per rank?)")
+        comp_ids, reward_rows, correct = scored
+        rewards = torch.tensor(reward_rows, dtype=torch.float32)  # (P, G)
         sampler.report(ids, [sum(c) / len(c) for c in correct])  # online re-tiering
         flat = zero_variance_groups(rewards).tolist()
-        for t, grp, r, c, is_zero in zip(batch, outs, rewards.tolist(), correct, flat):
+        for t, grp, r, c, is_zero in zip(batch, comp_ids, rewards.tolist(), correct, flat):
             seen += 1
             n_correct += sum(c)
             n_done += len(c)
             reward_sum += sum(r)
-            tokens += sum(len(x.token_ids) for x in grp)
+            tokens += sum(len(x) for x in grp)
             if is_zero and g.filter_zero_variance:
                 zero += 1
                 continue
-            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt), [list(x.token_ids) for x in grp], r, c))
+            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt), grp, r, c))
     kept = kept[: g.prompts_per_step]
     info = {"groups_seen": seen, "groups_zero_variance": zero, "groups_used": len(kept),
             "zero_variance_fraction": zero / max(1, seen), "reward_mean": reward_sum / max(1, n_done),
@@ -279,11 +311,14 @@ def _check_reward_hacking(run: RunState, metric: str) -> None:
 
 
 def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, cfg: TrainingConfig) -> None:
+    """Every rank calls this: DeepSpeed writes each rank's optimizer partition; rank 0 writes the rest."""
     state = {"backend": backend.state_dict(), "sampler": sampler.state_dict(), "rng": ckpt.capture_rng(),
              "run": run.__dict__}
-    ckpt.save_checkpoint(out, run.step, backend.module, tokenizer, state, {"eval": record})
-    c = cfg.checkpoint
-    ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric)
+    backend.save_checkpoint(out, run.step, tokenizer, state, {"eval": record})
+    if backend.is_main:
+        c = cfg.checkpoint
+        ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric)
+    backend.barrier()  # no rank runs ahead while old checkpoints are being removed
 
 
 def _truncate_jsonl(path: Path, below_step: int) -> None:
@@ -291,10 +326,10 @@ def _truncate_jsonl(path: Path, below_step: int) -> None:
     ckpt.atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path) -> dict:
+def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path,
+            write: bool = True) -> dict:
     final = ckpt.latest_checkpoint(out) or sft_model  # grpo.steps == 0: the SFT model is the result
     best = ckpt.best_checkpoint(out, cfg.checkpoint.metric) or final
-    plot_curves(read_jsonl(out / "metrics.jsonl"), run.evals, out / "curves.png")
     summary = {
         "final_checkpoint": str(final) if final else None,
         "best_checkpoint": str(best) if best else None,
@@ -307,5 +342,7 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
         "steps_per_second": steps_done / seconds if seconds > 0 else None,
         "warnings": run.warnings,
     }
-    ckpt.atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
+    if write:  # rank 0 only with several ranks
+        plot_curves(read_jsonl(out / "metrics.jsonl"), run.evals, out / "curves.png")
+        ckpt.atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
     return summary

@@ -1,0 +1,73 @@
+"""One rank of `train_grpo` with `backend: deepspeed` on 2 gloo ranks (torchrun, CPU), on the copy task.
+
+    ds_loop_worker.py SFT_DIR OUT_DIR KILL_AFTER_STEP STAGE RECORD_JSON   (KILL_AFTER_STEP 0 = never)
+
+Each rank writes RECORD_JSON.rank<N>: its metrics per step without the rank-local loss statistics, every
+`sampler.report` call, how many times the rollout engine generated, and the run's evals. With
+KILL_AFTER_STEP > 0 every rank SIGKILLs itself right after that step (torchrun then stops the job),
+as a crashed multi-GPU run would. DS_LOOP_DEVICE=cuda runs it on GPUs (bench/gpu_smoke.py --loop).
+"""
+
+import importlib.util
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+spec = importlib.util.spec_from_file_location("toy_conftest", HERE.parent / "training" / "conftest.py")
+toy = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(toy)
+
+RANK_LOCAL = {"loss", "clip_fraction", "kl"}  # statistics of this rank's shard only
+
+
+def main() -> None:
+    from curriculum import CurriculumConfig, HFEngine, StratifiedSampler
+    from training.config import EvalConfig
+    from training.grpo import train_grpo
+    from verifiers import RewardConfig
+
+    sft, out, kill_after, stage, record_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    rank = int(os.environ.get("RANK", "0"))
+    record = {"metrics": [], "reports": [], "generate_calls": 0}
+
+    report = StratifiedSampler.report
+
+    def recording_report(self, ids, rates):
+        record["reports"].append([list(ids), [float(r) for r in rates]])
+        return report(self, ids, rates)
+
+    generate = HFEngine.generate
+
+    def counting_generate(self, *args, **kwargs):
+        record["generate_calls"] += 1
+        return generate(self, *args, **kwargs)
+
+    StratifiedSampler.report = recording_report
+    if stage == 3:  # partition even this tiny model's parameters (the template keeps small ones whole)
+        sys.path.insert(0, str(HERE))
+        from ds_backend_worker import zero3_threshold_zero
+
+        zero3_threshold_zero()
+    HFEngine.generate = counting_generate
+    device = os.environ.get("DS_LOOP_DEVICE", "cpu")  # bench/gpu_smoke.py sets cuda
+    cfg = toy.training_cfg(device=device, grpo={"steps": 5, "backend": "deepspeed", "zero_stage": stage, "grad_accum": 2},
+                           checkpoint={"every": 2, "keep_last": 3})
+
+    def progress(step, total, metrics):
+        record["metrics"].append({k: v for k, v in metrics.items() if k not in RANK_LOCAL})
+        Path(f"{record_path}.rank{rank}").write_text(json.dumps(record))
+        if step == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    result = train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
+                        toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+                        out, seed=3, on_progress=progress)
+    record["evals"] = result["evals"]
+    Path(f"{record_path}.rank{rank}").write_text(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
