@@ -13,8 +13,11 @@ Run (see bench/gpu_smoke.sh for the wrapper that checks the environment first):
 
 The reward is a stand-in (the fraction of even token ids in a completion): a random model never
 solves arithmetic, so a verifier would give all-zero groups and a zero loss. The stand-in gives every
-group reward variance, which is what exercises the advantage and loss path. Left out: vLLM rollouts,
-ZeRO-3 generation, checkpoint writing.
+group reward variance, which is what exercises the advantage and loss path. Left out here: vLLM
+rollouts. `--loop` then runs the whole `train_grpo` loop with the DeepSpeed backend on the copy-task toy
+(`tests/training_scale/ds_loop_worker.py`, as the CPU test does on 2 gloo ranks) with ZeRO-2 and ZeRO-3
+on the GPUs: rank-0 rollouts and eval broadcast, grad_accum 2, per-rank checkpoints, kill after step 3
+and resume; it checks the ranks agree and the resumed run ends at the uninterrupted run's weights.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--deepspeed", choices=["auto", "on", "off"], default="auto",
                    help="auto: run the ZeRO-2 phase when deepspeed imports; on: fail if it does not")
     p.add_argument("--nproc", type=int, default=0, help="ZeRO-2 ranks (0: all GPUs; 2 on CPU)")
+    p.add_argument("--loop", choices=["auto", "on", "off"], default="auto",
+                   help="the train_grpo loop on the DeepSpeed backend (ZeRO-2 and 3, kill + resume); "
+                        "auto: when deepspeed imports")
     p.add_argument("--ds-child", action="store_true", help=argparse.SUPPRESS)
     # The deepspeed launcher appends --local_rank=N; the rank is read from the environment instead.
     p.add_argument("--local_rank", "--local-rank", type=int, default=-1, help=argparse.SUPPRESS)
@@ -232,6 +238,56 @@ def launch_zero2(args: argparse.Namespace, argv: list[str]) -> int:
     return subprocess.run(cmd, env=env, timeout=900).returncode
 
 
+def check_loop(args: argparse.Namespace) -> int:
+    """train_grpo with backend deepspeed on the copy-task toy, ZeRO-2 then ZeRO-3; 0 when all checks pass."""
+    import importlib.util
+    import tempfile
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("toy_conftest", REPO / "tests" / "training" / "conftest.py")
+    toy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(toy)
+    from safetensors.torch import load_file
+
+    from training.sft import run_sft
+    from training.tiny_model import build_tiny_model
+
+    n = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
+    worker = REPO / "tests" / "training_scale" / "ds_loop_worker.py"
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "DS_LOOP_DEVICE": args.device, "OMP_NUM_THREADS": "1"}
+    if args.device == "cpu":
+        env["DS_ACCELERATOR"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix="gpu_smoke_loop_") as tmp:
+        root = Path(tmp)
+        base = build_tiny_model(toy.corpus(), root / "base", seed=0, dims=toy.TINY)
+        sft = run_sft(base, toy.copy_rows(200, 1), toy.training_cfg(), root / "sft", seed=0)
+        for stage in (2, 3):
+            def launch(out: str, kill_after: int) -> int:
+                cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), str(worker),
+                       str(sft), str(root / f"z{stage}_{out}"), str(kill_after), str(stage), str(root / f"z{stage}_{out}.json")]
+                t0 = time.perf_counter()
+                rc = subprocess.run(cmd, env=env, timeout=900).returncode
+                print(f"[loop] ZeRO-{stage} {out} (kill after {kill_after}): rc {rc}, {time.perf_counter() - t0:.0f} s", flush=True)
+                return rc
+            if launch("straight", 0) != 0 or launch("killed", 3) == 0 or launch("killed", 0) != 0:
+                print(f"[loop] ZeRO-{stage}: a launch failed (see above)", file=sys.stderr)
+                return 5
+            recs = [json.loads(Path(f"{root / f'z{stage}_straight.json'}.rank{r}").read_text()) for r in range(n)]
+            a = load_file(root / f"z{stage}_straight" / "step_000005" / "model.safetensors")
+            b = load_file(root / f"z{stage}_killed" / "step_000005" / "model.safetensors")
+            diff = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+            agree = all(r["metrics"] == recs[0]["metrics"] and r["reports"] == recs[0]["reports"]
+                        and r["evals"] == recs[0]["evals"] for r in recs)
+            only_main = recs[0]["generate_calls"] > 0 and all(r["generate_calls"] == 0 for r in recs[1:])
+            print(f"[loop] ZeRO-{stage}: ranks agree {agree}, rank 0 alone generates {only_main}, "
+                  f"resumed vs straight max weight diff {diff:.2e}", flush=True)
+            if not (agree and only_main and diff < 1e-2):  # bf16 on GPU; fp32 CPU runs match exactly
+                return 5
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -249,14 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import deepspeed  # noqa: F401
     except ImportError as exc:
-        if args.deepspeed == "on":
+        if args.deepspeed == "on" or args.loop == "on":
             print(f"--deepspeed on but deepspeed does not import ({exc}); pip install 'rlvrflow[gpu]'", file=sys.stderr)
             return 3
         print(f"[zero2] skipped: deepspeed does not import ({exc})", flush=True)
         return 0
     if args.deepspeed == "off":
         return 0
-    return launch_zero2(args, argv)
+    rc = launch_zero2(args, argv)
+    if rc != 0 or args.loop == "off":
+        return rc
+    return check_loop(args)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # GPU smoke test of the GRPO step at real model size (a random Qwen2-0.5B-sized model, no downloads),
-# single GPU first, then ZeRO-2 on every visible GPU when deepspeed imports. ~1-2 min on one H200.
+# single GPU first, then ZeRO-2 on every visible GPU when deepspeed imports (~1-2 min on one H200), then
+# (--loop, default auto) the train_grpo loop on the DeepSpeed backend, ZeRO-2 and 3, with a kill and resume:
+# the rank-0 rollout/eval broadcast, grad_accum and per-rank checkpoints, as tested on CPU (~5 min more).
 # Prints rollout/train tokens/s, peak memory and losses; exits non-zero on NaN/inf or any error.
 #
 # On the GPU machine, from the repository root (needs python with a CUDA torch; vLLM is not used):
@@ -64,4 +66,4 @@ print(f"[gpu_smoke] torch {torch.__version__}, cuda available: {torch.cuda.is_av
       f"gpus: {torch.cuda.device_count()}, deepspeed: {importlib.util.find_spec('deepspeed') is not None}")
 EOF
 
-exec timeout 900 "$PY" bench/gpu_smoke.py "$@"
+exec timeout 1500 "$PY" bench/gpu_smoke.py "$@"
