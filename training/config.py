@@ -145,7 +145,7 @@ class EvalConfig(_Frozen):
     max_new_tokens: int = Field(24, ge=1, description="Completion length cap.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
-    max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all), chosen by id order.")
+    max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, lowest ids first.")
     workers: int = Field(2, ge=1, description="Processes that score completions.")
 
     @model_validator(mode="after")

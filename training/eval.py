@@ -31,9 +31,24 @@ def _percentile(values: list[int], q: float) -> float:
 
 
 def select_eval_tasks(eval_df, cfg: EvalConfig) -> list[Task]:
-    """Eval tasks in id order, at most `cfg.max_prompts` of them (0 = all)."""
+    """Eval tasks in id order; with `cfg.max_prompts`, a subset that keeps the categories' shares.
+
+    Ids often carry their source's prefix, so the first N ids can be one source's categories only;
+    instead each category gets its proportional share of max_prompts (largest remainders first, ties
+    by category name), filled with its lowest ids. No randomness: the same rows give the same subset.
+    """
     tasks = sorted(tasks_from_df(eval_df), key=lambda t: t.id)
-    return tasks[: cfg.max_prompts] if cfg.max_prompts else tasks
+    if not cfg.max_prompts or cfg.max_prompts >= len(tasks):
+        return tasks
+    by_cat: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_cat.setdefault(t.category, []).append(t)
+    exact = {c: cfg.max_prompts * len(ts) / len(tasks) for c, ts in by_cat.items()}
+    take = {c: int(x) for c, x in exact.items()}
+    for c in sorted(exact, key=lambda c: (-(exact[c] - take[c]), c))[: cfg.max_prompts - sum(take.values())]:
+        take[c] += 1
+    chosen = {t.id for c, ts in by_cat.items() for t in ts[: take[c]]}
+    return [t for t in tasks if t.id in chosen]
 
 
 def summarize(tasks: list[Task], greedy: list, sampled: list[list], lengths: list[int], k: int) -> dict:

@@ -62,6 +62,24 @@ def test_max_prompts_takes_the_first_ids(toy):
     assert [t.id for t in tasks] == ["train-0000", "train-0001", "train-0002"]
 
 
+def test_max_prompts_keeps_each_categorys_share(toy):
+    """Ids sorted by source prefix must not crowd out the later categories."""
+    import polars as pl
+
+    a = toy.copy_rows(60, 0).with_columns(pl.lit("a").alias("category"), ("a-" + pl.col("id")).alias("id"))
+    b = toy.copy_rows(30, 1).with_columns(pl.lit("b").alias("category"), ("b-" + pl.col("id")).alias("id"))
+    c = toy.copy_rows(10, 2).with_columns(pl.lit("c").alias("category"), ("c-" + pl.col("id")).alias("id"))
+    rows = pl.concat([c, a, b])
+    tasks = select_eval_tasks(rows, EvalConfig(max_prompts=20))
+    counts = {k: sum(t.category == k for t in tasks) for k in "abc"}
+    assert counts == {"a": 12, "b": 6, "c": 2}
+    assert [t.id for t in tasks] == sorted(t.id for t in tasks)
+    assert [t.id for t in tasks if t.category == "c"] == ["c-train-0000", "c-train-0001"]
+    odd = select_eval_tasks(rows, EvalConfig(max_prompts=7))  # 4.2 / 2.1 / 0.7: the remainder goes to c
+    assert len(odd) == 7 and {k: sum(t.category == k for t in odd) for k in "abc"} == {"a": 4, "b": 2, "c": 1}
+    assert select_eval_tasks(rows, EvalConfig(max_prompts=20)) == tasks
+
+
 def test_evaluate_a_saved_model_is_deterministic(sft_model, toy):
     rows = toy.copy_rows(12, 3, split="eval")
     cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12, workers=1)
