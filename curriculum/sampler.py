@@ -38,7 +38,7 @@ import numpy as np
 
 from curriculum.config import TIERS, CurriculumConfig
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("rlvrflow.curriculum")
 
 Cell = tuple[str, str]  # (category, tier)
 LOG_KEEP = 500

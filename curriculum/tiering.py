@@ -22,7 +22,7 @@ from curriculum.engines import RolloutEngine, SamplingParams
 from curriculum.passk import pass_at_k_array
 from curriculum.report import tier_report
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("rlvrflow.curriculum")
 
 CORRECT_MIN = 1.0 - 1e-9
 TIER_COLUMNS = ("n_samples", "n_correct", "pass_at_1", "pass_at_k", "tier")

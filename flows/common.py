@@ -5,6 +5,7 @@ the Prefect layer) but keep torch, polars and Great Expectations inside tasks.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,10 +55,26 @@ def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
     return new
 
 
+LIBRARY_LOGGER = "rlvrflow"
+
+
+def route_library_logs(level: int = logging.INFO) -> None:
+    """Let the libraries' lines (rlvrflow.training, rlvrflow.curriculum, ...) reach the run's logs.
+
+    Prefect forwards the loggers named in PREFECT_LOGGING_EXTRA_LOGGERS (`rlvrflow`: set by
+    `rlvrflow run` and by prefect.yaml's job env) to the API; this sets what level they send.
+    """
+    lib = logging.getLogger(LIBRARY_LOGGER)
+    if lib.level == logging.NOTSET or lib.level > level:
+        lib.setLevel(level)
+
+
 def load_run_spec(spec_path: str | Path, smoke: bool = False, runner: str | None = None,
                   overrides: dict[str, Any] | None = None) -> DomainSpec:
     """The spec a run uses: the file, then the smoke budget, a task-runner override and the caller's
-    dotted-path overrides (e.g. {"training.grpo.steps": 20}), in that order."""
+    dotted-path overrides (e.g. {"training.grpo.steps": 20}), in that order. Every flow starts here,
+    so this is also where the libraries' log lines are routed to the run's logs."""
+    route_library_logs()
     spec = load_spec(spec_path)
     changes: dict[str, Any] = dict(SMOKE_OVERRIDES) if smoke else {}
     if runner:

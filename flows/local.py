@@ -16,6 +16,9 @@ PREFECT_ENV_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "PREFECT_LOGGING_LEVEL": "WARNING",
+    # the libraries log under "rlvrflow.*" (SFT/GRPO progress, sampler fallbacks, re-tiering): Prefect
+    # sends the loggers named here to the run's logs in the UI; flows.common sets their level to INFO
+    "PREFECT_LOGGING_EXTRA_LOGGERS": "rlvrflow",
 }
 
 

@@ -72,7 +72,8 @@ def prefect_harness(tmp_path_factory):
     """One temporary Prefect API (SQLite) for the in-process flow tests, results kept in a temp folder."""
     home = tmp_path_factory.mktemp("prefect-home")
     os.environ.update(PREFECT_HOME=str(home), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                      PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
+                      PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
+                      PREFECT_LOGGING_EXTRA_LOGGERS="rlvrflow")  # as `rlvrflow run` and prefect.yaml set it
     import prefect.main  # noqa: F401  configures Prefect's log handlers now, on pytest's session-long
     # stderr; first imported inside a test using capsys, they would keep that test's closed stream
     from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
@@ -81,6 +82,20 @@ def prefect_harness(tmp_path_factory):
     with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: home / "results"}):
         with prefect_test_harness(server_startup_timeout=120):
             yield
+
+
+@pytest.fixture
+def read_logs():
+    """read_logs(): (logger name, message) of every log line the current Prefect API holds."""
+    from prefect.client.orchestration import get_client
+    from prefect.logging.handlers import APILogWorker
+
+    def read() -> list[tuple[str, str]]:
+        APILogWorker.drain_all(timeout=10)  # lines are sent in batches by a background worker
+        with get_client(sync_client=True) as client:
+            return [(log.name, log.message) for log in client.read_logs(limit=200)]
+
+    return read
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def test_run_missing_sources_fails_with_the_stage_and_fix(prefect_harness, toy_s
 
 
 @pytest.mark.slow
-def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path, capsys, read_artifact):
+def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path, capsys, read_artifact, read_logs):
     out = tmp_path / "out"
     assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
     first = capsys.readouterr().out
@@ -99,6 +99,9 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     assert evals[0]["model"] == "sft" and len(evals) >= 2 and "delta_pass_at_1_greedy" in evals[1]
     assert "GRPO reward_mean" in read_artifact("toy-reward-curve").data
     assert read_artifact("toy-grpo-progress").data == 100.0
+    # the libraries' own lines reach the run's logs (the UI's log tab), not only the terminal
+    lines = read_logs()
+    assert any(name == "rlvrflow.training" and "sft step" in msg for name, msg in lines), lines[:20]
 
     assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
     second = capsys.readouterr().out
