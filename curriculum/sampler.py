@@ -18,7 +18,10 @@ How a batch is drawn
 - Fallback when a cell runs dry (no prompts: `cell_empty`; all recently drawn: `cell_in_window`):
   its slots are borrowed from other cells with positive weight, in the order of `cfg.fallback`
   (`category_first`: the same category's other tiers by weight, then the same tier elsewhere, then
-  the rest; `tier_first`: the same tier elsewhere first). If no cell has an eligible prompt left,
+  the rest; `tier_first`: the same tier elsewhere first). When re-tiering has emptied every cell with
+  a positive weight (e.g. the model mastered all learnable prompts and too_easy has weight 0), the
+  zero-weight tiers of the weighted categories are drawn from instead (`weighted_tiers_empty`), so
+  training goes on and those prompts can be re-tiered back. If no cell has an eligible prompt left,
   `cfg.when_exhausted` decides: `relax_window` reuses the least recently drawn ids
   (`dedup_window_relaxed`), `short_batch` returns fewer ids (`short_batch`). Every event is counted
   in `fallback_counts` and kept (the last 500) in `fallback_log` with the batch number and reason.
@@ -86,6 +89,7 @@ class StratifiedSampler:
             sizes = Counter(self.category.values())
             cat_w = {c: float(sizes[c]) for c in self.categories}
         total = sum(cat_w.values())
+        self.category_share = {c: (cat_w[c] / total if total > 0 else 0.0) for c in self.categories}
         if total <= 0:
             raise ValueError(
                 f"curriculum.category_weights gives every train category ({self.categories}) weight 0; "
@@ -125,6 +129,8 @@ class StratifiedSampler:
         for cell, missing, reason in short:
             filled = self._borrow(cell, missing, blocked, taken, taken_set)
             self._event(cell, reason, missing, filled)
+        if len(taken) < size and not any(self.members[c] for c in self.cells if self.weights[c] > 0):
+            self._spare_tiers(size - len(taken), blocked, taken, taken_set)
         if len(taken) < size:
             self._exhausted(size - len(taken), taken, taken_set)
         for pid in taken:
@@ -185,6 +191,18 @@ class StratifiedSampler:
             if not missing:
                 break
         return dict(filled)
+
+    def _spare_tiers(self, missing: int, blocked, taken: list[str], taken_set: set[str]) -> None:
+        """Every weighted cell is empty: draw from the zero-weight tiers of the weighted categories."""
+        filled: Counter[str] = Counter()
+        spare = [c for c in self.cells if self.weights[c] == 0 and self.category_share[c[0]] > 0]
+        for cell in spare:
+            while missing and (pid := self._draw(cell, blocked, taken_set)) is not None:
+                taken.append(pid)
+                taken_set.add(pid)
+                filled[f"{cell[0]}/{cell[1]}"] += 1
+                missing -= 1
+        self._event(None, "weighted_tiers_empty", sum(filled.values()) + missing, dict(filled))
 
     def _exhausted(self, missing: int, taken: list[str], taken_set: set[str]) -> None:
         """No eligible prompt anywhere: relax the dedup window (least recently drawn first) or stay short."""

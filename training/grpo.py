@@ -193,6 +193,8 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
         if need <= 0:
             break
         ids = _draw(sampler, need)
+        if not ids:  # the sampler had nothing eligible (when_exhausted: short_batch); its log says why
+            break
         batch = [tasks[i] for i in ids]
         scored = None  # per prompt: completion token ids, rewards, correct flags
         if not shared or dp.is_main:

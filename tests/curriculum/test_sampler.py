@@ -136,6 +136,22 @@ def test_exhausted_pool_can_return_short_batches():
     assert s.fallback_counts["short_batch"] == 1
 
 
+def test_mastered_pool_falls_back_to_zero_weight_tiers_of_weighted_categories():
+    """Re-tiering can empty every weighted cell (all learnable prompts solved): keep drawing, say why."""
+    df = pool({("a", "learnable"): 6, ("b", "learnable"): 6})
+    cfg = CurriculumConfig(dedup_window=0, retier_window=1, category_weights={"a": 1.0},
+                           weights={"learnable": 1, "too_hard": 0, "too_easy": 0})
+    s = StratifiedSampler(df, cfg, seed=0, batch_size=3)
+    for _ in range(2):
+        ids = s.next_batch()
+        s.report(ids, [1.0] * len(ids))  # solved: each moves to too_easy
+    assert s.tier_counts()["learnable"] == 6  # category b's six, never drawn (weight 0)
+    later = draw(s, 3)
+    assert all(len(b) == 3 for b in later)
+    assert all(p.startswith("a-") for b in later for p in b)  # b stays excluded
+    assert s.fallback_counts["weighted_tiers_empty"] == 3
+
+
 def test_category_weights_override_sizes_and_zero_excludes():
     df = pool({("a", "learnable"): 90, ("b", "learnable"): 30, ("c", "learnable"): 30})
     cfg = CurriculumConfig(category_weights={"a": 1.0, "b": 1.0}, weights={"learnable": 1, "too_hard": 0, "too_easy": 0})

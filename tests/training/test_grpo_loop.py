@@ -81,6 +81,17 @@ def test_refill_is_bounded_and_filtering_can_be_off(toy, tokenizer):
     assert [grp.task_id for grp in groups] == ["p0", "p2"] and info["groups_zero_variance"] == 0
 
 
+def test_an_empty_draw_ends_the_rounds_instead_of_failing(toy, tokenizer):
+    """A short_batch sampler can return no ids at all: the step has no groups, nothing crashes."""
+    tasks = _digit_tasks(toy, [0, 1])
+    g = GRPOConfig(prompts_per_step=2, group_size=2, max_refill_rounds=2, reward_workers=1)
+    sampler = ListSampler(["p0", "p2"][:1])  # one zero-variance prompt, then nothing
+    groups, info = collect_groups(DigitEngine(), sampler, tasks, tokenizer, g, RewardConfig(), 0, 0)
+    assert groups == [] and info["groups_seen"] == 1 and info["groups_zero_variance"] == 1
+    groups, info = collect_groups(DigitEngine(), ListSampler([]), tasks, tokenizer, g, RewardConfig(), 0, 1)
+    assert groups == [] and info["groups_seen"] == 0 and info["zero_variance_fraction"] == 0.0
+
+
 def _metrics(out):
     return [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
 
