@@ -47,6 +47,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"], help="default: the spec's")
     p.add_argument("--sft", default=None, help="an existing SFT model directory (with --split: skip the stages)")
     p.add_argument("--split", default=None, help="a folder holding train.parquet and eval.parquet (with --sft)")
+    p.add_argument("--set", action="append", default=[], metavar="A.B=V",
+                   help="override a spec value, e.g. curriculum.n_samples=8 (repeatable)")
     return p.parse_args()
 
 
@@ -73,12 +75,15 @@ def tiered_pool(paths: dict, spec, pool_size: int, seed: int, root: Path):
     train = pl.read_parquet(paths["train"]).sort("id")
     if 0 < pool_size < train.height:
         train = train.sample(n=pool_size, seed=seed).sort("id")
-    out = root / f"tiers_pool{pool_size}_seed{seed}"
+    c = spec.curriculum
+    out = root / f"tiers_pool{pool_size}_seed{seed}_n{c.n_samples}"
     cached = out / "tiers.parquet"
     if cached.exists():
         tiers = pl.read_parquet(cached)
         if sorted(tiers["id"].to_list()) == train["id"].to_list():
-            return tiers
+            # the cached counts are reused; the tier labels follow this run's boundaries
+            labels = [c.boundaries.tier_of(n_ok / n) for n_ok, n in zip(tiers["n_correct"], tiers["n_samples"])]
+            return tiers.with_columns(pl.Series("tier", labels))
     t0 = time.perf_counter()
     tiers = tier_to_dir(train, paths["sft"], spec.curriculum, out, seed, device="cpu", workers=2)
     print(f"[bench] tiered {train.height} prompts in {time.perf_counter() - t0:.0f} s -> {out}", flush=True)
@@ -158,6 +163,10 @@ def main() -> int:
 
         torch.set_num_threads(args.threads)
     spec = load_spec(args.spec)
+    if args.set:
+        from demo_target import _override
+
+        spec = _override(spec, args.set)
     seed = spec.training.seed if args.seed is None else args.seed
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
