@@ -12,13 +12,15 @@ held-out pass@1 (sampled) before and after, and the gain per 1,000 rollouts; the
 zero-variance fractions against the goal (curriculum <= 1/3 of uniform).
 
 The data and SFT model come from the flows' cached stages (prepare, attach, split, sft) under --root,
-built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. A seeded subset of
---pool train prompts is tiered with `curriculum.tier_to_dir` (the spec's n_samples, k, boundaries)
-and cached; both arms sample from that same pool. Offline tiering costs n_samples rollouts per pool
+built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The train split (or a
+seeded subset of --pool prompts) is tiered with `curriculum.tier_to_dir` (the spec's n_samples, k,
+boundaries; about a minute for the retail split's 2,303 prompts x 8) and cached; both arms sample
+from that same pool. Offline tiering costs n_samples rollouts per pool
 prompt once; that cost is printed too, apart from the GRPO budget that the comparison holds equal.
 
     .venv/bin/python bench/curriculum_zero_variance.py                  # defaults: 30 steps, 8 x 8
-    .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200
+    .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200 --seed 1
+    .venv/bin/python bench/curriculum_zero_variance.py --set curriculum.n_samples=4 --weights 0.8,0.1,0.1
     .venv/bin/python bench/curriculum_zero_variance.py --sft runs/demo/.../sft --split runs/demo/.../split
 """
 
@@ -41,7 +43,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=None, help="default: the spec's grpo.group_size")
     p.add_argument("--eval-prompts", type=int, default=96, help="held-out prompts for the pass@1 before/after")
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
-    p.add_argument("--pool", type=int, default=480, help="train prompts to tier and sample from (0 = all)")
+    p.add_argument("--pool", type=int, default=0, help="train prompts to tier and sample from (0 = the whole train split)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     p.add_argument("--weights", default=None, help="tier weights learnable,too_hard,too_easy (default: the spec's)")
     p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"], help="default: the spec's")
