@@ -41,16 +41,34 @@ def _input_key(base_model: Path, pairs: list[tuple[str, str]], cfg: SFTConfig, s
     return h.hexdigest()[:16]
 
 
-def _encode(tokenizer, pairs, max_length: int) -> list[tuple[list[int], list[int]]]:
+def _encode(tokenizer, pairs, max_length: int) -> tuple[list[tuple[list[int], list[int]]], dict]:
+    """Token pairs cut to max_length (the prompt loses its start first), and how much was cut."""
     from training.modeling import encode_completion, encode_prompt
 
-    encoded = []
+    encoded, cut = [], {"prompts_truncated": 0, "solutions_truncated": 0, "longest_prompt_tokens": 0}
     for prompt, solution in pairs:
-        c = encode_completion(tokenizer, solution, add_eos=True)[:max_length - 1]
+        full = encode_completion(tokenizer, solution, add_eos=True)
+        c = full[:max_length - 1]
         p = encode_prompt(tokenizer, prompt)
         keep = max_length - len(c)
+        cut["solutions_truncated"] += len(c) < len(full)
+        cut["prompts_truncated"] += len(p) > keep
+        cut["longest_prompt_tokens"] = max(cut["longest_prompt_tokens"], len(p))
         encoded.append((p[-keep:] if len(p) > keep else p, c))
-    return encoded
+    return encoded, cut
+
+
+def _warn_if_cut(cut: dict, n_rows: int, max_length: int) -> None:
+    """SFT that never sees a prompt's start (or its later positions) is asked to answer it in full later."""
+    if cut["prompts_truncated"]:
+        log.warning(
+            "training.sft.max_length=%d cut the start of %d of %d prompts (longest prompt %d tokens): the model "
+            "is trained without those prompts' first tokens and positions but sees them whole at tiering, GRPO "
+            "and eval, where it tends to answer them with noise. Raise training.sft.max_length to about %d if "
+            "those rows matter (costs SFT time only for the long rows' batches).",
+            max_length, cut["prompts_truncated"], n_rows, cut["longest_prompt_tokens"],
+            cut["longest_prompt_tokens"] + 64,
+        )
 
 
 def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int) -> Path:
@@ -76,7 +94,8 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     device = pick_device(cfg.device)
     torch.manual_seed(seed)
     model, tokenizer = load_model_and_tokenizer(base_model, device)
-    data = _encode(tokenizer, pairs, sc.max_length)
+    data, cut = _encode(tokenizer, pairs, sc.max_length)
+    _warn_if_cut(cut, len(data), sc.max_length)
     opt = torch.optim.AdamW(model.parameters(), lr=sc.lr, weight_decay=sc.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
     t0, lines, loss_val = time.perf_counter(), [], None
@@ -96,7 +115,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     model.eval()
     stats = {
         "rows_in": len(pairs) + skipped, "rows_used": len(pairs), "skipped_empty_solution": skipped,
-        "steps": steps, "final_loss": loss_val, "seconds": round(time.perf_counter() - t0, 2),
+        "steps": steps, "final_loss": loss_val, "seconds": round(time.perf_counter() - t0, 2), **cut,
         "input_key": key, "base_model": str(base_model),
     }
     save_pretrained_atomic(model, tokenizer, out, extra={"sft_metrics.jsonl": "\n".join(lines) + "\n"})
@@ -141,6 +160,6 @@ def sft_loss(model_path: str | Path, train_df, max_length: int = 512, device: st
     dev = torch.device(device)
     model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)
     pairs, _ = sft_examples(train_df)
-    data = _encode(tokenizer, pairs, max_length)
+    data, _ = _encode(tokenizer, pairs, max_length)
     with torch.no_grad():
         return float(_batch_loss(model, data, tokenizer.pad_token_id, dev))

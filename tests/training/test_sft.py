@@ -43,3 +43,23 @@ def test_zero_steps_saves_the_base_weights(tmp_path, base_model, toy):
     a = AutoModelForCausalLM.from_pretrained(base_model).state_dict()
     b = AutoModelForCausalLM.from_pretrained(out).state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_model, toy, caplog):
+    """A prompt longer than sft.max_length loses its start in training: say so, with the length that fits."""
+    import logging
+
+    long = "Copy 7 " + "and ignore this padding text " * 3 + "\n"
+    rows = toy.copy_rows(6, 0).with_columns(pl.Series("prompt", [long] * 2 + ["Copy 1\n"] * 4))
+    cfg = toy.cfg(sft={"steps": 1, "max_length": 40})
+    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
+        out = run_sft(base_model, rows, cfg, tmp_path / "sft", seed=0)
+    stats = json.loads((out / "sft_stats.json").read_text())
+    assert stats["prompts_truncated"] == 2 and stats["solutions_truncated"] == 0
+    assert stats["longest_prompt_tokens"] > 40
+    assert "training.sft.max_length=40 cut the start of 2 of 6 prompts" in caplog.text
+    assert f"to about {stats['longest_prompt_tokens'] + 64}" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
+        run_sft(base_model, rows, toy.cfg(sft={"steps": 1, "max_length": 512}), tmp_path / "sft2", seed=0)
+    assert "cut the start" not in caplog.text
