@@ -45,7 +45,8 @@ def _encode(tokenizer, pairs, max_length: int) -> tuple[list[tuple[list[int], li
     """Token pairs cut to max_length (the prompt loses its start first), and how much was cut."""
     from training.modeling import encode_completion, encode_prompt
 
-    encoded, cut = [], {"prompts_truncated": 0, "solutions_truncated": 0, "longest_prompt_tokens": 0}
+    encoded = []
+    cut = {"prompts_truncated": 0, "solutions_truncated": 0, "longest_prompt_tokens": 0, "longest_pair_tokens": 0}
     for prompt, solution in pairs:
         full = encode_completion(tokenizer, solution, add_eos=True)
         c = full[:max_length - 1]
@@ -54,6 +55,7 @@ def _encode(tokenizer, pairs, max_length: int) -> tuple[list[tuple[list[int], li
         cut["solutions_truncated"] += len(c) < len(full)
         cut["prompts_truncated"] += len(p) > keep
         cut["longest_prompt_tokens"] = max(cut["longest_prompt_tokens"], len(p))
+        cut["longest_pair_tokens"] = max(cut["longest_pair_tokens"], len(p) + len(full))
         encoded.append((p[-keep:] if len(p) > keep else p, c))
     return encoded, cut
 
@@ -62,12 +64,12 @@ def _warn_if_cut(cut: dict, n_rows: int, max_length: int) -> None:
     """SFT that never sees a prompt's start (or its later positions) is asked to answer it in full later."""
     if cut["prompts_truncated"]:
         log.warning(
-            "training.sft.max_length=%d cut the start of %d of %d prompts (longest prompt %d tokens): the model "
-            "is trained without those prompts' first tokens and positions but sees them whole at tiering, GRPO "
-            "and eval, where it tends to answer them with noise. Raise training.sft.max_length to about %d if "
-            "those rows matter (costs SFT time only for the long rows' batches).",
-            max_length, cut["prompts_truncated"], n_rows, cut["longest_prompt_tokens"],
-            cut["longest_prompt_tokens"] + 64,
+            "training.sft.max_length=%d cut the start of %d of %d prompts (longest prompt %d tokens, longest "
+            "prompt + solution %d): the model is trained without those prompts' first tokens and positions but "
+            "sees them whole at tiering, GRPO and eval, where it tends to answer them with noise. Raise "
+            "training.sft.max_length to %d if those rows matter (costs SFT time only for the long rows' batches).",
+            max_length, cut["prompts_truncated"], n_rows, cut["longest_prompt_tokens"], cut["longest_pair_tokens"],
+            cut["longest_pair_tokens"],
         )
 
 
