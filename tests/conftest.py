@@ -16,6 +16,9 @@ for key, value in {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "TOKENIZERS_PARALLELISM": "false",
+    # as `rlvrflow run` and prefect.yaml set it; Prefect reads it once, when its logging is first set up,
+    # which may be in any test that imports it
+    "PREFECT_LOGGING_EXTRA_LOGGERS": "rlvrflow",
 }.items():
     os.environ.setdefault(key, value)
 

@@ -86,14 +86,20 @@ def prefect_harness(tmp_path_factory):
 
 @pytest.fixture
 def read_logs():
-    """read_logs(): (logger name, message) of every log line the current Prefect API holds."""
+    """read_logs(text): (logger name, message) of the log lines in the current Prefect API containing text.
+
+    The harness is shared by the whole session, so a test searches for its own lines (an unfiltered
+    read would stop at the API's page limit among earlier tests' lines).
+    """
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterTextSearch
     from prefect.logging.handlers import APILogWorker
 
-    def read() -> list[tuple[str, str]]:
+    def read(text: str) -> list[tuple[str, str]]:
         APILogWorker.drain_all(timeout=10)  # lines are sent in batches by a background worker
         with get_client(sync_client=True) as client:
-            return [(log.name, log.message) for log in client.read_logs(limit=200)]
+            found = client.read_logs(log_filter=LogFilter(text=LogFilterTextSearch(query=text)), limit=200)
+        return [(log.name, log.message) for log in found]
 
     return read
 

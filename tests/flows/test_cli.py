@@ -100,7 +100,7 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     assert "GRPO reward_mean" in read_artifact("toy-reward-curve").data
     assert read_artifact("toy-grpo-progress").data == 100.0
     # the libraries' own lines reach the run's logs (the UI's log tab), not only the terminal
-    lines = read_logs()
+    lines = read_logs("sft step")
     assert any(name == "rlvrflow.training" and "sft step" in msg for name, msg in lines), lines[:20]
 
     assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
