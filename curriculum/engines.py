@@ -83,9 +83,10 @@ class HFEngine:
 
     The model must already sit on `device`; the engine never moves it. Training mode is switched off
     during generation and restored after. A batch holds at most `batch_size` sequences (prompts x
-    their samples). Memory: the shared decoder keeps one step's logits (`batch_size * vocab` floats);
-    the "hf" decoder keeps all of them until the log-probs are gathered
-    (`batch_size * max_new_tokens * vocab`).
+    their samples). Memory: the shared decoder keeps one step's logits (`batch_size * vocab` floats;
+    the prefill computes the last position's only); the "hf" decoder keeps all of them until the
+    log-probs are gathered (`batch_size * max_new_tokens * vocab`). A model whose forward returns no
+    transformers `Cache` (legacy tuple caches, state-space models) is decoded by `generate` instead.
     """
 
     def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64, decode: str = "shared") -> None:
@@ -149,8 +150,10 @@ class HFEngine:
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
         ids, attn = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
+        if not hasattr(cache, "reorder_cache"):  # no transformers Cache (legacy tuples, state-space models)
+            return self._generate_batch([p for p in prompts for _ in range(copies)], sampling)
         expand = torch.arange(len(prompts), device=self.device).repeat_interleave(copies)
         if copies > 1:
             cache.reorder_cache(expand)

@@ -183,8 +183,10 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
 
     sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)
     shared = dp is not None and dp.world_size > 1
-    if shared and g.rollout == "hf":
-        dp.sync_generation_module()  # ZeRO-3: refresh rank 0's replica (a collective: every rank)
+    if dp is not None and g.rollout == "hf":
+        # ZeRO-3 keeps a replica for generation (also with one GPU): refresh it after the last update.
+        # A collective under ZeRO-3 (every rank calls it); a no-op for the other backends.
+        dp.sync_generation_module()
     kept: list[Group] = []
     seen = zero = n_correct = n_done = tokens = 0
     reward_sum = 0.0

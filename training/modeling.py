@@ -119,8 +119,10 @@ def shared_prompt_logprobs(
         p_attn[i, width - len(p):] = 1
     p_ids, p_attn, index = p_ids.to(device), p_attn.to(device), index.to(device)
     p_pos = (p_attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=p_ids, attention_mask=p_attn, position_ids=p_pos, use_cache=True)
+    out = model(input_ids=p_ids, attention_mask=p_attn, position_ids=p_pos, use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
+    if not hasattr(cache, "reorder_cache"):  # no transformers Cache (e.g. gradient checkpointing is on)
+        return completion_logprobs(model, prompts, completions, pad_id, device, share_prompts=False)
     cache.reorder_cache(index)
     t_c = max(1, max(len(c) for c in completions))
     c_ids = torch.full((len(completions), t_c), pad_id, dtype=torch.long)

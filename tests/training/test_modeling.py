@@ -45,3 +45,16 @@ def test_logprobs_equal_a_single_unpadded_sequence(base_model, share):
             logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1]
         want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c)[:, None])[:, 0]
         assert torch.allclose(logp[i, : len(c)], want, atol=1e-5)
+
+
+def test_without_a_cache_the_shared_forward_falls_back_to_the_plain_one(base_model):
+    """Gradient checkpointing turns the cache off in training mode: same numbers through the plain path."""
+    model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"))
+    prompts, comps = _batch(tok)
+    plain = _run(model, prompts, comps, tok.pad_token_id, share=False)
+    model.gradient_checkpointing_enable()
+    try:
+        fallback = _run(model, prompts, comps, tok.pad_token_id, share=True)
+    finally:
+        model.gradient_checkpointing_disable()
+    assert torch.allclose(plain[0][plain[1]], fallback[0][fallback[1]], atol=1e-5)
