@@ -71,6 +71,12 @@ def _warn_if_cut(cut: dict, n_rows: int, max_length: int) -> None:
             max_length, cut["prompts_truncated"], n_rows, cut["longest_prompt_tokens"], cut["longest_pair_tokens"],
             cut["longest_pair_tokens"],
         )
+    if cut["solutions_truncated"]:
+        log.warning(
+            "training.sft.max_length=%d cut the end of %d solutions: their last tokens and EOS are never trained, "
+            "so the model learns to run on at those rows; raise training.sft.max_length to %d.",
+            max_length, cut["solutions_truncated"], cut["longest_pair_tokens"],
+        )
 
 
 def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int) -> Path:

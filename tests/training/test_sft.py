@@ -60,7 +60,13 @@ def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_m
     assert "training.sft.max_length=40 cut the start of 2 of 6 prompts" in caplog.text
     assert stats["longest_pair_tokens"] > stats["longest_prompt_tokens"]
     assert f"Raise training.sft.max_length to {stats['longest_pair_tokens']} if" in caplog.text
+    assert "cut the end" not in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
         run_sft(base_model, rows, toy.cfg(sft={"steps": 1, "max_length": 512}), tmp_path / "sft2", seed=0)
     assert "cut the start" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
+        out = run_sft(base_model, rows, toy.cfg(sft={"steps": 1, "max_length": 8}), tmp_path / "sft3", seed=0)
+    assert json.loads((out / "sft_stats.json").read_text())["solutions_truncated"] == 6
+    assert "training.sft.max_length=8 cut the end of 6 solutions" in caplog.text
