@@ -1,8 +1,9 @@
 """One rank of the 2-process check of `training.backends.DeepSpeedBackend` itself (torchrun, gloo, CPU).
 
 Runs the real `update_policy` through the backend on fixed GRPO groups (3 prompts x G=2 = 6 rows, plus
-a step with only 2 groups, as after zero-variance filtering) under ZeRO-2 with grad_accum 1 and 2 and
-ZeRO-3 with grad_accum 2, then (rank 0) the same with the one-process `TorchBackend`. Writes to the
+a step with only 2 groups, as after zero-variance filtering) under ZeRO-2 and ZeRO-3, each with
+grad_accum 1 (a rank's micro-batch holds both completions of a prompt, so the shared-prompt forward
+runs through the engine) and 2, then (rank 0) the same with the one-process `TorchBackend`. Writes to the
 JSON file argv[1]: per run the rows and micro-batch sizes each rank trained on, the grad norms and the
 final weights' distance to the torch run. ZeRO-3's parameter persistence threshold is set to 0 here so
 that even this tiny model's parameters are really partitioned; after the updates rank 0's generation
@@ -87,7 +88,7 @@ def main() -> None:
     env = dist_env()
     result = {}
     finals = {}
-    runs = [r.split(":") for r in os.environ.get("DS_BACKEND_RUNS", "zero2_ga1:2:1,zero2_ga2:2:2,zero3_ga2:3:2").split(",")]
+    runs = [r.split(":") for r in os.environ.get("DS_BACKEND_RUNS", "zero2_ga1:2:1,zero2_ga2:2:2,zero3_ga1:3:1,zero3_ga2:3:2").split(",")]
     for name, stage, ga in ((n, int(s), int(a)) for n, s, a in runs):
         g = grpo_cfg(ga, stage=stage)
         backend = DeepSpeedBackend(tiny_model(0), g)
