@@ -144,7 +144,8 @@ class DeepSpeedBackend:
         def schedule(opt):  # the same warmup + cosine as TorchBackend, stepped at each update boundary
             return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, warm, total, g.min_lr_ratio))
 
-        self.engine, self.opt = D.init_deepspeed(model, cfg, lr_scheduler=schedule)
+        self.engine, self.opt = D.init_deepspeed(model, cfg, lr_scheduler=schedule,
+                                                 timeout_minutes=g.dist_timeout_minutes)
         # Training forwards go through the engine (it passes attributes through to the HF model): its
         # forward resets ZeRO's per-micro-batch backward bookkeeping, and under ZeRO-3 a forward on
         # engine.module instead silently loses all but the last micro-batch's gradients when

@@ -93,6 +93,11 @@ class GRPOConfig(_Frozen):
         description="DeepSpeed ZeRO stage (backend deepspeed only): 2 partitions optimizer state and gradients; "
         "3 also the parameters (rank 0 then keeps a full replica for generation).",
     )
+    dist_timeout_minutes: int = Field(
+        120, ge=1,
+        description="DeepSpeed only: how long ranks wait in a collective, e.g. for rank 0's rollouts and "
+        "held-out eval (DeepSpeed's own default is 10 minutes, which a long eval can exceed).",
+    )
     log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
 
     @model_validator(mode="after")

@@ -350,18 +350,24 @@ def _import_deepspeed():
     return deepspeed
 
 
-def init_deepspeed(model: Any, cfg: Mapping[str, Any], lr_scheduler: Any = None) -> tuple[Any, Any]:
+def init_deepspeed(model: Any, cfg: Mapping[str, Any], lr_scheduler: Any = None,
+                   timeout_minutes: int | None = None) -> tuple[Any, Any]:
     """Wrap `model` in a DeepSpeed engine with a torch AdamW optimizer; returns (engine, optimizer).
 
     Initializes torch.distributed if the launcher has not (NCCL on GPU, gloo on CPU). Afterwards call
     `engine(...)` for the forward pass, `engine.backward(loss)` and `engine.step()` (which clips,
     steps, zeroes grads and honours gradient_accumulation_steps); `engine.module` is the HF model.
     `lr_scheduler`: a callable optimizer -> torch LR scheduler; DeepSpeed steps it at each update
-    boundary and keeps its state in `engine.save_checkpoint`.
+    boundary and keeps its state in `engine.save_checkpoint`. `timeout_minutes`: the process group's
+    collective timeout when this call initializes it (ranks wait for rank 0's rollouts and eval).
     """
     import torch
 
     deepspeed = _import_deepspeed()
+    if timeout_minutes is not None and not torch.distributed.is_initialized():
+        from datetime import timedelta
+
+        deepspeed.init_distributed(timeout=timedelta(minutes=timeout_minutes))
     ds_cfg = {k: v for k, v in dict(cfg).items() if k != "rlvrflow"}
     opt_args = dict(cfg.get("rlvrflow", {}))
     if "optimizer" in ds_cfg:
