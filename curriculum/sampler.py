@@ -193,16 +193,29 @@ class StratifiedSampler:
         return dict(filled)
 
     def _spare_tiers(self, missing: int, blocked, taken: list[str], taken_set: set[str]) -> None:
-        """Every weighted cell is empty: draw from the zero-weight tiers of the weighted categories."""
-        filled: Counter[str] = Counter()
-        spare = [c for c in self.cells if self.weights[c] == 0 and self.category_share[c[0]] > 0]
-        for cell in spare:
-            while missing and (pid := self._draw(cell, blocked, taken_set)) is not None:
-                taken.append(pid)
-                taken_set.add(pid)
-                filled[f"{cell[0]}/{cell[1]}"] += 1
-                missing -= 1
-        self._event(None, "weighted_tiers_empty", sum(filled.values()) + missing, dict(filled))
+        """Every weighted cell is empty: draw from the zero-weight tiers of the weighted categories.
+
+        Each slot goes to the category least served so far relative to its share (so the categories
+        keep their proportions), from its first tier with an eligible prompt.
+        """
+        wanted, filled = missing, Counter()
+        served: Counter[str] = Counter()
+        spare = {cat: [c for c in self.cells if c[0] == cat and self.weights[c] == 0]
+                 for cat in self.categories if self.category_share[cat] > 0}
+        while missing:
+            for cat in sorted(spare, key=lambda c: (served[c] / self.category_share[c], -self.category_share[c])):
+                cell, pid = next(((c, p) for c in spare[cat] if (p := self._draw(c, blocked, taken_set)) is not None),
+                                 (None, None))
+                if pid is not None:
+                    taken.append(pid)
+                    taken_set.add(pid)
+                    filled[f"{cell[0]}/{cell[1]}"] += 1
+                    served[cat] += 1
+                    missing -= 1
+                    break
+            else:
+                break  # no weighted category has an eligible prompt in any tier
+        self._event(None, "weighted_tiers_empty", wanted, dict(filled))
 
     def _exhausted(self, missing: int, taken: list[str], taken_set: set[str]) -> None:
         """No eligible prompt anywhere: relax the dedup window (least recently drawn first) or stay short."""

@@ -152,6 +152,14 @@ def test_mastered_pool_falls_back_to_zero_weight_tiers_of_weighted_categories():
     assert s.fallback_counts["weighted_tiers_empty"] == 3
 
 
+def test_spare_tiers_keep_the_category_shares():
+    df = pool({("a", "too_easy"): 40, ("b", "too_easy"): 20})  # every prompt mastered; weights 1 / 0 / 0
+    cfg = CurriculumConfig(dedup_window=0, weights={"learnable": 1, "too_hard": 0, "too_easy": 0})
+    s = StratifiedSampler(df, cfg, seed=0, batch_size=6)
+    by_cat = Counter(p[0] for b in draw(s, 10) for p in b)
+    assert by_cat == {"a": 40, "b": 20}
+
+
 def test_category_weights_override_sizes_and_zero_excludes():
     df = pool({("a", "learnable"): 90, ("b", "learnable"): 30, ("c", "learnable"): 30})
     cfg = CurriculumConfig(category_weights={"a": 1.0, "b": 1.0}, weights={"learnable": 1, "too_hard": 0, "too_easy": 0})
