@@ -27,8 +27,15 @@ Conventions both engines follow:
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+# transformers' from_pretrained is not thread-safe (5.x builds the model on the meta device through
+# process-wide state; two threads loading at once fail with "Cannot copy out of meta tensor"), and
+# the flows' threads runner tiers chunks in parallel: every load in this package and in training
+# goes through this lock. Generation itself runs unlocked.
+HF_LOAD_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -108,8 +115,9 @@ class HFEngine:
         """Load a local Hugging Face causal-LM directory (model + tokenizer) into an engine."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path).to(device)
+        with HF_LOAD_LOCK:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path).to(device)
         model.eval()
         return cls(model, tokenizer, device=device, batch_size=batch_size)
 

@@ -35,10 +35,13 @@ def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: 
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    from curriculum.engines import HF_LOAD_LOCK
+
+    with HF_LOAD_LOCK:  # from_pretrained is not thread-safe (see curriculum.engines)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
     model.train(trainable)
     if not trainable:
         model.requires_grad_(False)

@@ -160,3 +160,25 @@ def test_pick_tokens_greedy_nucleus_and_temperature():
     half = SamplingParams(temperature=1.0, top_p=0.6)  # row 0: tokens 1 and 3 hold ~0.9; 0 and 2 never drawn
     drawn = {int(pick_tokens(logits, half)[0]) for _ in range(200)}
     assert drawn == {1, 3}
+
+
+def test_loading_from_several_threads_at_once_works(tmp_path):
+    """The flows' threads runner tiers chunks in parallel, each loading the model; from_pretrained
+    alone fails most of the time under this ('Cannot copy out of meta tensor') for a model of the
+    embedded default's size."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from training.modeling import load_model_and_tokenizer
+    from training.tiny_model import build_tiny_model
+
+    path = build_tiny_model(["0123456789 abcdefghijklmnopqrstuvwxyz=+*"], tmp_path / "m", seed=0)
+
+    def load(i):
+        if i % 2:
+            return HFEngine.from_pretrained(str(path)).model
+        return load_model_and_tokenizer(path, torch.device("cpu"))[0]
+
+    for _ in range(3):
+        with ThreadPoolExecutor(4) as pool:
+            models = list(pool.map(load, range(4)))
+        assert all(not any(p.is_meta for p in m.parameters()) for m in models)
