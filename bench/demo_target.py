@@ -90,12 +90,15 @@ def model_stages(spec, rows, train_df, eval_df, out: Path, seed: int, stage: Sta
     import shutil
 
     from curriculum import HFEngine, tier_rows
+    from flows.model_stages import corpus_texts
     from training import resolve_base_model, run_sft, train_grpo
     from training.modeling import load_model_and_tokenizer, pick_device
 
     tc = spec.training
     with stage("base_model"):
-        base = resolve_base_model(tc, rows["prompt"].to_list() + train_df["solution"].to_list(), out / "base", seed)
+        # the same tokenizer corpus as `rlvrflow run` (every prompt, solution and reference), hence the
+        # same vocabulary and initial weights: the tiny model's SFT result depends on them a lot
+        base = resolve_base_model(tc, corpus_texts(rows), out / "base", seed)
     with stage("sft"):
         sft = run_sft(base, train_df, tc, out / "sft", seed)
     with stage("tier"):
