@@ -28,7 +28,9 @@ How a batch is drawn
 
 Online re-tiering: each prompt keeps its last `retier_window` success rates (the offline pass@1
 counts as the first); after `report`, its tier is the tier of their mean under `cfg.boundaries`, and
-a prompt that changed tier moves to the new cell at a random place in that cell's epoch.
+a prompt that changed tier moves to the new cell at a random place in that cell's epoch. Moves are
+logged at DEBUG per batch and summed up at INFO every `RETIER_SUMMARY_EVERY` batches (with the tier
+counts), so a long run's log stays readable.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ log = logging.getLogger("rlvrflow.curriculum")
 Cell = tuple[str, str]  # (category, tier)
 LOG_KEEP = 500
 STATE_VERSION = 1
+# re-tiering moves are logged per batch at DEBUG and summed up at INFO every this many batches
+RETIER_SUMMARY_EVERY = 50
 
 
 class StratifiedSampler:
@@ -75,6 +79,7 @@ class StratifiedSampler:
         self.fallback_counts: Counter[str] = Counter()
         self.fallback_log: deque[dict] = deque(maxlen=LOG_KEEP)
         self.moves = 0
+        self._moves_summarized = 0
         self._warned: set[tuple[str, str]] = set()
 
     # ---- construction helpers -------------------------------------------------------------------
@@ -262,7 +267,11 @@ class StratifiedSampler:
                 moved[pid] = (self.tier[pid], new)
                 self._move(pid, new)
         if moved:
-            log.info("re-tiering after batch %d: %d prompt(s) moved", self.batches, len(moved))
+            log.debug("re-tiering after batch %d: %d prompt(s) moved", self.batches, len(moved))
+        if self.batches % RETIER_SUMMARY_EVERY == 0 and self.moves > self._moves_summarized:
+            log.info("re-tiering: %d move(s) in the last %d batches (%d in all); tiers now %s",
+                     self.moves - self._moves_summarized, RETIER_SUMMARY_EVERY, self.moves, self.tier_counts())
+            self._moves_summarized = self.moves
         return moved
 
     def _move(self, pid: str, new_tier: str) -> None:
@@ -309,6 +318,7 @@ class StratifiedSampler:
                 f"{self._pool_digest()}); resume with the same tiers.parquet and split"
             )
         self.batches, self.moves = state["batches"], state["moves"]
+        self._moves_summarized = self.moves
         self.rng.bit_generator.state = state["rng"]
         self.tier = dict(state["tier"])
         self.history = {k: list(v) for k, v in state["history"].items()}

@@ -60,22 +60,32 @@ def _encode(tokenizer, pairs, max_length: int) -> tuple[list[tuple[list[int], li
     return encoded, cut
 
 
-def _warn_if_cut(cut: dict, n_rows: int, max_length: int) -> None:
-    """SFT that never sees a prompt's start (or its later positions) is asked to answer it in full later."""
+def _warn_if_cut(cut: dict, n_rows: int, max_length: int, max_positions: int | None = None) -> None:
+    """SFT that never sees a prompt's start (or its later positions) is asked to answer it in full later.
+
+    The suggested max_length is the longest prompt + solution, capped at the model's trained positions
+    (`max_positions`, e.g. the embedded model's `training.tiny.max_positions`): beyond those the model
+    has no learned use for the extra tokens, so the message names that limit instead.
+    """
+    need = cut["longest_pair_tokens"]
+    if max_positions and need > max_positions:
+        fix = (f"Raise training.sft.max_length to at most {max_positions} (the model's max positions; the "
+               f"longest rows need {need}: shorten those prompts or use a model with more positions)")
+    else:
+        fix = f"Raise training.sft.max_length to {need}"
     if cut["prompts_truncated"]:
         log.warning(
             "training.sft.max_length=%d cut the start of %d of %d prompts (longest prompt %d tokens, longest "
             "prompt + solution %d): the model is trained without those prompts' first tokens and positions but "
-            "sees them whole at tiering, GRPO and eval, where it tends to answer them with noise. Raise "
-            "training.sft.max_length to %d if those rows matter (costs SFT time only for the long rows' batches).",
-            max_length, cut["prompts_truncated"], n_rows, cut["longest_prompt_tokens"], cut["longest_pair_tokens"],
-            cut["longest_pair_tokens"],
+            "sees them whole at tiering, GRPO and eval, where it tends to answer them with noise. %s if those "
+            "rows matter (costs SFT time only for the long rows' batches).",
+            max_length, cut["prompts_truncated"], n_rows, cut["longest_prompt_tokens"], need, fix,
         )
     if cut["solutions_truncated"]:
         log.warning(
             "training.sft.max_length=%d cut the end of %d solutions: their last tokens and EOS are never trained, "
-            "so the model learns to run on at those rows; raise training.sft.max_length to %d.",
-            max_length, cut["solutions_truncated"], cut["longest_pair_tokens"],
+            "so the model learns to run on at those rows. %s.",
+            max_length, cut["solutions_truncated"], fix,
         )
 
 
@@ -103,7 +113,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     torch.manual_seed(seed)
     model, tokenizer = load_model_and_tokenizer(base_model, device)
     data, cut = _encode(tokenizer, pairs, sc.max_length)
-    _warn_if_cut(cut, len(data), sc.max_length)
+    _warn_if_cut(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
     opt = torch.optim.AdamW(model.parameters(), lr=sc.lr, weight_decay=sc.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
     t0, lines, loss_val = time.perf_counter(), [], None

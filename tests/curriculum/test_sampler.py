@@ -182,6 +182,23 @@ def test_report_moves_prompts_between_tiers():
     assert easy_soon in drawn_easy
 
 
+def test_retiering_is_summed_up_every_n_batches_at_info(caplog):
+    from curriculum.sampler import RETIER_SUMMARY_EVERY
+
+    df = pool({("a", "learnable"): 30, ("a", "too_hard"): 30, ("a", "too_easy"): 30})
+    s = StratifiedSampler(df, CurriculumConfig(retier_window=1), seed=0, batch_size=6)
+    caplog.set_level("DEBUG", logger="rlvrflow.curriculum")
+    for step in range(2 * RETIER_SUMMARY_EVERY):
+        batch = s.next_batch()
+        s.report(batch, [float((step + i) % 2) for i in range(len(batch))])  # every prompt flips tier
+    per_batch = [r for r in caplog.records if "re-tiering after batch" in r.getMessage()]
+    summaries = [r for r in caplog.records if r.getMessage().startswith("re-tiering:")]
+    assert per_batch and all(r.levelname == "DEBUG" for r in per_batch)
+    assert [r.levelname for r in summaries] == ["INFO", "INFO"]
+    assert f"in the last {RETIER_SUMMARY_EVERY} batches" in summaries[0].getMessage()
+    assert f"({s.moves} in all)" in summaries[1].getMessage()
+
+
 def test_report_rejects_unknown_ids_and_bad_rates():
     s = StratifiedSampler(BIG, CurriculumConfig(), seed=0, batch_size=4)
     with pytest.raises(KeyError, match="nope"):

@@ -1,6 +1,7 @@
 """Cold-start SFT lowers the solution loss, skips rows without a solution (counted), and reuses its output."""
 
 import json
+from pathlib import Path
 
 import polars as pl
 
@@ -59,7 +60,11 @@ def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_m
     assert stats["longest_prompt_tokens"] > 40
     assert "training.sft.max_length=40 cut the start of 2 of 6 prompts" in caplog.text
     assert stats["longest_pair_tokens"] > stats["longest_prompt_tokens"]
-    assert f"Raise training.sft.max_length to {stats['longest_pair_tokens']} if" in caplog.text
+    positions = json.loads((Path(base_model) / "config.json").read_text())["max_position_embeddings"]
+    if stats["longest_pair_tokens"] <= positions:
+        assert f"Raise training.sft.max_length to {stats['longest_pair_tokens']} if" in caplog.text
+    else:  # the toy model has fewer positions than the longest row: the suggestion is the cap
+        assert f"Raise training.sft.max_length to at most {positions} (the model's max positions" in caplog.text
     assert "cut the end" not in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
@@ -70,3 +75,20 @@ def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_m
         out = run_sft(base_model, rows, toy.cfg(sft={"steps": 1, "max_length": 8}), tmp_path / "sft3", seed=0)
     assert json.loads((out / "sft_stats.json").read_text())["solutions_truncated"] == 6
     assert "training.sft.max_length=8 cut the end of 6 solutions" in caplog.text
+
+
+def test_max_length_suggestion_is_capped_at_the_models_positions(caplog):
+    """Rows longer than the model's positions: the message names the cap instead of an unusable length."""
+    import logging
+
+    from training.sft import _warn_if_cut
+
+    cut = {"prompts_truncated": 3, "solutions_truncated": 0, "longest_prompt_tokens": 600, "longest_pair_tokens": 652}
+    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
+        _warn_if_cut(cut, 100, 420, max_positions=512)
+    assert "to at most 512 (the model's max positions; the longest rows need 652" in caplog.text
+    assert "to 652" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
+        _warn_if_cut(cut, 100, 420, max_positions=1024)
+    assert "Raise training.sft.max_length to 652 if" in caplog.text
