@@ -51,10 +51,7 @@ def test_zero_two_ranks_match_one_process_and_padding_is_weighted_out(tmp_path, 
         pytest.skip("no python with deepspeed: run tests/training_scale/setup_deepspeed_cpu.sh "
                     "or set RLVRFLOW_DEEPSPEED_PYTHON")
     out = tmp_path / "result.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
-    cmd = [python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-           str(WORKER), str(out), str(stage)]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = torchrun(python, WORKER, out, stage)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["rows_per_rank"] == [4, 4]
@@ -69,10 +66,17 @@ LOOP_WORKER = Path(__file__).with_name("ds_loop_worker.py")
 
 
 def torchrun(python: str, script: Path, *args, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Two ranks of `script` on a free port. The port is probed, released, then bound by torchrun: another
+    process can take it in between, so a run that failed only because the address was in use is retried
+    on a new port (at most twice); any other failure is returned as it is."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
-    cmd = [python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-           str(script), *map(str, args)]
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    for _attempt in range(3):
+        cmd = [python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
+               str(script), *map(str, args)]
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode == 0 or "address already in use" not in (proc.stdout + proc.stderr).lower():
+            return proc
+    return proc
 
 
 def need_deepspeed() -> str:
