@@ -89,11 +89,14 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     backend = make_backend(policy, g)
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
     sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed, batch_size=g.prompts_per_step)
-    engine = _rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg)
+    # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
+    # own copy of the weights and its share of GPU memory on every GPU for nothing.
+    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg)
+              if backend.is_main or g.rollout == "hf" else None)
     evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
                            seed=seed, device=device, out=out)
     if resume is not None:
-        run = _resume(resume, out, backend, sampler, engine)
+        run = _resume(resume, out, backend, sampler, engine, g.rollout)
     else:
         run = RunState()
         for stale in ("metrics.jsonl", "evals.jsonl") if backend.is_main else ():  # rank 0 writes them
@@ -110,7 +113,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
         if groups:
             upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
-            _sync_weights(engine, backend)
+            _sync_weights(engine, backend, g.rollout)
         run.step = step + 1
         run.train_rewards.append(info["reward_mean"])
         metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
@@ -149,7 +152,7 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
     return record
 
 
-def _resume(path: Path, out: Path, backend, sampler, engine) -> RunState:
+def _resume(path: Path, out: Path, backend, sampler, engine, rollout: str) -> RunState:
     """Restore optimizer, schedule, sampler and RNG from a checkpoint (the policy was loaded from it)."""
     state = ckpt.load_state(path)
     backend.load_state_dict(state["backend"], checkpoint_dir=path)  # DeepSpeed: on every rank
@@ -160,7 +163,7 @@ def _resume(path: Path, out: Path, backend, sampler, engine) -> RunState:
         _truncate_jsonl(out / "metrics.jsonl", run.step + 1)  # drop lines of steps after the checkpoint
         _truncate_jsonl(out / "evals.jsonl", run.step + 1)
     backend.barrier()
-    _sync_weights(engine, backend)
+    _sync_weights(engine, backend, rollout)
     log.info("resumed from %s at step %d", path, run.step)
     return run
 
@@ -301,10 +304,22 @@ def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: Trainin
     return HFEngine(model, tokenizer, device=str(device), batch_size=batch)
 
 
-def _sync_weights(engine, backend) -> None:
-    """vLLM holds its own copy of the weights: push the updated policy after every update."""
-    if hasattr(engine, "load_weights"):
-        engine.load_weights(backend.named_parameters())
+def _sync_weights(engine, backend, rollout: str) -> None:
+    """vLLM holds its own copy of the weights: push the updated policy after every update.
+
+    Every rank calls this. Under ZeRO-3 `backend.named_parameters()` gathers one parameter at a time
+    on all ranks (a collective) and releases it when the loop moves on, so rank 0 clones each gathered
+    tensor before handing the list to vLLM, and ranks without an engine iterate only to take part.
+    """
+    if rollout != "vllm" and not hasattr(engine, "load_weights"):
+        return  # the HF engine generates with the trained module itself
+    partitioned = getattr(backend, "stage", None) == 3
+    pairs = []
+    for name, tensor in backend.named_parameters():
+        if engine is not None:
+            pairs.append((name, tensor.detach().clone() if partitioned else tensor))
+    if engine is not None:
+        engine.load_weights(pairs)
 
 
 def _check_reward_hacking(run: RunState, metric: str) -> None:

@@ -148,3 +148,47 @@ def test_kill_9_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path, sf
     b = load_file(killed / "step_000005" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _metrics(straight) == _metrics(killed)
+
+
+class _ShardedParams:
+    """A stand-in for DeepSpeedBackend under ZeRO-3: each gathered tensor is released (emptied) as soon
+    as the iteration moves on, the way `deepspeed.zero.GatheredParameters` repartitions on exit."""
+
+    stage = 3
+
+    def __init__(self, weights: dict[str, torch.Tensor]):
+        self.weights, self.iterated = weights, 0
+
+    def named_parameters(self):
+        for name, full in self.weights.items():
+            gathered = full.clone()
+            yield name, gathered
+            gathered.set_(torch.empty(0))  # the gather's storage is gone after the loop body
+            self.iterated += 1
+
+
+class _RecordingEngine:
+    def __init__(self):
+        self.loaded = None
+
+    def load_weights(self, pairs):
+        self.loaded = {name: t for name, t in pairs}  # what vLLM would read after the last gather
+
+
+def test_weight_sync_to_vllm_survives_zero3_gathers_and_non_main_ranks_take_part():
+    """Rank 0 hands vLLM full copies of ZeRO-3's gathered parameters (not their released storage); a rank
+    without an engine still walks the gather, which is a collective every rank must join."""
+    from training.grpo import _sync_weights
+
+    weights = {"a.weight": torch.arange(6.0).reshape(2, 3), "b.bias": torch.ones(4)}
+    main, engine = _ShardedParams(weights), _RecordingEngine()
+    _sync_weights(engine, main, "vllm")
+    assert set(engine.loaded) == set(weights)
+    for name, full in weights.items():
+        assert torch.equal(engine.loaded[name], full), name
+    other = _ShardedParams(weights)
+    _sync_weights(None, other, "vllm")  # a non-main rank: no engine, but it joins every gather
+    assert other.iterated == len(weights)
+    untouched = _ShardedParams(weights)
+    _sync_weights(object(), untouched, "hf")  # HF rollouts generate with the module itself: no sync
+    assert untouched.iterated == 0
