@@ -44,6 +44,8 @@ bench: bench-setup sample
 	@$(PY) bench/math_verdicts.py
 	@$(PY) bench/code_humaneval.py
 	@$(PY) bench/demo_target.py
+	@$(PY) bench/addition_probe.py
+	@$(PY) bench/rollout_engine.py
 	@$(PY) bench/curriculum_zero_variance.py
 	@bash bench/setup_trl.sh && .venv-trl/bin/python bench/trl_grpo.py
 
