@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--sft-steps", type=int, default=300)
+    p.add_argument("--sft-lr", type=float, default=3e-3,
+                   help="the SFT lr the figures above were measured with (the library default was 3e-3 then)")
     p.add_argument("--n-train", type=int, default=400, help="rows generated before the eval split")
     p.add_argument("--eval-fraction", type=float, default=0.2)
     p.add_argument("--max-refill-rounds", type=int, default=None,
@@ -111,7 +113,7 @@ def prepare(args, out: Path):
     rows = assign_split(rows, args.eval_fraction, args.seed)
     train, evalrows = rows.filter(rows["split"] == "train"), rows.filter(rows["split"] == "eval")
     print(f"[data] {train.height} train / {evalrows.height} eval rows; {dropped} dropped by the self-check")
-    cfg = TrainingConfig(sft=SFTConfig(steps=args.sft_steps), seed=args.seed, device="cpu",
+    cfg = TrainingConfig(sft=SFTConfig(steps=args.sft_steps, lr=args.sft_lr), seed=args.seed, device="cpu",
                          torch_threads=args.threads)
     base = resolve_base_model(cfg, rows["prompt"].to_list() + rows["solution"].to_list(), out / "base", args.seed)
     sft = run_sft(base, train, cfg, out / "sft", args.seed)

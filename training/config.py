@@ -43,7 +43,12 @@ class SFTConfig(_Frozen):
     """Cold-start supervised fine-tuning on the reference solutions (prompt -> solution)."""
 
     steps: int = Field(300, ge=0, description="Optimizer steps; 0 skips SFT (the base model is the SFT model).")
-    lr: float = Field(3e-3, gt=0, description="Peak AdamW learning rate.")
+    lr: float = Field(
+        1e-3, gt=0,
+        description="Peak AdamW learning rate. 1e-3 suits the embedded ~1M-parameter model (3e-3 and more let it "
+        "memorize prompts without learning the arithmetic: bench/addition_probe.py); a pretrained HF model "
+        "wants ~1e-5.",
+    )
     batch_size: int = Field(32, ge=1, description="Sequences per optimizer step.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before the cosine decay.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
