@@ -13,14 +13,16 @@ zero-variance fractions against the goal (curriculum <= 1/3 of uniform).
 
 The data and SFT model come from the flows' cached stages (prepare, attach, split, sft) under --root,
 built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The train split (or a
-seeded subset of --pool prompts) is tiered with `curriculum.tier_to_dir` (the spec's n_samples, k,
-boundaries; about a minute for the retail split's 2,303 prompts x 8) and cached; both arms sample
+seeded subset of --pool prompts) is tiered with `curriculum.tier_to_dir` (the curriculum's n_samples,
+k, boundaries; about a minute for the retail split's 2,303 prompts x 8) and cached per SFT model; both
+arms sample
 from that same pool. Offline tiering costs n_samples rollouts per pool
 prompt once; that cost is printed too, apart from the GRPO budget that the comparison holds equal.
 
     .venv/bin/python bench/curriculum_zero_variance.py                  # defaults: 30 steps, 8 x 8
     .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200 --seed 1
-    .venv/bin/python bench/curriculum_zero_variance.py --set curriculum.n_samples=4 --weights 0.8,0.1,0.1
+    .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec      # the retail spec's wider pool
+    .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec --set curriculum.n_samples=4 --weights 0.8,0.1,0.1
     .venv/bin/python bench/curriculum_zero_variance.py --sft runs/demo/.../sft --split runs/demo/.../split
 """
 
@@ -32,6 +34,13 @@ import time
 from pathlib import Path
 
 GOAL_RATIO = 1 / 3
+# The curriculum this benchmark's goal was measured with (--curriculum focused, the default): 8 tiering
+# samples, learnable = 2..6 of 8 correct, the whole budget on that tier. The retail spec itself now uses a
+# wider pool (every prompt with 1..7 of 8 correct, plus a share of too-hard ones): on the tiny demo model
+# the focused pool's ~450 prompts were memorized and held-out pass@1 fell (see the spec's comment).
+# --curriculum spec measures the spec's settings instead.
+FOCUSED = {"n_samples": 8, "boundaries": {"too_hard_max": 0.25, "too_easy_min": 0.75},
+           "weights": {"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0}, "fallback": "tier_first"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -45,6 +54,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
     p.add_argument("--pool", type=int, default=0, help="train prompts to tier and sample from (0 = the whole train split)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    p.add_argument("--curriculum", default="focused", choices=["focused", "spec"],
+                   help="focused: the settings the goal was measured with (FOCUSED); spec: the spec's curriculum")
     p.add_argument("--weights", default=None, help="tier weights learnable,too_hard,too_easy (default: the spec's)")
     p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"], help="default: the spec's")
     p.add_argument("--sft", default=None, help="an existing SFT model directory (with --split: skip the stages)")
@@ -68,8 +79,19 @@ def build_stages(spec, root: Path) -> dict:
     return {"train": split.path("train"), "eval": split.path("eval"), "sft": sft.path("sft")}
 
 
-def tiered_pool(paths: dict, spec, pool_size: int, seed: int, root: Path):
-    """A seeded subset of `pool_size` train prompts (0 = all), tiered by the SFT model; cached on disk."""
+def _model_digest(model_dir: Path) -> str:
+    """A short digest of the SFT weights: tiers cached for one SFT model are not reused for another."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(Path(model_dir).glob("*.safetensors")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:10]
+
+
+def tiered_pool(paths: dict, c, pool_size: int, seed: int, root: Path):
+    """A seeded subset of `pool_size` train prompts (0 = all), tiered by the SFT model with the curriculum
+    settings `c`; cached on disk per pool, seed, n_samples and SFT weights."""
     import polars as pl
 
     from curriculum import tier_to_dir
@@ -77,8 +99,7 @@ def tiered_pool(paths: dict, spec, pool_size: int, seed: int, root: Path):
     train = pl.read_parquet(paths["train"]).sort("id")
     if 0 < pool_size < train.height:
         train = train.sample(n=pool_size, seed=seed).sort("id")
-    c = spec.curriculum
-    out = root / f"tiers_pool{pool_size}_seed{seed}_n{c.n_samples}"
+    out = root / f"tiers_pool{pool_size}_seed{seed}_n{c.n_samples}_sft{_model_digest(paths['sft'])}"
     cached = out / "tiers.parquet"
     if cached.exists():
         tiers = pl.read_parquet(cached)
@@ -87,7 +108,7 @@ def tiered_pool(paths: dict, spec, pool_size: int, seed: int, root: Path):
             labels = [c.boundaries.tier_of(n_ok / n) for n_ok, n in zip(tiers["n_correct"], tiers["n_samples"])]
             return tiers.with_columns(pl.Series("tier", labels))
     t0 = time.perf_counter()
-    tiers = tier_to_dir(train, paths["sft"], spec.curriculum, out, seed, device="cpu", workers=2)
+    tiers = tier_to_dir(train, paths["sft"], c, out, seed, device="cpu", workers=2)
     print(f"[bench] tiered {train.height} prompts in {time.perf_counter() - t0:.0f} s -> {out}", flush=True)
     return tiers
 
@@ -105,8 +126,8 @@ def grpo_settings(spec, args):
 
 
 def curriculum_settings(spec, args):
-    """The spec's curriculum section, with --weights / --fallback applied when given."""
-    update = {}
+    """FOCUSED (or the spec's curriculum with --curriculum spec), then --weights / --fallback when given."""
+    update = dict(FOCUSED) if args.curriculum == "focused" else {}
     if args.weights:
         learnable, too_hard, too_easy = (float(x) for x in args.weights.split(","))
         update["weights"] = {"learnable": learnable, "too_hard": too_hard, "too_easy": too_easy}
@@ -177,9 +198,9 @@ def main() -> int:
         paths = {"train": split_dir / "train.parquet", "eval": split_dir / "eval.parquet", "sft": Path(args.sft)}
     else:
         paths = build_stages(spec, root)
-    tiers, eval_df = tiered_pool(paths, spec, args.pool, seed, root), pl.read_parquet(paths["eval"])
-    g = grpo_settings(spec, args)
     cur = curriculum_settings(spec, args)
+    tiers, eval_df = tiered_pool(paths, cur, args.pool, seed, root), pl.read_parquet(paths["eval"])
+    g = grpo_settings(spec, args)
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts})
     print(f"[bench] train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
           f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.group_size} samples", flush=True)
