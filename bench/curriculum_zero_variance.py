@@ -56,8 +56,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     p.add_argument("--curriculum", default="focused", choices=["focused", "spec"],
                    help="focused: the settings the goal was measured with (FOCUSED); spec: the spec's curriculum")
-    p.add_argument("--weights", default=None, help="tier weights learnable,too_hard,too_easy (default: the spec's)")
-    p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"], help="default: the spec's")
+    p.add_argument("--weights", default=None,
+                   help="tier weights learnable,too_hard,too_easy (default: FOCUSED's, or the spec's with --curriculum spec)")
+    p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"],
+                   help="default: FOCUSED's, or the spec's with --curriculum spec")
     p.add_argument("--sft", default=None, help="an existing SFT model directory (with --split: skip the stages)")
     p.add_argument("--split", default=None, help="a folder holding train.parquet and eval.parquet (with --sft)")
     p.add_argument("--set", action="append", default=[], metavar="A.B=V",
@@ -79,19 +81,23 @@ def build_stages(spec, root: Path) -> dict:
     return {"train": split.path("train"), "eval": split.path("eval"), "sft": sft.path("sft")}
 
 
-def _model_digest(model_dir: Path) -> str:
-    """A short digest of the SFT weights: tiers cached for one SFT model are not reused for another."""
+def _tiering_key(model_dir: Path, c) -> str:
+    """A short digest of the SFT weights and the tiering sampling settings: tiers cached for one SFT
+    model (or temperature, top_p, max_new_tokens, k) are not reused for another."""
     import hashlib
 
-    h = hashlib.sha256()
-    for f in sorted(Path(model_dir).glob("*.safetensors")):
+    h = hashlib.sha256(json.dumps([c.temperature, c.top_p, c.max_new_tokens, c.k]).encode())
+    weights = sorted(p for p in Path(model_dir).iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
+    if not weights:
+        h.update(str(Path(model_dir).resolve()).encode())
+    for f in weights:
         h.update(f.read_bytes())
     return h.hexdigest()[:10]
 
 
 def tiered_pool(paths: dict, c, pool_size: int, seed: int, root: Path):
     """A seeded subset of `pool_size` train prompts (0 = all), tiered by the SFT model with the curriculum
-    settings `c`; cached on disk per pool, seed, n_samples and SFT weights."""
+    settings `c`; cached on disk per pool, seed, n_samples, sampling settings and SFT weights."""
     import polars as pl
 
     from curriculum import tier_to_dir
@@ -99,7 +105,7 @@ def tiered_pool(paths: dict, c, pool_size: int, seed: int, root: Path):
     train = pl.read_parquet(paths["train"]).sort("id")
     if 0 < pool_size < train.height:
         train = train.sample(n=pool_size, seed=seed).sort("id")
-    out = root / f"tiers_pool{pool_size}_seed{seed}_n{c.n_samples}_sft{_model_digest(paths['sft'])}"
+    out = root / f"tiers_pool{pool_size}_seed{seed}_n{c.n_samples}_{_tiering_key(paths['sft'], c)}"
     cached = out / "tiers.parquet"
     if cached.exists():
         tiers = pl.read_parquet(cached)
@@ -128,6 +134,10 @@ def grpo_settings(spec, args):
 def curriculum_settings(spec, args):
     """FOCUSED (or the spec's curriculum with --curriculum spec), then --weights / --fallback when given."""
     update = dict(FOCUSED) if args.curriculum == "focused" else {}
+    pinned = [a for a in args.set if a.split("=", 1)[0].split(".")[:2] in [["curriculum", k] for k in FOCUSED]]
+    if update and pinned:
+        raise SystemExit(f"--set {', '.join(pinned)}: --curriculum focused pins {sorted(FOCUSED)}; "
+                         "add --curriculum spec to measure other values")
     if args.weights:
         learnable, too_hard, too_easy = (float(x) for x in args.weights.split(","))
         update["weights"] = {"learnable": learnable, "too_hard": too_hard, "too_easy": too_easy}

@@ -300,7 +300,7 @@ class StratifiedSampler:
         """Everything needed to continue exactly where this sampler is; JSON-serializable."""
         return {
             "version": STATE_VERSION, "seed": self.seed, "batch_size": self.batch_size, "pool": self._pool_digest(),
-            "batches": self.batches, "moves": self.moves, "rng": self.rng.bit_generator.state,
+            "batches": self.batches, "moves": self.moves, "moves_summarized": self._moves_summarized, "rng": self.rng.bit_generator.state,
             "tier": dict(sorted(self.tier.items())), "history": {k: list(v) for k, v in sorted(self.history.items())},
             "queues": [[c, t, list(self.queues[(c, t)])] for c, t in self.cells],
             "credit": [[c, t, self.credit[(c, t)]] for c, t in self.cells],
@@ -318,7 +318,7 @@ class StratifiedSampler:
                 f"{self._pool_digest()}); resume with the same tiers.parquet and split"
             )
         self.batches, self.moves = state["batches"], state["moves"]
-        self._moves_summarized = self.moves
+        self._moves_summarized = state.get("moves_summarized", self.moves)
         self.rng.bit_generator.state = state["rng"]
         self.tier = dict(state["tier"])
         self.history = {k: list(v) for k, v in state["history"].items()}

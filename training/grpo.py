@@ -308,8 +308,9 @@ def _sync_weights(engine, backend, rollout: str) -> None:
     """vLLM holds its own copy of the weights: push the updated policy after every update.
 
     Every rank calls this. Under ZeRO-3 `backend.named_parameters()` gathers one parameter at a time
-    on all ranks (a collective) and releases it when the loop moves on, so rank 0 clones each gathered
-    tensor before handing the list to vLLM, and ranks without an engine iterate only to take part.
+    on all ranks (a collective) and a gathered tensor is only promised valid inside the loop body
+    (`training.distributed.iter_gathered_params`), so rank 0 clones each one before handing the list to
+    vLLM, and ranks without an engine iterate only to take part.
     """
     if rollout != "vllm" and not hasattr(engine, "load_weights"):
         return  # the HF engine generates with the trained module itself

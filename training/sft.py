@@ -68,7 +68,10 @@ def _warn_if_cut(cut: dict, n_rows: int, max_length: int, max_positions: int | N
     has no learned use for the extra tokens, so the message names that limit instead.
     """
     need = cut["longest_pair_tokens"]
-    if max_positions and need > max_positions:
+    if max_positions and max_length >= max_positions:
+        fix = (f"training.sft.max_length is already at the model's {max_positions} positions (the longest rows "
+               f"need {need}): shorten those prompts or use a model with more positions")
+    elif max_positions and need > max_positions:
         fix = (f"Raise training.sft.max_length to at most {max_positions} (the model's max positions; the "
                f"longest rows need {need}: shorten those prompts or use a model with more positions)")
     else:

@@ -197,6 +197,13 @@ def test_retiering_is_summed_up_every_n_batches_at_info(caplog):
     assert [r.levelname for r in summaries] == ["INFO", "INFO"]
     assert f"in the last {RETIER_SUMMARY_EVERY} batches" in summaries[0].getMessage()
     assert f"({s.moves} in all)" in summaries[1].getMessage()
+    # a resumed sampler sums up from where the saved one had summed up, not from the checkpoint
+    for step in range(7):
+        batch = s.next_batch()
+        s.report(batch, [float((step + i) % 2) for i in range(len(batch))])
+    resumed = StratifiedSampler(df, CurriculumConfig(retier_window=1), seed=0, batch_size=6)
+    resumed.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    assert resumed._moves_summarized == s._moves_summarized < s.moves
 
 
 def test_report_rejects_unknown_ids_and_bad_rates():

@@ -151,8 +151,9 @@ def test_kill_9_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path, sf
 
 
 class _ShardedParams:
-    """A stand-in for DeepSpeedBackend under ZeRO-3: each gathered tensor is released (emptied) as soon
-    as the iteration moves on, the way `deepspeed.zero.GatheredParameters` repartitions on exit."""
+    """A stand-in for DeepSpeedBackend under ZeRO-3 that holds `iter_gathered_params`' contract to the
+    letter: a yielded tensor is valid only inside the loop body (here its storage is emptied as soon as
+    the iteration moves on; a gather implementation may reuse or free its buffer)."""
 
     stage = 3
 
@@ -176,8 +177,8 @@ class _RecordingEngine:
 
 
 def test_weight_sync_to_vllm_survives_zero3_gathers_and_non_main_ranks_take_part():
-    """Rank 0 hands vLLM full copies of ZeRO-3's gathered parameters (not their released storage); a rank
-    without an engine still walks the gather, which is a collective every rank must join."""
+    """Rank 0 hands vLLM copies of ZeRO-3's gathered parameters (a gathered tensor is valid only inside the
+    loop body); a rank without an engine still walks the gather, a collective every rank must join."""
     from training.grpo import _sync_weights
 
     weights = {"a.weight": torch.arange(6.0).reshape(2, 3), "b.bias": torch.ones(4)}

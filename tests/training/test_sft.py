@@ -92,3 +92,8 @@ def test_max_length_suggestion_is_capped_at_the_models_positions(caplog):
     with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
         _warn_if_cut(cut, 100, 420, max_positions=1024)
     assert "Raise training.sft.max_length to 652 if" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
+        _warn_if_cut(cut, 100, 512, max_positions=512)  # already at the cap: nothing left to raise
+    assert "max_length is already at the model's 512 positions (the longest rows need 652)" in caplog.text
+    assert "Raise" not in caplog.text
