@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grpo-steps", type=int, default=150)
     ap.add_argument("--lr", type=float, default=1e-4, help="GRPO learning rate")
     args = ap.parse_args(argv)
+    n_pairs = 90 * 90
+    if args.train < 1 or args.eval < 1 or args.train + args.eval > n_pairs:
+        ap.error(f"--train {args.train} and --eval {args.eval} must be positive and together at most {n_pairs:,} "
+                 "(the 2-digit pairs there are)")
 
     import polars as pl
 

@@ -15,9 +15,8 @@ The data and SFT model come from the flows' cached stages (prepare, attach, spli
 built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The train split (or a
 seeded subset of --pool prompts) is tiered with `curriculum.tier_to_dir` (the curriculum's n_samples,
 k, boundaries; about a minute for the retail split's 2,303 prompts x 8) and cached per SFT model; both
-arms sample
-from that same pool. Offline tiering costs n_samples rollouts per pool
-prompt once; that cost is printed too, apart from the GRPO budget that the comparison holds equal.
+arms sample from that same pool. Offline tiering costs n_samples rollouts per pool prompt once; that
+cost is printed too, apart from the GRPO budget that the comparison holds equal.
 
     .venv/bin/python bench/curriculum_zero_variance.py                  # defaults: 30 steps, 8 x 8
     .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200 --seed 1

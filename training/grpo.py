@@ -314,13 +314,13 @@ def _sync_weights(engine, backend, rollout: str) -> None:
     """
     if rollout != "vllm" and not hasattr(engine, "load_weights"):
         return  # the HF engine generates with the trained module itself
+    params = backend.named_parameters()
+    if engine is None:
+        for _ in params:  # join every gather; nothing to load here
+            pass
+        return
     partitioned = getattr(backend, "stage", None) == 3
-    pairs = []
-    for name, tensor in backend.named_parameters():
-        if engine is not None:
-            pairs.append((name, tensor.detach().clone() if partitioned else tensor))
-    if engine is not None:
-        engine.load_weights(pairs)
+    engine.load_weights([(name, t.detach().clone() if partitioned else t) for name, t in params])
 
 
 def _check_reward_hacking(run: RunState, metric: str) -> None:
