@@ -31,6 +31,7 @@ BUILTINS: dict[str, str] = {
     "keyword": "verifiers.keyword:verify_keyword",
     "regex": "verifiers.keyword:verify_regex",
     "choice": "verifiers.choice:verify_choice",
+    "function_call": "verifiers.function_call:verify_function_call",
 }
 
 _REGISTERED: dict[str, VerifierFn] = {}
