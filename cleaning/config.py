@@ -103,9 +103,9 @@ class WidthConfig(_Frozen):
         default_factory=lambda: ["reference", "solution", "numbers", "math_spans", "code"],
         description=(
             "where to convert: whole fields (question, reference, solution) or, inside the "
-            "question's prose, digit runs with their operators (numbers), $...$ / \\(...\\) math "
-            "(math_spans) and `code` spans or ``` blocks (code); CJK punctuation in the rest of the "
-            "prose is kept"))
+            "question's prose, digit runs with their operators (numbers), $...$ / \\(...\\) math and "
+            "bare formulas such as ｘ＋１＝３ with their variables (math_spans) and `code` spans or "
+            "``` blocks (code); CJK punctuation in the rest of the prose is kept"))
     categories_all_fields: list[str] = Field(default_factory=list, description=(
         "categories whose rows are converted in every field, prose included (e.g. [arithmetic])"))
 

@@ -25,8 +25,8 @@ from .rules import (
     MAX_PASSES, PROSE_SPACE_RULES, STRIP_CHARS, SUSPECT, Rule, py_rule, token_rules,
 )
 from .width import (
-    FULL_WIDTH, HALF_WIDTH, HAS_FULL_WIDTH, NUMBER_RUN_FULL_WIDTH, SPAN_DELIMITER, convert_spans,
-    to_half_width,
+    FULL_WIDTH, HALF_WIDTH, HAS_FULL_WIDTH, NUMBER_RUN_FULL_WIDTH, OPERATOR, SPAN_DELIMITER,
+    convert_spans, to_half_width,
 )
 
 __all__ = ["TEXT_FIELDS", "clean_value", "clean_frame", "rule_plan"]
@@ -162,7 +162,8 @@ def _column_once(s: pl.Series, field: str, categories: pl.Series,
     if convert.any():
         s = s.zip_with(~convert, s.str.replace_many(FULL_WIDTH, HALF_WIDTH))
     if field == "question":
-        maybe = s.str.contains(NUMBER_RUN_FULL_WIDTH) | (has_fw & s.str.contains(SPAN_DELIMITER))
+        maybe = s.str.contains(NUMBER_RUN_FULL_WIDTH) | (
+            has_fw & (s.str.contains(SPAN_DELIMITER) | s.str.contains(OPERATOR)))
         s = _on_rows(s, maybe & ~whole, lambda v: convert_spans(v, cfg.width.scope))
     rules, spaces = rule_plan(field, False, cfg)
     prose = _replace_rules(_replace_rules(s, rules), spaces, strip=True)

@@ -13,6 +13,7 @@ FRAGMENTS = [
     "$ａ＋ｂ$", "naïve", "é", "ﬁne", "×", "Ω", "—", "“", "”", "e\u0301", "Ｈｅｌｌｏ", "  indented",
     "x  = 1", "SELECT name FROM t WHERE a = '，'", '{"input": "a  b", "output": 3}', "&amp;", "\u2028",
     "\\leftarrow", "\\rightarrow", "￥５", "（１）", "ＡＢＣ", "abc", "123", " ", ".", "?", "？", "。",
+    "ｘ＋１＝３", "求ｘ", "ｆ（ｘ）", "×", "ａ－ｂ", "Ｘ型号", "-", "=",
 ]
 CATEGORIES = ["arithmetic", "sql", "policy", "code", "unit"]
 

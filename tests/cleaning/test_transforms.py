@@ -23,6 +23,15 @@ CASES = [
     ("question", "x", "价格是１２．５％吗？", "价格是12.5%吗？"),
     ("question", "x", "ＡＢＣ公司，你好", "ＡＢＣ公司，你好"),
     ("question", "arith_all", "ＡＢＣ公司，你好？", "ABC公司,你好?"),
+    # bare formulas in CJK prose: letters, digits and operators convert, the punctuation stays,
+    # and a lone variable follows its formula; without a formula lone letters stay
+    ("question", "x", "已知ｘ＋１＝３，求ｘ的值。", "已知x+1=3，求x的值。"),
+    ("question", "x", "已知 ｘ＋ｙ＝１０，ｘ－ｙ＝２，求ｘ。", "已知 x+y=10，x-y=2，求x。"),
+    ("question", "x", "设函数ｆ（ｘ）＝２ｘ＋１，求ｆ（３）。", "设函数f(x)=2x+1，求f(3)。"),
+    ("question", "x", "计算（３＋４）×２等于多少？", "计算(3+4)×2等于多少？"),
+    ("question", "x", "若ａ×ｂ＝１２，面积Ｓ＝ａ＾２，则ｂ＝？", "若a×b=12，面积S=a^2，则b＝？"),
+    ("question", "x", "（１）ｘ＋１＝２，价格（元）是多少？", "（1）x+1=2，价格（元）是多少？"),
+    ("question", "x", "ＶＩＰ会员的Ｘ型号，好吗？", "ＶＩＰ会员的Ｘ型号，好吗？"),
     ("reference", "x", "４２", "42"),
     ("solution", "x", "Ａｎｓｗｅｒ：　７", "Answer: 7"),
     # LaTeX
@@ -87,6 +96,13 @@ def test_switches_turn_rules_off():
 def test_extra_special_tokens_are_stripped():
     cfg = CleaningConfig(special_tokens={"extra": ["<|ticket|>"]})
     assert clean_value("<|ticket|>Where is my order?", "question", "x", cfg) == "Where is my order?"
+
+
+def test_bare_formula_out_of_scope_keeps_letters_but_numbers_still_convert():
+    numbers_only = CleaningConfig(width={"scope": ["numbers"]})
+    assert clean_value("已知ｘ＋１＝３，求ｘ。", "question", "x", numbers_only) == "已知ｘ＋1=3，求ｘ。"
+    assert clean_value("已知ｘ＋１＝３，求ｘ。", "question", "x", CleaningConfig(width={"scope": []})) \
+        == "已知ｘ＋１＝３，求ｘ。"
 
 
 def test_to_half_width_covers_the_ascii_block_and_ideographic_space():
