@@ -10,7 +10,9 @@ source`, all strings; `id` empty when the log has none) or in the quarantine tab
 A required field that is absent, null or blank is `missing_field:<field>` (CSV cannot tell an
 empty cell from a missing value); a value that only becomes empty when cleaned is rejected later
 (`empty_reference`). Blank lines are not records and are only counted (`blank_lines` in the stats). Values that are not
-strings (numbers, lists, objects) are kept as JSON text, so `42` becomes "42".
+strings (numbers, lists, objects) are kept as JSON text, so `42` becomes "42". A stray control
+character (a BEL, even unescaped inside a JSON string) keeps the row, and the clean stage drops
+it; only a value that really is binary (decode.looks_binary) is `binary_junk`.
 """
 from __future__ import annotations
 
@@ -84,8 +86,8 @@ class _Sink:
                                    f"no value in source column {column!r}; map it in the source's "
                                    f"`fields` or set `defaults`", raw, row)
             if text and looks_binary(text):
-                return self.reject(source, "binary_junk", f"{name} holds NUL or control characters",
-                                   raw, row)
+                return self.reject(source, "binary_junk", f"{name} is binary data: it holds many NUL "
+                                   "or control characters", raw, row)
         self.rows.append(row)
 
 
@@ -121,7 +123,7 @@ def _jsonl(sink: _Sink, label: str, decoded: DecodedFile) -> None:
                         f"{sink.spec.max_row_bytes}", line.raw)
         else:
             try:
-                record = json.loads(line.text)
+                record = json.loads(line.text, strict=False)  # a raw control char in a string is noise
             except json.JSONDecodeError as exc:
                 sink.reject(where, "malformed_json", f"not JSON: {exc.msg} (column {exc.colno})", line.raw)
                 continue

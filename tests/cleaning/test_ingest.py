@@ -78,6 +78,27 @@ def test_binary_junk_line_and_value(tmp_path, write):
     assert r.kept.height == 2
 
 
+@pytest.mark.parametrize("line", [
+    b'{"ticket": "B1", "q": "What is 2+2?", "a": "4\\u0007", "type": "arithmetic"}',   # escaped BEL, short field
+    b'{"ticket": "B1", "q": "What is 2+2?\x07", "a": "4", "type": "arithmetic"}',      # raw BEL inside a string
+    b'{"ticket": "B1", "q": "\\u001b[31mWhat\\u001b[0m is 2+2?", "a": "4\\u0000", "type": "arithmetic"}',
+])
+def test_a_stray_control_character_keeps_the_row(tmp_path, write, line):
+    write("t.jsonl", line + b"\n")
+    r = run(tmp_path, "t.jsonl")
+    assert r.rejects.height == 0 and r.kept.height == 1
+    from cleaning import CleaningConfig, clean_stage
+
+    cleaned = clean_stage(r.kept, CleaningConfig(), "retail").kept
+    assert cleaned.select("question", "reference").row(0) == ("What is 2+2?", "4")
+
+
+def test_a_short_csv_line_with_one_bel_is_text(tmp_path, write):
+    write("t.csv", "q,a,type\nHow many?,4\x07,x\n")
+    r = run(tmp_path, "t.csv", fmt="csv", fields={"question": "q", "reference": "a", "category": "type"})
+    assert r.rejects.height == 0 and r.kept["reference"].to_list() == ["4\x07"]
+
+
 def test_undecodable_file_is_one_reject(tmp_path, write):
     write("t.jsonl", "café au lait\nnaïve\n".encode("latin-1") * 3)
     r = run(tmp_path, "t.jsonl")
