@@ -185,7 +185,8 @@ class CleaningConfig(_Frozen):
         "full-width to half-width conversion scope (see WidthConfig)"))
     latex: bool = Field(True, description=(
         "normalize LaTeX: \\dfrac/\\tfrac -> \\frac, drop \\left/\\right, thin spaces, ^\\circ, "
-        "\\text{} units and math delimiters around a whole reference"))
+        "\\text{} units and math delimiters around a whole reference, and write a reference that is "
+        "a plain numeric fraction as a/b (\\frac{3}{4} -> 3/4)"))
     special_tokens: SpecialTokensConfig = Field(default_factory=SpecialTokensConfig, description=(
         "special tokens and role tags to strip"))
     template: TemplateConfig = Field(default_factory=TemplateConfig, description=(

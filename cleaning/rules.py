@@ -14,7 +14,8 @@ Rule groups, in the order the cleaner applies them (the order makes the whole id
 3. full-width to half-width (`width.py`);
 4. LaTeX rules for all text;
 5. special tokens and role tags replaced by a space;
-6. LaTeX rules for answers (references only; anchored ones see the text without tokens);
+6. LaTeX rules for answers (references only; anchored ones see the text without tokens), ending
+   with the canonical form of a plain numeric fraction reference, `a/b`;
 7. whitespace: exotic spaces, internal runs, trailing spaces, blank lines, ends.
 One pass of these is not always a fixed point (ftfy can repair more once a neighbouring NBSP is
 a space; removing a token can expose a `### Human:` prefix), so the cleaner repeats the pass on
@@ -111,6 +112,7 @@ LATEX_RULES = (
     Rule("\\\\,([0-9])", "${1}", "thin space as a thousands separator: 1\\,000 -> 1000"),
 )
 
+_SP = "[ \\t]*"
 ANSWER_LATEX_RULES = (
     Rule("\\^[ \\t]*\\{[ \\t]*\\\\circ[ \\t]*\\}|\\^[ \\t]*\\\\circ", "", "degree marks: 90^\\circ -> 90"),
     Rule("\\\\(?:text|textrm|textnormal|mbox|mathrm)[ \\t]*\\{([^{}]*)\\}", "${1}",
@@ -120,6 +122,14 @@ ANSWER_LATEX_RULES = (
     Rule("^[ \\t\\n]*(?:\\$+|\\\\\\(|\\\\\\[)([^$]*?)(?:\\$+|\\\\\\)|\\\\\\])[ \\t\\n]*\\z", "${1}",
          "math delimiters around the whole reference: $42$ -> 42"),
     Rule("^([^$]*[^$ \\t\\n])[ \\t\\n]*\\$+[ \\t\\n]*\\z", "${1}", "a stray closing $ at the end"),
+    # One canonical form for a reference that is a plain numeric fraction: `a/b`, however the log
+    # wrote it (the math verifier reads `3/4`, `\\frac{3}{4}` and `0.75` in a response alike).
+    Rule(f"^[ \\t\\n]*([-+]?)\\\\frac{_SP}\\{{{_SP}([0-9]+){_SP}\\}}{_SP}\\{{{_SP}([0-9]+){_SP}\\}}[ \\t\\n]*\\z",
+         "${1}${2}/${3}", "a numeric fraction reference is written a/b: \\frac{3}{4} -> 3/4"),
+    Rule(f"^[ \\t\\n]*\\\\frac{_SP}\\{{{_SP}(-[0-9]+){_SP}\\}}{_SP}\\{{{_SP}([0-9]+){_SP}\\}}[ \\t\\n]*\\z",
+         "${1}/${2}", "the same with the sign inside: \\frac{-3}{4} -> -3/4"),
+    Rule("^[ \\t\\n]*([-+]?)\\\\frac([0-9])([0-9])[ \\t\\n]*\\z", "${1}${2}/${3}",
+         "the same in shorthand: \\frac34 -> 3/4"),
 )
 
 PROSE_SPACE_RULES = (

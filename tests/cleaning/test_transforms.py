@@ -37,7 +37,17 @@ CASES = [
     # LaTeX
     ("question", "x", "What is $\\dfrac{1}{2}$ of \\left(4\\right)?", "What is $\\frac{1}{2}$ of (4)?"),
     ("question", "x", "arrows \\leftarrow \\rightarrow stay", "arrows \\leftarrow \\rightarrow stay"),
-    ("reference", "x", "$\\tfrac{3}{4}$", "\\frac{3}{4}"),
+    # a plain numeric fraction reference has one form, a/b, however the log wrote it
+    ("reference", "x", "$\\tfrac{3}{4}$", "3/4"),
+    ("reference", "x", "\\frac{ 3 }{ 4 }", "3/4"),
+    ("reference", "x", "-\\dfrac{3}{4}", "-3/4"),
+    ("reference", "x", "\\frac{-3}{4}", "-3/4"),
+    ("reference", "x", "\\(\\frac12\\)", "1/2"),
+    ("reference", "x", "3/4", "3/4"),
+    ("reference", "x", "\\frac{x}{2}", "\\frac{x}{2}"),
+    ("reference", "x", "1\\frac{1}{2}", "1\\frac{1}{2}"),
+    ("reference", "x", "\\frac{3}{4}+1", "\\frac{3}{4}+1"),
+    ("question", "x", "Is $\\frac{3}{4}$ more?", "Is $\\frac{3}{4}$ more?"),
     ("reference", "x", "$$42$$", "42"),
     ("reference", "x", "\\(7\\)", "7"),
     ("reference", "x", "42$", "42"),

@@ -33,3 +33,21 @@ def test_cleaning_rejects_exactly_the_injected_rows(generated, retail, tmp_path)
     assert not wrong, f"rejected for another reason than the manifest's: {wrong}"
     assert not missed, f"injected rows the cleaner kept: {missed}"
     assert deduped.kept.height == generated.manifest["clean_rows"]
+
+
+@pytest.mark.parametrize("response", ["Answer: 3/4", "Answer: \\frac{3}{4}", "答案: \\dfrac{3}{4}", "Answer: 0.75"])
+def test_a_fraction_reference_has_one_form_and_the_math_verifier_takes_both(retail, response):
+    """The generator's latex noise writes fraction answers as \\dfrac / \\frac / $\\tfrac..$; the
+    clean stage writes them all as a/b, which the math verifier matches in either notation."""
+    import random
+
+    cleaning = pytest.importorskip("cleaning")
+    verifiers = pytest.importorskip("verifiers")
+    rng = random.Random(0)
+    forms = {retail.noise.latex("0.75", rng) for _ in range(60)} - {"$0.75$", "\\boxed{0.75}", "\\(0.75\\)",
+                                                                      "$\\boxed{0.75}$"}
+    assert len(forms) >= 4  # \dfrac, \frac, \tfrac, with and without $...$
+    cfg = cleaning.CleaningConfig()
+    assert {cleaning.clean_value(f, "reference", "unit_conversion", cfg) for f in forms} == {"3/4"}
+    verdict = verifiers.verify("math", response, "3/4", {})
+    assert verdict.status == "correct", verdict
