@@ -66,8 +66,8 @@ def verify_choice(response: str, reference: str, params: dict) -> V.Verdict:
         return V.error(f"choice reference {V.clip(reference, 40)!r} is not one option letter of {options}")
     letter, why = extract_choice(response, options)
     if letter is None:
-        if why.startswith("hedged"):
-            return V.wrong("", why)
+        if why.startswith("hedged"):  # extract_choice's own reason slug, not a verdict's detail
+            return V.hedged("", why)
         return V.unparsed(why)
     if letter == gold:
         return V.correct(letter, f"{why}: {letter}")

@@ -28,6 +28,10 @@ def _spec(reference: str, params: dict) -> dict:
     return spec
 
 
+class Hedging(ValueError):
+    """The response holds several different JSON answers."""
+
+
 def extract_json(response: str):
     blocks = _FENCE.findall(response)
     values = []
@@ -39,7 +43,7 @@ def extract_json(response: str):
     if values:
         distinct = {json.dumps(v, sort_keys=True) for v in values}
         if len(distinct) > 1:
-            raise ValueError(f"{len(distinct)} different JSON blocks (hedging)")
+            raise Hedging(f"hedged between {len(distinct)} different JSON blocks")
         return values[-1]
     try:
         return json.loads(response)
@@ -77,8 +81,8 @@ def verify_json(response: str, reference: str, params: dict) -> V.Verdict:
         return V.unparsed("response longer than max_chars")
     try:
         value = extract_json(response)
-    except ValueError as exc:
-        return V.wrong("", str(exc))
+    except Hedging as exc:
+        return V.hedged("", str(exc))
     if value is _MISSING:
         return V.unparsed("no JSON value found in the response")
     shown = V.clip(json.dumps(value, ensure_ascii=False), 200)

@@ -33,7 +33,7 @@ class RewardParts:
 
 
 def format_score(verdict: Verdict) -> float:
-    if verdict.status not in (CORRECT, WRONG) or verdict.detail.startswith("hedged"):
+    if verdict.status not in (CORRECT, WRONG) or verdict.hedged:
         return 0.0
     return 1.0
 

@@ -18,12 +18,15 @@ STATUSES = (CORRECT, WRONG, UNPARSED, ERROR, TIMEOUT)
 
 @dataclass(frozen=True)
 class Verdict:
-    """score in [0, 1]; status one of STATUSES; extracted and detail are short human text."""
+    """score in [0, 1]; status one of STATUSES; extracted and detail are short human text.
+    `hedged` is set by the verifier when the response gave several different final answers; the
+    reward's format layer reads it (never the detail text)."""
 
     score: float
     status: str
     extracted: str = ""
     detail: str = ""
+    hedged: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -37,15 +40,20 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return {"score": self.score, "status": self.status, "extracted": self.extracted,
-                "detail": self.detail}
+                "detail": self.detail, "hedged": self.hedged}
 
 
 def correct(extracted: str = "", detail: str = "") -> Verdict:
     return Verdict(1.0, CORRECT, extracted, detail)
 
 
-def wrong(extracted: str = "", detail: str = "", score: float = 0.0) -> Verdict:
-    return Verdict(score, WRONG, extracted, detail)
+def wrong(extracted: str = "", detail: str = "", score: float = 0.0, hedged: bool = False) -> Verdict:
+    return Verdict(score, WRONG, extracted, detail, hedged)
+
+
+def hedged(extracted: str, detail: str) -> Verdict:
+    """Several different final answers: wrong with score 0 whatever the gold, and flagged."""
+    return Verdict(0.0, WRONG, extracted, detail, True)
 
 
 def unparsed(detail: str, extracted: str = "") -> Verdict:

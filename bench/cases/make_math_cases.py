@@ -9,8 +9,9 @@ from pathlib import Path
 C = []
 
 
-def case(response, gold, expected, why):
-    C.append({"response": response, "gold": gold, "expected": expected, "why": why})
+def case(response, gold, expected, why, params=None):
+    C.append({"response": response, "gold": gold, "expected": expected, "why": why,
+              **({"params": params} if params else {})})
 
 
 # --- extraction: where the final answer is -----------------------------------------------------
@@ -99,8 +100,10 @@ case("\\boxed{x^2+1}", "(x-1)(x+1)", 0, "different polynomial")
 case("\\boxed{\\pi/2}", "\\frac{\\pi}{2}", 1, "pi fraction")
 case("\\boxed{3.14}", "\\pi", 0, "pi approximation is not pi")
 case("\\boxed{2x}", "2", 0, "variable is not a unit")
-case("\\boxed{\\sqrt[3]{8}}", "2", 1, "cube root")
-case("\\boxed{2^{10}}", "1024", 1, "power")
+case("\\boxed{\\sqrt[3]{8}}", "2", 0, "an unevaluated cube root for a number gold")
+case("\\boxed{\\sqrt[3]{8}}", "2", 1, "cube root, expressions allowed", {"allow_expressions": True})
+case("\\boxed{2^{10}}", "1024", 0, "an unevaluated power for a number gold")
+case("\\boxed{2^{10}}", "1024", 1, "power, expressions allowed", {"allow_expressions": True})
 # --- hedging and spam ---------------------------------------------------------------------------
 case("\\boxed{35} or maybe \\boxed{36}", "36", 0, "hedging between boxed answers")
 case("Answer: 35\nAnswer: 36", "36", 0, "hedging between Answer: lines")

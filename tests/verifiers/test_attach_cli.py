@@ -96,7 +96,7 @@ def test_verify_file_on_every_builtin(tmp_path, shop_db, verifier, good, bad, re
     assert verify_file(verifier, json.dumps(params), src, out, workers=2, progress=False) == 0
     got = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [g["status"] for g in got] == ["correct", "error", "wrong", "error", "correct"]
-    assert list(got[0]) == ["id", "response", "reference", "note", "score", "status", "extracted", "detail"]
+    assert list(got[0]) == ["id", "response", "reference", "note", "score", "status", "extracted", "detail", "hedged"]
     assert got[1]["line"] == 2 and got[1]["raw"] == "{not json" and "in.jsonl:2" in got[1]["detail"]
     assert got[3]["line"] == 4 and "response" in got[3]["detail"]
 

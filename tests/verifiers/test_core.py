@@ -143,7 +143,9 @@ def test_reward_layers_hand_computed():
     assert reward(ok, "", 10**6, cfg).length_penalty <= 0.2
     assert reward(Verdict(0.0, "wrong", "35"), "Answer: 35", 10, cfg).total == pytest.approx(0.1)
     assert reward(Verdict(0.0, "unparsed"), "hm", 10, cfg).total == 0.0
-    assert reward(Verdict(0.0, "wrong", "", "hedged between 2"), "x", 10, cfg).format == 0.0
+    assert reward(Verdict(0.0, "wrong", "", "several answers", hedged=True), "x", 10, cfg).format == 0.0
+    # the flag decides, not the wording of the detail
+    assert reward(Verdict(0.0, "wrong", "", "hedged between 2"), "x", 10, cfg).format == 1.0
 
 
 def test_reward_two_sided_and_process_layer():

@@ -1,83 +1,144 @@
 """The voters that decide whether two normalized answers are equal.
 
-Each voter says equal (True), different (False) or abstains (None). The vote, cheapest first:
-  1. text:      equal compact forms (spaces and braces ignored) -> equal, decisive.
-  2. numeric:   both sides read as single numbers (integers, decimals, a/b, \\frac{a}{b},
-                scientific, `1.2\\times10^{3}`, percent, a trailing unit word) -> decisive, with
-                exact fractions where both are exact and a relative tolerance (default 1e-9) else,
-                so 12345678 != 12345679 and 100 != 100.01. `50%` also matches 50 and 0.5.
-  3. collection: either side is a set `{..}`, a tuple or interval `(..]`, or several solutions
-                (`x=2 or x=3`, `2或3`, `2、3`, `2, 3`) -> decisive: same kind, same size, and the
-                elements pair up under this same vote (in order for tuples and intervals, in any
-                order otherwise). A single value never equals several.
-  4. symbolic:  sympy in a timed helper process (symbolic.py) -> equal / different / abstain.
-If every voter abstains the answer is wrong ("no voter could compare them").
+Each voter says equal, different, or abstains. The vote, cheapest first:
+  1. text:       equal compact forms (spaces and braces ignored) -> equal, decisive. The only
+                 way an infinity or an overflowing literal can match: a gold spelled the same.
+  2. finiteness: the answer is or holds an infinity or NaN (`\\infty`, `oo`, `nan`, `∞`) and the
+                 gold does not -> different, decisive.
+  3. numeric:    the gold is one number (numbers.py) -> decisive. The answer must be a number
+                 too, compared exactly (a tolerance only from params); an expression such as
+                 `3*12` or `2^{10}` is different ("not evaluated") unless params say
+                 `allow_expressions: true`, when the symbolic voter evaluates it exactly;
+                 several values against one are different.
+  4. collection: either side is a set `{..}`, a tuple or interval `(..]`, `a \\pm b`, or several
+                 solutions (`x=2 or x=3`, `2或3`, `2、3`, `2, 3`) -> decisive: same kind, same size,
+                 and the elements pair up under this same vote (in order for tuples and intervals,
+                 in any order otherwise). A single value never equals several.
+  5. symbolic:   math-verify's LaTeX parser and comparison (sympy) in a timed helper process
+                 (symbolic.py), after its own finiteness and magnitude guards -> equal,
+                 different, timeout, or abstain.
+All voters abstaining means the answer could not be read as math: the verifier says `unparsed`.
 """
 from __future__ import annotations
 
 import re
-from fractions import Fraction
+from dataclasses import dataclass
 
 from .normalize import compact
+from .numbers import Number, numbers_equal, read_number
 from .symbolic import symbolic_equal
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)"
-_PLAIN = re.compile(rf"^({_NUM})(?:[eE]([-+]?\d+))?$")
-_RATIO = re.compile(rf"^([-+]?\d+)\s*/\s*([-+]?\d+)$")
-_FRAC = re.compile(r"^([-+]?)\\frac\{\s*([-+]?\d+)\s*\}\{\s*([-+]?\d+)\s*\}$")
-_SCI = re.compile(rf"^({_NUM})\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{{?\s*([-+]?\d+)\s*\}}?$")
-_UNIT = re.compile(r"^(.*?\d)\s*(?:[A-Za-z]{2,}(?:\s+[A-Za-z]+)*|cm|mm|km|kg|mg|ml|m|g|s|h|L|[\u4e00-\u9fff]+)$")
 _ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?!=)")
-_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|或|、|\\text\{\s*or\s*\}|;")
+_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
+_INFINITE = re.compile(r"\\infty|∞|(?<![A-Za-z])(?:oo|inf|infinity|nan)(?![A-Za-z])|\\text\{\s*nan", re.IGNORECASE)
+_PM = re.compile(r"\\pm|±|\\mp|∓")
 MAX_ELEMENTS = 64
 
-
-def parse_number(s: str) -> tuple[Fraction | float, bool] | None:
-    """(value, is_percent) for a single number, else None."""
-    s = s.strip().replace(" ", "")
-    percent = s.endswith("%")
-    s = s.rstrip("%")
-    unit = _UNIT.match(s)
-    if unit and not percent:
-        s = unit.group(1)
-    value = _number_value(s)
-    return None if value is None else (value, percent)
+EQUAL, DIFFERENT, ABSTAIN, TIMEOUT = "equal", "different", "abstain", "timeout"
 
 
-def _number_value(s: str) -> Fraction | float | None:
-    try:
-        if m := _PLAIN.match(s):
-            base = Fraction(m.group(1))
-            exp = int(m.group(2) or 0)
-            return base * Fraction(10) ** exp if abs(exp) < 400 else float(s)
-        if m := _RATIO.match(s):
-            return Fraction(int(m.group(1)), int(m.group(2)))
-        if m := _FRAC.match(s):
-            value = Fraction(int(m.group(2)), int(m.group(3)))
-            return -value if m.group(1) == "-" else value
-        if (m := _SCI.match(s)) and abs(int(m.group(2))) < 400:
-            return Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))
-    except (ValueError, ZeroDivisionError, OverflowError):
+@dataclass(frozen=True)
+class Options:
+    """Comparison settings from the rule's params."""
+
+    rel_tol: float = 0.0
+    abs_tol: float = 0.0
+    percent_as_fraction: bool = True
+    allow_expressions: bool = False
+    symbolic_timeout_s: float | None = 2.0   # None: the symbolic voter is off
+    float_digits: int = 6                    # symbolic voter: decimals vs irrational golds
+
+
+@dataclass(frozen=True)
+class Vote:
+    outcome: str     # EQUAL, DIFFERENT, ABSTAIN or TIMEOUT
+    voter: str       # which voter decided
+    why: str = ""    # for DIFFERENT: what differs, in words
+
+    @property
+    def equal(self) -> bool:
+        return self.outcome == EQUAL
+
+
+def strip_assignment(s: str) -> str:
+    return _ASSIGN.sub("", s, count=1).strip()
+
+
+def has_infinity(s: str) -> bool:
+    return bool(_INFINITE.search(s))
+
+
+def equal(gold: str, pred: str, opts: Options) -> Vote:
+    """The vote on two normalized answers; see the module docstring."""
+    gold, pred = strip_assignment(gold), strip_assignment(pred)
+    if compact(gold) == compact(pred):
+        return Vote(EQUAL, "text")
+    if has_infinity(pred) and not has_infinity(gold):
+        return Vote(DIFFERENT, "finiteness", "the answer is not finite and the gold is")
+    g = read_number(gold)
+    if g is not None:
+        return _against_number(g, gold, pred, opts)
+    gc, pc = collection(gold), collection(pred)
+    if gc or pc:
+        return _collections(gc, pc, opts)
+    if opts.symbolic_timeout_s is None:
+        return Vote(ABSTAIN, "none")
+    got = symbolic_equal(gold, pred, opts.float_digits, opts.symbolic_timeout_s)
+    if got == "timeout":
+        return Vote(TIMEOUT, "symbolic")
+    if got is None:
+        return Vote(ABSTAIN, "symbolic")
+    return Vote(EQUAL if got else DIFFERENT, "symbolic")
+
+
+def _against_number(g: Number, gold: str, pred: str, opts: Options) -> Vote:
+    p = read_number(pred)
+    if p is not None:
+        if not p.finite:
+            return Vote(DIFFERENT, "numeric", f"the answer is {p.value}, the gold is a finite number")
+        same = numbers_equal(g, p, opts.rel_tol, opts.abs_tol, opts.percent_as_fraction)
+        return Vote(EQUAL if same else DIFFERENT, "numeric")
+    if collection(pred):
+        return Vote(DIFFERENT, "numeric", "several values given for one number")
+    if opts.allow_expressions and opts.symbolic_timeout_s is not None:
+        got = symbolic_equal(gold, pred, opts.float_digits, opts.symbolic_timeout_s, exact=True)
+        if got == "timeout":
+            return Vote(TIMEOUT, "symbolic")
+        if got is not None:
+            return Vote(EQUAL if got else DIFFERENT, "symbolic")
+    return Vote(DIFFERENT, "numeric", "the gold is a number and the answer is not a number (an "
+                                      "unevaluated expression or text; params allow_expressions: "
+                                      "true accepts equal expressions)")
+
+
+def collection(s: str) -> tuple[str, list[str]] | None:
+    """(kind, elements) where kind is 'set' (unordered) or the bracket pair like '()' or '[)'
+    (ordered); None for a single value."""
+    s = strip_assignment(s)
+    if pm := _plus_minus(s):
+        return "set", pm
+    if s.startswith("\\{") and s.endswith("\\}"):
+        return "set", _top_level_split(s[2:-2], re.compile(r","))
+    if s.startswith("{") and s.endswith("}") and "," in s:
+        return "set", _top_level_split(s[1:-1], re.compile(r","))
+    if s[:1] in "([" and s[-1:] in ")]" and _matching(s):
+        inner = _top_level_split(s[1:-1], re.compile(r","))
+        if len(inner) > 1:
+            return s[0] + s[-1], inner
+    parts = _top_level_split(s, re.compile(r",|" + _SPLIT_WORDS.pattern))
+    parts = [strip_assignment(p) for p in parts if p]
+    return ("set", parts) if len(parts) > 1 else None
+
+
+def _plus_minus(s: str) -> list[str] | None:
+    """`a \\pm b` is the two values a+b and a-b (`\\pm 3` is 3 and -3)."""
+    found = list(_PM.finditer(s))
+    if len(found) != 1 or any(ch in s for ch in ",;"):
         return None
-    return None
-
-
-def numbers_equal(a: Fraction | float, b: Fraction | float, rel_tol: float) -> bool:
-    if isinstance(a, Fraction) and isinstance(b, Fraction) and rel_tol == 0:
-        return a == b
-    return a == b or abs(a - b) <= rel_tol * max(abs(a), abs(b))
-
-
-def numeric_vote(gold: str, pred: str, rel_tol: float) -> bool | None:
-    g, p = parse_number(gold), parse_number(pred)
-    if g is None or p is None:
+    head, tail = s[:found[0].start()].strip(), s[found[0].end():].strip()
+    if not tail:
         return None
-    (gv, gpct), (pv, ppct) = g, p
-    if gpct == ppct:
-        return numbers_equal(gv, pv, rel_tol)
-    # one side has %: 50% matches 50 and 0.5
-    return numbers_equal(gv, pv, rel_tol) or numbers_equal(gv / 100 if gpct else gv,
-                                                            pv / 100 if ppct else pv, rel_tol)
+    return [f"{head}+{tail}" if head else tail, f"{head}-{tail}" if head else f"-{tail}"]
 
 
 def _top_level_split(s: str, seps: re.Pattern) -> list[str]:
@@ -100,27 +161,6 @@ def _top_level_split(s: str, seps: re.Pattern) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def strip_assignment(s: str) -> str:
-    return _ASSIGN.sub("", s, count=1).strip()
-
-
-def collection(s: str) -> tuple[str, list[str]] | None:
-    """(kind, elements) where kind is 'set' (unordered) or the bracket pair like '()' or '[)'
-    (ordered); None for a single value."""
-    s = strip_assignment(s)
-    if s.startswith("\\{") and s.endswith("\\}"):
-        return "set", _top_level_split(s[2:-2], re.compile(r","))
-    if s.startswith("{") and s.endswith("}") and "," in s:
-        return "set", _top_level_split(s[1:-1], re.compile(r","))
-    if s[:1] in "([" and s[-1:] in ")]" and _matching(s):
-        inner = _top_level_split(s[1:-1], re.compile(r","))
-        if len(inner) > 1:
-            return s[0] + s[-1], inner
-    parts = _top_level_split(s, re.compile(r",|" + _SPLIT_WORDS.pattern))
-    parts = [strip_assignment(p) for p in parts if p]
-    return ("set", parts) if len(parts) > 1 else None
-
-
 def _matching(s: str) -> bool:
     depth = 0
     for i, ch in enumerate(s):
@@ -131,38 +171,36 @@ def _matching(s: str) -> bool:
     return True
 
 
-def equal(gold: str, pred: str, rel_tol: float, symbolic_timeout_s: float | None) -> tuple[bool, str]:
-    """(equal?, which voter decided); see the module docstring for the vote."""
-    gold, pred = strip_assignment(gold), strip_assignment(pred)
-    if compact(gold) == compact(pred):
-        return True, "text"
-    num = numeric_vote(gold, pred, rel_tol)
-    if num is not None:
-        return num, "numeric"
-    gc, pc = collection(gold), collection(pred)
-    if gc or pc:
-        return _collections_equal(gc, pc, rel_tol, symbolic_timeout_s), "collection"
-    if symbolic_timeout_s is None:
-        return False, "no voter could compare them"
-    sym = symbolic_equal(gold, pred, rel_tol, symbolic_timeout_s)
-    if sym == "timeout":
-        return False, "symbolic timed out"
-    if sym is None:
-        return False, "no voter could compare them"
-    return sym, "symbolic"
-
-
-def _collections_equal(gc, pc, rel_tol, timeout_s) -> bool:
-    if gc is None or pc is None or gc[0] != pc[0] or len(gc[1]) != len(pc[1]):
-        return False
-    if len(gc[1]) > MAX_ELEMENTS:
-        return False
+def _collections(gc, pc, opts: Options) -> Vote:
+    if gc is None or pc is None:
+        return Vote(DIFFERENT, "collection", "one value against several")
+    if gc[0] != pc[0]:
+        return Vote(DIFFERENT, "collection", f"a {gc[0]} against a {pc[0]}")
+    if len(gc[1]) != len(pc[1]) or len(gc[1]) > MAX_ELEMENTS:
+        return Vote(DIFFERENT, "collection", f"{len(pc[1])} values against {len(gc[1])}")
     if gc[0] != "set":
-        return all(equal(g, p, rel_tol, timeout_s)[0] for g, p in zip(gc[1], pc[1]))
+        for g, p in zip(gc[1], pc[1]):
+            vote = equal(g, p, opts)
+            if not vote.equal:
+                return _element_vote(vote)
+        return Vote(EQUAL, "collection")
     remaining = list(pc[1])
     for g in gc[1]:
-        hit = next((i for i, p in enumerate(remaining) if equal(g, p, rel_tol, timeout_s)[0]), None)
+        hit = None
+        for i, p in enumerate(remaining):
+            vote = equal(g, p, opts)
+            if vote.outcome == TIMEOUT:
+                return Vote(TIMEOUT, "collection")
+            if vote.equal:
+                hit = i
+                break
         if hit is None:
-            return False
+            return Vote(DIFFERENT, "collection", f"no answer matches the gold value {g!r}")
         remaining.pop(hit)
-    return True
+    return Vote(EQUAL, "collection")
+
+
+def _element_vote(vote: Vote) -> Vote:
+    if vote.outcome in (TIMEOUT, ABSTAIN):
+        return Vote(vote.outcome, "collection")
+    return Vote(DIFFERENT, "collection", vote.why)

@@ -1,14 +1,22 @@
 """Find the final answer(s) in a response, by priority.
 
-Levels, highest first; the answer is the LAST candidate of the highest level that has one:
+First the response is cleaned of what chat models wrap around answers: chat special tokens
+(`<|im_end|>`, `</s>`, `<|eot_id|>`, ...) are dropped, and a `<think>...</think>` block is
+skipped (the answer is read after the last `</think>`; a `<think>` never closed leaves no
+answer). Then the levels, highest first; the answer is the LAST candidate of the highest level
+that has one:
   1. explicit markers: "final answer is/:", "the answer is", `答案是`, `答案:`, `最终答案`, `答:`
   2. `\\boxed{...}` / `\\fbox{...}` (balanced braces)
-  3. `Answer:` (also `**Answer:**`)
-  4. fallback, on the last line only: the whole line when it is short and has no words or
+  3. `Answer:` (also `**Answer:**`, and `Answer` without a colon at a line start when math
+     follows: `Answer $9$`, `Answer \\[ 9 \\]`)
+  4. the final sentence, when it states a result: "The GCD of 380 and 986 is 2.",
+     "LCM(47, 75) = 3525", "... - 662 = -1043", "总价为36元" (the text after the last `is`,
+     `equals`, `=`, `为`, `是`, `等于` of the last sentence, when it is short)
+  5. fallback, on the last line only: the whole line when it is short and has no words or
      colon, else its number when it holds exactly one (several numbers there are a guess list).
 Candidates of levels 1-3 are all returned too, so the verifier can spot hedging (two different
-final answers). Text after a marker runs to the end of the line or sentence; a `\\boxed{}` or
-`$...$` right after a marker is taken whole.
+final answers). Text after a marker runs to the end of the line or sentence; a `\\boxed{}`,
+`$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` right after a marker is taken whole.
 """
 from __future__ import annotations
 
@@ -21,16 +29,30 @@ MAX_RESPONSE_CHARS = 100_000
 _MARKERS = re.compile(
     r"(?:final\s+answer\s*(?:is|[:：])|the\s+answer\s+is|答案\s*是|最终答案\s*(?:是|为)?\s*[:：]?|"
     r"答案\s*(?:为|[:：])|(?<![\w答])答\s*[:：])", re.IGNORECASE)
-_ANSWER = re.compile(r"(?<![A-Za-z])answer\s*\**\s*[:：]", re.IGNORECASE)
+_ANSWER = re.compile(r"(?<![A-Za-z])answer\s*\**\s*[:：]|(?:^|(?<=\n))\s*\**answer\**[ \t]+(?=\$|\\[(\[]|\\boxed)",
+                     re.IGNORECASE)
+# The turn ends at an end-of-turn token, or where the model starts writing the next turn itself.
+_TURN_END = re.compile(r"<\|(?:im_end|im_start|eot_id|endoftext|end|start_header_id|user|assistant|system)\|>|</s>|<eos>|"
+                       r"<end_of_turn>|<start_of_turn>|\[INST\]")
+_SPECIAL_TOKENS = re.compile(r"<\|[A-Za-z0-9_:.\-]{1,40}\|>|<s>|<bos>|\[/INST\]")
+_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_RUN_JOINER = re.compile(r"(?:\s|,|;|\$|\\[()\[\]]|\\q?quad|\\text\{\s*and\s*\}|\band\b)*")
+_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
+# "... is 2." / "... = -1043" / "总价为36元": the text after the last verb of being or `=`.
+_STATES = re.compile(r"(?:\b(?:is|are|equals|was|be)\b|(?<![<>!=])=(?!=)|等于|为|是)\s*", re.IGNORECASE)
+_LIST = re.compile(r"\s(?:or|and)\s|或|、|;")
+MAX_STATED_CHARS = 40
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
-_NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?")
+_NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
 _SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!?！？]")
 
 
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None          # the chosen final answer (raw text), None if nothing found
-    level: str                  # marker | boxed | answer | fallback | none
+    level: str                  # marker | boxed | answer | sentence | fallback | none
     candidates: tuple[str, ...]  # every level 1-3 candidate, in order of appearance
 
 
@@ -62,39 +84,86 @@ def _boxed_at(text: str, pos: int) -> str | None:
 def _after_marker(text: str, pos: int) -> str:
     got = _marker_text(text, pos)
     boxed = _boxed_all(got)
-    return boxed[-1] if boxed else got
+    if boxed:
+        return boxed[-1]
+    if len(re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", got))) >= 2:
+        # "Final Answer: The largest $n$ is 34." states its value; "Final Answer: The final
+        # answer is 7" is cut at the inner marker, leaving no value here.
+        return _stated(got) or ""
+    return got
 
 
 def _marker_text(text: str, pos: int) -> str:
-    rest = text[pos:pos + 2000].lstrip(" \t*:：")
+    rest = text[pos:pos + 2000].lstrip(" \t*:：\n")
     if rest.startswith("\\boxed") or rest.startswith("\\fbox"):
         boxed = _boxed_at(rest, 0)
         if boxed is not None:
             return boxed
-    if rest.startswith("$"):
-        close = rest.find("$", 2 if rest.startswith("$$") else 1)
-        if close > 0:
-            return rest[:close + 1].strip("$")
+    for opener, closer in (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)")):
+        if rest.startswith(opener):
+            close = rest.find(closer, len(opener))
+            inner = rest[len(opener):close] if close > 0 else ""
+            if close > 0 and (opener in ("$$", "\\[") or "\n" not in inner.strip()):
+                return inner.strip()
+            break
     end = _SENTENCE_END.search(rest)
     rest = rest[:end.start()] if end else rest
     nxt = [m.start() for m in (_MARKERS.search(rest), _ANSWER.search(rest), _BOXED.search(rest)) if m]
-    return rest[:min(nxt)] if nxt else rest
+    if not nxt:
+        return rest
+    head = rest[:min(nxt)]
+    # "Final Answer: The final answer is 7": the words before the inner marker are no answer
+    return head if re.search(r"[\d\\$]", head) else ""
 
 
-def _boxed_all(text: str) -> list[str]:
-    out = []
+def _boxed_all(text: str, join_runs: bool = False) -> list[str]:
+    """Every boxed answer; with join_runs, boxes joined only by `and`, commas or spacing
+    (`\\boxed{1} and \\boxed{2}`, how models list several solutions) become one set answer,
+    while `\\boxed{35} or maybe \\boxed{36}` stays two answers (hedging)."""
+    found = []
     for m in _BOXED.finditer(text):
         got = _boxed_at(text, m.start())
         if got is not None:
-            out.append(got)
-    return out
+            end = m.end() + len(got) + 2 if text[m.end():m.end() + 1] == "{" else m.end() + len(got)
+            found.append((m.start(), end, got))
+    if not join_runs:
+        return [g for _, _, g in found]
+    runs: list[list[str]] = []
+    for i, (start, _, got) in enumerate(found):
+        if runs and _RUN_JOINER.fullmatch(text[found[i - 1][1]:start]):
+            runs[-1].append(got)
+        else:
+            runs.append([got])
+    return [run[0] if len(run) == 1 else "\\{" + ", ".join(run) + "\\}" for run in runs]
+
+
+def _after_think(text: str) -> int:
+    closes = list(_THINK_CLOSE.finditer(text))
+    return closes[-1].end() if closes else 0
+
+
+def clean_response(response: str) -> str | None:
+    """The part of a response that may hold the answer (see the module docstring); None when a
+    `<think>` block is never closed."""
+    text = to_halfwidth(response[:MAX_RESPONSE_CHARS])
+    if end := _TURN_END.search(text, _after_think(text)):
+        text = text[:end.start()]
+    text = _SPECIAL_TOKENS.sub(" ", text)
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        return text[closes[-1].end():]
+    if _THINK_OPEN.search(text):
+        return None
+    return text
 
 
 def extract(response: str) -> Extraction:
     """See the module docstring for the priority order."""
-    text = to_halfwidth(response[:MAX_RESPONSE_CHARS])
+    text = clean_response(response)
+    if text is None:
+        return Extraction(None, "none", ())
     marker = [_after_marker(text, m.end()) for m in _MARKERS.finditer(text)]
-    boxed = _boxed_all(text)
+    boxed = _boxed_all(text, join_runs=True)
     answer = [_after_marker(text, m.end()) for m in _ANSWER.finditer(text)]
     candidates = tuple(c.strip() for c in marker + boxed + answer)
     for level, found in (("marker", marker), ("boxed", boxed), ("answer", answer)):
@@ -104,8 +173,13 @@ def extract(response: str) -> Extraction:
     if candidates:  # a marker with nothing after it: format without content
         return Extraction(None, "none", ())
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    last = lines[-1] if lines else ""
-    words = [w for w in re.findall(r"[A-Za-z]{3,}", last) if w.lower() != "and"]
+    last = re.sub(r"\*\*|__|`", "", lines[-1]) if lines else ""
+    if stated := _stated(last):
+        return Extraction(stated, "sentence", ())
+    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)]
+    if len(spans) == 1 and spans[0].strip():  # "Therefore $x \geq 5$ is the solution."
+        return Extraction(spans[0].strip(), "fallback", ())
+    words = [w for w in re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", last)) if w.lower() != "and"]
     if last and len(last) <= 60 and not words and ":" not in last:  # "Total: 36" is a label
         return Extraction(last, "fallback", ())
     numbers = set(_NUMBER.findall(last))
@@ -114,9 +188,33 @@ def extract(response: str) -> Extraction:
     return Extraction(None, "none", ())
 
 
+def _stated(line: str) -> str | None:
+    """What the last sentence of `line` says the result is, when it ends in a short value."""
+    sentences = [s for s in re.split(r"(?<=[^\d\s])\.\s+|。|[!?！？]\s*", line) if s.strip()]
+    if not sentences:
+        return None
+    last = sentences[-1].strip()
+    states = list(_STATES.finditer(last))
+    if not states or _LIST.search(last[states[0].end():]):
+        return None  # "x=2 or x=3" lists solutions: the whole line is the answer
+    value = last[states[-1].end():].strip().rstrip(".。").strip()
+    if span := _MATH_SPAN.fullmatch(value):
+        return next(g for g in span.groups() if g is not None).strip() or None
+    if not value or len(value) > MAX_STATED_CHARS or not re.search(r"\d", value):
+        return None
+    if len(re.findall(r"[A-Za-z]{3,}", value)) > 2:  # "is 3 more than the number of cats"
+        return None
+    return value
+
+
 def extract_gold(reference: str) -> str:
-    """A reference may itself carry a marker (`答案: 36`, `\\boxed{36}`); else it is the answer."""
+    """A reference may itself carry a marker (`答案: 36`, `\\boxed{36}`); else it is the answer.
+    A reference with several different boxed answers (`\\boxed{1} and \\boxed{-2}`) means all of
+    them: a set."""
     got = extract(reference)
     if got.level in ("marker", "boxed", "answer") and got.answer:
+        boxed = [b.strip() for b in _boxed_all(reference) if b.strip()]
+        if got.level == "boxed" and len(set(boxed)) > 1:
+            return "\\{" + ", ".join(dict.fromkeys(boxed)) + "\\}"
         return got.answer
     return reference.strip()

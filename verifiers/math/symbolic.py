@@ -1,89 +1,104 @@
-"""The symbolic voter: LaTeX-ish answers to sympy, compared in a helper process with a timeout.
+"""The symbolic voter: math-verify's LaTeX parser and comparison in a helper process with a timeout.
 
-sympy's `parse_expr` evaluates its input, so model text is first converted and then checked
-against a whitelist (digits, single-letter symbols, a few function names, arithmetic); anything
-else abstains. The comparison runs in a long-lived helper process (one per calling process) under
-an address-space limit; past the timeout the helper is killed and restarted on the next call, so
-`x^(9^(9^9))` costs one timeout, never a hang. No `signal.alarm` anywhere.
+LaTeX is parsed by math-verify (`latex2sympy2_extended`, an ANTLR grammar: model text is never
+evaluated as Python) and compared by math-verify's `verify` (sets, intervals, matrices, relations,
+equivalent expressions; a decimal matches an irrational gold to `float_digits` places). Before
+that, our own guards: an answer that is or holds an infinity, NaN or a complex infinity, or whose
+value is beyond float range, never equals a gold that is not such a value itself. With
+`exact=True` (a number gold, an expression answer, `allow_expressions`) the answer must evaluate
+to exactly the gold: `3*12` is 36, `2^{10000}` is compared as an exact integer.
+
+The comparison runs in a long-lived helper process (one per calling process) under an
+address-space limit; past the timeout the helper is killed and restarted on the next call, so
+`9^{9^{9^9}}` costs one timeout, never a hang. No `signal.alarm` anywhere (math-verify's own
+timeouts use it; they are switched off here and the process timeout replaces them).
 """
 from __future__ import annotations
 
-import re
 import threading
 
 from .._proc import Child
 
-FUNCS = {"sqrt", "pi", "oo", "sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan",
-         "log", "exp", "Abs", "E", "I"}
-_LATEX = [
-    (re.compile(r"\\(?:cdot|times|ast)"), "*"), (re.compile(r"\\div"), "/"),
-    (re.compile(r"\\pi"), " pi "), (re.compile(r"\\infty"), " oo "), (re.compile(r"\\ln"), " log"),
-    (re.compile(r"\\(log|sin|cos|tan|cot|sec|csc|exp)"), r" \1"),
-    (re.compile(r"\\arc(sin|cos|tan)"), r" a\1"),
-]
-_FRAC = re.compile(r"\\frac\{([^{}]*)\}\{([^{}]*)\}")
-_ROOT = re.compile(r"\\sqrt\[([^\[\]{}]*)\]\{([^{}]*)\}")
-_SQRT = re.compile(r"\\sqrt\{([^{}]*)\}")
-_ABS = re.compile(r"\|([^|]*)\|")
-_SAFE = re.compile(r"^[0-9a-zA-Z_+\-*/(). ]*$")
-_IDENT = re.compile(r"[A-Za-z_]+")
-MAX_CHARS = 300
-HELPER_MEMORY_BYTES = 2 << 30
+MAX_CHARS = 1000
+HELPER_MEMORY_BYTES = 3 << 30
+HUGE = 10 ** 300
+_CACHE_SIZE = 4096
+STARTUP_TIMEOUT_S = 120.0
 
 
-def to_sympy_text(s: str) -> str | None:
-    """Convert a normalized answer to sympy syntax, or None if it is outside the safe subset."""
-    if len(s) > MAX_CHARS or re.search(r"\d\s+\d", s) or "=" in s or "%" in s:
-        return None
-    for pat, rep in _LATEX:
-        s = pat.sub(rep, s)
-    for _ in range(8):
-        s2 = _ROOT.sub(r"((\2)**(1/(\1)))", s)
-        s2 = _FRAC.sub(r"((\1)/(\2))", s2)
-        s2 = _SQRT.sub(r"sqrt(\1)", s2)
-        if s2 == s:
-            break
-        s = s2
-    s = _ABS.sub(r"Abs(\1)", s)
-    s = s.replace("^", "**").replace("{", "(").replace("}", ")").replace("[", "(").replace("]", ")")
-    if "\\" in s or not _SAFE.match(s) or "__" in s or re.search(r"\.\s*[A-Za-z_]", s):
-        return None
-    for ident in _IDENT.findall(s):
-        if len(ident) > 1 and ident not in FUNCS:
-            return None
-    return s.strip() or None
+def _parse(text: str, cache: dict):
+    if text in cache:
+        return cache[text]
+    from math_verify import LatexExtractionConfig, parse
+
+    got = parse(f"${text}$", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None)
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()
+    cache[text] = got
+    return got
 
 
-def _equal_in_sympy(a: str, b: str, rel_tol: float) -> bool | None:
+def _not_finite(objs) -> bool:
+    """True when a parsed value is or holds an infinity or NaN, or evaluates beyond float range."""
     import sympy
-    from sympy.parsing.sympy_parser import (convert_xor, implicit_multiplication_application,
-                                            parse_expr, standard_transformations)
 
-    trans = standard_transformations + (implicit_multiplication_application, convert_xor)
-    names = {n: getattr(sympy, n) for n in FUNCS}
-    ea = parse_expr(a, local_dict=dict(names), transformations=trans, evaluate=True)
-    eb = parse_expr(b, local_dict=dict(names), transformations=trans, evaluate=True)
-    if not (isinstance(ea, sympy.Expr) and isinstance(eb, sympy.Expr)):
+    bad = (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)
+    for obj in objs:
+        if isinstance(obj, str) or not isinstance(obj, sympy.Basic):
+            continue
+        if any(obj.has(b) for b in bad):
+            return True
+        if isinstance(obj, sympy.Expr) and not obj.free_symbols:
+            value = sympy.N(obj, 15)
+            if value.has(*bad) or (value.is_number and abs(value) > HUGE):
+                return True
+    return False
+
+
+def _exact_equal(gold, pred) -> bool | None:
+    import sympy
+
+    g = next((x for x in gold if isinstance(x, sympy.Expr)), None)
+    p = next((x for x in pred if isinstance(x, sympy.Expr)), None)
+    if g is None or p is None:
         return None
-    if not ea.free_symbols and not eb.free_symbols:
-        va, vb = complex(sympy.N(ea, 30)), complex(sympy.N(eb, 30))
-        return abs(va - vb) <= rel_tol * max(abs(va), abs(vb)) + 1e-12
-    if ea.free_symbols != eb.free_symbols:
+    if p.free_symbols:
         return False
-    return sympy.simplify(ea - eb) == 0
+    return bool(sympy.simplify(p - g) == 0)
+
+
+def compare(gold_text: str, pred_text: str, float_digits: int, exact: bool, cache: dict) -> bool | None:
+    """True/False, or None when either side does not parse (runs in the helper)."""
+    from math_verify import verify
+
+    gold, pred = _parse(gold_text, cache), _parse(pred_text, cache)
+    if not gold or not pred:
+        return None
+    if _not_finite(pred) and not _not_finite(gold):
+        return False
+    if exact:
+        return _exact_equal(gold, pred)
+    return bool(verify(gold, pred, float_rounding=float_digits, timeout_seconds=None))
 
 
 def helper_main(rx, tx) -> None:
+    import logging
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (HELPER_MEMORY_BYTES, HELPER_MEMORY_BYTES))
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    import math_verify  # noqa: F401 - imported before "ready", so no request pays for it
+    import sympy  # noqa: F401
+
+    tx.send("ready")
+    cache: dict = {}
     while True:
         try:
-            a, b, rel_tol = rx.recv()
+            gold, pred, digits, exact = rx.recv()
         except (EOFError, OSError):
             return
         try:
-            result = _equal_in_sympy(a, b, rel_tol)
+            result = compare(gold, pred, digits, exact, cache)
         except BaseException:  # noqa: BLE001 - sympy raises anything; an abstention, not a crash
             result = None
         tx.send(result)
@@ -101,31 +116,35 @@ class _Helper:
             self.child.kill()
         self.child = None
 
-    def equal(self, a: str, b: str, rel_tol: float, timeout_s: float) -> bool | None | str:
+    def equal(self, request: tuple, timeout_s: float) -> bool | None | str:
         """True/False, None when sympy cannot decide, "timeout" when it ran out of time."""
         with self.lock:
-            return self._equal(a, b, rel_tol, timeout_s)
-
-    def _equal(self, a: str, b: str, rel_tol: float, timeout_s: float) -> bool | None | str:
-        if self.child is None or not self.child.alive():
+            if self.child is None or not self.child.alive():
+                self.stop()
+                self.child = Child("verifiers.math.symbolic:helper_main")
+                try:  # the imports take seconds on a busy machine; they are not the request's time
+                    ready = self.child.rx.poll(STARTUP_TIMEOUT_S) and self.child.rx.recv() == "ready"
+                except (EOFError, OSError):
+                    ready = False
+                if not ready:
+                    self.stop()
+                    return None
+            try:
+                self.child.tx.send(request)
+                if self.child.rx.poll(timeout_s):
+                    return self.child.rx.recv()
+            except (EOFError, OSError):
+                self.stop()
+                return None
             self.stop()
-            self.child = Child("verifiers.math.symbolic:helper_main")
-        try:
-            self.child.tx.send((a, b, rel_tol))
-            if self.child.rx.poll(timeout_s):
-                return self.child.rx.recv()
-        except (EOFError, OSError):
-            self.stop()
-            return None
-        self.stop()
-        return "timeout"
+            return "timeout"
 
 
 HELPER = _Helper()
 
 
-def symbolic_equal(gold: str, pred: str, rel_tol: float, timeout_s: float) -> bool | None | str:
-    a, b = to_sympy_text(gold), to_sympy_text(pred)
-    if a is None or b is None:
+def symbolic_equal(gold: str, pred: str, float_digits: int, timeout_s: float,
+                   exact: bool = False) -> bool | None | str:
+    if len(gold) > MAX_CHARS or len(pred) > MAX_CHARS:
         return None
-    return HELPER.equal(a, b, rel_tol, timeout_s)
+    return HELPER.equal((gold, pred, int(float_digits), exact), timeout_s)

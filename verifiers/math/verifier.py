@@ -1,57 +1,95 @@
 """The `math` verifier: extract the final answer, normalize it, let the voters compare it to gold.
 
-Params (all optional): `rel_tol` (1e-9), `symbolic` (true: use the sympy voter),
-`symbolic_timeout_s` (2.0). A response whose level 1-3 candidates disagree with each other (two
-different boxed or `Answer:` values) is hedging and scores 0 whatever the gold is.
+Params (all optional):
+  rel_tol, abs_tol      tolerance for numbers (default 0: exact; see numbers.py)
+  percent_as_fraction   `25%` also matches `0.25` (default true; `25%` always matches `25`)
+  allow_expressions     a number gold accepts an expression that evaluates to it exactly
+                        (`3*12` for 36; default false: the policy must compute, not restate)
+  require_integer       the answer must be written as an integer (`36`, not `36.0` or `72/2`)
+  require_simplified    a fraction answer must be in lowest terms (`332/971`, not `6640/19420`)
+  symbolic              use the symbolic voter (default true); symbolic_timeout_s (2.0)
+  float_digits          places to which a decimal answer may match an irrational gold (6)
+Statuses: `unparsed` when no answer could be extracted or read as math, `wrong` when an answer was
+compared and differs (or hedges: several different final answers, flagged `hedged`), `timeout`
+when the symbolic comparison ran out of time, `error` for an unusable reference.
 """
 from __future__ import annotations
 
+import re
+
 from .. import verdict as V
-from .compare import equal
+from .compare import ABSTAIN, TIMEOUT, Options, equal, strip_assignment
 from .extract import extract, extract_gold
 from .normalize import normalize
+from .numbers import read_number
 
 _LEVEL = {"marker": "final-answer marker", "boxed": "\\boxed{}", "answer": "'Answer:'",
-          "fallback": "last-line fallback"}
+          "sentence": "final sentence", "fallback": "last-line fallback"}
+_FRACTION = re.compile(r"^[-+]?(?:\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))$")
 
 
-def _params(params: dict) -> tuple[float, float | None]:
-    rel_tol = float(params.get("rel_tol", 1e-9))
+def options(params: dict) -> Options:
     timeout = float(params.get("symbolic_timeout_s", 2.0))
-    return rel_tol, (timeout if params.get("symbolic", True) else None)
+    return Options(rel_tol=float(params.get("rel_tol", 0.0) or 0.0),
+                   abs_tol=float(params.get("abs_tol", 0.0) or 0.0),
+                   percent_as_fraction=bool(params.get("percent_as_fraction", True)),
+                   allow_expressions=bool(params.get("allow_expressions", False)),
+                   symbolic_timeout_s=timeout if params.get("symbolic", True) else None,
+                   float_digits=int(params.get("float_digits", 6)))
 
 
 def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
-    rel_tol, sym_timeout = _params(params)
+    opts = options(params)
     gold = normalize(extract_gold(reference))
     if not gold:
         return V.error(f"reference {V.clip(reference)!r} holds no answer after normalization")
     got = extract(response)
     if got.answer is None:
-        return V.unparsed("no final answer found (no marker, \\boxed{}, Answer: or number)")
+        return V.unparsed("no final answer found (no marker, \\boxed{}, Answer:, final sentence or number)")
     pred = normalize(got.answer)
+    where = f"the answer from the {_LEVEL[got.level]}"
     if not pred:
-        return V.unparsed(f"the answer from the {_LEVEL[got.level]} is empty after normalization", V.clip(got.answer))
-    distinct = _distinct(got.candidates, rel_tol)
+        return V.unparsed(f"{where} is empty after normalization", V.clip(got.answer))
+    distinct = _distinct(got.candidates)
     if len(distinct) > 1:
-        return V.wrong(V.clip(pred), f"hedged between {len(distinct)} different final answers: "
-                                     f"{V.clip(' | '.join(distinct), 200)}")
-    same, voter = equal(gold, pred, rel_tol, sym_timeout)
-    if voter == "symbolic timed out":
-        return V.timeout(f"the sympy comparison with gold {V.clip(gold, 80)!r} ran out of time",
-                         V.clip(pred))
-    if same:
-        return V.correct(V.clip(pred), f"answer from the {_LEVEL[got.level]} matches gold ({voter} voter)")
-    return V.wrong(V.clip(pred), f"answer from the {_LEVEL[got.level]} differs from gold {V.clip(gold, 80)!r} ({voter})")
+        return V.hedged(V.clip(pred), f"hedged between {len(distinct)} different final answers: "
+                                      f"{V.clip(' | '.join(distinct), 200)}")
+    if problem := _form_problem(pred, params):
+        return V.wrong(V.clip(pred), f"{where} {problem}")
+    vote = equal(gold, pred, opts)
+    if vote.outcome == TIMEOUT:
+        return V.timeout(f"the symbolic comparison with gold {V.clip(gold, 80)!r} ran out of time", V.clip(pred))
+    if vote.outcome == ABSTAIN:
+        return V.unparsed(f"{where} could not be read as math to compare with gold {V.clip(gold, 80)!r}",
+                          V.clip(pred))
+    if vote.equal:
+        return V.correct(V.clip(pred), f"{where} matches gold ({vote.voter} voter)")
+    why = f": {vote.why}" if vote.why else ""
+    return V.wrong(V.clip(pred), f"{where} differs from gold {V.clip(gold, 80)!r} ({vote.voter} voter){why}")
 
 
-def _distinct(candidates: tuple[str, ...], rel_tol: float) -> list[str]:
+def _form_problem(pred: str, params: dict) -> str | None:
+    """Form constraints a task may ask for; None when the answer's form is acceptable."""
+    value = strip_assignment(pred)
+    if params.get("require_integer") and not re.fullmatch(r"[-+]?\d+", value):
+        return f"is {V.clip(value, 60)!r}, not written as an integer (require_integer)"
+    if params.get("require_simplified") and (m := _FRACTION.match(value)):
+        num, den = (int(m.group(1)), int(m.group(2))) if m.group(1) else (int(m.group(3)), int(m.group(4)))
+        from math import gcd
+
+        if den == 0 or gcd(num, den) != 1 or den == 1:
+            return f"is {V.clip(value, 60)!r}, not a fraction in lowest terms (require_simplified)"
+    return None
+
+
+def _distinct(candidates: tuple[str, ...]) -> list[str]:
     """Candidates that are pairwise different under the cheap voters (no sympy: hedging is a
     format question and must stay fast)."""
+    cheap = Options(symbolic_timeout_s=None)
     out: list[str] = []
     for cand in candidates:
         c = normalize(cand)
-        if c and not any(equal(c, o, rel_tol, None)[0] for o in out):
+        if c and not any(equal(c, o, cheap).equal for o in out):
             out.append(c)
     return out
 
@@ -68,6 +106,11 @@ def solution_from_reference(reference: str, prompt: str) -> str:
 
 def check_reference(reference: str, params: dict) -> str | None:
     """None when the gold is usable, else why not."""
-    if not normalize(extract_gold(reference)):
+    gold = normalize(extract_gold(reference))
+    if not gold:
         return f"math reference {V.clip(reference, 80)!r} holds no answer after normalization"
+    number = read_number(strip_assignment(gold))
+    if number is not None and not number.finite and not params.get("allow_infinite_gold", False):
+        return (f"math reference {V.clip(reference, 80)!r} is {number.value}; set params "
+                f"allow_infinite_gold: true if that is really the answer")
     return None
