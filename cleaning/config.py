@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "FieldMap", "SourceSpec", "WidthConfig", "SpecialTokensConfig", "TemplatePart",
-    "TemplateConfig", "DedupConfig", "CleaningConfig", "ValidationConfig",
+    "TemplateConfig", "DedupConfig", "PiiConfig", "CleaningConfig", "ValidationConfig", "PII_KINDS",
     "DEFAULT_SPECIAL_TOKENS", "DEFAULT_ROLE_TAGS", "DEFAULT_LAYOUT", "ROW_FIELDS",
 ]
 
@@ -31,6 +31,7 @@ DEFAULT_SPECIAL_TOKENS = (
     "<<SYS>>", "<</SYS>>",
 )
 DEFAULT_ROLE_TAGS = ("system", "user", "assistant", "tool", "human")
+PII_KINDS = ("email", "phone", "id_number", "bank_card", "ip_address")
 DEFAULT_LAYOUT = "{question}\n\nRequirements: {requirements}\n\nFormat example:\n{format_example}"
 
 
@@ -171,8 +172,21 @@ class DedupConfig(_Frozen):
     seed: int = Field(1, description="MinHash seed, for reproducible near-duplicate decisions")
 
 
+class PiiConfig(_Frozen):
+    """PII scrubbing (cleaning/pii.py): matches become typed placeholders such as <PHONE>."""
+
+    enabled: bool = Field(False, description=(
+        "replace e-mail addresses, phone numbers, resident ID numbers, bank card numbers and IP "
+        "addresses in question, reference and solution by <EMAIL>, <PHONE>, <ID_NUMBER>, "
+        "<BANK_CARD>, <IP_ADDRESS>; order numbers, amounts and math are kept (`pii: true` is short "
+        "for enabled with every kind)"))
+    kinds: list[Literal["email", "phone", "id_number", "bank_card", "ip_address"]] = Field(
+        default_factory=lambda: list(PII_KINDS), min_length=1, description=(
+            "which kinds to scrub: email, phone, id_number, bank_card, ip_address"))
+
+
 class CleaningConfig(_Frozen):
-    """The pure text transformations, the prompt template and dedup."""
+    """The pure text transformations, PII scrubbing, the prompt template and dedup."""
 
     verbatim_categories: list[str] = Field(
         default_factory=lambda: ["sql", "code", "json", "regex"], description=(
@@ -192,6 +206,13 @@ class CleaningConfig(_Frozen):
     template: TemplateConfig = Field(default_factory=TemplateConfig, description=(
         "the three-part prompt template, per category"))
     dedup: DedupConfig = Field(default_factory=DedupConfig, description="exact and near-duplicate removal")
+    pii: PiiConfig = Field(default_factory=PiiConfig, description=(
+        "PII scrubbing, off by default: `pii: true`, or {enabled: true, kinds: [email, phone]}"))
+
+    @field_validator("pii", mode="before")
+    @classmethod
+    def _pii_switch(cls, value):
+        return {"enabled": value} if isinstance(value, bool) else value
 
 
 class ValidationConfig(_Frozen):

@@ -6,6 +6,7 @@ writes into `out_dir`:
     clean.parquet      the valid rows: id, domain, category, question, reference, solution, prompt, source
     rejects.parquet    every row dropped anywhere, with stage, reason (slug) and detail
     stats.json         rows_in, rows_kept, rows_rejected, rejected_by_reason, and per stage the same
+                       (stages.clean.pii: PII replaced by kind, when cleaning.pii is on)
     validation.json    the Great Expectations result (also written when validation fails)
     stages/<stage>.parquet, <stage>_rejects.parquet, <stage>_stats.json for ingest, clean, dedup, validate
 
@@ -26,6 +27,7 @@ import polars as pl
 from .config import CleaningConfig, SourceSpec, ValidationConfig
 from .dedup import dedup
 from .ingest import ingest
+from .pii import scrub_frame
 from .stage import StageResult, make_stats, reject_frame, write_json, write_parquet, write_stage
 from .template import build_prompts
 from .transforms import clean_frame
@@ -43,9 +45,14 @@ def row_id(domain: str, question: str) -> str:
 
 
 def clean_stage(df: pl.DataFrame, cfg: CleaningConfig, domain: str) -> StageResult:
-    """Clean the text, reject rows left without a question or reference, fill ids, build prompts."""
+    """Clean the text, scrub PII when `cfg.pii` is on (stats: `pii` counts by kind, `pii_rows`),
+    reject rows left without a question or reference, fill ids, build prompts."""
     start = time.perf_counter()
     out = clean_frame(df, cfg)
+    extra = {}
+    if cfg.pii.enabled:
+        out, by_kind, rows = scrub_frame(out, cfg.pii.kinds)
+        extra = {"pii": by_kind, "pii_rows": rows}
     empty_q = pl.col("question") == ""
     empty_r = (pl.col("reference") == "") & ~empty_q
     rejects = pl.concat([
@@ -59,7 +66,7 @@ def clean_stage(df: pl.DataFrame, cfg: CleaningConfig, domain: str) -> StageResu
         ids = [row_id(domain, q) for q in kept["question"].gather(idx).to_list()]
         kept = kept.with_columns(kept["id"].fill_null("").clone().scatter(idx, ids))
     kept = build_prompts(kept, cfg.template).select(OUTPUT_COLUMNS)
-    return StageResult(kept, rejects, make_stats(df.height, kept, rejects, time.perf_counter() - start))
+    return StageResult(kept, rejects, make_stats(df.height, kept, rejects, time.perf_counter() - start, extra))
 
 
 def _combine(stages: dict[str, StageResult], rows_in: int, seconds: float, domain: str) -> StageResult:
