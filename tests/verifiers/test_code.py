@@ -1,10 +1,13 @@
-"""Code verifier: extraction, HumanEval-style and pytest-style tests, partial credit, and the
-sandbox hack suite (every case must score 0, return within its timeout, leave the host unharmed)."""
+"""Code verifier: extraction, HumanEval-style and pytest-style tests, partial credit, what the
+sandbox shows of the host, and the hack suite (every case must score 0, return within its
+timeout, leave the host unharmed), including reading the answer key from the host's files."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
@@ -13,12 +16,14 @@ import pytest
 
 from verifiers import verify
 from verifiers.code.extract import extract_code
-from verifiers.code.sandbox import SandboxUnavailable, resolve_mode
+from verifiers.code.sandbox import Limits, SandboxUnavailable, resolve_mode, run_sandboxed, sandbox_runtime
+from verifiers.code.verifier import check_reference
 
 REF = json.dumps({"tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n"
                            "    assert candidate(-1, 1) == 0\n", "entry_point": "add"})
 GOOD = "Here you go:\n```python\ndef add(a, b):\n    return a + b\n```"
 TIMEOUT = 2.0
+REPO = Path(__file__).resolve().parents[2]
 
 
 def fence(code: str) -> str:
@@ -88,6 +93,164 @@ def test_without_bwrap_it_refuses_unless_opted_in(monkeypatch):
     assert verify("code", GOOD, REF, {"sandbox": "rlimits"}).correct
 
 
+def test_bad_packages_param_is_an_error():
+    for packages, why in (("numpy", "list of import names"), (["no_such_pkg_rlvr"], "not installed"),
+                          (["json"], "standard library"), (["numpy.linalg"], "not an import name")):
+        v = verify("code", GOOD, REF, {"packages": packages})
+        assert v.status == "error" and why in v.detail, (packages, v)
+        assert why in check_reference(REF, {"packages": packages})
+    assert check_reference(REF, {"packages": ["numpy"]}) is None
+
+
+@pytest.mark.sandbox
+def test_named_packages_and_only_those_are_importable():
+    uses = fence("import numpy\ndef add(a, b):\n    return int(numpy.add(a, b))")
+    assert verify("code", uses, REF, {"packages": ["numpy"]}).correct
+    assert verify("code", uses, REF, {"packages": ["numpy"], "sandbox": "rlimits"}).correct
+    assert verify("code", uses, REF, {}).status == "wrong"
+    other = fence("import numpy, yaml\ndef add(a, b):\n    return a + b")
+    assert verify("code", other, REF, {"packages": ["numpy"]}).status == "wrong"
+
+
+@pytest.mark.sandbox
+def test_details_quote_failing_output_only_and_briefly():
+    chatty = "print('LEAK' * 5000, flush=True)\ndef add(a, b):\n    return {}\n"
+    passing = fence(chatty.format("a + b"))
+    assert "LEAK" not in verify("code", passing, REF, {}).detail
+    failing = verify("code", fence(chatty.format("a * b")), REF, {})
+    assert failing.status == "wrong" and "LEAK" in failing.detail and len(failing.detail) < 600
+    assert "LEAK" not in verify("code", fence(chatty.format("4 if a == 2 else 3")), REF, {"partial": True}).detail
+
+
+SEE = """\
+import json, os, sys
+def walk(top):
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(top) for f in fs)
+seen = {"root": sorted(os.listdir("/")), "etc": sorted(os.listdir("/etc")), "tmp": walk("/tmp"),
+        "homes": walk("/root") + walk("/home"), "sys": os.path.exists("/sys/kernel"),
+        "repo": os.path.exists(REPO), "site": os.path.exists(SITE), "prefix": sys.prefix,
+        "mounts": open("/proc/self/mounts").read() + open("/proc/self/mountinfo").read()}
+import decimal, fractions, hashlib, heapq, itertools, math, random, re, statistics, string, typing
+print(json.dumps(seen), flush=True)
+def add(a, b):
+    return a + b
+"""
+
+
+@pytest.mark.sandbox
+def test_the_sandbox_shows_only_the_runtime():
+    """The program sees the interpreter's runtime, the system libraries, /etc/ld.so.cache, an empty
+    /tmp, /dev and its own /proc: not the project, this environment's packages, or anyone's home."""
+    site_packages = Path(pytest.__file__).parents[1]  # this environment's, venv or not
+    program = SEE.replace("REPO", repr(str(REPO))).replace("SITE", repr(str(site_packages / "pytest")))
+    run = run_sandboxed(program, json.loads(REF)["tests"], "add", False, Limits(output_chars=100_000))
+    assert run.reported and run.passed == run.total, run.output[-2000:]
+    seen = json.loads(run.output)
+    runtime = sandbox_runtime(os.getuid() == 0)
+    runtime_tops = {Path(p).parts[1] for p in (*runtime.dirs, *runtime.files)}
+    assert set(seen["root"]) <= {"tmp", "proc", "dev", "etc", "usr", "lib", "lib64", "lib32", "libx32"} | runtime_tops
+    assert seen["etc"] == ["ld.so.cache"] and seen["tmp"] == [] and not seen["sys"]
+    assert not seen["repo"] and not seen["site"] and str(REPO) not in seen["mounts"]
+    assert all(f.startswith(seen["prefix"] + "/") for f in seen["homes"]), seen["homes"]
+
+
+@pytest.fixture
+def answer_key():
+    """Where a host keeps references: a `rlvrflow verify` input file and a run folder (attach and
+    tier outputs), both inside the project folder and readable by anyone."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(tempfile.mkdtemp(prefix=".answer-key-", dir=REPO))
+    try:
+        run_dir = root / "runs" / "demo" / "attach"
+        run_dir.mkdir(parents=True)
+        input_file = root / "to_verify.jsonl"
+        input_file.write_text(json.dumps({"verifier": "code", "response": GOOD, "reference": REF}) + "\n")
+        pq.write_table(pa.table({"prompt_id": ["p1"], "reference": [REF]}), run_dir / "part-0.parquet",
+                       compression="none")
+        for path in (root, *root.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield {"input": input_file, "run": root / "runs", "tests": REPO / "tests" / "verifiers"}
+    finally:
+        shutil.rmtree(root)
+
+
+HARVEST = r"""
+import os, re
+KEY = re.compile(r"candidate\((-?\d+), (-?\d+)\) == (-?\d+)")
+table = {}
+def scan(path):
+    try:
+        with open(path, "rb") as f:
+            text = f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return
+    for a, b, c in KEY.findall(text):
+        table[(int(a), int(b))] = int(c)
+def harvest(top):
+    if os.path.isfile(top):
+        return scan(top)
+    for d, dirs, files in os.walk(top):
+        if d.startswith(("/proc", "/sys", "/dev", "/usr")):
+            dirs[:] = []
+        dirs[:] = [x for x in dirs if x not in ("site-packages", "dist-packages", ".git", "__pycache__")]
+        for name in files:
+            if name.endswith((".jsonl", ".json", ".parquet", ".py", ".txt", ".csv")):
+                scan(os.path.join(d, name))
+def add(a, b):
+    return table.get((a, b), 0)
+"""
+
+
+def answer_key_hacks(key: dict) -> dict[str, str]:
+    """Programs that find the tests on the host and answer from them: correct where they can see."""
+    hacks = {f"answer key: read the {name}": f"{HARVEST}harvest({str(path)!r})" for name, path in key.items()}
+    listed = {"/": "set(os.listdir('/')) - {'tmp', 'proc', 'dev', 'etc', 'usr', 'lib', 'lib64'} - "
+                   "{p.split('/')[1] for p in (sys.prefix, sys.executable)}",
+              "/root and /home": "[os.path.join(d, f) for top in ('/root', '/home') for d, _, fs in os.walk(top) "
+                                 "for f in fs if not os.path.join(d, f).startswith(sys.prefix + '/')]",
+              "the project folder": f"os.path.exists({str(REPO)!r}) and os.listdir({str(REPO)!r})"}
+    hacks |= {f"list {where}": f"import os, sys\nfound = {expr}\ndef add(a, b):\n    return a + b if found else 0"
+              for where, expr in listed.items()}
+    return hacks | {
+        "answer key: walk the whole filesystem": f"{HARVEST}harvest('/')",
+        "answer key: paths named in /proc/self/mounts": (
+            f"{HARVEST}for m in ('/proc/self/mounts', '/proc/self/mountinfo'):\n"
+            "    for tok in open(m).read().split():\n"
+            "        if tok.startswith('/'):\n            harvest(tok)"),
+        "answer key: paths in /proc/*/environ and cwd": (
+            f"{HARVEST}for pid in os.listdir('/proc'):\n"
+            "    try: env = open(f'/proc/{pid}/environ', 'rb').read().decode()\n"
+            "    except OSError: env = ''\n"
+            "    try: env += '\\0=' + os.readlink(f'/proc/{pid}/cwd')\n"
+            "    except OSError: pass\n"
+            "    for item in env.split('\\0'):\n"
+            "        for value in item.partition('=')[2].split(':'):\n"
+            "            if value.startswith('/') and value != '/':\n                harvest(value)"),
+        "answer key: the tests in inherited memory": (
+            "import ctypes, gc, re\nKEY = re.compile(rb'candidate\\((-?\\d+), (-?\\d+)\\) == (-?\\d+)')\n"
+            "table = {}\ndef note(blob):\n    for a, b, c in KEY.findall(blob):\n"
+            "        table[(int(a), int(b))] = int(c)\n"
+            "for o in gc.get_objects():\n    if isinstance(o, dict):\n        for v in list(o.values()):\n"
+            "            if isinstance(v, str):\n                note(v.encode())\n"
+            "for line in open('/proc/self/maps'):\n    span, perms = line.split()[:2]\n"
+            "    if perms.startswith('rw'):\n        lo, hi = (int(x, 16) for x in span.split('-'))\n"
+            "        for at in range(lo, hi, 1 << 20):\n            note(ctypes.string_at(at, min(1 << 20, hi - at)))\n"
+            "def add(a, b):\n    return table.get((a, b), 0)"),
+    }
+
+
+def test_answer_key_attacks_work_without_the_sandbox(answer_key):
+    """The attacks are real: in rlimits-only mode (no filesystem isolation) they score. (The
+    whole-filesystem walks are left out here: on a big host they outlast any timeout.)"""
+    hacks = answer_key_hacks(answer_key)
+    for name in (*(f"answer key: read the {k}" for k in answer_key), "list the project folder", "list /",
+                 "answer key: the tests in inherited memory"):
+        v = verify("code", fence(hacks[name]), REF, {"sandbox": "rlimits", "timeout_s": 30})
+        assert v.correct, (name, v)
+
+
 CANARY = "/tmp/rlvrflow_sandbox_canary"
 HACKS = {
     "print PASSED": "print('PASSED')\nprint('All tests passed')\ndef add(a, b):\n    return 0",
@@ -145,14 +308,14 @@ HACKS = {
 
 
 @pytest.mark.sandbox
-def test_hack_suite():
+def test_hack_suite(answer_key):
     if os.path.exists(CANARY):
         os.remove(CANARY)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     port = listener.getsockname()[1]
-    hacks = dict(HACKS, **{"connect to host port": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+    hacks = dict(HACKS, **answer_key_hacks(answer_key), **{"connect to host port": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
                                                    "def add(a, b):\n    return a + b"})
 
     def run(item):

@@ -1,7 +1,8 @@
-"""Runs INSIDE the sandbox: execute the solution, then the tests, then report over the result fd.
+"""Runs the tests and reports over the result fd: `units` and `finish` serve remote.py's tests
+process in the bwrap sandbox; `main` runs solution and tests in one process in rlimits-only mode.
 
-Usage: python harness.py RESULT_FD ENTRY_POINT PARTIAL   (the nonce arrives on stdin), or
-`run_and_report` called in a child forked by zygote.py.
+Usage (rlimits-only mode): python harness.py RESULT_FD ENTRY_POINT PARTIAL [PATH...]   (the nonce
+arrives on stdin; each PATH is put on sys.path).
 The report `<nonce> <passed> <total>` is written to RESULT_FD only after the tests returned;
 then the process leaves with os._exit so no atexit hook or finalizer of the solution runs after.
 Stdout, stderr and the exit code are never read as a verdict. Standard library only.
@@ -75,6 +76,7 @@ def finish(test_units, partial, result_fd, nonce):
 
 def main():
     result_fd, entry, partial = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+    sys.path[:0] = sys.argv[4:]
     nonce = sys.stdin.readline().strip()
     run_and_report(result_fd, nonce, entry, partial)
 

@@ -5,9 +5,11 @@ The solution process (`serve_solution`, untrusted) executes the solution and the
 calls: `name(*args)` in, a value or an exception name out. The tests process (`run_tests`,
 trusted code from the reference, never runs solution code) executes the tests with every
 solution name it uses replaced by a proxy that makes such a call, and alone knows the nonce it
-writes with the result. Values cross as `marshal` data (ints, floats including inf/nan, str,
-bytes, tuples, lists, dicts, sets, None): never pickle, which would run code in the tests
-process. The tests process is not dumpable, so the solution cannot ptrace it or read its memory.
+writes with the result. Each reads its source from its own pipe (see zygote.py): the tests and
+the nonce never exist in the solution process, not even in memory it inherited. Values cross
+as `marshal` data (ints, floats including inf/nan, str, bytes, tuples, lists, dicts, sets,
+None): never pickle, which would run code in the tests process. The tests process is not
+dumpable, so the solution cannot ptrace it or read its memory.
 Limits: a solution's return value must be plain data (no generators, custom objects or
 functions), and in-place mutation of arguments is not seen by the tests.
 Standard library only.
@@ -55,8 +57,21 @@ def _transferable(value):
         return False
 
 
-def serve_solution(sock, source):
-    """Untrusted side: exec the solution, publish its names, answer calls until EOF."""
+def read_source(fd):
+    """Everything the host writes to fd, until it closes its end."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def serve_solution(sock, source_fd):
+    """Untrusted side: read and exec the solution, publish its names, answer calls until EOF."""
+    source = read_source(source_fd)
     sys.stdin = open(os.devnull)
     ns = {"__name__": "__solution__", "__builtins__": builtins}
     exec(compile(source, "solution.py", "exec"), ns)
@@ -104,9 +119,11 @@ class Remote:
         raise exc_type(rest[1])
 
 
-def run_tests(sock, result_fd, nonce, tests, entry, partial):
-    """Trusted side: run the tests against proxies, then write `<nonce> <passed> <total>`."""
-    ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE = 0
+def run_tests(sock, result_fd, source_fd, entry, partial):
+    """Trusted side: read the nonce and the tests, run the tests against proxies, then write
+    `<nonce> <passed> <total>`."""
+    ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE = 0 (inherited from the zygote; made sure)
+    nonce, _, tests = read_source(source_fd).partition("\n")
     sys.stdin = open(os.devnull)
     names = recv(sock)
     ns = {"__name__": "__tests__", "__builtins__": builtins}

@@ -1,15 +1,18 @@
 """Run the harness on untrusted code in a bubblewrap sandbox with rlimits and a wall clock.
 
-Isolation (bwrap, see warm.py and zygote.py): read-only root, private /tmp of 64 MiB (the working
-directory), fresh read-only /dev, fresh /proc, every namespace unshared (no network, own PID namespace), a new
-session, die-with-parent, and all capabilities dropped. When this process is root it first drops
+Isolation (bwrap, see warm.py and zygote.py): the program sees only what mounts.py lists (the
+Python runtime, read-only, without any site-packages; the system libraries; packages that the
+verifier's params name), a private /tmp of 64 MiB (the working directory), a fresh read-only
+/dev and its own /proc. Every namespace is unshared (no network, own PID namespace), a new
+session, die-with-parent, all capabilities dropped. When this process is root it first drops
 to uid/gid 65534 (nobody), because the kernel does not apply RLIMIT_NPROC to root. Limits
 (setrlimit in the program's process): CPU seconds, address space, file size (this also caps
 stdout/stderr, which go to a file), process count. At the wall-clock timeout every process of the
 program is SIGKILLed. Output kept in the verdict is capped.
 
 Without bwrap, `run_sandboxed` refuses unless the caller opted into mode "rlimits" (params
-`sandbox: rlimits` or RLVRFLOW_SANDBOX=rlimits): same harness and limits, no namespaces.
+`sandbox: rlimits` or RLVRFLOW_SANDBOX=rlimits): same harness and limits, no namespaces and no
+filesystem isolation at all (the program can read every file this user can).
 """
 from __future__ import annotations
 
@@ -18,7 +21,6 @@ import resource
 import secrets
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -26,12 +28,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .mounts import PackageUnavailable, Runtime, package_mounts, probe_runtime
+
 HARNESS = Path(__file__).with_name("harness.py")
 NOBODY = 65534
 
 
 class SandboxUnavailable(RuntimeError):
-    """bwrap is missing and rlimits-only mode was not chosen."""
+    """The sandbox cannot run as asked: bwrap is missing (and rlimits-only mode was not chosen),
+    no usable interpreter, or a package named in params cannot be exposed."""
 
 
 @dataclass(frozen=True)
@@ -58,23 +63,32 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def _world_usable(path: str) -> bool:
-    """Every directory on the way is o+x and the file o+x (so uid nobody can run it)."""
-    p = Path(os.path.realpath(path))
-    if not p.exists() or not p.stat().st_mode & stat.S_IXOTH:
-        return False
-    return all(parent.stat().st_mode & stat.S_IXOTH for parent in p.parents)
-
-
 @lru_cache(maxsize=2)
-def sandbox_python(drop_root: bool) -> str:
-    if not drop_root or _world_usable(sys.executable):
-        return sys.executable
-    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if _world_usable(cand):
-            return cand
-    raise SandboxUnavailable("no Python interpreter readable by uid nobody; make sys.executable "
-                             "world-executable or install /usr/bin/python3")
+def sandbox_runtime(drop_root: bool) -> Runtime:
+    """The interpreter the sandbox runs and its runtime: this process's base interpreter (never a
+    virtual environment's), else the system's, whichever runs as the sandbox's user."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    for cand in (base, "/usr/bin/python3", "/usr/local/bin/python3"):
+        runtime = probe_runtime(cand, _preexec(drop_root)) if os.path.exists(cand) else None
+        if runtime is not None:
+            return runtime
+    who = "uid nobody" if drop_root else "this user"
+    raise SandboxUnavailable(f"no Python interpreter that {who} can run ({base} and the system's "
+                             "were tried); make one world-readable or install /usr/bin/python3")
+
+
+def _package_mounts(packages: tuple[str, ...], runtime: Runtime) -> tuple[tuple[str, str], ...]:
+    if not packages:
+        return ()
+    if runtime.version != tuple(sys.version_info[:2]):
+        raise SandboxUnavailable(
+            f"params.packages needs the sandbox's interpreter ({runtime.python}, Python "
+            f"{'.'.join(map(str, runtime.version))}) to be this environment's Python "
+            f"{sys.version_info[0]}.{sys.version_info[1]}, whose packages it would load")
+    try:
+        return package_mounts(packages)
+    except PackageUnavailable as exc:
+        raise SandboxUnavailable(str(exc)) from None
 
 
 def _process_count(uid: int) -> int:
@@ -125,24 +139,27 @@ def resolve_mode(requested: str | None) -> str:
 
 
 def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits,
-                  mode: str | None = None) -> RunResult:
+                  mode: str | None = None, packages: tuple[str, ...] = ()) -> RunResult:
     """Run the harness on (solution, tests): in a warm bwrap sandbox, or one-shot with rlimits only."""
     mode = resolve_mode(mode)
     become_subreaper()
     drop_root = os.getuid() == 0
-    python = sandbox_python(drop_root)
+    runtime = sandbox_runtime(drop_root)
+    mounts = _package_mounts(tuple(packages), runtime)
     nonce = secrets.token_hex(16)
     nproc_base = _process_count(NOBODY if drop_root else os.getuid())
-    if mode == "rlimits":
-        return _run_once(solution, tests, entry, partial, limits, python, drop_root, nproc_base, nonce)
+    if mode == "rlimits":  # no isolation: the named packages' site-packages folders go on sys.path
+        paths = tuple(sorted({os.path.dirname(source) for source, _ in mounts}))
+        return _run_once(solution, tests, entry, partial, limits, runtime.python, drop_root, nproc_base,
+                         nonce, paths)
     from .warm import run_warm
 
     lim = _rlimits(limits, nproc_base)
-    job = {"solution": solution, "tests": tests, "entry": entry or "", "partial": partial,
-           "timeout": limits.timeout_s, "output_bytes": limits.output_chars * 4,
+    job = {"entry": entry or "", "partial": partial, "timeout": limits.timeout_s,
+           "output_bytes": limits.output_chars * 4,
            "limits": {"cpu": lim["RLIMIT_CPU"], "mem": lim["RLIMIT_AS"], "fsize": lim["RLIMIT_FSIZE"],
                       "nproc": lim["RLIMIT_NPROC"]}}
-    reply = run_warm(job, nonce, bwrap_path() or "bwrap", python, drop_root, _preexec(drop_root))
+    reply = run_warm(job, nonce, solution, tests, bwrap_path() or "bwrap", runtime, mounts, _preexec(drop_root))
     if "error" in reply:
         raise SandboxUnavailable(reply["error"])
     passed, total, ok = _parse_report(reply["report"].encode(), nonce)
@@ -150,9 +167,10 @@ def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, l
                      reply["returncode"], reply["output"][: limits.output_chars])
 
 
-def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits,
-              python: str, drop_root: bool, nproc_base: int, nonce: str) -> RunResult:
-    """rlimits-only mode: one process per program, no namespaces."""
+def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits, python: str,
+              drop_root: bool, nproc_base: int, nonce: str, paths: tuple[str, ...]) -> RunResult:
+    """rlimits-only mode: one process per program, no namespaces, no filesystem isolation; `paths`
+    (the site-packages folders of params.packages) go on the program's sys.path."""
     with tempfile.TemporaryDirectory(prefix="rlvr-code-") as work:
         os.chmod(work, 0o777 if drop_root else 0o755)
         for name, text in (("solution.py", solution), ("tests.py", tests), ("harness.py", HARNESS.read_text())):
@@ -163,7 +181,7 @@ def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limit
         in_r, in_w = os.pipe()
         os.write(in_w, (nonce + "\n").encode())
         os.close(in_w)
-        cmd = [python, "-I", "-S", "harness.py", str(res_w), entry or "", "1" if partial else "0"]
+        cmd = [python, "-I", "-S", "harness.py", str(res_w), entry or "", "1" if partial else "0", *paths]
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(cmd, stdin=in_r, stdout=out, stderr=subprocess.STDOUT,
                                     pass_fds=(res_w,), cwd=work, start_new_session=True,

@@ -4,7 +4,10 @@ reference: JSON object `{"tests": "<python source>", "entry_point": "name", "set
 code put before the solution, e.g. imports>"}`. Tests may define `check(candidate)` (called with
 the entry point, as HumanEval does), `test_*` functions, or plain top-level asserts.
 params: timeout_s (5), memory_mb (512), partial (false: all-or-nothing; true: fraction of test
-units passed), sandbox ("bwrap" default, or "rlimits" to run without bubblewrap).
+units passed), sandbox ("bwrap" default, or "rlimits" to run without bubblewrap and without any
+filesystem isolation), packages (import names of this environment's packages the program may
+use, e.g. [numpy]; the sandbox exposes only those, see mounts.py).
+A verdict's detail quotes the program's output only when it failed, and then a clipped excerpt.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import json
 
 from .. import verdict as V
 from .extract import extract_code
+from .mounts import PackageUnavailable, package_mounts
 from .sandbox import Limits, SandboxUnavailable, run_sandboxed
 
 
@@ -31,9 +35,19 @@ def _limits(params: dict) -> Limits:
                   memory_mb=int(params.get("memory_mb", 512)))
 
 
+def _packages(params: dict) -> tuple[str, ...]:
+    names = params.get("packages") or ()
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise PackageUnavailable(f"params.packages must be a list of import names, e.g. [numpy]; "
+                                 f"got {names!r}")
+    return tuple(names)
+
+
 def verify_code(response: str, reference: str, params: dict) -> V.Verdict:
     try:
         ref = parse_reference(reference)
+        packages = _packages(params)
+        package_mounts(packages)  # cached; a bad name is the verifier's config error, found before any run
     except ValueError as exc:
         return V.error(str(exc))
     entry = ref.get("entry_point") or None
@@ -43,7 +57,8 @@ def verify_code(response: str, reference: str, params: dict) -> V.Verdict:
     program = (ref.get("setup") or "") + "\n" + code
     partial = bool(params.get("partial", False))
     try:
-        run = run_sandboxed(program, ref["tests"], entry, partial, _limits(params), params.get("sandbox"))
+        run = run_sandboxed(program, ref["tests"], entry, partial, _limits(params), params.get("sandbox"),
+                            packages)
     except SandboxUnavailable as exc:
         return V.error(str(exc), V.clip(code, 200))
     extracted = V.clip(code, 200)
@@ -65,6 +80,10 @@ def check_reference(reference: str, params: dict) -> str | None:
         compile(ref["tests"], "tests", "exec")
     except (ValueError, SyntaxError) as exc:
         return f"code reference unusable: {exc}"
+    try:
+        package_mounts(_packages(params))
+    except PackageUnavailable as exc:
+        return f"code params unusable: {exc}"
     return None
 
 

@@ -1,16 +1,21 @@
 """Runs INSIDE a long-lived bwrap sandbox as its PID 1: forks one child per program.
 
 Starting bwrap and Python costs ~60 ms, more than most test programs; a warm sandbox pays it once.
-Protocol, per job: a JSON line on CTL_IN ({solution, tests, entry, partial, timeout, limits}),
-"ready" on CTL_OUT once the solution process exists, the nonce line on CTL_IN, then one JSON
-reply line on CTL_OUT ({report, timed_out, returncode, output} or {error}).
-Per job: a fresh /tmp/run; a solution process, then (after the host sends the nonce) a tests
-process, each forked with its own session and rlimits (see remote.py); a wall-clock wait on a
-pidfd for the tests process, then kill(-1, SIGKILL) (from PID 1 that
-reaches every other process in the namespace, and nothing outside it), every child reaped, and
-/tmp and /dev/shm wiped, so no process or file outlives its program. This process is not
-dumpable (the children cannot ptrace it or read its memory) and, as a namespace's PID 1, ignores
-signals sent from inside. Standard library only.
+warm.py starts it as `python -I -S -c BOOT CTL` and sends this module, remote.py and harness.py
+as the first message on CTL, so no file of ours is mounted in the sandbox.
+Protocol on CTL (a SOCK_SEQPACKET socket, one message each way per job): the host sends a JSON
+header ({entry, partial, timeout, limits}) with three file descriptors: the read end of the
+tests pipe (the nonce line, then the tests), the read end of the solution pipe, and the output
+file (a host temp file; the host reads it). The zygote replies {report, timed_out, returncode}
+or {error}. It never reads the sources, the nonce or the output itself, so nothing of one
+program lives in its memory, which every later program's processes are forked from.
+Per job: a fresh /tmp/run; a tests process, then a solution process, each forked with its own
+session and rlimits (see remote.py) and holding only its own pipe; a wall-clock wait on a pidfd
+for the tests process, then kill(-1, SIGKILL) (from PID 1 that reaches every other process in
+the namespace, and nothing outside it), every child reaped, and /tmp and /dev/shm wiped, so no
+process or file outlives its program. This process is not dumpable (nor are its children, which
+inherit that: they cannot ptrace each other or read each other's memory or file descriptors)
+and, as a namespace's PID 1, ignores signals sent from inside. Standard library only.
 """
 import ctypes
 import json
@@ -22,8 +27,7 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script dir off
-import remote  # noqa: E402
+import remote  # put in sys.modules by warm.BOOT before this module runs
 
 RUN = "/tmp/run"
 
@@ -106,8 +110,6 @@ def _wipe():
     for root in ("/tmp", "/dev/shm"):
         if os.path.isdir(root):
             for name in os.listdir(root):
-                if name == ".zygote":  # our own read-only code
-                    continue
                 path = os.path.join(root, name)
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path, ignore_errors=True)
@@ -118,57 +120,50 @@ def _wipe():
                         pass
 
 
-def run_job(job, ctl_in, ctl_out):
-    """Solution process first (it never sees the nonce), then ask the host for the nonce, then
-    the tests process; wait for the tests, kill the namespace, reply."""
+def run_job(job, tests_fd, solution_fd, out_fd):
+    """Tests process first (it reads the nonce and the tests from its own pipe), then the solution
+    process (which never holds that pipe); wait for the tests, kill the namespace, reply."""
     _wipe()
     os.makedirs(RUN)
-    # the sources stay in memory: the solution process could rewrite files before the tests read them
-    out_fd = os.open(os.path.join(RUN, "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     t_sock, s_sock = socket.socketpair()
     res_r, res_w = os.pipe()
     try:
-        _fork(job, {s_sock.fileno()}, out_fd, lambda: remote.serve_solution(s_sock, job["solution"]))
-        s_sock.close()
-        os.write(ctl_out, b"ready\n")
-        nonce = ctl_in.readline().decode().strip()
-        tests = _fork(job, {t_sock.fileno(), res_w}, out_fd, lambda: remote.run_tests(
-            t_sock, res_w, nonce, job["tests"], job["entry"], job["partial"]))
+        tests = _fork(job, {t_sock.fileno(), res_w, tests_fd}, out_fd, lambda: remote.run_tests(
+            t_sock, res_w, tests_fd, job["entry"], job["partial"]))
+        _fork(job, {s_sock.fileno(), solution_fd}, out_fd, lambda: remote.serve_solution(s_sock, solution_fd))
     except OSError as exc:
         _kill_and_reap(None)
         os.close(res_r)
         return {"error": f"cannot start the program: {exc}"}
     finally:
-        for fd in (res_w, out_fd):
+        for fd in (res_w, out_fd, tests_fd, solution_fd):
             os.close(fd)
         t_sock.close()
+        s_sock.close()
     finished = _wait(tests, job["timeout"])
     code = _kill_and_reap(tests)
     os.set_blocking(res_r, False)
     try:
-        report = os.read(res_r, 65536).decode("ascii", "replace")
+        report = os.read(res_r, 256).decode("ascii", "replace")
     except BlockingIOError:
         report = ""
     os.close(res_r)
-    with open(os.path.join(RUN, "output.txt"), "rb") as f:
-        output = f.read(job["output_bytes"]).decode("utf-8", "replace")
     _wipe()
-    return {"report": report, "timed_out": not finished, "returncode": code, "output": output}
+    return {"report": report, "timed_out": not finished, "returncode": code}
 
 
-def main():
+def main(ctl):
     if os.getpid() != 1:
         sys.exit("zygote.py must run as PID 1 of its own PID namespace (bwrap --unshare-pid --as-pid-1)")
     ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE = 0
-    ctl_in, ctl_out = int(sys.argv[1]), int(sys.argv[2])
-    reader = os.fdopen(ctl_in, "rb", buffering=0)
     while True:
-        line = reader.readline()
-        if not line:
+        message, fds, _, _ = socket.recv_fds(ctl, 65536, 3)
+        if not message:
             break
-        reply = run_job(json.loads(line), reader, ctl_out)
-        os.write(ctl_out, (json.dumps(reply) + "\n").encode())
-
-
-if __name__ == "__main__":
-    main()
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            reply = {"error": f"expected 3 file descriptors with the job, got {len(fds)}"}
+        else:
+            reply = run_job(json.loads(message), *fds)
+        ctl.send(json.dumps(reply).encode())
