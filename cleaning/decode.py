@@ -19,10 +19,10 @@ __all__ = ["Line", "DecodedFile", "Undecodable", "decode_file", "looks_binary"]
 
 MAX_BAD_LINE_SHARE = 0.5   # more undecodable lines than this: the file is in another encoding
 MIN_GB2312_SHARE = 0.9     # share of non-ASCII chars a real Chinese GB18030 text has in GB2312
-# Binary means many control characters, not one: a stray BEL or NUL in a text field is noise the
-# cleaner drops (CONTROL_RULES), while a pasted gzip/PNG fragment carries several NULs and
-# controls in every few dozen bytes. ESC is not junk: terminal colour codes are text that ftfy
-# removes.
+# Binary means many control characters, not one: a stray BEL (or an escaped \u0000) in a text
+# field is noise the cleaner drops (CONTROL_RULES), while a pasted gzip/PNG fragment carries
+# several controls in every few dozen bytes. A raw NUL byte in a line is binary on its own (no
+# text export writes one). ESC is not junk: terminal colour codes are text that ftfy removes.
 MIN_JUNK = 4               # at least this many junk characters ...
 MAX_JUNK_SHARE = 0.1       # ... making more than this share of the value
 _JUNK_BYTES = frozenset(range(0, 9)) | frozenset(range(14, 27)) | frozenset(range(28, 32)) | {11, 12, 127}
@@ -81,7 +81,8 @@ def _split(data: bytes) -> list[bytes]:
 
 def _line(number: int, raw: bytes, encoding: str) -> Line:
     stripped = raw[:-1] if raw.endswith(b"\r") else raw
-    if _too_much_junk(sum(b in _JUNK_BYTES for b in stripped), len(stripped)):
+    # a raw NUL byte never comes out of a text export: the line holds bytes of a binary file
+    if b"\x00" in stripped or _too_much_junk(sum(b in _JUNK_BYTES for b in stripped), len(stripped)):
         return Line(number, None, raw, "binary_junk", "line holds NUL or control bytes, not text")
     try:
         return Line(number, stripped.decode(encoding), raw)
