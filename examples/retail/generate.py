@@ -6,7 +6,8 @@ Writes three ticket JSONL files, a GBK-encoded ERP CSV and a Parquet file of SQL
 (see rawfiles.py for their layouts), builds shop.db beside this script (build_db.py), and writes
 `manifest.json`: every file, every category count, each kind of injected messiness with its count,
 and where each row that a cleaner must reject sits (file, line, reason), so tests can check a
-pipeline's reject counts against it. `--rows` is the total number of raw records written; about 74%
+pipeline's reject counts against it. Rows given personal data list it (`pii`: kind, field, text;
+totals in `pii_by_kind`), and rows given near misses list what must survive scrubbing (`kept`). `--rows` is the total number of raw records written; about 74%
 of the clean rows are short arithmetic in English and Chinese (see tasks_math.py). Stdlib only,
 except the Parquet file, which is skipped (and noted in the manifest) when pyarrow is missing.
 """
@@ -48,6 +49,12 @@ NOISE_RATES = {"mojibake": 0.03, "fullwidth": 0.05, "special_tokens": 0.04, "zer
 REJECT_RATES = {"exact_duplicate": 0.04, "near_duplicate": 0.03, "malformed_json": 0.008,
                 "malformed_csv": 0.002, "missing_question": 0.008, "missing_reference": 0.008}
 FIXED_REJECTS = {"oversized_row": 2, "binary_junk": 1}
+# personal data a cleaner with `cleaning.pii` on must replace (`pii`: phones, e-mails, resident IDs,
+# bank cards, IPs in the question, and in a reply_format row's reply too), and near misses it must
+# keep (`pii_near_miss`: order numbers, amounts, IDs and cards failing their checksums); as a
+# fraction of --rows, on clean rows that carry no other noise
+PII_RATES = {"pii": 0.02, "pii_near_miss": 0.02}
+PII_KINDS = ("phone", "email", "id_number", "bank_card", "ip_address")
 # the reject reasons a correct cleaner may give each injected kind (a retyped question is an exact
 # duplicate once spacing, case and the final mark are normalized away, else a near one); a missing
 # field may be absent, null, empty or blank: the manifest records each one's `form`
@@ -181,6 +188,107 @@ def draw_base(drawer: Drawer, maker: RecordMaker, n: int, files: set[str]) -> li
     return records
 
 
+def _digits(rng: random.Random, n: int) -> str:
+    return "".join(str(rng.randrange(10)) for _ in range(n))
+
+
+def _luhn_digit(body: str) -> str:
+    """The check digit that makes body + digit pass Luhn."""
+    total = 0
+    for i, ch in enumerate(reversed(body)):
+        d = int(ch) * (1 if i % 2 else 2)
+        total += d - 9 if d > 9 else d
+    return str(-total % 10)
+
+
+def _id_check(body: str) -> str:
+    """GB 11643 check character of the first 17 digits of a resident ID (ISO 7064 mod 11-2)."""
+    return "10X98765432"[sum(int(d) * (2 ** (17 - i) % 11) for i, d in enumerate(body)) % 11]
+
+
+def _mobile(rng: random.Random) -> str:
+    return "1" + rng.choice("3456789") + _digits(rng, 9)
+
+
+def pii_value(kind: str, rng: random.Random) -> str:
+    """One made-up piece of personal data of `kind`, written the ways Chinese support logs write it."""
+    if kind == "phone":
+        m, area = _mobile(rng), rng.choice(["10", "21", "755", "571"])
+        local = f"{rng.randint(2, 8)}{_digits(rng, 7 if len(area) == 2 else rng.choice([6, 7]))}"
+        return rng.choice([m, f"{m[:3]}-{m[3:7]}-{m[7:]}", f"+86 {m[:3]} {m[3:7]} {m[7:]}", f"0{area}-{local}",
+                           f"+1 415-555-{_digits(rng, 4)}", f"+44 20 7946 {_digits(rng, 4)}"])
+    if kind == "email":
+        return (f"{rng.choice(['lin.wei', 'zhang_min', 'a.chen', 'wang88'])}{rng.randint(1, 99)}"
+                f"@{rng.choice(['example.com', 'mail.example.cn', 'qq.com', '163.com'])}")
+    if kind == "id_number":
+        body = (rng.choice(["110101", "310104", "440305", "330106", "510107"])
+                + f"{rng.randint(1950, 2005)}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}" + _digits(rng, 3))
+        return body + _id_check(body)
+    if kind == "bank_card":
+        card = "6222" + _digits(rng, 11)
+        card += _luhn_digit(card)
+        return card if rng.random() < 0.5 else " ".join(card[i:i + 4] for i in range(0, 16, 4))
+    return f"{rng.randint(11, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
+
+
+PII_SENTENCES = {
+    "en": {"phone": " My phone is {}.", "email": " Please email me at {}.", "id_number": " My ID number is {}.",
+           "bank_card": " I paid with card {}.", "ip_address": " I ordered from IP {}."},
+    "zh": {"phone": "我的电话是{}。", "email": "邮箱{}。", "id_number": "身份证号{}。",
+           "bank_card": "付款卡号{}。", "ip_address": "下单IP {}。"},
+}
+
+
+def near_miss(rng: random.Random, lang: str) -> tuple[str, str]:
+    """(sentence, the part of it a PII scrubber must keep): an order number shaped like a mobile
+    behind a letter prefix or an order label, an 11-digit id no mobile starts with, an amount with
+    separators, an ID whose check character is wrong, or a card number failing Luhn."""
+    style = rng.randrange(5)
+    if style == 0:
+        keep = f"SO{_mobile(rng)}" if lang == "en" else f"订单号{_mobile(rng)}"
+    elif style == 1:
+        keep = "1" + rng.choice("012") + _digits(rng, 9)
+    elif style == 2:
+        keep = f"￥{rng.randint(10_000, 999_999):,}" if lang == "zh" else f"{rng.randint(1_000_000, 9_999_999):,}.{rng.randint(0, 99):02d}"
+    elif style == 3:
+        body = "110101" + f"{rng.randint(1950, 2005)}0{rng.randint(1, 9)}1{rng.randint(0, 9)}" + _digits(rng, 3)
+        keep = body + rng.choice([c for c in "0123456789X" if c != _id_check(body)])
+    else:
+        body = "6222" + _digits(rng, 11)
+        keep = body + str((int(_luhn_digit(body)) + rng.randint(1, 9)) % 10)
+    text = {"en": [" Ref {}.", " Order ref {}.", " Paid {} so far."],
+            "zh": ["参考号{}。", "备注{}。", "记录{}。"]}[lang]
+    return rng.choice(text).format(keep), keep
+
+
+def apply_pii(base: list[rf.Record], counts: dict[str, int], rng: random.Random) -> dict[int, dict]:
+    """Put personal data (or near misses) into rows without other noise; returns, per record id,
+    what the manifest says about it: `pii` [{kind, field, text}] or `kept` [{field, text}]."""
+    details: dict[int, dict] = {}
+    for kind, n in counts.items():
+        free = [r for r in base if not r.noise]
+        for record in rng.sample(free, min(n, len(free))):
+            question = record.get("question")
+            if kind == "pii_near_miss":
+                sentence, keep = near_miss(rng, record.lang)
+                record.set("question", question + sentence)
+                details[id(record)] = {"kept": [{"field": "question", "text": keep}]}
+            else:
+                found = []
+                for pii_kind in rng.sample(PII_KINDS, rng.randint(1, 2)):
+                    value = pii_value(pii_kind, rng)
+                    question += PII_SENTENCES[record.lang][pii_kind].format(value)
+                    found.append({"kind": pii_kind, "field": "question", "text": value})
+                record.set("question", question)
+                if record.category == "reply_format" and record.get("solution"):
+                    value = pii_value("phone", rng)
+                    record.set("solution", record.get("solution") + PII_SENTENCES[record.lang]["phone"].format(value))
+                    found.append({"kind": "phone", "field": "solution", "text": value})
+                details[id(record)] = {"pii": found}
+            record.noise.append(kind)
+    return details
+
+
 def _counts(rates: dict[str, float], rows: int) -> dict[str, int]:
     return {k: max(1, round(r * rows)) for k, r in rates.items()}
 
@@ -219,8 +327,9 @@ def _file_info(name: str, records: list[rf.Record]) -> dict:
 
 
 def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_applied: dict,
-                   db_path: Path, skipped: dict) -> dict:
+                   db_path: Path, skipped: dict, pii: dict[int, dict]) -> dict:
     rejects, noisy, by_cat, injected = [], [], {}, dict(noise_applied)
+    pii_by_kind = dict.fromkeys(PII_KINDS, 0)
     where = {id(r): _where(name, pos) for name, records in by_file.items()
              for r, pos in zip(records, positions[name])}
     for name, records in by_file.items():
@@ -237,7 +346,9 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
             else:
                 by_cat[record.category] = by_cat.get(record.category, 0) + 1
                 if record.noise:
-                    noisy.append({**_where(name, pos), "kinds": record.noise})
+                    noisy.append({**_where(name, pos), "kinds": record.noise, **pii.get(id(record), {})})
+                for found in pii.get(id(record), {}).get("pii", []):
+                    pii_by_kind[found["kind"]] += 1
     clean = sum(by_cat.values())
     return {
         "generator": "examples/retail/generate.py", "seed": seed, "rows_requested": rows,
@@ -247,7 +358,7 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
         "files": {name: _file_info(name, recs) for name, recs in by_file.items()},
         "skipped_files": skipped,
         "injected": injected, "expected_reasons": EXPECTED_REASONS,
-        "rejects": rejects, "noisy_rows": noisy,
+        "rejects": rejects, "noisy_rows": noisy, "pii_by_kind": pii_by_kind,
         "database": {"path": db_path.name, "tables": build_db.table_counts(db_path)},
     }
 
@@ -281,9 +392,15 @@ def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = 
         return maker.make(task, file)
 
     extras = inject.add_rejects(base, fresh, maker.next_id, reject_counts, rng, files)
+    # personal data last, with its own rng, so every other draw is what it was without it; rows
+    # that a duplicate copies are left alone (the copy would no longer be exact)
+    copied = {id(r.origin) for r in extras if r.origin is not None}
+    pii_counts = _counts(PII_RATES, rows)
+    pii = apply_pii([r for r in base if id(r) not in copied], pii_counts, random.Random(f"retail-pii:{seed}"))
+    noise_applied.update({k: sum(k in r.noise for r in base) for k in pii_counts})
     by_file = inject.order_files(base + extras, rng)
     positions = write_files(out, by_file)
-    manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped)
+    manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped, pii)
     rf.write_atomic(out / "manifest.json",
                     (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
     return manifest

@@ -153,6 +153,29 @@ def test_each_noisy_row_carries_its_noise(generated):
                 assert ZERO_WIDTH.search(row["question"]), row
             elif kind == "latex":
                 assert "$" in row["reference"] or "\\" in row["reference"], row
+            elif kind == "pii":
+                assert entry["pii"] and all(f["text"] in row[f["field"]] for f in entry["pii"]), entry
+            elif kind == "pii_near_miss":
+                assert entry["kept"] and all(k["text"] in row[k["field"]] for k in entry["kept"]), entry
+
+
+def test_injected_pii_is_what_a_scrubber_must_find_and_near_misses_are_not(retail):
+    """Over many draws (not just the 400-row sample): each PII sentence holds exactly one match of
+    its kind, with IDs and cards passing their checksums, and no near miss is PII."""
+    import random
+
+    pii = pytest.importorskip("cleaning.pii")
+    gen, rng = retail.generate, random.Random(5)
+    for _ in range(300):
+        for kind in gen.PII_KINDS:
+            lang = rng.choice(["en", "zh"])
+            value = gen.pii_value(kind, rng)
+            _, counts = pii.scrub_row({"question": gen.PII_SENTENCES[lang][kind].format(value)})
+            assert counts == {kind: 1}, (kind, value)
+        sentence, keep = gen.near_miss(rng, rng.choice(["en", "zh"]))
+        assert keep in sentence and pii.scrub_row({"question": sentence}) == ({"question": sentence}, {}), sentence
+    assert pii.id_number_valid(gen.pii_value("id_number", rng))
+    assert pii.luhn_valid(gen.pii_value("bank_card", rng).replace(" ", ""))
 
 
 def test_gbk_csv_is_gbk_not_utf8_and_bom_only_in_february(generated):

@@ -35,6 +35,38 @@ def test_cleaning_rejects_exactly_the_injected_rows(generated, retail, tmp_path)
     assert deduped.kept.height == generated.manifest["clean_rows"]
 
 
+def test_pii_is_scrubbed_where_the_manifest_put_it_and_near_misses_survive(generated, retail, tmp_path):
+    """spec.yaml switches `cleaning.pii` on: every injected phone, e-mail, ID, card and IP is gone
+    from its field, the clean stage's counts by kind equal the manifest's, and every near miss
+    (order numbers, amounts, IDs and cards failing their checksums) is still there verbatim."""
+    cleaning = pytest.importorskip("cleaning")
+    flows_spec = pytest.importorskip("flows.spec")
+    spec_file = tmp_path / "spec.yaml"
+    shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
+    shutil.copytree(generated.out, tmp_path / "raw")
+    spec = flows_spec.load_spec(spec_file)
+    assert spec.cleaning.pii.enabled
+
+    ingested = cleaning.ingest(list(spec.sources), spec.domain, spec.base_dir)
+    cleaned = cleaning.clean_stage(ingested.kept, spec.cleaning, spec.domain)
+    m = generated.manifest
+    assert cleaned.stats["pii"] == m["pii_by_kind"] and sum(m["pii_by_kind"].values()) > 0
+    rows = {r["source"]: r for r in cleaned.kept.iter_rows(named=True)}
+    placeholders = {"phone": "<PHONE>", "email": "<EMAIL>", "id_number": "<ID_NUMBER>",
+                    "bank_card": "<BANK_CARD>", "ip_address": "<IP_ADDRESS>"}
+    seen = set()
+    for entry in m["noisy_rows"]:
+        row = rows["raw/" + entry["source"]]
+        for found in entry.get("pii", []):
+            seen.add("pii")
+            assert found["text"] not in row[found["field"]], (found, row[found["field"]])
+            assert placeholders[found["kind"]] in row[found["field"]]
+        for kept in entry.get("kept", []):
+            seen.add("kept")
+            assert kept["text"] in row[kept["field"]], (kept, row[kept["field"]])
+    assert seen == {"pii", "kept"}
+
+
 @pytest.mark.parametrize("response", ["Answer: 3/4", "Answer: \\frac{3}{4}", "答案: \\dfrac{3}{4}", "Answer: 0.75"])
 def test_a_fraction_reference_has_one_form_and_the_math_verifier_takes_both(retail, response):
     """The generator's latex noise writes fraction answers as \\dfrac / \\frac / $\\tfrac..$; the
