@@ -65,8 +65,9 @@ _VIEW = str.maketrans(dict(zip(_VIEW_FROM, _VIEW_TO)))
 FIELDS = ("question", "reference", "solution")
 _DIGIT_KINDS = frozenset({"phone", "id_number", "bank_card"})
 
-# A value can hold PII only if its half-width form matches this (Rust regex for polars; checked
-# against every pattern below by tests): the fast path skips all other rows.
+# A value can hold PII only if its half-width view matches this (a Rust regex, run by polars on
+# every row): the other rows skip Python. tests/cleaning/test_pii.py checks that the vectorized
+# path equals the per-row one, i.e. that the hint misses no match of the patterns below.
 PII_HINT = ("@|[0-9]{3}[- )]*[0-9]{4}"
             "|[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}|[0-9A-Fa-f]*:[0-9A-Fa-f]*:"
             "|(?:^|[^0-9A-Za-z)\\]}])\\+[0-9]|(?:^|[^0-9])00[1-9]")
