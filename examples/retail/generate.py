@@ -7,13 +7,17 @@ Writes three ticket JSONL files, a GBK-encoded ERP CSV and a Parquet file of SQL
 `manifest.json`: every file, every category count, each kind of injected messiness with its count,
 and where each row that a cleaner must reject sits (file, line, reason), so tests can check a
 pipeline's reject counts against it. Rows given personal data list it (`pii`: kind, field, text;
-totals in `pii_by_kind`), and rows given near misses list what must survive scrubbing (`kept`). `--rows` is the total number of raw records written; about 74%
-of the clean rows are short arithmetic in English and Chinese (see tasks_math.py). Stdlib only,
-except the Parquet file, which is skipped (and noted in the manifest) when pyarrow is missing.
+totals in `pii_by_kind`), and rows given near misses list what must survive scrubbing (`kept`).
+`--rows` is the number of raw records written before the tool-call rows (tasks_tools.py), which
+come on top (TOOL_CALL_RATE of it) from a random stream of their own, so every other line is what
+it was before they existed; about 72% of the clean rows are short arithmetic in English and
+Chinese (see tasks_math.py). Stdlib only, except the Parquet file, which is skipped (and noted in
+the manifest) when pyarrow is missing.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import re
@@ -30,6 +34,7 @@ import inject  # noqa: E402
 import rawfiles as rf  # noqa: E402
 import tasks_math  # noqa: E402
 import tasks_other  # noqa: E402
+import tasks_tools  # noqa: E402
 from catalog import CUSTOMERS_EN, STORES  # noqa: E402
 from tasks_sql import SqlTasks  # noqa: E402
 
@@ -42,7 +47,14 @@ MATH = ("arithmetic", "discount", "order_total", "unit_conversion")
 # have one: a row without one gets an English `Answer: N` built from the template at attach time.
 # Most code asks carry no reply (developers answer in the code review), which keeps their long
 # replies out of the SFT loss; a SQL row without one gets the gold query as its reply at attach time.
-SOLUTION_RATE = {"policy_choice": 0.7, "sql": 0.5, "code": 0.4, "reply_format": 1.0}  # math: 0.75
+SOLUTION_RATE = {"policy_choice": 0.7, "sql": 0.5, "code": 0.4, "reply_format": 1.0,
+                 "tool_call": 0.7}  # math: 0.75
+# tool-call rows (support-desk actions), as a fraction of --rows, written on top of them into the
+# ticket files; January and February log the action in call syntax, March's export as JSON. A few
+# of them are exported twice (exact duplicates, as a fraction of the tool-call rows).
+TOOL_CALL_RATE = 0.06
+TOOL_CALL_DUPLICATE_RATE = 0.04
+JSON_ACTIONS_FILE = rf.TICKET_FILES[2]
 # fixable noise, as a fraction of --rows; each hits a disjoint set of clean rows
 NOISE_RATES = {"mojibake": 0.03, "fullwidth": 0.05, "special_tokens": 0.04, "zero_width": 0.03, "latex": 0.03}
 # rows a cleaner must reject, as a fraction of --rows (at least one of each)
@@ -89,7 +101,8 @@ class Drawer:
 
     def __init__(self, rng: random.Random, db_path: Path):
         self.rng = rng
-        self.generators = {**tasks_math.GENERATORS, **tasks_other.GENERATORS, "sql": SqlTasks(db_path)}
+        self.generators = {**tasks_math.GENERATORS, **tasks_other.GENERATORS, **tasks_tools.GENERATORS,
+                           "sql": SqlTasks(db_path)}
         self.seen: set[str] = set()
         self.by_numbers: dict[tuple[str, ...], list[frozenset[str]]] = {}
         self.exhausted: set[str] = set()
@@ -107,12 +120,13 @@ class Drawer:
         group.append(shingles)
         return True
 
-    def draw(self, category: str, lang: str) -> tasks_math.Task | None:
-        """A new task, or None once the category's pool is used up at this size."""
+    def draw(self, category: str, lang: str, rng: random.Random | None = None) -> tasks_math.Task | None:
+        """A new task (drawn with `rng`, else the drawer's own), or None once the category's pool
+        is used up at this size."""
         if category in self.exhausted:
             return None
         for _ in range(100):
-            task = self.generators[category](self.rng, lang)
+            task = self.generators[category](rng or self.rng, lang)
             if self._is_new(task.question):
                 return task
         self.exhausted.add(category)
@@ -289,6 +303,35 @@ def apply_pii(base: list[rf.Record], counts: dict[str, int], rng: random.Random)
     return details
 
 
+def add_tool_calls(by_file: dict[str, list[rf.Record]], drawer: Drawer, first_id: int, n: int,
+                   rng: random.Random) -> list[rf.Record]:
+    """Insert n tool-call rows at random lines of the ticket files, and a few exact duplicates of
+    them after their originals; every draw comes from `rng`, so the other rows keep their bytes and
+    order. Returns the records added."""
+    maker = RecordMaker(rng)
+    maker.counter = first_id  # ids continue after the other rows'
+    added = []
+    for _ in range(n):
+        file = rng.choices(rf.TICKET_FILES, weights=[0.3, 0.35, 0.35])[0]
+        task = drawer.draw("tool_call", lang_for(file, rng), rng)
+        if task is None:
+            raise RuntimeError(f"{n} tool-call rows: the templates ran out of distinct questions")
+        if file == JSON_ACTIONS_FILE:
+            task = dataclasses.replace(task, answer=tasks_tools.as_json(task.answer))
+        record = maker.make(task, file)
+        rows = by_file[file]
+        rows.insert(rng.randint(0, len(rows)), record)
+        added.append(record)
+    for original in rng.sample(added, max(1, round(TOOL_CALL_DUPLICATE_RATE * n)) if n else 0):
+        twin = dataclasses.replace(original, fields=dict(original.fields), noise=[],
+                                   kind="exact_duplicate", origin=original)
+        rows = by_file[original.file]
+        at = next(i for i, r in enumerate(rows) if r is original)
+        rows.insert(rng.randint(at + 1, len(rows)), twin)
+        added.append(twin)
+    return added
+
+
 def _counts(rates: dict[str, float], rows: int) -> dict[str, int]:
     return {k: max(1, round(r * rows)) for k, r in rates.items()}
 
@@ -327,7 +370,7 @@ def _file_info(name: str, records: list[rf.Record]) -> dict:
 
 
 def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_applied: dict,
-                   db_path: Path, skipped: dict, pii: dict[int, dict]) -> dict:
+                   db_path: Path, skipped: dict, pii: dict[int, dict], tools: list[rf.Record]) -> dict:
     rejects, noisy, by_cat, injected = [], [], {}, dict(noise_applied)
     pii_by_kind = dict.fromkeys(PII_KINDS, 0)
     where = {id(r): _where(name, pos) for name, records in by_file.items()
@@ -353,6 +396,9 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
     return {
         "generator": "examples/retail/generate.py", "seed": seed, "rows_requested": rows,
         "records_total": sum(len(r) for r in by_file.values()),
+        "tool_call": {"records": len(tools), "reference_forms": {
+            "call": sum(r.kind == "clean" and r.file != JSON_ACTIONS_FILE for r in tools),
+            "json": sum(r.kind == "clean" and r.file == JSON_ACTIONS_FILE for r in tools)}},
         "clean_rows": clean, "clean_by_category": dict(sorted(by_cat.items())),
         "math_share": round(sum(by_cat.get(c, 0) for c in MATH) / max(clean, 1), 3),
         "files": {name: _file_info(name, recs) for name, recs in by_file.items()},
@@ -399,8 +445,10 @@ def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = 
     pii = apply_pii([r for r in base if id(r) not in copied], pii_counts, random.Random(f"retail-pii:{seed}"))
     noise_applied.update({k: sum(k in r.noise for r in base) for k in pii_counts})
     by_file = inject.order_files(base + extras, rng)
+    tools = add_tool_calls(by_file, drawer, maker.counter, round(TOOL_CALL_RATE * rows),
+                           random.Random(f"retail-tools:{seed}"))
     positions = write_files(out, by_file)
-    manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped, pii)
+    manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped, pii, tools)
     rf.write_atomic(out / "manifest.json",
                     (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
     return manifest
@@ -410,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "raw", help="folder for the raw files")
     parser.add_argument("--seed", type=int, default=0, help="same seed, same bytes (default 0)")
-    parser.add_argument("--rows", type=int, default=3000, help="raw records to write (default 3000)")
+    parser.add_argument("--rows", type=int, default=3000,
+                        help="raw records to write before the tool-call rows, which add 6%% (default 3000)")
     parser.add_argument("--db", type=Path, default=HERE / "shop.db", help="where to build shop.db")
     args = parser.parse_args(argv)
     if args.rows < 100:

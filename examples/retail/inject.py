@@ -16,7 +16,7 @@ import rawfiles as rf
 MATH = ("arithmetic", "discount", "order_total", "unit_conversion")
 OVERSIZED_BYTES = 70_000  # spec.yaml sets max_row_bytes: 65536
 GBK_UNSAFE = ("mojibake", "zero_width")  # their characters do not exist in GBK
-VERBATIM = ("sql", "code", "reply_format")  # spec.yaml's cleaning.verbatim_categories
+VERBATIM = ("sql", "code", "reply_format", "tool_call")  # spec.yaml's cleaning.verbatim_categories
 
 
 def _eligible(kind: str, record: rf.Record) -> bool:

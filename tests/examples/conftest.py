@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 RETAIL = Path(__file__).resolve().parents[2] / "examples" / "retail"
-MODULES = ("catalog", "noise", "rawfiles", "tasks_math", "tasks_other", "tasks_sql", "inject",
+MODULES = ("catalog", "noise", "rawfiles", "tasks_math", "tasks_other", "tasks_sql", "tasks_tools", "inject",
            "build_db", "generate")
 ROWS = 400
 

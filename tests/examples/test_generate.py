@@ -1,5 +1,6 @@
 """The retail generator: deterministic bytes, a manifest that tells the truth about every injected
-row, the promised file formats and encodings, and references in the verifiers' contract formats."""
+row, the promised file formats and encodings, references in the verifiers' contract formats, and
+tool-call rows that leave every other line as it was."""
 from __future__ import annotations
 
 import csv
@@ -10,6 +11,10 @@ import sqlite3
 from fractions import Fraction
 
 import pytest
+
+from flows.spec import load_spec
+from verifiers import verify
+from verifiers.function_call import check_reference
 
 ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 TOKENS = ("<s>", "</s>", "<|im_start|>", "<|im_end|>", "[SEP]", "[CLS]", "<|endoftext|>", "<pad>")
@@ -77,13 +82,14 @@ def test_runs_on_the_bare_stdlib_and_skips_parquet_without_pyarrow(tmp_path, gen
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     assert "reports_2026q1.parquet" in manifest["skipped_files"]
     assert not (tmp_path / "reports_2026q1.parquet").exists()
-    assert manifest["records_total"] == 200
+    assert manifest["records_total"] == 200 + manifest["tool_call"]["records"]
     assert "sql" not in manifest["clean_by_category"]
 
 
 def test_manifest_counts_add_up_and_match_the_files(generated):
     m = generated.manifest
-    assert m["records_total"] == m["rows_requested"] == sum(f["records"] for f in m["files"].values())
+    assert m["records_total"] == m["rows_requested"] + m["tool_call"]["records"] == \
+        sum(f["records"] for f in m["files"].values())
     for name, info in m["files"].items():
         assert len(_raw(generated, name)) == info["records"], name
         assert sum(info["by_category"].values()) == info["clean_rows"]
@@ -93,9 +99,12 @@ def test_manifest_counts_add_up_and_match_the_files(generated):
         found = sum(r["kind"] == kind for r in m["rejects"]) + sum(kind in r["kinds"] for r in m["noisy_rows"])
         assert found == count > 0, kind
     assert m["math_share"] >= 0.6
+    tools = m["clean_by_category"]["tool_call"]
+    assert 0.05 <= tools / m["clean_rows"] <= 0.08
+    assert sum(m["tool_call"]["reference_forms"].values()) == tools and min(m["tool_call"]["reference_forms"].values()) > 0
     assert m["database"]["tables"]["stores"] == 6 and m["database"]["tables"]["products"] == 30
     assert set(m["clean_by_category"]) == {"arithmetic", "discount", "order_total", "unit_conversion",
-                                           "policy_choice", "sql", "code", "reply_format"}
+                                           "policy_choice", "sql", "code", "reply_format", "tool_call"}
 
 
 def test_each_reject_is_the_damage_the_manifest_names(generated):
@@ -199,12 +208,13 @@ def _clean_rows(generated):
             source = f"{name}:row {pos}" if name.endswith(".parquet") else f"{name}:{pos}"
             if source not in noisy | bad:
                 row = _row(generated, entry)
-                yield {**row, "category": row.get("category") or "sql"}
+                yield {**row, "category": row.get("category") or "sql", "file": name}
 
 
-def test_clean_references_follow_the_verifiers_contract(generated):
+def test_clean_references_follow_the_verifiers_contract(generated, retail):
     db = sqlite3.connect(generated.out / "shop.db")
-    seen = set()
+    tools = load_spec(retail.generate.HERE / "spec.yaml").verifiers.rule_for("tool_call").params
+    seen, forms = set(), set()
     for row in _clean_rows(generated):
         cat, ref, sol = row["category"], row["reference"], row["solution"] or ""
         seen.add(cat)
@@ -226,7 +236,41 @@ def test_clean_references_follow_the_verifiers_contract(generated):
                 exec(sol.removeprefix("```python\n").removesuffix("```"), namespace)  # noqa: S102
                 exec(spec["tests"], namespace)  # noqa: S102
                 namespace["check"](namespace[spec["entry_point"]])
+        elif cat == "tool_call":
+            assert check_reference(ref, tools) is None, ref
+            in_json = row["file"] == retail.generate.JSON_ACTIONS_FILE
+            assert ref.startswith("{") is in_json, (row["file"], ref)  # March's export logs JSON
+            forms.add(in_json)
+            if sol:
+                assert sol.startswith("<tool_call>\n{") and verify("function_call", sol, ref, tools).correct, sol
         else:
             assert cat == "reply_format"
             assert all(k in sol for k in json.loads(ref)["required"])
-    assert len(seen) == 8
+    assert len(seen) == 9 and forms == {True, False}
+
+
+def _lines_but_tool_calls(path) -> list[bytes]:
+    def tool_call(line: bytes) -> bool:
+        try:
+            return json.loads(line.decode("utf-8")).get("type") == "tool_call"
+        except ValueError:  # malformed JSON and binary junk are no tool-call rows
+            return False
+
+    return [line for line in _jsonl_lines(path) if not tool_call(line)]
+
+
+def test_tool_call_rows_leave_every_other_line_as_it_was(retail, tmp_path, monkeypatch):
+    """Tool-call rows have a random stream of their own and come on top of --rows: without them
+    the same seed writes the same CSV and Parquet bytes, and the same JSONL lines in order."""
+    with_tools = retail.generate.generate(tmp_path / "with", 3, 300, db_path=tmp_path / "with.db")
+    monkeypatch.setattr(retail.generate, "TOOL_CALL_RATE", 0)
+    without = retail.generate.generate(tmp_path / "without", 3, 300, db_path=tmp_path / "without.db")
+    assert without["tool_call"]["records"] == 0 and "tool_call" not in without["clean_by_category"]
+    assert with_tools["tool_call"]["records"] > 0
+    assert with_tools["records_total"] == without["records_total"] + with_tools["tool_call"]["records"]
+    for name in without["files"]:
+        a, b = tmp_path / "with" / name, tmp_path / "without" / name
+        if name.endswith(".jsonl"):
+            assert _lines_but_tool_calls(a) == _jsonl_lines(b), name
+        else:
+            assert a.read_bytes() == b.read_bytes(), name

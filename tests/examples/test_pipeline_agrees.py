@@ -2,7 +2,8 @@
 rows the manifest says were injected, for the reason it names, and keeps `clean_rows` rows.
 
 This is the check the manifest exists for. It runs ingest -> clean -> dedup (validation is the
-Great Expectations suite, tested in tests/cleaning) on the 400-row fixture with the real spec."""
+Great Expectations suite, tested in tests/cleaning) on the 400-row fixture with the real spec, and
+attach on the tool-call rows: each one's reference passes its own verifier's self-check."""
 from __future__ import annotations
 
 import shutil
@@ -83,3 +84,27 @@ def test_a_fraction_reference_has_one_form_and_the_math_verifier_takes_both(reta
     assert {cleaning.clean_value(f, "reference", "unit_conversion", cfg) for f in forms} == {"3/4"}
     verdict = verifiers.verify("math", response, "3/4", {})
     assert verdict.status == "correct", verdict
+
+
+def test_attach_keeps_every_tool_call_row(generated, retail, tmp_path):
+    """The tool-call rows, in both reference forms, survive attach's reference self-check with the
+    spec's tools; a row whose log has no reply gets a <tool_call> reply built from its reference."""
+    from cleaning import clean_stage, dedup, ingest
+    from flows.spec import load_spec
+    from verifiers import attach
+
+    spec_file = tmp_path / "spec.yaml"
+    shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
+    shutil.copytree(generated.out, tmp_path / "raw")
+    spec = load_spec(spec_file)
+    ingested = ingest(list(spec.sources), spec.domain, spec.base_dir)
+    cleaned = dedup(clean_stage(ingested.kept, spec.cleaning, spec.domain).kept, spec.cleaning.dedup).kept
+    rows = cleaned.filter(cleaned["category"] == "tool_call")
+    assert rows.height == generated.manifest["clean_by_category"]["tool_call"]
+    unsolved = (rows["solution"].fill_null("") == "").sum()
+    assert 0 < unsolved < rows.height  # some logs have the agent's reply, some do not
+    kept, rejects, stats = attach(rows, spec.verifiers, spec.base_dir, workers=1)
+    assert rejects.height == 0, rejects.select("reference", "detail").to_dicts()
+    assert kept.height == rows.height
+    assert all(s.startswith("<tool_call>\n{") for s in kept["solution"])
+    assert kept["reference"].str.starts_with("{").sum() == generated.manifest["tool_call"]["reference_forms"]["json"]

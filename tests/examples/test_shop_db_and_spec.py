@@ -58,7 +58,7 @@ def test_every_gold_query_runs_and_has_an_answer(retail, tmp_path):
 def test_spec_loads_and_matches_the_generator(retail):
     flows_spec = pytest.importorskip("flows.spec")
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
-    categories = set(retail.generate.CATEGORY_WEIGHTS)
+    categories = set(retail.generate.CATEGORY_WEIGHTS) | {"tool_call"}  # tool calls come on top of the weights
     assert {r.category for r in spec.verifiers.rules} == categories == set(spec.validation.categories)
     assert spec.verifiers.rule_for("sql").params == {"database": "shop.db"}
     assert spec.resolve("shop.db") == retail.generate.HERE / "shop.db"
@@ -91,3 +91,31 @@ def test_learnable_solutions_fit_the_generation_budget(retail):
         for keyword in json.loads(task.answer)["required"]:
             assert task.solution.index(keyword) + len(keyword) <= budget
 
+
+
+def test_tool_call_rule_and_prompt_match_the_generator(retail):
+    """The spec's tools are the generator's, its requirements name every tool and reason, the
+    format example answers no row, and a prompt plus its reply fits the SFT length whole."""
+    import random
+
+    from cleaning import render_prompt
+    from flows.spec import load_spec
+    from verifiers import verify
+
+    tools_mod = retail.tasks_tools
+    spec = load_spec(retail.generate.HERE / "spec.yaml")
+    params = spec.verifiers.rule_for("tool_call").params
+    assert set(params["tools"]) == set(tools_mod.TOOLS)
+    assert params["tools"]["escalate"]["properties"]["reason"]["enum"] == list(tools_mod.REASONS)
+    part = spec.cleaning.template.part("tool_call")
+    assert all(name in part.requirements for name in tools_mod.TOOLS + tools_mod.REASONS)
+    assert "<tool_call>" in part.format_example
+    rng = random.Random(0)
+    longest = 0
+    for _ in range(400):
+        task = tools_mod.tool_call(rng, rng.choice(["en", "zh"]))
+        prompt = render_prompt(task.question, "tool_call", spec.cleaning.template)
+        assert verify("function_call", part.format_example, task.answer, params).score == 0.0
+        assert verify("function_call", task.solution, tools_mod.as_json(task.answer), params).correct
+        longest = max(longest, len(prompt) + len(task.solution) + 2)  # one token a character, plus BOS and EOS
+    assert longest <= spec.training.sft.max_length, longest
