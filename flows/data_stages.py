@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -26,6 +27,7 @@ from flows.spec import DomainSpec, spec_from_dict
 # verifiers.score_many keeps one warm process pool per Python process and is not thread-safe, so
 # chunks that share a process (the threads runner) take turns on it; Dask/Ray workers each have one.
 VERIFIER_POOL_LOCK = threading.Lock()
+log = logging.getLogger("rlvrflow.attach")
 
 
 class StageFailed(RuntimeError):
@@ -244,10 +246,36 @@ def attach_stage(spec: DomainSpec, root: Path, clean: Manifest, force: bool = Fa
                         workers=spec.orchestration.workers)
         parts = steps.map("attach-chunk", attach_chunk, plan)
         stats = steps.call("attach-merge", merge_chunks, {"parts": parts, "out": out, "name": "attach"})
+        if spec.verifiers.canaries.enabled:
+            stats["canaries"] = steps.call("attach-canaries", run_canaries, {
+                "verified": str(out / "attach.parquet"), "verifiers_json": verifiers_json,
+                "report_path": str(root / "canary_report.json"), "workers": spec.orchestration.workers})
         return {"verified": "attach.parquet", "rejects": "attach_rejects.parquet",
                 "stats": "attach_stats.json"}, stats
 
     return build_stage(root, "attach", attach_key(spec, clean), build, force)
+
+
+def run_canaries(verified: str, verifiers_json: str, report_path: str, workers: int | None) -> dict:
+    """Probe every rule with the reward canaries (verifiers/canary.py); write the report next to
+    the run; raise StageFailed naming the rule, the canary and example rows when one scores."""
+    import polars as pl
+
+    from verifiers import canary
+    from verifiers.config import VerifierConfig
+
+    cfg = VerifierConfig.model_validate_json(verifiers_json)
+    rows = pl.read_parquet(verified, columns=["id", "category", "prompt", "reference", "verifier",
+                                              "verifier_params"]).to_dicts()
+    with VERIFIER_POOL_LOCK:
+        report = canary.probe(rows, cfg.rules, cfg.canaries, workers=workers, timeout_s=cfg.timeout_s)
+    Path(report_path).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    log.info(canary.summary(report))
+    if not report["ok"]:
+        raise StageFailed(f"attach: {canary.summary(report)}\n  full report: {report_path}")
+    return {"ok": True, "rules": len(report["rules"]),
+            "verdicts": sum(r["verdicts"] for r in report["rules"]),
+            "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]}}
 
 
 # ----- split: train / held-out eval -------------------------------------------------------------

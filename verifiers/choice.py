@@ -16,8 +16,9 @@ from .math.normalize import to_halfwidth
 
 _MARKER = re.compile(
     r"(?:answer\s*(?:is)?\s*[:：]?|答案\s*(?:是|为)?\s*[:：]?|选择?|option|\\boxed\{)[ \t]*\(?[ \t]*"
-    r"([A-Z]{2,8}(?![A-Za-z])|[A-Za-z](?![A-Za-z])"
-    r"(?:[ \t]*(?:,|、|和|and|or|或|/)[ \t]*\(?[A-Za-z]\)?(?![A-Za-z]))*)", re.IGNORECASE)
+    r"([A-Z]{2,8}(?![A-Za-z])|[A-Za-z](?![A-Za-z])\)?"
+    r"(?:[ \t]*(?:,|、|和|and|or|或|/)[ \t]*\(?[A-Za-z]\)?(?![A-Za-z])|[ \t]+\(?(?-i:[A-Z])\)?(?![A-Za-z]))*)",
+    re.IGNORECASE)  # `A B C D`: capital letters separated by spaces are a list too (hedging)
 _ALONE = re.compile(r"^\s*\(?\s*([A-Za-z])\s*\)?\s*[.:)]?\s*$")
 _PAREN = re.compile(r"\(([A-Za-z])\)")
 

@@ -77,6 +77,19 @@ class RewardConfig(_Frozen):
         return self
 
 
+class CanaryConfig(_Frozen):
+    enabled: bool = Field(True, description=(
+        "probe every rule with garbage and universal answers at attach time and stop the run when "
+        "one scores (see verifiers/canary.py)"))
+    max_share: float = Field(0.01, ge=0.0, lt=1.0, description=(
+        "a canary that scores on more than this share of a rule's sampled rows (and on at least "
+        "two rows) stops the run"))
+    sample_rows: int = Field(50, ge=1, description=(
+        "rows per rule that every canary is scored against (seeded sample; a verifier module may "
+        "set CANARY_SAMPLE_ROWS lower, as the code verifier does)"))
+    seed: int = Field(0, description="seed of the row sample")
+
+
 class VerifierConfig(_Frozen):
     rules: list[VerifierRule] = Field(min_length=1, description=(
         "one rule per category: {category, verifier, params}; rows of other categories are "
@@ -89,6 +102,8 @@ class VerifierConfig(_Frozen):
         "wall-clock limit per verification in seconds; a verdict past it gets status timeout"))
     self_check: bool = Field(True, description=(
         "check each row's reference against its own verifier at attach time and reject failures"))
+    canaries: CanaryConfig = Field(default_factory=CanaryConfig, description=(
+        "reward canaries at attach time: enabled, max_share, sample_rows, seed"))
 
     @field_validator("rules")
     @classmethod

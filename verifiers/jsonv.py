@@ -49,16 +49,28 @@ def extract_json(response: str):
         return json.loads(response)
     except json.JSONDecodeError:
         pass
-    end = response.rfind("}")
-    while end >= 0:
-        start = response.rfind("{", 0, end)
-        while start >= 0:
-            try:
-                return json.loads(response[start:end + 1])
-            except json.JSONDecodeError:
-                start = response.rfind("{", 0, start)
-        end = response.rfind("}", 0, end)
-    return _MISSING
+    return _last_object(response)
+
+
+MAX_OPENERS = 256
+
+
+def _last_object(text: str):
+    """The last top-level JSON object in prose. Decodes forward from each `{` (skipping the
+    inside of an object already read), over the last MAX_OPENERS openers only: trying every
+    `{`/`}` pair was quadratic, 30 s on 4,000 nested braces."""
+    decoder = json.JSONDecoder()
+    openers = [i for i, ch in enumerate(text) if ch == "{"][-MAX_OPENERS:]
+    found, end = _MISSING, -1
+    for start in openers:
+        if start < end:
+            continue
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        found = value
+    return found
 
 
 def _get(value, path: str):

@@ -72,6 +72,12 @@ HACKS = [
     ("attribute access", "\\boxed{x.__class__}"),
     ("long garbage", "x" * 200_000),
     ("nested braces", "\\boxed{" + "{" * 5000 + "}" * 5000 + "}"),
+    # universal answers (issue 18): each once scored 1.0 against every gold
+    ("infinity", "Answer: \\infty"), ("boxed infinity", "\\boxed{\\infty}"), ("minus infinity", "Answer: -\\infty"),
+    ("sympy infinity", "Answer: oo"), ("overflow literal", "Answer: 1e999"), ("overflow cjk", "答案是1e400"),
+    ("power of ten", "Answer: 10^{1000}"), ("power of two", "Answer: 2^{10000}"), ("overflow product", "Answer: 1e308*10"),
+    ("restated product", "Answer: 3*12"), ("near miss", "Answer: 36.0000000001"), ("nan", "Answer: nan"),
+    ("zero times x", "Answer: 36 + 0*x"), ("unicode infinity", "答案：∞"), ("one over zero", "\\boxed{\\frac{1}{0}}"),
 ]
 
 

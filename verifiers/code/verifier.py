@@ -19,6 +19,10 @@ from .mounts import PackageUnavailable, package_mounts
 from .sandbox import Limits, SandboxUnavailable, run_sandboxed
 
 
+# The reward canaries (verifiers/canary.py) run every canary program in the sandbox: fewer rows.
+CANARY_SAMPLE_ROWS = 16
+
+
 def parse_reference(reference: str) -> dict:
     try:
         ref = json.loads(reference)

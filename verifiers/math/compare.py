@@ -5,16 +5,18 @@ Each voter says equal, different, or abstains. The vote, cheapest first:
                  way an infinity or an overflowing literal can match: a gold spelled the same.
   2. finiteness: the answer is or holds an infinity or NaN (`\\infty`, `oo`, `nan`, `∞`) and the
                  gold does not -> different, decisive.
-  3. numeric:    the gold is one number (numbers.py) -> decisive. The answer must be a number
+  3. time:       the gold is a clock time (`15:45`, `3:45 pm`, `下午3点45分`) -> decisive: the
+                 answer must name the same time of day.
+  4. numeric:    the gold is one number (numbers.py) -> decisive. The answer must be a number
                  too, compared exactly (a tolerance only from params); an expression such as
                  `3*12` or `2^{10}` is different ("not evaluated") unless params say
                  `allow_expressions: true`, when the symbolic voter evaluates it exactly;
                  several values against one are different.
-  4. collection: either side is a set `{..}`, a tuple or interval `(..]`, `a \\pm b`, or several
+  5. collection: either side is a set `{..}`, a tuple or interval `(..]`, `a \\pm b`, or several
                  solutions (`x=2 or x=3`, `2或3`, `2、3`, `2, 3`) -> decisive: same kind, same size,
                  and the elements pair up under this same vote (in order for tuples and intervals,
                  in any order otherwise). A single value never equals several.
-  5. symbolic:   math-verify's LaTeX parser and comparison (sympy) in a timed helper process
+  6. symbolic:   math-verify's LaTeX parser and comparison (sympy) in a timed helper process
                  (symbolic.py), after its own finiteness and magnitude guards -> equal,
                  different, timeout, or abstain.
 All voters abstaining means the answer could not be read as math: the verifier says `unparsed`.
@@ -23,9 +25,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from .normalize import compact
-from .numbers import Number, numbers_equal, read_number
+from .numbers import Number, numbers_equal, read_number, read_time
 from .symbolic import symbolic_equal
 
 _ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?!=)")
@@ -75,6 +78,11 @@ def equal(gold: str, pred: str, opts: Options) -> Vote:
         return Vote(EQUAL, "text")
     if has_infinity(pred) and not has_infinity(gold):
         return Vote(DIFFERENT, "finiteness", "the answer is not finite and the gold is")
+    if (gt := read_time(gold)) is not None:
+        pt = read_time(pred)
+        if pt is None:
+            return Vote(DIFFERENT, "time", "the gold is a clock time and the answer is not")
+        return Vote(EQUAL if gt & pt else DIFFERENT, "time")
     g = read_number(gold)
     if g is not None:
         return _against_number(g, gold, pred, opts)
@@ -138,7 +146,14 @@ def _plus_minus(s: str) -> list[str] | None:
     head, tail = s[:found[0].start()].strip(), s[found[0].end():].strip()
     if not tail:
         return None
+    a, b = read_number(head) if head else Number(Fraction(0)), read_number(tail)
+    if a is not None and b is not None and a.finite and b.finite and not (a.percent or b.percent):
+        return [_fraction_text(a.value + b.value), _fraction_text(a.value - b.value)]  # `1 \pm 2` is 3 and -1
     return [f"{head}+{tail}" if head else tail, f"{head}-{tail}" if head else f"-{tail}"]
+
+
+def _fraction_text(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
 
 
 def _top_level_split(s: str, seps: re.Pattern) -> list[str]:

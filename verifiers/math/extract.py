@@ -27,15 +27,17 @@ from .normalize import to_halfwidth
 
 MAX_RESPONSE_CHARS = 100_000
 _MARKERS = re.compile(
-    r"(?:final\s+answer\s*(?:is|[:：])|the\s+answer\s+is|答案\s*是|最终答案\s*(?:是|为)?\s*[:：]?|"
-    r"答案\s*(?:为|[:：])|(?<![\w答])答\s*[:：])", re.IGNORECASE)
+    r"(?:final\s+answer\s*(?:is|[:：])|the\s+answer\s+is|^\s*#{4}(?!#)|答案\s*是|最终答案\s*(?:是|为)?\s*[:：]?|"
+    r"答案\s*(?:为|[:：])|(?<![\w答])答\s*[:：])", re.IGNORECASE | re.MULTILINE)
 _ANSWER = re.compile(r"(?<![A-Za-z])answer\s*\**\s*[:：]|(?:^|(?<=\n))\s*\**answer\**[ \t]+(?=\$|\\[(\[]|\\boxed)",
                      re.IGNORECASE)
 # The turn ends at an end-of-turn token, or where the model starts writing the next turn itself.
 _TURN_END = re.compile(r"<\|(?:im_end|im_start|eot_id|endoftext|end|start_header_id|user|assistant|system)\|>|</s>|<eos>|"
                        r"<end_of_turn>|<start_of_turn>|\[INST\]")
 _SPECIAL_TOKENS = re.compile(r"<\|[A-Za-z0-9_:.\-]{1,40}\|>|<s>|<bos>|\[/INST\]")
-_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+# `$...$` may hold an escaped dollar (`$\\$61.62$`): a `$` after a backslash does not close it
+_MATH_SPAN = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$((?:\\\$|[^$])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
+                        re.DOTALL)
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _RUN_JOINER = re.compile(r"(?:\s|,|;|\$|\\[()\[\]]|\\q?quad|\\text\{\s*and\s*\}|\band\b)*")
 _THINK_OPEN = re.compile(r"<think(?:ing)?>", re.IGNORECASE)
@@ -101,7 +103,7 @@ def _marker_text(text: str, pos: int) -> str:
             return boxed
     for opener, closer in (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)")):
         if rest.startswith(opener):
-            close = rest.find(closer, len(opener))
+            close = _closing(rest, closer, len(opener))
             inner = rest[len(opener):close] if close > 0 else ""
             if close > 0 and (opener in ("$$", "\\[") or "\n" not in inner.strip()):
                 return inner.strip()
@@ -114,6 +116,14 @@ def _marker_text(text: str, pos: int) -> str:
     head = rest[:min(nxt)]
     # "Final Answer: The final answer is 7": the words before the inner marker are no answer
     return head if re.search(r"[\d\\$]", head) else ""
+
+
+def _closing(text: str, closer: str, start: int) -> int:
+    """Index of `closer` at or after `start`, skipping an escaped dollar (`\\$`); -1 if none."""
+    pos = text.find(closer, start)
+    while closer.startswith("$") and pos > 0 and text[pos - 1] == "\\":
+        pos = text.find(closer, pos + 1)
+    return pos
 
 
 def _boxed_all(text: str, join_runs: bool = False) -> list[str]:

@@ -12,6 +12,8 @@ when the rule's params ask for one (`rel_tol`, `abs_tol`). There is no float any
 Infinities and NaN (`\\infty`, `oo`, `inf`, `nan`, `∞`) read as NON_FINITE and literals too large
 to hold exactly (`1e999999`) as OVERFLOW: neither ever equals a finite number, and the text
 voter alone can match them to a gold spelled the same way.
+Clock times (`15:45`, `3:45 pm`, `下午3点45分`) are not numbers: read_time compares them as times
+of day, a 12-hour time without am/pm standing for either reading.
 """
 from __future__ import annotations
 
@@ -83,6 +85,8 @@ def read_number(s: str) -> Number | None:
 
 
 def _value(s: str) -> Fraction | str | None:
+    if re.search(r",\s", s):
+        return None  # `8, 10` is two values, never the decimal 8.10
     s = s.replace(" ", "") if not _MIXED.match(s) else s
     try:
         if m := _PLAIN.match(s):
@@ -120,6 +124,34 @@ def _scaled(sign: str, digits: str, exponent: str | None) -> Fraction | str:
 
 def _signed(sign: str, value: Fraction) -> Fraction:
     return -value if sign == "-" else value
+
+
+_TIME = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(a\.?m\.?|p\.?m\.?|上午|下午)?$", re.IGNORECASE)
+_TIME_CN = re.compile(r"^(上午|下午|晚上)?\s*(\d{1,2})\s*[点時时]\s*(?:(\d{1,2})\s*分|半)?$")
+
+
+def read_time(s: str) -> set[int] | None:
+    """A clock time as the set of seconds after midnight it can mean (`3:45` is 03:45 or 15:45;
+    `3:45 pm` and `15:45` only 15:45), or None when `s` is not a clock time."""
+    s = s.strip()
+    if m := _TIME.match(s):
+        hour, minute, second, half = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), (m.group(4) or "")
+    elif m := _TIME_CN.match(s):
+        half, hour = m.group(1) or "", int(m.group(2))
+        minute, second = (30 if s.endswith("半") else int(m.group(3) or 0)), 0
+    else:
+        return None
+    if minute > 59 or second > 59 or hour > 24:
+        return None
+    base = minute * 60 + second
+    half = half.lower().replace(".", "")
+    if half in ("pm", "下午", "晚上"):
+        return {((hour % 12) + 12) * 3600 + base} if hour <= 12 else None
+    if half in ("am", "上午"):
+        return {(hour % 12) * 3600 + base} if hour <= 12 else None
+    if 1 <= hour <= 12:
+        return {hour * 3600 + base, ((hour % 12) + 12) * 3600 + base} if hour != 12 else {12 * 3600 + base}
+    return {(hour % 24) * 3600 + base}
 
 
 def numbers_equal(gold: Number, pred: Number, rel_tol: float = 0.0, abs_tol: float = 0.0,

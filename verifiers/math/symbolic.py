@@ -27,11 +27,24 @@ STARTUP_TIMEOUT_S = 120.0
 
 
 def _parse(text: str, cache: dict):
+    """[sympy object, its text] as math-verify's verify wants it, [] when it does not parse.
+    The text is already extracted and normalized, so latex2sympy is called directly (half the
+    cost of math-verify's parse, which would search it for an answer again); math-verify's parse
+    is the fallback for what that misses."""
     if text in cache:
         return cache[text]
+    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.math_normalization import NormalizationConfig, normalize_latex
     from math_verify import LatexExtractionConfig, parse
+    from math_verify.parser import should_treat_as_complex
 
-    got = parse(f"${text}$", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None)
+    try:
+        latex = normalize_latex(text, NormalizationConfig(basic_latex=True, units=True, malformed_operators=True,
+                                                          nits=True, boxed="all", equations=False))
+        got = [latex2sympy(latex, is_real=not should_treat_as_complex(latex), convert_degrees=False,
+                           normalization_config=None), latex]
+    except Exception:  # noqa: BLE001 - the grammar raises many types; try math-verify's own route
+        got = parse(f"${text}$", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None)
     if len(cache) >= _CACHE_SIZE:
         cache.clear()
     cache[text] = got

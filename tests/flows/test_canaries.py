@@ -1,0 +1,63 @@
+"""Reward canaries in the pipeline: a verifier that accepts everything stops `rlvrflow run` at attach."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+from flows.cli import main
+
+BROKEN_PLUGIN = textwrap.dedent('''
+    """A user verifier with the bug the canaries exist for: it never looks at the answer."""
+    from verifiers.verdict import Verdict
+
+
+    def lenient(response, reference, params):
+        return Verdict(1.0, "correct", response[:20], "looks fine")
+
+
+    def check_reference(reference, params):
+        return None if reference.strip() else "empty reference"
+
+
+    def solution_from_reference(reference, prompt):
+        return f"Answer: {reference}"
+''')
+
+
+def _spec_with(toy_spec, verifier: str, extra: str = "") -> None:
+    text = toy_spec.read_text().replace("verifier: math}", f"verifier: '{verifier}'}}")
+    toy_spec.write_text(text + extra)
+
+
+def test_a_broken_plugin_verifier_stops_the_run_at_attach(prefect_harness, toy_spec, tmp_path, capsys, monkeypatch):
+    pkg = tmp_path / "plugins"
+    pkg.mkdir()
+    (pkg / "lenient_checks.py").write_text(BROKEN_PLUGIN)
+    monkeypatch.syspath_prepend(str(pkg))
+    _spec_with(toy_spec, "lenient_checks:lenient")
+    out = tmp_path / "out"
+    assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 1
+    printed = capsys.readouterr().out
+    assert "stage 'attach' failed" in printed and "reward canaries FAILED" in printed
+    assert "lenient_checks:lenient" in printed and "'empty'" in printed
+    report = json.loads((out / "canary_report.json").read_text())
+    assert report["ok"] is False
+    failed = {f["canary"] for f in report["failed"]}
+    assert {"empty", "infinity", "the row's own prompt", "another row's reference"} <= failed
+    assert all(f["hits"] == f["rows"] for f in report["failed"])
+    assert not list(out.glob("stages/sft/*")), "no training may start after a failed canary"
+
+
+def test_canaries_pass_on_the_math_verifier_and_land_in_the_attach_stats(toy_spec, tmp_path):
+    from pathlib import Path
+
+    from flows.data_stages import attach_stage, prepare_stage
+    from flows.spec import load_spec
+
+    spec = load_spec(toy_spec)
+    root = Path(tmp_path / "root")
+    verified = attach_stage(spec, root, prepare_stage(spec, root))
+    canaries = verified.stats["canaries"]
+    assert canaries["ok"] and canaries["rules"] == 1 and canaries["verdicts"] >= 40 * 45
+    report = json.loads((root / "canary_report.json").read_text())
+    assert report["rules"][0]["rows_probed"] == verified.stats["rows_kept"] == 40  # fewer than sample_rows: all

@@ -1,0 +1,185 @@
+"""Reward canaries: before any training, check that each rule's verifier rejects garbage.
+
+A verifier that accepts one universal answer poisons every reward it gives: GRPO finds the answer
+and makes it the policy's only output (`Answer: \\infty` once scored 1.0 against every math gold).
+So at attach time every rule is probed: each canary response below (garbage, universal answers,
+the verifier family's own hacks, the reference of a different row, the row's own prompt echoed)
+is scored against a seeded sample of that rule's rows. A canary that scores on more than
+`max_share` of the sampled rows fails the rule, and the run stops before SFT with a report naming
+the rule, the canary and example rows. A single hit never stops the run (two rows may share an
+answer); it is counted in the report and the attach stats.
+
+Which lists a rule gets: GARBAGE always, plus its family's list (FAMILY by verifier name), plus,
+for any verifier module (a user plugin too), what the module itself declares next to its verifier
+function: `CANARIES = [...]` (responses) or `def canaries(reference, params) -> list[str]`.
+A module may also set `CANARY_SAMPLE_ROWS` (the code verifier runs every canary in its sandbox,
+so it probes fewer rows).
+"""
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+from .config import CanaryConfig
+from .registry import get_verifier
+
+MIN_HITS = 2  # one hit in a sample can be a coincidence (two rows whose answers agree); it is reported, not fatal
+
+# Must score 0 under every verifier: nothing, noise, universal values, format without content.
+GARBAGE: list[tuple[str, str]] = [
+    ("empty", ""), ("whitespace", "   \n\t  "), ("newlines", "\n\n\n"),
+    ("infinity", "Answer: \\infty"), ("boxed infinity", "\\boxed{\\infty}"), ("minus infinity", "Answer: -\\infty"),
+    ("sympy infinity", "Answer: oo"), ("inf", "Answer: inf"), ("unicode infinity", "答案是∞"),
+    ("Infinity", "The answer is Infinity."), ("nan", "Answer: nan"), ("NaN boxed", "\\boxed{\\text{NaN}}"),
+    ("overflow literal", "Answer: 1e999"), ("overflow cjk", "答案是1e400"), ("power of ten", "Answer: 10^{1000}"),
+    ("power of two", "Answer: 2^{10000}"), ("overflow product", "Answer: 1e308*10"),
+    ("long integer", "Answer: " + "9" * 400), ("zero over zero", "Answer: 0/0"), ("one over zero", "\\boxed{\\frac{1}{0}}"),
+    ("yes", "Yes"), ("true", "True"), ("answer yes", "Answer: yes"), ("answer true", "Answer: True"),
+    ("none", "None"), ("null", "null"), ("empty boxed", "\\boxed{}"), ("empty answer", "Answer:"),
+    ("empty text", "\\boxed{\\text{}}"), ("text answer", "Answer: \\text{the answer}"),
+    ("number spam", " ".join(str(i) for i in range(200))),
+    ("answer list spam", "Answer: " + ", ".join(str(i) for i in range(100))),
+    ("marker spam", " ".join(f"Answer: {i}" for i in range(20))),
+    ("huge latex", "\\boxed{" + "x+" * 5000 + "x}"), ("nested braces", "\\boxed{" + "{" * 2000 + "}" * 2000 + "}"),
+    ("long garbage", "lorem " * 5000), ("binary noise", "\x00\x01\x02\xff" * 100),
+    ("empty json", "{}"), ("empty list", "[]"), ("json null", "```json\nnull\n```"),
+    ("i don't know", "I don't know."), ("refusal", "I cannot help with that."),
+]
+
+FAMILY: dict[str, list[tuple[str, str]]] = {
+    "math": [(f"option {c}", f"Answer: {c}") for c in "ABCDEFGH"] + [
+        ("every letter", "Answer: A B C D"), ("hedge boxed", "\\boxed{0} \\boxed{1}"),
+        ("empty set", "Answer: \\emptyset"), ("all reals", "Answer: \\mathbb{R}"),
+        ("whole line", "Answer: (-\\infty, \\infty)"), ("variable", "Answer: x"),
+        ("zero", "Answer: 0 or 1 or 2 or 3"), ("percent hedge", "Answer: 50% or 0.5 or 50")],
+    "choice": [("every letter", "Answer: A B C D E F G H"), ("letters run", "Answer: ABCD"),
+               ("letter or letter", "Answer: A or B"), ("all of the above", "Answer: all of the above"),
+               ("every paren", "(A) (B) (C) (D)"), ("letter list", "A, B, C, D")],
+    "keyword": [("keyword stuffing", " ".join(["refund return policy order shipping price total"] * 200)),
+                ("bare url", "https://"), ("placeholder link", "Please see [link] for details."),
+                ("generic reply", "Thank you for contacting us. We will get back to you soon.")],
+    "regex": [("regex stuffing", ".*" * 50)],
+    "json": [("json true", "true"), ("json zero", "0"), ("json string", '"ok"'),
+             ("fenced empty", "```json\n{}\n```"), ("two blocks", "```json\n{\"a\": 1}\n```\n```json\n{\"a\": 2}\n```")],
+    "sql": [("select 1", "```sql\nSELECT 1\n```"), ("select null", "```sql\nSELECT NULL\n```"),
+            ("schema dump", "```sql\nSELECT * FROM sqlite_master\n```"), ("empty sql", "```sql\n\n```"),
+            ("two statements", "```sql\nSELECT 1; SELECT 2\n```")],
+    "code": [("exit zero", "```python\nimport sys\nsys.exit(0)\n```"),
+             ("os exit", "```python\nimport os\nos._exit(0)\n```"),
+             ("print passed", "```python\nprint('PASSED')\nprint('OK')\n```"),
+             ("pass only", "```python\npass\n```"),
+             ("raise systemexit", "```python\nraise SystemExit(0)\n```"),
+             ("any function", "```python\ndef __getattr__(name):\n    return lambda *a, **k: None\n```")],
+    "function_call": [("empty call", '{"name": "", "arguments": {}}'), ("tool call tags", "<tool_call>{}</tool_call>"),
+                      ("call list", "[]"), ("null call", '{"name": null}')],
+}
+
+
+def battery(verifier: str, params: dict, reference: str) -> list[tuple[str, str]]:
+    """(name, response) pairs for one rule and one of its references."""
+    out = list(GARBAGE) + list(FAMILY.get(verifier, []))
+    module = _module_of(verifier)
+    if module is not None:
+        declared = getattr(module, "CANARIES", None)
+        if declared and module.__name__.split(".")[0] != "verifiers":
+            out += [(f"plugin canary {i}", str(r)) for i, r in enumerate(declared)]
+        hook = getattr(module, "canaries", None)
+        if callable(hook):
+            out += [(f"plugin canary for this row {i}", str(r)) for i, r in enumerate(hook(reference, params) or [])]
+    return out
+
+
+def _module_of(verifier: str):
+    fn = get_verifier(verifier)
+    return sys.modules.get(getattr(fn, "__module__", ""), None)
+
+
+def sample_size(verifier: str, default: int) -> int:
+    module = _module_of(verifier)
+    return int(getattr(module, "CANARY_SAMPLE_ROWS", default) or default)
+
+
+def probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int | None = None,
+          timeout_s: float = 30.0) -> dict:
+    """Score every canary against a seeded sample of each rule's rows (dicts with `id`,
+    `category`, `prompt`, `reference`, `verifier`, `verifier_params`); the report says which
+    canaries scored on more than cfg.max_share of a rule's sample. report["ok"] is False then."""
+    from .pool import score_many
+
+    report = {"max_share": cfg.max_share, "rules": [], "ok": True, "failed": []}
+    for rule in rules:
+        mine = [r for r in rows if r.get("category") == rule.category]
+        if not mine:
+            continue
+        rng = random.Random(f"{cfg.seed}:{rule.category}")
+        sample = sorted(mine, key=lambda r: str(r.get("id")))
+        rng.shuffle(sample)
+        sample = sample[:sample_size(rule.verifier, cfg.sample_rows)]
+        items, keys = [], []
+        for i, row in enumerate(sample):
+            params = json.loads(row.get("verifier_params") or "{}")
+            reference = str(row.get("reference") or "")
+            pairs = battery(rule.verifier, params, reference)
+            pairs.append(("the row's own prompt", str(row.get("prompt") or "")))
+            other = _other_reference(sample, i, reference)
+            if other is not None:
+                pairs.append(("another row's reference", other))
+            for name, response in pairs:
+                items.append((rule.verifier, response, reference, params))
+                keys.append((name, response, row))
+        verdicts = score_many(items, workers=workers, timeout_s=timeout_s)
+        hits: dict[str, list] = {}
+        counts: dict[str, int] = {}
+        for (name, response, row), v in zip(keys, verdicts):
+            counts[name] = counts.get(name, 0) + 1
+            if v.score > 0:
+                hits.setdefault(name, []).append((response, row, v))
+        failed = []
+        for name, found in sorted(hits.items()):
+            share = len(found) / counts[name]
+            if share > cfg.max_share and len(found) >= MIN_HITS:
+                failed.append({"canary": name, "response": _clip(found[0][0]), "hits": len(found),
+                               "rows": counts[name], "share": round(share, 4),
+                               "examples": [{"id": str(r.get("id")), "reference": _clip(str(r.get("reference"))),
+                                             "detail": _clip(v.detail)} for _, r, v in found[:3]]})
+        entry = {"category": rule.category, "verifier": rule.verifier, "rows_probed": len(sample),
+                 "canaries": len(counts), "verdicts": len(items),
+                 "scored": {k: len(v) for k, v in sorted(hits.items())}, "failed": failed}
+        report["rules"].append(entry)
+        if failed:
+            report["ok"] = False
+            report["failed"] += [{"category": rule.category, "verifier": rule.verifier, **f} for f in failed]
+    return report
+
+
+def _other_reference(sample: list[dict], i: int, reference: str) -> str | None:
+    """The next sampled row's reference that is written differently from this row's."""
+    for j in range(1, len(sample)):
+        other = str(sample[(i + j) % len(sample)].get("reference") or "")
+        if other.strip() and other.strip() != reference.strip():
+            return other
+    return None
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + f"...[{len(text) - limit} more chars]"
+
+
+def summary(report: dict) -> str:
+    """One paragraph a person can act on."""
+    if report["ok"]:
+        n = sum(r["verdicts"] for r in report["rules"])
+        return f"reward canaries: {n} canary verdicts over {len(report['rules'])} rules, none scored above " \
+               f"{report['max_share']:.0%} of a rule's rows"
+    lines = [f"reward canaries FAILED: a verifier accepts garbage, so training on its reward would teach the "
+             f"model that answer (max_share {report['max_share']:.0%}):"]
+    for f in report["failed"][:10]:
+        ex = f["examples"][0] if f["examples"] else {}
+        lines.append(f"  rule {f['category']!r} ({f['verifier']}): canary {f['canary']!r} = {f['response']!r} "
+                     f"scored on {f['hits']}/{f['rows']} rows ({f['share']:.1%}), e.g. row {ex.get('id')!r} "
+                     f"reference {ex.get('reference')!r}")
+    lines.append("  fix the verifier (or its params) so these score 0; raise verifiers.canaries.max_share only "
+                 "if the canary is really a right answer for those rows")
+    return "\n".join(lines)
