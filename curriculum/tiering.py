@@ -3,6 +3,13 @@
     tiered = tier_rows(rows, engine, cfg, seed=0)        # adds n_samples, n_correct, pass_at_1, pass_at_k, tier
     tier_to_dir(rows, "runs/demo/sft", cfg, "runs/demo/tier", seed=0)   # + tiers.parquet and the report
 
+Determinism: the samples a row gets depend only on (seed, the row ids being tiered), never on the
+entry point or how a caller chunks the rows. Rows are put in an order hashed from (seed, id) and
+generated in calls of PROMPTS_PER_CALL consecutive rows of that order, each call seeded from
+(seed, its first id). A caller that fans out (the flow's tier stage) cuts the same order into
+chunks of whole calls (`call_chunks`), so `rlvrflow tier`, `rlvrflow run` and any `chunk_rows`
+give the same tiers.
+
 A sample is correct when its verdict score is >= 1 - 1e-9 (the verifier's `correct`); partial credit
 does not count. The tier is decided on pass@1 = c/n with `cfg.boundaries` (see curriculum/config.py).
 Scoring goes through `score_fn(items) -> list[Verdict | float]` with items
@@ -11,6 +18,7 @@ Scoring goes through `score_fn(items) -> list[Verdict | float]` with items
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -32,13 +40,14 @@ PROMPTS_PER_CALL = 256  # engine calls are chunked so memory and progress stay b
 ScoreFn = Callable[[Sequence[tuple[str, str, str, str]]], Sequence[object]]
 
 
-def default_score_fn(workers: int | None) -> ScoreFn:
-    """`verifiers.score_many` with a fixed worker count (imported lazily)."""
+def default_score_fn(workers: int | None, timeout_s: float = 30.0) -> ScoreFn:
+    """`verifiers.score_many` with a fixed worker count and per-item timeout (the spec's
+    verifiers.timeout_s; imported lazily)."""
 
     def score(items):
         from verifiers import score_many
 
-        return score_many(items, workers=workers)
+        return score_many(items, workers=workers, timeout_s=timeout_s)
 
     return score
 
@@ -47,14 +56,37 @@ def _score_value(verdict: object) -> float:
     return float(getattr(verdict, "score", verdict))
 
 
+def _hash(seed: int, key: str) -> bytes:
+    return hashlib.blake2b(f"{seed}\x00{key}".encode(), digest_size=8).digest()
+
+
+def call_order(ids: Sequence[object], seed: int) -> list[int]:
+    """Positions of `ids` in the order tiering samples them: by a hash of (seed, id)."""
+    return sorted(range(len(ids)), key=lambda i: (_hash(seed, str(ids[i])), str(ids[i])))
+
+
+def call_chunks(ids: Sequence[object], seed: int, chunk_rows: int) -> list[list[object]]:
+    """The ids cut into fan-out chunks of whole engine calls (chunk_rows rounded up to a multiple
+    of PROMPTS_PER_CALL), in call order: tiering each chunk alone gives what one call on all gives."""
+    per_chunk = max(1, -(-max(1, chunk_rows) // PROMPTS_PER_CALL)) * PROMPTS_PER_CALL
+    order = [ids[i] for i in call_order(ids, seed)]
+    return [order[i : i + per_chunk] for i in range(0, len(order), per_chunk)] or [[]]
+
+
+def call_seed(seed: int, first_id: object) -> int:
+    return int.from_bytes(_hash(seed, f"call:{first_id}"), "big") % (2**31 - 1)
+
+
 def count_correct(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, score_fn: ScoreFn) -> list[int]:
-    """Correct samples out of cfg.n_samples for each row, in row order."""
+    """Correct samples out of cfg.n_samples for each row, in row order (sampled in call order)."""
     sampling = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_new_tokens)
-    rows = df.select(_NEEDED).to_dicts()
+    table = df.select(_NEEDED).to_dicts()
+    order = call_order([r["id"] for r in table], seed)
+    rows = [table[i] for i in order]
     counts: list[int] = []
-    for chunk_no, start in enumerate(range(0, len(rows), PROMPTS_PER_CALL)):
+    for start in range(0, len(rows), PROMPTS_PER_CALL):
         chunk = rows[start : start + PROMPTS_PER_CALL]
-        groups = engine.generate([r["prompt"] for r in chunk], cfg.n_samples, sampling, seed * 7919 + chunk_no)
+        groups = engine.generate([r["prompt"] for r in chunk], cfg.n_samples, sampling, call_seed(seed, chunk[0]["id"]))
         items = [
             (r["verifier"], c.text, r["reference"], r["verifier_params"])
             for r, group in zip(chunk, groups)
@@ -68,7 +100,10 @@ def count_correct(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, s
             sum(_score_value(v) >= CORRECT_MIN for v in verdicts[i * n : (i + 1) * n]) for i in range(len(chunk))
         )
         log.info("tiering: %d/%d prompts sampled and scored", start + len(chunk), len(rows))
-    return counts
+    in_row_order = [0] * len(rows)
+    for position, count in zip(order, counts):
+        in_row_order[position] = count
+    return in_row_order
 
 
 def tier_rows(

@@ -1,7 +1,7 @@
 """The `attach` flow: attach a verifier to every clean row, then split train / held-out eval.
 
 Verification fans out in chunks of `orchestration.chunk_rows` rows on the flow's task runner
-(threads by default; `retrain` swaps in Dask or Ray from `orchestration.runner`). A crashed verifier
+(threads by default; `retrain` swaps in Dask from `orchestration.runner`). A crashed verifier
 worker is retried; a row whose reference fails its own verifier is rejected with a reason.
 
     python -c "from flows.attach import attach; attach('examples/retail/spec.yaml', 'runs/demo', clean)"

@@ -100,12 +100,7 @@ def make_task_runner(spec: DomainSpec):
             return DaskTaskRunner(address=cfg.address)
         return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
                                               "processes": True, "dashboard_address": None})
-    try:
-        from prefect_ray import RayTaskRunner
-    except ImportError:
-        raise RuntimeError("orchestration.runner: ray needs prefect-ray; pip install 'rlvrflow[ray]' "
-                           "(or pip install prefect-ray)") from None
-    return RayTaskRunner(address=cfg.address or None)
+    raise ValueError(f"orchestration.runner {cfg.runner!r} is not threads or dask")
 
 
 def is_transient(exc: BaseException | None) -> bool:

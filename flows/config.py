@@ -16,14 +16,14 @@ class OrchestrationConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    runner: Literal["threads", "dask", "ray"] = Field(
+    runner: Literal["threads", "dask"] = Field(
         "threads",
-        description="where the fan-out tasks run: threads (local), dask (prefect-dask, a local "
-        "cluster unless `address` is set) or ray (prefect-ray; pip install prefect-ray)",
+        description="where the fan-out tasks run: threads (local) or dask (prefect-dask, a local "
+        "cluster unless `address` is set)",
     )
-    workers: int = Field(2, ge=1, description="threads, or Dask/Ray worker processes, for the fan-out")
+    workers: int = Field(2, ge=1, description="threads, or Dask worker processes, for the fan-out")
     address: str = Field(
-        "", description="an existing Dask scheduler or Ray cluster address; empty starts a local one"
+        "", description="an existing Dask scheduler address; empty starts a local cluster"
     )
     chunk_rows: int = Field(
         256, ge=1, description="rows per fan-out task when attaching verifiers and tiering prompts"

@@ -8,7 +8,7 @@ clean` and the `prepare` flow produce the same folders.
 Each library call goes through `steps.call(name, fn, kwargs)` / `steps.map(name, fn, items)`:
 `LocalSteps` runs it inline (CLI, tests), `flows.tasks.PrefectSteps` runs it as a Prefect task.
 `attach_stage` cuts the clean rows into chunks of `orchestration.chunk_rows` and maps
-`attach_chunk` over them, so verification fans out on threads, Dask or Ray without knowing which.
+`attach_chunk` over them, so verification fans out on threads or Dask without knowing which.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import glob
 import json
 import logging
 import os
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,9 +23,6 @@ from flows.cache import Manifest, build_stage, file_digest, stage_key
 from flows.spec import DomainSpec, spec_from_dict
 
 
-# verifiers.score_many keeps one warm process pool per Python process and is not thread-safe, so
-# chunks that share a process (the threads runner) take turns on it; Dask/Ray workers each have one.
-VERIFIER_POOL_LOCK = threading.Lock()
 log = logging.getLogger("rlvrflow.attach")
 
 
@@ -186,8 +182,7 @@ def attach_chunk(clean_path: str, offset: int, length: int, out_prefix: str,
 
     df = pl.read_parquet(clean_path).slice(offset, length)
     cfg = VerifierConfig.model_validate_json(verifiers_json)
-    with VERIFIER_POOL_LOCK:
-        result = verifiers.attach(df, cfg, Path(base_dir), workers=workers)
+    result = verifiers.attach(df, cfg, Path(base_dir), workers=workers)  # the pool serializes its own callers
     kept, rejects, stats = _unpack(result)
     Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
     kept.write_parquet(f"{out_prefix}.parquet")
@@ -267,8 +262,7 @@ def run_canaries(verified: str, verifiers_json: str, report_path: str, workers: 
     cfg = VerifierConfig.model_validate_json(verifiers_json)
     rows = pl.read_parquet(verified, columns=["id", "category", "prompt", "reference", "verifier",
                                               "verifier_params"]).to_dicts()
-    with VERIFIER_POOL_LOCK:
-        report = canary.probe(rows, cfg.rules, cfg.canaries, workers=workers, timeout_s=cfg.timeout_s)
+    report = canary.probe(rows, cfg.rules, cfg.canaries, workers=workers, timeout_s=cfg.timeout_s)
     Path(report_path).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
     log.info(canary.summary(report))
     if not report["ok"]:

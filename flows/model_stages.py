@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from flows.cache import Manifest, build_stage, stage_key
-from flows.data_stages import LOCAL, VERIFIER_POOL_LOCK, StageFailed
+from flows.data_stages import LOCAL, StageFailed
 from flows.spec import DomainSpec, spec_from_dict
 
 ProgressFn = Callable[[float], None]
@@ -96,9 +96,10 @@ def device_name(spec: DomainSpec) -> str:
     return str(pick_device(spec.training.device))
 
 
-def run_tier_chunk(train: str, offset: int, length: int, model: str, curriculum_json: str, seed: int,
-                   device: str, workers: int, out_prefix: str, torch_threads: int = 0) -> dict:
-    """curriculum.tier_rows on rows [offset, offset+length) of the train split, with its own engine."""
+def run_tier_chunk(train: str, ids: list, model: str, curriculum_json: str, seed: int,
+                   device: str, workers: int, out_prefix: str, torch_threads: int = 0,
+                   timeout_s: float = 30.0) -> dict:
+    """curriculum.tier_rows on the train rows with these ids (whole engine calls), with its own engine."""
     import polars as pl
 
     from training.modeling import set_threads
@@ -109,15 +110,9 @@ def run_tier_chunk(train: str, offset: int, length: int, model: str, curriculum_
 
     set_threads(torch_threads)  # training.torch_threads: the engine's sampling obeys it too
     cfg = CurriculumConfig.model_validate_json(curriculum_json)
-    df = pl.read_parquet(train).slice(offset, length)
+    df = pl.read_parquet(train).filter(pl.col("id").is_in(ids))
     engine = HFEngine.from_pretrained(model, device=device, batch_size=cfg.engine_batch_size)
-    score = default_score_fn(workers)
-
-    def locked_score(*args):  # see VERIFIER_POOL_LOCK: one pool per process, not thread-safe
-        with VERIFIER_POOL_LOCK:
-            return score(*args)
-
-    tiered = tier_rows(df, engine, cfg, seed, score_fn=locked_score)
+    tiered = tier_rows(df, engine, cfg, seed, score_fn=default_score_fn(workers, timeout_s))  # the pool serializes callers
     Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
     tiered.write_parquet(f"{out_prefix}.parquet")
     return {"path": f"{out_prefix}.parquet", "rows": tiered.height}
@@ -131,7 +126,7 @@ def merge_tiers(parts: list[dict], out: str, k: int) -> dict:
 
     from curriculum.report import tier_report
 
-    tiered = pl.concat([pl.read_parquet(p["path"]) for p in parts], how="diagonal_relaxed")
+    tiered = pl.concat([pl.read_parquet(p["path"]) for p in parts], how="diagonal_relaxed").sort("id")
     tiered.write_parquet(Path(out) / "tiers.parquet")
     tier_report(tiered, out, k=k)
     shutil.rmtree(Path(out) / "chunks", ignore_errors=True)
@@ -145,22 +140,24 @@ def tier_stage(spec: DomainSpec, root: Path, split: Manifest, sft: Manifest, for
     """Tier the train split by the SFT model's pass@k into ROOT/stages/tier/<key>/tiers.parquet."""
     c = spec.curriculum
     inputs = {"train": split.digests["train"], "model": sft.digests["sft"], "curriculum": c,
-              "seed": spec.training.seed, "device": spec.training.device,
-              "chunk_rows": spec.orchestration.chunk_rows}
+              "seed": spec.training.seed, "device": spec.training.device}  # chunk_rows changes nothing
     key = stage_key("tier", inputs, ["curriculum", "verifiers"])
 
     def build(out: Path):
         import polars as pl
 
+        from curriculum.tiering import call_chunks
+
         train = split.path("train")
-        n = pl.scan_parquet(train).select(pl.len()).collect().item()
-        size = spec.orchestration.chunk_rows
+        ids = pl.read_parquet(train, columns=["id"])["id"].to_list()
         device = device_name(spec)
-        plan = [{"train": str(train), "offset": off, "length": size, "model": str(sft.path("sft")),
-                 "curriculum_json": c.model_dump_json(), "seed": spec.training.seed + i, "device": device,
+        # chunks of whole engine calls in tiering's own order, all with the run's seed: the tiers
+        # are the same for any chunk_rows and for `rlvrflow tier` (see curriculum/tiering.py)
+        plan = [{"train": str(train), "ids": chunk, "model": str(sft.path("sft")),
+                 "curriculum_json": c.model_dump_json(), "seed": spec.training.seed, "device": device,
                  "workers": spec.orchestration.workers, "torch_threads": spec.training.torch_threads,
-                 "out_prefix": str(out / "chunks" / f"tier-{i:05d}")}
-                for i, off in enumerate(range(0, max(n, 1), size))]
+                 "timeout_s": spec.verifiers.timeout_s, "out_prefix": str(out / "chunks" / f"tier-{i:05d}")}
+                for i, chunk in enumerate(call_chunks(ids, spec.training.seed, spec.orchestration.chunk_rows))]
         parts = steps.map("tier-chunk", run_tier_chunk, plan)
         stats = steps.call("tier-merge", merge_tiers, {"parts": parts, "out": str(out), "k": c.k})
         return {"tiers": "tiers.parquet", "table": "tier_table.csv", "markdown": "tier_report.md"}, stats
@@ -183,8 +180,11 @@ def tier_plain(spec: DomainSpec, model: Path, out_dir: Path) -> dict:
     from training.modeling import set_threads
 
     set_threads(spec.training.torch_threads)
+    from curriculum.tiering import default_score_fn
+
     tier_to_dir(pl.read_parquet(split.path("train")), model, spec.curriculum, target, spec.training.seed,
-                device=device_name(spec), workers=spec.orchestration.workers)
+                score_fn=default_score_fn(spec.orchestration.workers, spec.verifiers.timeout_s),
+                device=device_name(spec))
     return json.loads((target / "tiers_stats.json").read_text())
 
 
@@ -250,9 +250,8 @@ def run_evaluate(spec_json: str, base_dir: str, model: str, name: str, eval_path
 
     spec = _spec(spec_json, base_dir)
     set_threads(spec.training.torch_threads)
-    with VERIFIER_POOL_LOCK:  # evaluate scores through the process-wide verifier pool
-        result = evaluate(model, pl.read_parquet(eval_path), spec.eval, spec.training.seed,
-                          workers=spec.eval.workers, device=spec.training.device)
+    result = evaluate(model, pl.read_parquet(eval_path), spec.eval, spec.training.seed,
+                      workers=spec.eval.workers, device=spec.training.device)
     result = {"name": name, **result}
     (Path(out) / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     return result

@@ -38,11 +38,22 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
         extra={"domain": domain, "spec": spec_path, "run_dir": run_dir, "evals": table,
                "best_checkpoint": grpo.get("best_checkpoint"), "grpo_steps": grpo.get("steps"),
                "curves": str(m["grpo"].dir / "curves.png"), "stages": stages,
-               "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split")}},
+               "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split")},
+               "warnings": run_warnings(m)},
     )
     path = write_report(Path(run_dir) / "report.json", report)
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir}
+
+
+def run_warnings(m: dict[str, Manifest]) -> list[dict]:
+    """Every warning a stage recorded in its stats (GRPO's reward-hacking check among them), so
+    report.json says what a person should look at, not only the terminal."""
+    out = []
+    for name, x in m.items():
+        for message in x.stats.get("warnings") or []:
+            out.append({"stage": name, "message": str(message)})
+    return out
 
 
 def point_latest(root: Path, summary: dict) -> None:

@@ -7,7 +7,7 @@ Each run writes its report to its own folder `OUT/runs/<time>-<run id>/`, so con
 clobber each other; stages they share are computed once (a lock per stage folder).
 
 `smoke=True` applies a tiny budget (flows/common.py: SMOKE_OVERRIDES) to check the chain end to end.
-`runner` (threads | dask | ray) overrides `orchestration.runner` for the fan-out stages, and
+`runner` (threads | dask) overrides `orchestration.runner` for the fan-out stages, and
 `overrides` any spec field by dotted path, e.g. {"training.grpo.steps": 20} (`rlvrflow run --set`).
 
     rlvrflow run examples/retail/spec.yaml --out runs/demo          # this flow, locally
@@ -51,7 +51,7 @@ def retrain(
     out: str = "runs/retrain",
     force: bool = False,
     smoke: bool = False,
-    runner: Optional[Literal["threads", "dask", "ray"]] = None,
+    runner: Optional[Literal["threads", "dask"]] = None,
     overrides: Optional[dict] = None,
 ) -> dict:
     """Prepare, attach, split, SFT, tier, GRPO, evaluate and report one domain; returns the summary."""

@@ -20,7 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from cleaning.config import CleaningConfig, SourceSpec, ValidationConfig
+from curriculum.config import CurriculumConfig
 from flows.config import OrchestrationConfig
+from training.config import EvalConfig, TrainingConfig
+from verifiers.config import VerifierConfig
 
 __all__ = ["DomainSpec", "SpecError", "load_spec", "spec_from_dict", "format_validation_error"]
 
@@ -29,34 +33,8 @@ class SpecError(ValueError):
     """A domain spec that cannot be used; the message says where, what and how to fix it."""
 
 
-class _Pending(BaseModel):
-    """Stand-in for a section whose library is not importable (keeps `flows` importable)."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-
-def _section(module: str, name: str) -> type[BaseModel]:
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return _Pending
-
-
-SourceSpec = _section("cleaning.config", "SourceSpec")
-CleaningConfig = _section("cleaning.config", "CleaningConfig")
-ValidationConfig = _section("cleaning.config", "ValidationConfig")
-VerifierConfig = _section("verifiers.config", "VerifierConfig")
-CurriculumConfig = _section("curriculum.config", "CurriculumConfig")
-TrainingConfig = _section("training.config", "TrainingConfig")
-EvalConfig = _section("training.config", "EvalConfig")
-
-
 def _default_factory(cls: type[BaseModel]):
     """A section may be omitted when its model builds from defaults alone; else it is required."""
-    if cls is _Pending:
-        return None
     try:
         cls()
     except (ValidationError, TypeError):
@@ -81,30 +59,30 @@ class DomainSpec(BaseModel):
         description="short domain name: lowercase letters, digits, '_' or '-' (e.g. retail)",
     )
     description: str = Field(default="", description="one line saying what the domain is")
-    sources: list[SourceSpec] = Field(  # type: ignore[valid-type]
+    sources: list[SourceSpec] = Field(
         min_length=1, description="raw log sources to ingest (cleaning.config.SourceSpec); at least one"
     )
-    cleaning: CleaningConfig = _section_field(  # type: ignore[valid-type]
+    cleaning: CleaningConfig = _section_field(
         CleaningConfig, "text cleaning, templating and dedup (cleaning.config.CleaningConfig)"
     )
-    validation: ValidationConfig = _section_field(  # type: ignore[valid-type]
+    validation: ValidationConfig = _section_field(
         ValidationConfig, "Great Expectations checks on the clean rows (cleaning.config.ValidationConfig)"
     )
-    verifiers: VerifierConfig = _section_field(  # type: ignore[valid-type]
+    verifiers: VerifierConfig = _section_field(
         VerifierConfig, "category -> verifier rules and reward weights (verifiers.config.VerifierConfig)"
     )
-    curriculum: CurriculumConfig = _section_field(  # type: ignore[valid-type]
+    curriculum: CurriculumConfig = _section_field(
         CurriculumConfig, "pass@k tiers, sampling weights, eval split (curriculum.config.CurriculumConfig)"
     )
-    training: TrainingConfig = _section_field(  # type: ignore[valid-type]
+    training: TrainingConfig = _section_field(
         TrainingConfig, "base model, SFT and GRPO budgets (training.config.TrainingConfig)"
     )
-    eval: EvalConfig = _section_field(  # type: ignore[valid-type]
+    eval: EvalConfig = _section_field(
         EvalConfig, "held-out evaluation budget (training.config.EvalConfig)"
     )
     orchestration: OrchestrationConfig = Field(
         default_factory=OrchestrationConfig,
-        description="task runner (threads | dask | ray), fan-out chunking and retries (flows.config)",
+        description="task runner (threads | dask), fan-out chunking and retries (flows.config)",
     )
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)

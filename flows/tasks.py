@@ -3,7 +3,7 @@
 Stage functions (flows/data_stages.py, flows/model_stages.py) take a `steps` object with
 `call(name, fn, kwargs)` and `map(name, fn, items)`. `LocalSteps` (in data_stages) runs them inline
 for the CLI and tests; `PrefectSteps` here runs each as a named Prefect task on the flow's task
-runner (threads, Dask or Ray), with retries of transient failures. Prefect's own result caching is
+runner (threads or Dask), with retries of transient failures. Prefect's own result caching is
 off: the stage cache keys on content hashes and passes paths, never pickled frames.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The `tier` flow: each train prompt's pass@k under the SFT model, then its curriculum tier.
 
 Sampling and scoring fan out in chunks of `orchestration.chunk_rows` prompts on the flow's task
-runner (`retrain` swaps in Dask or Ray from `orchestration.runner`). Publishes the tier table.
+runner (`retrain` swaps in Dask from `orchestration.runner`). Publishes the tier table.
 
     python -c "from flows.tier import tier; tier('examples/retail/spec.yaml', 'runs/demo', split, sft)"
 """

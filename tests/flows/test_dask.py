@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("prefect_dask")
-pytest.importorskip("distributed")
+import distributed  # noqa: F401,E402 - the dev extra installs both: a missing one is a failure, not a skip
+import prefect_dask  # noqa: F401,E402
 
 
 def test_prepare_and_attach_on_a_local_dask_cluster(prefect_harness, toy_spec, tmp_path):
