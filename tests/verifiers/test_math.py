@@ -90,5 +90,9 @@ def test_hack_suite(name, response, tmp_path):
 
 
 def test_symbolic_timeout_is_a_timeout_status():
+    # the status comes from the comparison's own result (the helper ran out of time), not a message
     v = verify("math", "\\boxed{9^{9^{9^{9}}}+x}", "x", {"symbolic_timeout_s": 1})
-    assert v.status in ("timeout", "wrong") and v.score == 0.0
+    assert (v.status, v.score, v.hedged) == ("timeout", 0.0, False), v
+    v = verify("math", "\\boxed{x^{9^{9^{9}}}}", "x^2", {"symbolic_timeout_s": 1})
+    assert v.status == "timeout", v
+    assert verify("math", "Answer: 36", "36", {}).correct  # the helper restarts after a timeout

@@ -94,3 +94,9 @@ def test_hack_suite(shop_db, name):
     assert v.score == 0.0 and v.status != "correct", v
     assert time.monotonic() - t0 < 10
     assert digest(shop_db) == before, "the database must never change"
+
+
+def test_a_runaway_query_is_a_timeout_status(shop_db):
+    forever = "```sql\nWITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r\n```"
+    v = verify("sql", forever, GOLD, {"database": str(shop_db), "timeout_s": 0.5})
+    assert (v.status, v.score) == ("timeout", 0.0), v
