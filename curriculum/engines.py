@@ -12,8 +12,13 @@ kept as the reference the tests and `bench/` compare against). `VLLMEngine`
 (curriculum/vllm_engine.py) is the same interface over vLLM's offline engine.
 
 Conventions both engines follow:
-- Prompts are plain strings, tokenized as the tokenizer does by default (special tokens added); no
-  chat template is applied here.
+- Prompts are plain strings. A `PromptFormat` says how one becomes the model's input: `raw` tokenizes
+  it as the tokenizer does by default (special tokens added); `chat` renders it as the user turn of
+  the tokenizer's chat template (after an optional system turn) with the assistant's generation
+  prompt, tokenized without adding special tokens (the template writes its own). `HFEngine` applies
+  its format itself (`from_pretrained` reads the one the model directory was trained with);
+  `FormattedEngine` renders for engines that take text (vLLM). In chat format the template's
+  end-of-turn token (e.g. `<|im_end|>`) is a stop token too.
 - `token_ids` are the completion tokens only, including the EOS token when the model emitted one.
 - `logprobs[t]` is the log-probability of `token_ids[t]` under the model's *raw* next-token
   distribution, i.e. log_softmax(logits) at temperature 1, before temperature and top-p (vLLM's
@@ -27,8 +32,11 @@ Conventions both engines follow:
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 # transformers' from_pretrained is not thread-safe (5.x builds the model on the meta device through
@@ -36,6 +44,114 @@ from typing import Protocol, runtime_checkable
 # the flows' threads runner tiers chunks in parallel: every load in this package and in training
 # goes through this lock. Generation itself runs unlocked.
 HF_LOAD_LOCK = threading.Lock()
+PROMPT_FORMAT_FILE = "rlvrflow_prompt.json"  # in a model directory: the format it was trained with
+
+log = logging.getLogger("rlvrflow.curriculum")
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How a prompt string becomes token ids: `raw` text, or the user turn of the chat template."""
+
+    kind: str = "raw"  # "raw" or "chat"
+    system: str | None = None  # chat only: a system turn before the user's
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("raw", "chat"):
+            raise ValueError(f"PromptFormat.kind={self.kind!r} must be 'raw' or 'chat'")
+        if self.kind == "raw" and self.system:
+            raise ValueError("PromptFormat: a system prompt needs the chat format (raw prompts have no turns)")
+
+    def render(self, tokenizer, prompt: str) -> str:
+        """The text the model reads: the prompt itself (raw) or the rendered chat turns."""
+        if self.kind == "raw":
+            return prompt
+        turns = [{"role": "system", "content": self.system}] if self.system else []
+        turns.append({"role": "user", "content": prompt})
+        return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, tokenizer, prompt: str) -> list[int]:
+        """Prompt token ids, the same for generation, the loss and every stage."""
+        if self.kind == "raw":
+            return tokenizer(prompt).input_ids
+        return tokenizer(self.render(tokenizer, prompt), add_special_tokens=False).input_ids
+
+    def end_token_id(self, tokenizer) -> int:
+        """The token a completion ends with: EOS (raw) or the template's end-of-turn token (chat)."""
+        if self.kind == "chat":
+            eot = end_of_turn_id(tokenizer)
+            if eot is not None:
+                return eot
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no eos_token; set one (e.g. tokenizer.eos_token = '</s>') so "
+                             "completions can end")
+        return tokenizer.eos_token_id
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "system": self.system}, sort_keys=True)
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer, setting: str = "auto", system: str | None = None) -> "PromptFormat":
+        """Resolve `auto | chat | raw` against a tokenizer: auto is chat when it has a chat template."""
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        if setting == "chat" and not has_template:
+            raise ValueError("training.prompt_format is 'chat' but the model's tokenizer has no chat template; "
+                             "set prompt_format: raw (or auto), or save a tokenizer with a chat_template")
+        kind = "chat" if setting == "chat" or (setting == "auto" and has_template) else "raw"
+        if kind == "raw" and system:
+            raise ValueError("training.system_prompt is set but the prompts are raw text (prompt_format "
+                             f"{setting!r}, chat template {'present' if has_template else 'absent'}); remove "
+                             "system_prompt or use a model whose tokenizer has a chat template")
+        return cls(kind, system or None)
+
+    @classmethod
+    def for_model_dir(cls, path, tokenizer) -> "PromptFormat":
+        """The format a model directory was trained with (its rlvrflow_prompt.json), else auto."""
+        f = Path(path) / PROMPT_FORMAT_FILE
+        if f.is_file():
+            data = json.loads(f.read_text())
+            return cls(data["kind"], data.get("system"))
+        return cls.for_tokenizer(tokenizer)
+
+    def save(self, model_dir) -> None:
+        (Path(model_dir) / PROMPT_FORMAT_FILE).write_text(self.to_json() + "\n")
+
+
+def end_of_turn_id(tokenizer) -> int | None:
+    """The first special token the chat template writes after an assistant turn's text (Qwen's
+    `<|im_end|>`, Llama 3's `<|eot_id|>`, Gemma's `<end_of_turn>`), or None when it writes none."""
+    mark = "rlvrflow-end-of-turn-probe"
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": mark}], tokenize=False)
+    at = text.rfind(mark)
+    if at < 0:
+        return None
+    special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    for tid in tokenizer(text[at + len(mark):], add_special_tokens=False).input_ids:
+        if tid in special:
+            return int(tid)
+    return None
+
+
+def stop_token_ids(model, tokenizer, fmt: PromptFormat) -> tuple[int, ...]:
+    """Every id that ends a completion: the generation config's EOS ids (else the tokenizer's), plus the
+    chat template's end-of-turn token in chat format (Qwen2.5 base models list only <|endoftext|>)."""
+    ids = list(_eos_ids(model, tokenizer))
+    end = fmt.end_token_id(tokenizer)
+    return tuple(ids + [end] if end not in ids else ids)
+
+
+def left_pad(rows: list[list[int]], pad_id: int):
+    """(B, L) input ids and attention mask, left-padded."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+        attn[i, width - len(r):] = 1
+    return ids, attn
 
 
 @dataclass(frozen=True)
@@ -96,7 +212,8 @@ class HFEngine:
     transformers `Cache` (legacy tuple caches, state-space models) is decoded by `generate` instead.
     """
 
-    def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64, decode: str = "shared") -> None:
+    def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64, decode: str = "shared",
+                 prompt_format: PromptFormat | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"HFEngine batch_size={batch_size} must be >= 1")
         if decode not in DECODERS:
@@ -106,20 +223,28 @@ class HFEngine:
         self.tokenizer = tokenizer
         self.device = device
         self.batch_size = batch_size
-        self.eos_token_ids = _eos_ids(model, tokenizer)
+        self.prompt_format = prompt_format or PromptFormat()
+        self.eos_token_ids = stop_token_ids(model, tokenizer, self.prompt_format)
         pad = tokenizer.pad_token_id
         self.pad_token_id = pad if pad is not None else self.eos_token_ids[0]
 
     @classmethod
     def from_pretrained(cls, path: str, device: str = "cpu", batch_size: int = 64) -> "HFEngine":
-        """Load a local Hugging Face causal-LM directory (model + tokenizer) into an engine."""
+        """Load a local Hugging Face causal-LM directory (model + tokenizer) into an engine, prompting it
+        in the format it was trained with (its rlvrflow_prompt.json; auto when it has none)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         with HF_LOAD_LOCK:
             tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path).to(device)
         model.eval()
-        return cls(model, tokenizer, device=device, batch_size=batch_size)
+        fmt = PromptFormat.for_model_dir(path, tokenizer)
+        return cls(model, tokenizer, device=device, batch_size=batch_size, prompt_format=fmt)
+
+    def _encode(self, prompts: list[str]):
+        """Left-padded (B, L) ids and attention mask of the prompts in this engine's format."""
+        ids, attn = left_pad([self.prompt_format.encode(self.tokenizer, p) for p in prompts], self.pad_token_id)
+        return ids.to(self.device), attn.to(self.device)
 
     def generate(
         self, prompts: list[str], n: int, sampling: SamplingParams, seed: int
@@ -155,8 +280,7 @@ class HFEngine:
         """
         import torch
 
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
-        ids, attn = enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+        ids, attn = self._encode(prompts)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
@@ -207,8 +331,8 @@ class HFEngine:
     def _generate_batch(self, prompts: list[str], sampling: SamplingParams) -> list[Completion]:
         import torch
 
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
-        enc = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+        ids, attn = self._encode(prompts)
+        enc = {"input_ids": ids, "attention_mask": attn}
         out = self.model.generate(
             **enc,
             generation_config=self._generation_config(sampling),
@@ -260,6 +384,24 @@ class HFEngine:
 
 
 DECODERS = ("shared", "hf")
+
+
+class FormattedEngine:
+    """Renders prompts in a `PromptFormat` before handing them to an engine that takes text (vLLM),
+    so it reads what `HFEngine` and the trainer's loss read. The engine tokenizes the rendered text
+    itself: for templates that write their own BOS, that engine must not add another."""
+
+    def __init__(self, engine, tokenizer, prompt_format: PromptFormat) -> None:
+        self.engine, self.tokenizer, self.prompt_format = engine, tokenizer, prompt_format
+
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams, seed: int) -> list[list[Completion]]:
+        rendered = [self.prompt_format.render(self.tokenizer, p) for p in prompts]
+        return self.engine.generate(rendered, n, sampling, seed)
+
+    def __getattr__(self, name: str):  # load_weights, load_state_dict, ... of the wrapped engine
+        if name == "engine":
+            raise AttributeError(name)
+        return getattr(self.engine, name)
 
 
 def plan_batches(n_prompts: int, n: int, batch_size: int) -> list[tuple[list[int], int]]:

@@ -6,7 +6,9 @@ this process trains on, plus a 0/1 weight that zeroes data-parallel padding), `l
 `backward(loss)`, `step() -> grad norm`, `lr()`, `named_parameters()` (full tensors, for vLLM sync),
 `broadcast(obj)` (rank 0's object on every rank), `barrier()`, `generation_module` and
 `sync_generation_module()` (the model rank 0 generates with), `save_checkpoint(...)` and
-`state_dict()` / `load_state_dict(state, checkpoint_dir)` of the optimizer and schedule.
+`state_dict()` / `load_state_dict(state, checkpoint_dir)` of the optimizer and schedule, and
+`autocast()` (the precision context forwards run in: training/precision.py for torch; DeepSpeed casts
+the module itself).
 
 The DeepSpeed path (see `training/distributed.py`): rank 0 alone generates rollouts and scores them;
 each refill round's outcome is broadcast, so every rank reports the same success rates to its
@@ -30,19 +32,30 @@ from training.grpo_math import warmup_cosine
 
 
 class TorchBackend:
-    """AdamW + warmup/cosine LambdaLR on a single process."""
+    """AdamW + warmup/cosine LambdaLR on a single process, over the trainable parameters only.
+
+    `dtype`: forwards run under autocast in it (float16 adds loss scaling). `lora`: the module is a
+    peft model; `named_parameters()` then yields the merged weights in plain HF names (for vLLM).
+    """
 
     is_main = True
     world_size = 1
 
-    def __init__(self, model, g: GRPOConfig) -> None:
+    def __init__(self, model, g: GRPOConfig, dtype=None, lora: bool = False) -> None:
         import torch
 
+        from training.precision import LossScaler
+
         self.module = model
+        self.lora = lora
+        self.device = next(model.parameters()).device
+        self.dtype = dtype or torch.float32
+        self.scaler = LossScaler(self.device, self.dtype)
+        self.params = [p for p in model.parameters() if p.requires_grad]
         self.max_grad_norm = g.max_grad_norm
         total = g.steps * g.updates_per_batch
         warm = g.warmup_steps * g.updates_per_batch
-        self.opt = torch.optim.AdamW(model.parameters(), lr=g.lr, weight_decay=g.weight_decay)
+        self.opt = torch.optim.AdamW(self.params, lr=g.lr, weight_decay=g.weight_decay)
         self.sched = torch.optim.lr_scheduler.LambdaLR(
             self.opt, lambda s: warmup_cosine(s, warm, total, g.min_lr_ratio)
         )
@@ -57,20 +70,26 @@ class TorchBackend:
         self.opt.zero_grad(set_to_none=True)
 
     def backward(self, loss) -> None:
-        loss.backward()
+        self.scaler.backward(loss)
 
     def step(self) -> float:
-        import torch
-
-        norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.max_grad_norm)
-        self.opt.step()
+        norm = self.scaler.step(self.opt, self.params, self.max_grad_norm)
         self.sched.step()
-        return float(norm)
+        return norm
+
+    def autocast(self):
+        from training.precision import autocast
+
+        return autocast(self.device, self.dtype)
 
     def lr(self) -> float:
         return self.sched.get_last_lr()[0]
 
     def named_parameters(self):
+        if self.lora:
+            from training.lora import merged_named_parameters
+
+            return merged_named_parameters(self.module)
         return self.module.named_parameters()
 
     @property
@@ -86,13 +105,14 @@ class TorchBackend:
     def barrier(self) -> None:
         pass
 
-    def save_checkpoint(self, run_dir, step: int, tokenizer, state: dict, meta: dict):
+    def save_checkpoint(self, run_dir, step: int, tokenizer, state: dict, meta: dict, extra: dict | None = None):
         from training import checkpoint as ckpt
 
-        return ckpt.save_checkpoint(run_dir, step, self.module, tokenizer, state, meta)
+        return ckpt.save_checkpoint(run_dir, step, self.module, tokenizer, state, meta, extra=extra)
 
     def state_dict(self) -> dict:
-        return {"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict()}
+        state = {"optimizer": self.opt.state_dict(), "scheduler": self.sched.state_dict()}
+        return {**state, "scaler": self.scaler.state_dict()} if self.scaler.scaler else state
 
     def load_state_dict(self, state: dict, checkpoint_dir=None) -> None:
         if "optimizer" not in state:
@@ -100,6 +120,7 @@ class TorchBackend:
                              "backend's; resume with the backend that wrote it or use a new output directory")
         self.opt.load_state_dict(state["optimizer"])
         self.sched.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state.get("scaler", {}))
 
 
 class DeepSpeedBackend:
@@ -211,10 +232,15 @@ class DeepSpeedBackend:
     def broadcast(self, obj):
         return self._d.broadcast_from_main(obj)
 
+    def autocast(self):
+        import contextlib
+
+        return contextlib.nullcontext()  # DeepSpeed runs the module in bf16 itself (its config's bf16.enabled)
+
     def barrier(self) -> None:
         self._d.barrier()
 
-    def save_checkpoint(self, run_dir, step: int, tokenizer, state: dict, meta: dict):
+    def save_checkpoint(self, run_dir, step: int, tokenizer, state: dict, meta: dict, extra: dict | None = None):
         """Every rank calls this. All ranks write DeepSpeed's checkpoint (each its optimizer partition)
         into `deepspeed/` of the temporary directory rank 0 named; rank 0 adds the gathered HF weights,
         tokenizer, state.pt and meta.json and, after a barrier, renames it into place."""
@@ -227,7 +253,8 @@ class DeepSpeedBackend:
         self.engine.save_checkpoint(str(tmp / self.CHECKPOINT_SUBDIR), tag=self.CHECKPOINT_TAG, save_latest=False)
         weights = self._d.gathered_state_dict(self.engine, is_main=self.is_main)  # collective under ZeRO-3
         if self.is_main:
-            ckpt.write_checkpoint_files(tmp, step, self.engine.module, tokenizer, state, meta, state_dict=weights)
+            ckpt.write_checkpoint_files(tmp, step, self.engine.module, tokenizer, state, meta, state_dict=weights,
+                                        extra=extra)
         self.barrier()  # every rank's partition is on disk before the directory becomes visible
         final = ckpt.commit_checkpoint(run_dir, tmp, step) if self.is_main else None
         self.barrier()
@@ -260,8 +287,14 @@ class DeepSpeedBackend:
         self._updates += 1  # weights (re)loaded: refresh the ZeRO-3 generation replica on next use
 
 
-def make_backend(model, g: GRPOConfig):
-    """The backend named by `g.backend`."""
+def make_backend(model, g: GRPOConfig, dtype=None, lora: bool = False):
+    """The backend named by `g.backend`; `dtype` is the resolved `training.dtype` (None: float32, or
+    DeepSpeed's own default of bf16 on a GPU)."""
+    import torch
+
     if g.backend == "deepspeed":
-        return DeepSpeedBackend(model, g)  # ZeRO stage from g.zero_stage
-    return TorchBackend(model, g)
+        if dtype == torch.float16:
+            raise ValueError("training.dtype float16 is not wired for grpo.backend deepspeed; use bfloat16 (or auto)")
+        bf16 = None if dtype is None else dtype == torch.bfloat16
+        return DeepSpeedBackend(model, g, bf16=bf16)  # ZeRO stage from g.zero_stage
+    return TorchBackend(model, g, dtype, lora)

@@ -61,10 +61,12 @@ def save_pretrained_atomic(model, tokenizer, out_dir: str | Path, extra: dict[st
     return final
 
 
-def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, state: dict, meta: dict) -> Path:
-    """Write `run_dir/step_NNNNNN/` with the HF model, `state.pt` (torch-saved `state`) and `meta.json`."""
+def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, state: dict, meta: dict,
+                    extra: dict[str, str] | None = None) -> Path:
+    """Write `run_dir/step_NNNNNN/` with the HF model (a peft model: its adapter only), `state.pt`
+    (torch-saved `state`), `meta.json` and the `extra` text files."""
     tmp = checkpoint_tmp_dir(run_dir, step)
-    write_checkpoint_files(tmp, step, model, tokenizer, state, meta)
+    write_checkpoint_files(tmp, step, model, tokenizer, state, meta, extra=extra)
     return commit_checkpoint(run_dir, tmp, step)
 
 
@@ -80,7 +82,7 @@ def checkpoint_tmp_dir(run_dir: str | Path, step: int) -> Path:
 
 
 def write_checkpoint_files(tmp: Path, step: int, model, tokenizer, state: dict, meta: dict,
-                           state_dict: dict | None = None) -> None:
+                           state_dict: dict | None = None, extra: dict[str, str] | None = None) -> None:
     """The HF model (from `state_dict` when given: gathered ZeRO-3 weights), tokenizer, state.pt, meta.json.
 
     `state.pt` and `meta.json` are what `list_checkpoints` looks for, but only the rename in
@@ -93,6 +95,8 @@ def write_checkpoint_files(tmp: Path, step: int, model, tokenizer, state: dict, 
     else:
         model.save_pretrained(tmp, safe_serialization=True, state_dict=state_dict)
     tokenizer.save_pretrained(tmp)
+    for name, text in (extra or {}).items():
+        (tmp / name).write_text(text, encoding="utf-8")
     torch.save(state, tmp / "state.pt")
     (tmp / "meta.json").write_text(json.dumps({"step": step, **meta}, indent=2, sort_keys=True))
 

@@ -126,6 +126,21 @@ class CheckpointConfig(_Frozen):
     )
 
 
+class LoRAConfig(_Frozen):
+    """Low-rank adapters (peft) instead of full fine-tuning, for SFT and GRPO."""
+
+    r: int = Field(16, ge=1, description="Adapter rank. verl advises >= 32 for RL on real models; 8-16 is enough "
+                   "for the tiny test models.")
+    alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator: updates are scaled by alpha / r.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter input while training.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1,
+        description="Names of the Linear modules that get adapters (Llama/Qwen2 attention and MLP by default), or "
+        "['all-linear'] for every Linear but the LM head.",
+    )
+
+
 class TrainingConfig(_Frozen):
     """The `training:` section of a domain spec."""
 
@@ -141,10 +156,43 @@ class TrainingConfig(_Frozen):
     seed: int = Field(0, description="Seed for model init, data order and sampling.")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available.")
     torch_threads: int = Field(0, ge=0, description="torch.set_num_threads; 0 leaves torch's default.")
+    prompt_format: Literal["auto", "chat", "raw"] = Field(
+        "auto",
+        description="How prompts reach the model in SFT, tiering, GRPO, eval and vLLM alike: chat renders each as "
+        "the user turn of the tokenizer's chat template (stopping at its end-of-turn token), raw passes the text "
+        "as is; auto is chat when the tokenizer has a template (the embedded model has none: raw).",
+    )
+    system_prompt: str | None = Field(
+        None, description="Chat format only: a system turn put before every prompt (None: no system turn)."
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="Compute precision of the policy, the KL reference and vLLM: auto is bfloat16 on a GPU that "
+        "supports it, else float32 (always float32 on CPU). Trainable weights stay float32 (forwards run under "
+        "autocast), frozen ones (the KL reference, a LoRA base) are stored in this dtype; log-probs and the loss "
+        "are float32. float16 adds loss scaling.",
+    )
+    lora: LoRAConfig | None = Field(
+        None, description="LoRA adapters for SFT and GRPO (e.g. {r: 16, alpha: 32}); None trains every weight."
+    )
 
     @property
     def is_embedded(self) -> bool:
         return self.model == "embedded"
+
+    @model_validator(mode="after")
+    def _system_needs_chat(self) -> "TrainingConfig":
+        if self.system_prompt is not None and self.prompt_format == "raw":
+            raise ValueError(
+                "system_prompt is set but prompt_format is 'raw' (raw prompts have no system turn); set "
+                "prompt_format: chat (or auto with a model that has a chat template) or remove system_prompt"
+            )
+        if self.lora is not None and self.grpo.backend == "deepspeed":
+            raise ValueError(
+                "lora is not supported with grpo.backend 'deepspeed' yet (ZeRO and peft adapters need care this "
+                "code does not take); use backend: torch with lora, or remove lora for DeepSpeed"
+            )
+        return self
 
 
 class EvalConfig(_Frozen):

@@ -105,24 +105,32 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
 
 
 def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, workers: int | None = None,
-                   device: str = "cpu", batch_size: int = 128) -> dict:
-    """Evaluate a live model object (used by the GRPO loop at each checkpoint)."""
+                   device: str = "cpu", batch_size: int = 128, prompt_format=None) -> dict:
+    """Evaluate a live model object (used by the GRPO loop at each checkpoint), prompting it in
+    `prompt_format` (a `curriculum.engines.PromptFormat`; raw when None)."""
     from curriculum import HFEngine
 
-    engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size)
+    engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
     return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers)
 
 
 def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, workers: int | None = None,
-             device: str = "auto") -> dict:
-    """Evaluate a Hugging Face checkpoint directory on the held-out rows `eval_df`.
+             device: str = "auto", dtype: str = "auto") -> dict:
+    """Evaluate a Hugging Face checkpoint directory (or a LoRA adapter checkpoint) on the held-out rows.
 
-    Returns pass_at_1_greedy, pass_at_1_sampled, pass_at_k (with k), format_rate, length_mean/p50/p90,
-    per_prompt_variance, zero_variance_prompts, per_category and n_prompts. Deterministic given seed.
+    Prompts go in the format the directory was trained with (its rlvrflow_prompt.json; auto without
+    one); `dtype` is a `training.dtype` setting. Returns pass_at_1_greedy, pass_at_1_sampled, pass_at_k
+    (with k), format_rate, length_mean/p50/p90, per_prompt_variance, zero_variance_prompts,
+    per_category and n_prompts. Deterministic given seed.
     """
+    from curriculum.engines import PromptFormat
     from training.modeling import load_model_and_tokenizer, pick_device
+    from training.precision import autocast, resolve_dtype
 
     dev = pick_device(device)
-    model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)
-    result = evaluate_model(model, tokenizer, eval_df, eval_cfg, seed, workers, device=str(dev))
+    dt = resolve_dtype(dtype, dev)
+    model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False, dtype=dt)
+    fmt = PromptFormat.for_model_dir(model_path, tokenizer)
+    with autocast(dev, dt):
+        result = evaluate_model(model, tokenizer, eval_df, eval_cfg, seed, workers, device=str(dev), prompt_format=fmt)
     return {"model": str(model_path), **result}

@@ -14,6 +14,11 @@ from the newest complete checkpoint. Outputs in out_dir: metrics.jsonl (one line
 evals.jsonl (SFT baseline at step 0, then each checkpoint), curves.png, step_NNNNNN/ checkpoints,
 summary.json.
 
+Prompts go in the run's prompt format (the chat template's user turn, or raw text; recorded in every
+checkpoint); forwards run in `training.dtype` (training/precision.py). With `training.lora` only the
+adapters train, checkpoints hold the adapter unmerged, the KL reference is the same model with the
+adapter switched off, and vLLM receives the merged weights after every update.
+
 Left out: asynchronous rollouts, splitting rollouts across data-parallel ranks, entropy bonus.
 """
 
@@ -70,8 +75,11 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     import torch
 
     from curriculum import StratifiedSampler
+    from curriculum.engines import PromptFormat
+    from training import lora
     from training.backends import make_backend
-    from training.modeling import load_model_and_tokenizer, pick_device, set_threads
+    from training.modeling import load_model_and_tokenizer, load_policy, pick_device, set_threads
+    from training.precision import dtype_name, resolve_dtype
     from training.scoring import tasks_from_df
 
     g, out = cfg.grpo, Path(out_dir)
@@ -82,19 +90,27 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         from training.distributed import bind_local_device
 
         device = bind_local_device(device)  # this rank's GPU, before any model is loaded
+    dtype = resolve_dtype(cfg.dtype, device)
     torch.manual_seed(seed)
     resume = ckpt.latest_checkpoint(out)
-    policy, tokenizer = load_model_and_tokenizer(resume or sft_model, device)
-    ref = load_model_and_tokenizer(sft_model, device, trainable=False)[0] if g.beta > 0 else None
-    backend = make_backend(policy, g)
+    policy, tokenizer = load_policy(resume or sft_model, device, dtype, cfg.lora, base=sft_model)
+    fmt = PromptFormat.for_tokenizer(tokenizer, cfg.prompt_format, cfg.system_prompt)
+    ref = None
+    if g.beta > 0:  # with LoRA: the base under the adapter, no second copy of the weights
+        ref = (lora.AdapterDisabled(policy) if cfg.lora is not None
+               else load_model_and_tokenizer(sft_model, device, trainable=False, dtype=dtype)[0])
+    backend = make_backend(policy, g, dtype, lora=cfg.lora is not None)
+    counts = lora.parameter_counts(policy)
+    log.info("grpo: %s prompts, %s, %d of %d parameters trainable", fmt.kind, dtype_name(dtype),
+             counts["trainable_params"], counts["total_params"])
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
     sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed, batch_size=g.prompts_per_step)
     # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
     # own copy of the weights and its share of GPU memory on every GPU for nothing.
-    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg)
+    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
               if backend.is_main or g.rollout == "hf" else None)
     evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
-                           seed=seed, device=device, out=out)
+                           seed=seed, device=device, out=out, fmt=fmt)
     if resume is not None:
         run = _resume(resume, out, backend, sampler, engine, g.rollout)
     else:
@@ -106,7 +122,9 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     t0, start_step = time.perf_counter(), run.step
     for step in range(run.step, g.steps):
         # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
-        groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step, dp=backend)
+        with backend.autocast():
+            groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step, dp=backend,
+                                          prompt_format=fmt)
         run.groups_seen += info["groups_seen"]
         run.groups_zero_variance += info["groups_zero_variance"]
         # 2. the policy update on whatever signal the step found
@@ -124,15 +142,17 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
             record = evaluate_now(run, run.step)
             _check_reward_hacking(run, cfg.checkpoint.metric)
-            _save(out, run, backend, tokenizer, sampler, record, cfg)  # every rank: DeepSpeed's partitions
+            _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
         if on_progress is not None:
             on_progress(run.step, g.steps, metrics)
 
     seconds = time.perf_counter() - t0
-    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model), write=backend.is_main)
+    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model), write=backend.is_main,
+                   extra={"prompt_format": fmt.kind, "dtype": dtype_name(dtype), **counts})
 
 
-def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path) -> dict:
+def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path,
+              fmt=None) -> dict:
     """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl.
 
     With several ranks only rank 0 generates (with `backend.generation_module`: under ZeRO-3 its full
@@ -144,7 +164,9 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
     backend.sync_generation_module()  # every rank: a collective under ZeRO-3
     record = None
     if backend.is_main:
-        result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
+        with backend.autocast():
+            result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device),
+                                    prompt_format=fmt)
         record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     record = backend.broadcast(record)
@@ -169,13 +191,14 @@ def _resume(path: Path, out: Path, backend, sampler, engine, rollout: str) -> Ru
 
 
 def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int,
-                   dp=None) -> tuple[list[Group], dict]:
+                   dp=None, prompt_format=None) -> tuple[list[Group], dict]:
     """Sample, score and filter groups until `prompts_per_step` have reward variance (or rounds run out).
 
     `dp`: the backend when several data-parallel ranks run this together. Only rank 0 generates and
     scores; each round's token ids, rewards and correct flags are broadcast from it, so every rank
     reports the same success rates to its sampler (which therefore draws the same ids next round;
     checked) and keeps the same groups and info. Equal seeds alone do not promise equal tokens on GPUs.
+    `prompt_format` (raw when None) encodes the groups' prompt ids as the engine encoded them.
     """
     from curriculum import SamplingParams
     from training.grpo_math import zero_variance_groups
@@ -227,7 +250,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
             if is_zero and g.filter_zero_variance:
                 zero += 1
                 continue
-            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt), grp, r, c))
+            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c))
     kept = kept[: g.prompts_per_step]
     info = {"groups_seen": seen, "groups_zero_variance": zero, "groups_used": len(kept),
             "zero_variance_fraction": zero / max(1, seen), "reward_mean": reward_sum / max(1, n_done),
@@ -254,7 +277,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     w_of = dict(zip(rows, weights))
 
     def logps(model, idx, grad: bool):
-        with torch.set_grad_enabled(grad):
+        with torch.set_grad_enabled(grad), backend.autocast():
             return completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id, device)
 
     old = None
@@ -291,17 +314,21 @@ def _rollout_seed(seed: int, step: int, rnd: int) -> int:
     return (seed * 1_000_003 + step * 101 + rnd) % (2**31 - 1)
 
 
-def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: TrainingConfig):
+def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: TrainingConfig, fmt, dtype):
+    """HF (the live policy) or vLLM (its own copy of the SFT weights, in `dtype`, prompts rendered in `fmt`)."""
     if kind == "vllm":
+        from curriculum.engines import FormattedEngine
         from curriculum.vllm_engine import VLLMEngine
+        from training.precision import dtype_name
 
         max_len = cfg.tiny.max_positions if cfg.is_embedded else 4096
-        return VLLMEngine(str(sft_model), dtype="float32", max_model_len=max_len, seed=cfg.seed,
+        vllm = VLLMEngine(str(sft_model), dtype=dtype_name(dtype), max_model_len=max_len, seed=cfg.seed,
                           enforce_eager=device.type == "cpu")
+        return vllm if fmt.kind == "raw" else FormattedEngine(vllm, tokenizer, fmt)
     from curriculum import HFEngine
 
     batch = max(cfg.grpo.prompts_per_step * cfg.grpo.group_size, 1)
-    return HFEngine(model, tokenizer, device=str(device), batch_size=batch)
+    return HFEngine(model, tokenizer, device=str(device), batch_size=batch, prompt_format=fmt)
 
 
 def _sync_weights(engine, backend, rollout: str) -> None:
@@ -330,11 +357,14 @@ def _check_reward_hacking(run: RunState, metric: str) -> None:
         warn_loudly(message)
 
 
-def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, cfg: TrainingConfig) -> None:
+def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, cfg: TrainingConfig, fmt) -> None:
     """Every rank calls this: DeepSpeed writes each rank's optimizer partition; rank 0 writes the rest."""
+    from curriculum.engines import PROMPT_FORMAT_FILE
+
     state = {"backend": backend.state_dict(), "sampler": sampler.state_dict(), "rng": ckpt.capture_rng(),
              "run": run.__dict__}
-    backend.save_checkpoint(out, run.step, tokenizer, state, {"eval": record})
+    backend.save_checkpoint(out, run.step, tokenizer, state, {"eval": record},
+                            extra={PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
     if backend.is_main:
         c = cfg.checkpoint
         ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric)
@@ -347,7 +377,7 @@ def _truncate_jsonl(path: Path, below_step: int) -> None:
 
 
 def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path,
-            write: bool = True) -> dict:
+            write: bool = True, extra: dict | None = None) -> dict:
     final = ckpt.latest_checkpoint(out) or sft_model  # grpo.steps == 0: the SFT model is the result
     best = ckpt.best_checkpoint(out, cfg.checkpoint.metric) or final
     summary = {
@@ -361,6 +391,7 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
         "seconds": round(seconds, 2),
         "steps_per_second": steps_done / seconds if seconds > 0 else None,
         "warnings": run.warnings,
+        **(extra or {}),
     }
     if write:  # rank 0 only with several ranks
         plot_curves(read_jsonl(out / "metrics.jsonl"), run.evals, out / "curves.png")

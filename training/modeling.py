@@ -1,8 +1,11 @@
 """Model plumbing shared by SFT, GRPO and eval: device choice, loading, encoding and token log-probs.
 
-A prompt is encoded with the tokenizer's own special tokens (the embedded tokenizer prepends `<s>`);
-a completion is encoded without them and, for training targets, followed by EOS. Batches are
-right-padded here (the rollout engine does its own left-padding for generation).
+A prompt is encoded by its `PromptFormat` (curriculum.engines): raw text with the tokenizer's own
+special tokens (the embedded tokenizer prepends `<s>`), or the chat template's rendering. A
+completion is encoded without special tokens and, for training targets, followed by the format's end
+token (EOS raw, the template's end-of-turn token chat). Batches are right-padded here (the rollout
+engine does its own left-padding for generation). A directory holding a LoRA adapter loads as its
+base model with the adapter on top.
 """
 
 from __future__ import annotations
@@ -28,18 +31,26 @@ def set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: bool = True):
-    """`AutoModelForCausalLM` + `AutoTokenizer` from a HF directory, float32 on `device`.
+def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: bool = True,
+                             dtype: torch.dtype = torch.float32):
+    """`AutoModelForCausalLM` + `AutoTokenizer` from a HF directory, weights in `dtype` on `device`.
 
-    The tokenizer gets a pad token (EOS) when it has none, so batching always works.
+    A LoRA adapter directory loads its base (in `dtype`, frozen) with the adapter on top (trainable
+    when `trainable`). The tokenizer gets a pad token (EOS) when it has none, so batching always works.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from curriculum.engines import HF_LOAD_LOCK
+    from training import lora
 
+    adapter = lora.is_adapter_dir(path)
+    weights = lora.adapter_base(path) if adapter else path
     with HF_LOAD_LOCK:  # from_pretrained is not thread-safe (see curriculum.engines)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype).to(device)
+    if adapter:
+        model.requires_grad_(False)
+        model = lora.load_adapters(model, path, trainable)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.train(trainable)
@@ -48,13 +59,43 @@ def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: 
     return model, tokenizer
 
 
-def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    return tokenizer(prompt).input_ids
+def load_policy(path: str | Path, device: torch.device, dtype: torch.dtype, lora_cfg=None, base: str | Path | None = None):
+    """The model to train and its tokenizer.
+
+    Full fine-tuning: `path`'s weights in float32 (master weights; forwards autocast to `dtype`).
+    LoRA (`lora_cfg`): the base in `dtype`, frozen, under fresh float32 adapters; or, when `path` is an
+    adapter checkpoint (resume), under its adapters. `base` names the base directory by its absolute
+    path (recorded in the adapter's config). Raises when the checkpoint's kind does not match the config.
+    """
+    from training import lora
+
+    if lora_cfg is None:
+        if lora.is_adapter_dir(path):
+            raise ValueError(f"{path} holds LoRA adapters but training.lora is not set; set training.lora as it "
+                             "was for that run, or start in a new output directory")
+        return load_model_and_tokenizer(path, device, trainable=True, dtype=torch.float32)
+    if lora.is_adapter_dir(path):
+        return load_model_and_tokenizer(path, device, trainable=True, dtype=dtype)
+    if base is not None and Path(path).resolve() != Path(base).resolve():
+        raise ValueError(f"{path} holds full weights but training.lora is set; resume without lora, or start in a "
+                         "new output directory")
+    model, tokenizer = load_model_and_tokenizer(Path(path).resolve(), device, trainable=False, dtype=dtype)
+    model = lora.add_adapters(model, lora_cfg)
+    model.train(True)
+    return model, tokenizer
 
 
-def encode_completion(tokenizer, text: str, add_eos: bool) -> list[int]:
+def encode_prompt(tokenizer, prompt: str, fmt=None) -> list[int]:
+    """Prompt ids in `fmt` (a `curriculum.engines.PromptFormat`; raw when None)."""
+    from curriculum.engines import PromptFormat
+
+    return (fmt or PromptFormat()).encode(tokenizer, prompt)
+
+
+def encode_completion(tokenizer, text: str, add_eos: bool, end_id: int | None = None) -> list[int]:
+    """Completion ids; with `add_eos`, followed by `end_id` (default: the tokenizer's EOS)."""
     ids = tokenizer(text, add_special_tokens=False).input_ids
-    return ids + [tokenizer.eos_token_id] if add_eos else ids
+    return ids + [tokenizer.eos_token_id if end_id is None else end_id] if add_eos else ids
 
 
 def pad_pairs(

@@ -4,8 +4,14 @@ Trains on prompt -> solution (+ EOS), loss on the solution tokens only. Rows who
 empty are skipped and counted (`skipped_empty_solution`). Deliberately short by default: the SFT
 model should know the format and solve some prompts, leaving room for GRPO to improve on it.
 
+Prompts are encoded in the run's prompt format (`training.prompt_format`: the chat template's user
+turn, or raw text) and solutions end with the format's end token (the template's end-of-turn token,
+or EOS). With `training.lora` only the adapters train and the SFT model is saved merged (a plain
+model the later stages load as it is). Forwards run in `training.dtype` (training/precision.py).
+
 Writes `out_dir/` as a Hugging Face checkpoint plus `sft_metrics.jsonl` (loss every `log_every`
-steps) and `sft_stats.json`; a rerun with the same inputs finds `sft_stats.json` and returns at once.
+steps), `rlvrflow_prompt.json` (the prompt format, which tiering and eval read back) and
+`sft_stats.json`; a rerun with the same inputs finds `sft_stats.json` and returns at once.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 import logging
 
 from training.checkpoint import atomic_write_text, save_pretrained_atomic
-from training.config import SFTConfig, TrainingConfig
+from training.config import TrainingConfig
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -34,23 +40,31 @@ def sft_examples(train_df) -> tuple[list[tuple[str, str]], int]:
     return pairs, skipped
 
 
-def _input_key(base_model: Path, pairs: list[tuple[str, str]], cfg: SFTConfig, seed: int) -> str:
-    h = hashlib.sha256(json.dumps([str(base_model.resolve()), cfg.model_dump(), seed]).encode())
+def _input_key(base_model: Path, pairs: list[tuple[str, str]], cfg: TrainingConfig, seed: int) -> str:
+    setup = [cfg.sft.model_dump(), cfg.prompt_format, cfg.system_prompt, cfg.dtype,
+             cfg.lora.model_dump() if cfg.lora else None]
+    h = hashlib.sha256(json.dumps([str(base_model.resolve()), setup, seed]).encode())
     for p, s in pairs:
         h.update(p.encode("utf-8", "surrogatepass") + b"\0" + s.encode("utf-8", "surrogatepass") + b"\0")
     return h.hexdigest()[:16]
 
 
-def _encode(tokenizer, pairs, max_length: int) -> tuple[list[tuple[list[int], list[int]]], dict]:
-    """Token pairs cut to max_length (the prompt loses its start first), and how much was cut."""
+def _encode(tokenizer, pairs, max_length: int, fmt=None) -> tuple[list[tuple[list[int], list[int]]], dict]:
+    """Token pairs cut to max_length (the prompt loses its start first), and how much was cut.
+
+    `fmt`: the `PromptFormat` (raw when None); solutions end with its end token.
+    """
+    from curriculum.engines import PromptFormat
     from training.modeling import encode_completion, encode_prompt
 
+    fmt = fmt or PromptFormat()
+    end_id = fmt.end_token_id(tokenizer)
     encoded = []
     cut = {"prompts_truncated": 0, "solutions_truncated": 0, "longest_prompt_tokens": 0, "longest_pair_tokens": 0}
     for prompt, solution in pairs:
-        full = encode_completion(tokenizer, solution, add_eos=True)
+        full = encode_completion(tokenizer, solution, add_eos=True, end_id=end_id)
         c = full[:max_length - 1]
-        p = encode_prompt(tokenizer, prompt)
+        p = encode_prompt(tokenizer, prompt, fmt)
         keep = max_length - len(c)
         cut["solutions_truncated"] += len(c) < len(full)
         cut["prompts_truncated"] += len(p) > keep
@@ -101,45 +115,61 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     """
     import torch
 
+    from curriculum.engines import PROMPT_FORMAT_FILE, PromptFormat, stop_token_ids
+    from training import lora
     from training.grpo_math import warmup_cosine
-    from training.modeling import load_model_and_tokenizer, pick_device, set_threads
+    from training.modeling import load_policy, pick_device, set_threads
+    from training.precision import LossScaler, autocast, dtype_name, resolve_dtype
 
     base_model, out = Path(base_model), Path(out_dir)
     sc = cfg.sft
     pairs, skipped = sft_examples(train_df)
-    key = _input_key(base_model, pairs, sc, seed)
+    key = _input_key(base_model, pairs, cfg, seed)
     stats_path = out / "sft_stats.json"
     if stats_path.exists() and json.loads(stats_path.read_text()).get("input_key") == key:
         return out
     set_threads(cfg.torch_threads)
     device = pick_device(cfg.device)
+    dtype = resolve_dtype(cfg.dtype, device)
     torch.manual_seed(seed)
-    model, tokenizer = load_model_and_tokenizer(base_model, device)
-    data, cut = _encode(tokenizer, pairs, sc.max_length)
+    model, tokenizer = load_policy(base_model, device, dtype, cfg.lora)
+    fmt = PromptFormat.for_tokenizer(tokenizer, cfg.prompt_format, cfg.system_prompt)
+    counts = lora.parameter_counts(model)
+    log.info("sft: %s prompts, %s, %d of %d parameters trainable", fmt.kind, dtype_name(dtype),
+             counts["trainable_params"], counts["total_params"])
+    data, cut = _encode(tokenizer, pairs, sc.max_length, fmt)
     _warn_if_cut(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
-    opt = torch.optim.AdamW(model.parameters(), lr=sc.lr, weight_decay=sc.weight_decay)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=sc.lr, weight_decay=sc.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
+    scaler = LossScaler(device, dtype)
     t0, lines, loss_val = time.perf_counter(), [], None
     steps = sc.steps if data else 0
     batches = _length_bucketed_batches(data, sc.batch_size, seed)
     for step in range(steps):
-        loss = _batch_loss(model, [data[i] for i in next(batches)], tokenizer.pad_token_id, device)
+        with autocast(device, dtype):
+            loss = _batch_loss(model, [data[i] for i in next(batches)], tokenizer.pad_token_id, device)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), sc.max_grad_norm)
-        opt.step()
+        scaler.backward(loss)
+        scaler.step(opt, params, sc.max_grad_norm)
         sched.step()
         loss_val = float(loss.detach())
         if step % sc.log_every == 0 or step == steps - 1:
             lines.append(json.dumps({"step": step, "loss": loss_val, "lr": sched.get_last_lr()[0]}))
             log.info("sft step %d/%d loss %.4f", step + 1, steps, loss_val)
     model.eval()
+    if cfg.lora is not None:  # later stages (tiering, GRPO's base, vLLM) read a plain model
+        model = lora.merged_model(model)
+    if fmt.kind == "chat":  # vLLM and generate() stop on the generation config's ids: add end-of-turn
+        model.generation_config.eos_token_id = list(stop_token_ids(model, tokenizer, fmt))
     stats = {
         "rows_in": len(pairs) + skipped, "rows_used": len(pairs), "skipped_empty_solution": skipped,
         "steps": steps, "final_loss": loss_val, "seconds": round(time.perf_counter() - t0, 2), **cut,
-        "input_key": key, "base_model": str(base_model),
+        "input_key": key, "base_model": str(base_model), "prompt_format": fmt.kind, "dtype": dtype_name(dtype),
+        **counts,
     }
-    save_pretrained_atomic(model, tokenizer, out, extra={"sft_metrics.jsonl": "\n".join(lines) + "\n"})
+    save_pretrained_atomic(model, tokenizer, out, extra={"sft_metrics.jsonl": "\n".join(lines) + "\n",
+                                                         PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
     atomic_write_text(stats_path, json.dumps(stats, indent=2))
     return out
 
@@ -176,11 +206,12 @@ def sft_loss(model_path: str | Path, train_df, max_length: int = 512, device: st
     """Mean solution-token NLL of a saved model on `train_df` (used to check that SFT lowers the loss)."""
     import torch
 
+    from curriculum.engines import PromptFormat
     from training.modeling import load_model_and_tokenizer
 
     dev = torch.device(device)
     model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)
     pairs, _ = sft_examples(train_df)
-    data, _ = _encode(tokenizer, pairs, max_length)
+    data, _ = _encode(tokenizer, pairs, max_length, PromptFormat.for_model_dir(model_path, tokenizer))
     with torch.no_grad():
         return float(_batch_loss(model, data, tokenizer.pad_token_id, dev))

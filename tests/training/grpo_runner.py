@@ -1,9 +1,10 @@
 """Runs a small GRPO job in its own process for the kill -9 / resume test.
 
-    python grpo_runner.py SFT_DIR OUT_DIR KILL_AFTER_STEP   (0 = never kill)
+    python grpo_runner.py SFT_DIR OUT_DIR KILL_AFTER_STEP [lora]   (0 = never kill)
 
 With KILL_AFTER_STEP > 0 the process SIGKILLs itself right after that step finishes: no cleanup, no
-atomic-save grace, exactly what `kill -9` does.
+atomic-save grace, exactly what `kill -9` does. With `lora` the run trains LoRA adapters with a KL
+term (reference: the adapter switched off) on chat-formatted prompts.
 """
 
 import importlib.util
@@ -25,6 +26,9 @@ def main() -> None:
 
     sft, out, kill_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
     cfg = toy.training_cfg(grpo={"steps": 5}, checkpoint={"every": 2, "keep_last": 3})
+    if sys.argv[4:] == ["lora"]:
+        cfg = toy.training_cfg(grpo={"steps": 5, "beta": 0.1, "lr": 1e-2}, checkpoint={"every": 2, "keep_last": 3},
+                               lora={"r": 4, "alpha": 8}, prompt_format="chat")
 
     def progress(step, total, metrics):
         if step == kill_after:
