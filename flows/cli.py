@@ -33,6 +33,11 @@ commands and examples:
                 rlvrflow run examples/retail/spec.yaml --out runs/smoke --smoke
                 rlvrflow run examples/retail/spec.yaml --out runs/demo --force   # ignore cached stages
                 rlvrflow run examples/retail/spec.yaml --out runs/demo --set training.torch_threads=1
+  make-model  build a small random test model (Qwen2, BPE tokenizer trained on a corpus, chat template)
+                rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny
+                rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny --corpus my_logs.jsonl
+  export      a training checkpoint as a plain Hugging Face model (or its LoRA adapter)
+                rlvrflow export runs/demo/stages/grpo/KEY/step_000200 --out models/mine --merge
 
 exit codes: 0 ok, 1 data failed a check or a stage failed, 2 bad spec or arguments.
 """
@@ -99,6 +104,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a spec field by dotted path, VALUE read as YAML; repeatable, e.g. "
                    "--set training.grpo.steps=20 --set training.torch_threads=1")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("make-model", help="build a small random test model", description="Build a randomly "
+                       "initialized model with a byte-level BPE tokenizer trained on the corpus and a ChatML chat "
+                       "template, saved as a Hugging Face directory (training/qwen_model.py). Example: "
+                       "rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny")
+    p.add_argument("--arch", choices=["qwen2"], default="qwen2", help="architecture (default qwen2)")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--corpus", type=Path, action="append", default=None, metavar="FILE",
+                   help="JSONL or text file to train the tokenizer on; repeatable (default: the retail sample)")
+    p.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary size, at most (default 2048)")
+    p.add_argument("--seed", type=int, default=0, help="weight init seed (default 0)")
+    p.set_defaults(func=cmd_make_model)
+
+    p = sub.add_parser("export", help="checkpoint -> plain Hugging Face model", description="Write a "
+                       "checkpoint as a plain Hugging Face directory without the training state; a LoRA "
+                       "checkpoint as its adapter, or with --merge as a full model (training/export.py). "
+                       "Example: rlvrflow export runs/x/step_000100 --out models/mine --merge")
+    p.add_argument("checkpoint", type=Path, help="a step_NNNNNN/ checkpoint (or an SFT model) directory")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--merge", action="store_true", help="fold a LoRA adapter into the base weights")
+    p.set_defaults(func=cmd_export)
     return parser
 
 
@@ -206,6 +232,35 @@ def cmd_run(args) -> int:
                                        runner=args.runner, overrides=overrides))
     print(outcome.summary(spec.domain))
     return 0 if outcome.ok else EXIT_DATA
+
+
+def cmd_make_model(args) -> int:
+    from training.qwen_model import Qwen2Dims, make_model
+
+    for f in args.corpus or []:
+        if not f.is_file():
+            raise UserError(f"--corpus {f}: file not found", EXIT_USAGE)
+    try:
+        card = make_model(args.arch, args.out, args.corpus, args.seed, Qwen2Dims(vocab_size=args.vocab_size))
+    except (ValueError, FileNotFoundError) as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    print(json.dumps(card, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from training.export import export_checkpoint
+
+    if not args.checkpoint.is_dir():
+        raise UserError(f"{args.checkpoint}: not a directory; pass a step_NNNNNN/ checkpoint", EXIT_USAGE)
+    try:
+        result = export_checkpoint(args.checkpoint, args.out, merge=args.merge)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    print(json.dumps(result, indent=1))
+    print(f"wrote {args.out} ({result['kind']})")
+    return 0
 
 
 def _guard(fn):
