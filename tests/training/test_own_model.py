@@ -297,3 +297,25 @@ def test_lora_grpo_saves_the_adapter_unmerged_resumes_after_kill_9_and_exports(c
     assert not any((tmp_path / name / "state.pt").exists() for name in ("merged", "adapter"))
     assert (tmp_path / "adapter" / "adapter_model.safetensors").exists()
     assert PromptFormat.for_model_dir(tmp_path / "merged", tok).kind == "chat"
+
+
+def test_fp16_steps_go_through_loss_scaling_and_lower_the_loss(qwen):
+    from training.modeling import load_policy
+    from training.precision import LossScaler, autocast
+    from training.sft import _batch_loss, _encode
+
+    cpu = torch.device("cpu")
+    policy, tok = load_policy(qwen, cpu, torch.float16)
+    data, _ = _encode(tok, [(f"Copy {d}\n", f"Answer: {d}") for d in range(8)], 96, PromptFormat("chat"))
+    params = [p for p in policy.parameters() if p.requires_grad]
+    opt, scaler = torch.optim.AdamW(params, lr=1e-2), LossScaler(cpu, torch.float16)
+    losses = []
+    for _ in range(3):
+        with autocast(cpu, torch.float16):
+            loss = _batch_loss(policy, data, tok.pad_token_id, cpu)
+        opt.zero_grad()
+        scaler.backward(loss)
+        scaler.step(opt, params, 1.0)
+        losses.append(float(loss.detach()))
+    assert scaler.state_dict()["scale"] > 1  # the loss was scaled (and unscaled before clipping)
+    assert all(x == x for x in losses) and losses[-1] < losses[0]
