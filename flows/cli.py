@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output folder (stage cache + run folders)")
     p.add_argument("--force", action="store_true", help="recompute every stage, ignoring the cache")
     p.add_argument("--smoke", action="store_true", help="tiny budget (few rows and steps) to check the chain")
-    p.add_argument("--runner", choices=["threads", "dask", "ray"], default=None,
+    p.add_argument("--runner", choices=["threads", "dask"], default=None,
                    help="task runner for the fan-out stages (default: the spec's orchestration.runner)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a spec field by dotted path, VALUE read as YAML; repeatable, e.g. "
@@ -265,19 +265,24 @@ def cmd_export(args) -> int:
 
 def _guard(fn):
     """Run fn, turning the library's user-facing errors into a UserError (no traceback)."""
+    from cleaning.ingest import IngestError
+    from cleaning.validate import ValidationFailed
+    from flows.data_stages import StageFailed
+    from flows.spec import SpecError
+    from verifiers.registry import UnknownVerifier
+
     try:
         return fn()
     except FileNotFoundError as exc:
         raise UserError(f"file not found: {exc.filename or exc}") from None
-    except Exception as exc:  # library error classes are matched by name: they may not import yet
-        name = type(exc).__name__
-        if name == "ValidationFailed":
-            report = getattr(exc, "report", None)
-            text = json.dumps(report, indent=1, default=str) if report is not None else str(exc)
-            raise UserError(f"validation failed: {exc}\n{text}") from None
-        if name in ("SpecError", "StageFailed", "IngestError", "AttachError", "ConfigError"):
-            raise UserError(str(exc), EXIT_USAGE if name in ("SpecError", "ConfigError") else EXIT_DATA) from None
-        raise
+    except ValidationFailed as exc:
+        report = getattr(exc, "report", None)
+        text = json.dumps(report, indent=1, default=str) if report is not None else str(exc)
+        raise UserError(f"validation failed: {exc}\n{text}") from None
+    except (SpecError, UnknownVerifier) as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    except (StageFailed, IngestError) as exc:
+        raise UserError(str(exc), EXIT_DATA) from None
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ def sft_stage(spec: DomainSpec, root: Path, verified: Manifest, split: Manifest,
     t = spec.training
     inputs = {"verified": verified.digests["verified"], "train": split.digests["train"],
               "model": _model_identity(spec), "tiny": t.tiny, "sft": t.sft, "seed": t.seed,
-              "device": t.device}
+              "device": t.device, **model_settings(t)}
     key = stage_key("sft", inputs, ["training"])
 
     def build(out: Path):
@@ -216,7 +216,8 @@ def grpo_stage(spec: DomainSpec, root: Path, split: Manifest, sft: Manifest, tie
     t = spec.training
     inputs = {"sft": sft.digests["sft"], "tiers": tiers.digests["tiers"], "eval": split.digests["eval"],
               "grpo": t.grpo, "checkpoint": t.checkpoint, "seed": t.seed, "device": t.device,
-              "curriculum": spec.curriculum, "reward": spec.verifiers.reward, "eval_cfg": spec.eval}
+              "curriculum": spec.curriculum, "reward": spec.verifiers.reward, "eval_cfg": spec.eval,
+              **model_settings(t)}
     key = stage_key("grpo", inputs, ["training", "curriculum", "verifiers"])
 
     def build(out: Path):
@@ -238,6 +239,13 @@ def checkpoints(grpo: Manifest) -> dict[str, str]:
     return {Path(p).name: str(p) for _, p in list_checkpoints(grpo.dir)}
 
 
+def model_settings(t) -> dict:
+    """The training fields that change what SFT and GRPO produce beyond their own sections: how
+    prompts are rendered, the precision and the LoRA adapter (part of both stages' cache keys)."""
+    return {"prompt_format": t.prompt_format, "system_prompt": t.system_prompt, "dtype": t.dtype,
+            "lora": t.lora}
+
+
 # ----- evaluate: the SFT baseline and every GRPO checkpoint --------------------------------------
 
 
@@ -251,7 +259,7 @@ def run_evaluate(spec_json: str, base_dir: str, model: str, name: str, eval_path
     spec = _spec(spec_json, base_dir)
     set_threads(spec.training.torch_threads)
     result = evaluate(model, pl.read_parquet(eval_path), spec.eval, spec.training.seed,
-                      workers=spec.eval.workers, device=spec.training.device)
+                      workers=spec.eval.workers, device=spec.training.device, dtype=spec.training.dtype)
     result = {"name": name, **result}
     (Path(out) / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     return result
@@ -261,7 +269,7 @@ def evaluate_stage(spec: DomainSpec, root: Path, split: Manifest, models: dict[s
                    model_digests: dict[str, str], force: bool = False, steps=LOCAL) -> Manifest:
     """Evaluate each named model directory (e.g. sft, step_000002) on the eval split, in parallel."""
     inputs = {"eval": split.digests["eval"], "eval_cfg": spec.eval, "seed": spec.training.seed,
-              "models": model_digests}
+              "models": model_digests, "dtype": spec.training.dtype}
     key = stage_key("evaluate", inputs, ["training", "verifiers", "curriculum"])
 
     def build(out: Path):
