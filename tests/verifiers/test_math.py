@@ -96,3 +96,22 @@ def test_symbolic_timeout_is_a_timeout_status():
     v = verify("math", "\\boxed{x^{9^{9^{9}}}}", "x^2", {"symbolic_timeout_s": 1})
     assert v.status == "timeout", v
     assert verify("math", "Answer: 36", "36", {}).correct  # the helper restarts after a timeout
+
+
+def test_integers_are_exact_up_to_10_to_the_15():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        n = rng.randrange(1, 10**15)
+        for near in (n - 1, n + 1):
+            for written in (str(near), f"{near}.0", f"{near:,}"):
+                v = verify("math", f"Answer: {written}", str(n), {})
+                assert not v.correct, (n, written, v)
+        assert verify("math", f"Answer: {n:,}", str(n), {}).correct
+        assert verify("math", f"Answer: {n}.0", f"{n:,}", {}).correct
+
+
+@pytest.mark.parametrize("written", ["1e6", "1,000,000", "100万", "1000000.00", "1 000 000", "$1,000,000", "1.0e6"])
+def test_one_million_in_every_spelling(written):
+    assert verify("math", f"Answer: {written}", "1000000", {}).correct
