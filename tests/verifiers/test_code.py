@@ -336,3 +336,96 @@ def test_hack_suite(answer_key):
     assert not os.path.exists(CANARY) and not os.path.exists("/etc/rlvrflow_pwned")
     assert not Path(__file__).with_name("pwned.txt").exists()
     assert verify("code", GOOD, REF, {}).correct, "the host and the sandbox still work afterwards"
+
+
+MODES = [{}, {"sandbox": "rlimits"}]
+SHADOWED = {  # tests that call a built-in; a wrong solution that shadows it; a right one that does too
+    "abs": (json.dumps({"tests": "def check(candidate):\n    assert abs(candidate(1.0) - 2.5) < 1e-6\n",
+                        "entry_point": "f"}),
+            "def f(x):\n    return 999.0\ndef abs(x):\n    return 0",
+            "def f(x):\n    return x * 2.5\ndef abs(x):\n    return 0"),
+    "sorted": (json.dumps({"tests": "def check(candidate):\n    assert sorted(candidate([3, 1])) == [1, 3]\n",
+                           "entry_point": "f"}),
+               "def f(xs):\n    return [9, 9]\nsorted = lambda xs: [1, 3]",
+               "def f(xs):\n    return [3, 1]\nsorted = lambda xs: [9]"),
+    "len, pytest style": (json.dumps({"tests": "def test_a():\n    assert len(f(3)) == 3\n", "entry_point": "f"}),
+                          "def f(n):\n    return []\ndef len(x):\n    return 3",
+                          "def f(n):\n    return [0] * n\ndef len(x):\n    return 0"),
+}
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("mode", MODES, ids=["bwrap", "rlimits"])
+def test_hack_shadowing_builtins_or_test_units_the_tests_call(mode):
+    """Names the solution defines reach the tests only as the entry point or as helpers the tests
+    use that are no built-in and no test unit: `abs`, `sorted`, `check`, `test_*` never do."""
+    for name, (ref, wrong, right) in SHADOWED.items():
+        v = verify("code", fence(wrong), ref, mode)
+        assert v.status == "wrong" and v.score == 0.0, (name, v)
+        assert verify("code", fence(right), ref, mode).correct, name
+    pytest_style = json.dumps({"tests": "def test_a():\n    assert f(1) == 2\n", "entry_point": "f"})
+    own_check = "def f(x):\n    return 0\ndef check(candidate):\n    pass\ndef test_a():\n    pass"
+    v = verify("code", fence(own_check), pytest_style, mode)
+    assert v.status == "wrong" and v.score == 0.0, v
+    assert verify("code", fence("def f(x):\n    return 2 * x\ndef check(c):\n    pass"), pytest_style, mode).correct
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("mode", MODES, ids=["bwrap", "rlimits"])
+def test_hack_partial_credit_from_the_solutions_own_test_functions(mode):
+    """With partial credit the test units come from the tests' own source, never the solution's."""
+    ref = json.dumps({"tests": "def test_a():\n    assert f(1) == 2\ndef test_b():\n    assert f(2) == 4\n",
+                      "entry_point": "f"})
+    params = dict(mode, partial=True)
+    padded = "def f(x):\n    return 0\n" + "".join(f"def test_z{i}():\n    pass\n" for i in range(200))
+    v = verify("code", fence(padded), ref, params)
+    assert v.status == "wrong" and v.score == 0.0 and "0/2" in v.detail, v
+    half = verify("code", fence("def f(x):\n    return 2 if x == 1 else 0\ndef test_b():\n    pass"), ref, params)
+    assert half.score == pytest.approx(0.5) and "1/2" in half.detail, half
+    helpers = json.dumps({"tests": "def check(c):\n    assert helper(3) == 9 and LIMIT == 10 and c(1) == 1\n",
+                          "entry_point": "f"})
+    code = "LIMIT = 10\ndef helper(x):\n    return x * x\ndef f(x):\n    return x"
+    assert verify("code", fence(code), helpers, params).correct, "helpers the tests use still reach them"
+
+
+def _host_shmem_kib() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Shmem:"))
+
+
+SHM_HOG = """\
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+made = 0
+for _ in range(24):
+    sid = libc.shmget(0, 64 << 20, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    addr = libc.shmat(sid, None, 0) if sid >= 0 else None
+    if addr not in (None, ctypes.c_void_p(-1).value):
+        ctypes.memset(addr, 1, 64 << 20)
+        libc.shmdt(ctypes.c_void_p(addr))
+        made += 1
+made += libc.msgget(0, 0o1600) >= 0  # a message queue and a semaphore set too
+made += libc.semget(0, 1, 0o1600) >= 0
+def add(a, b):
+    return a + b if made == 26 else 0
+"""
+IPC_SEEN = """\
+left = [line for kind in ("shm", "msg", "sem") for line in open(f"/proc/sysvipc/{kind}").read().splitlines()[1:]]
+def add(a, b):
+    return a + b if not left else 0
+"""
+
+
+@pytest.mark.sandbox
+def test_hack_system_v_shared_memory_does_not_outlive_its_program():
+    """24 detached 64 MiB segments fit under a 512 MiB address-space limit; once the program is
+    over they are gone: the next program in the same warm sandbox sees no System V IPC object of
+    it, and the host's shared memory is back (1.5 GiB would stay otherwise)."""
+    before = _host_shmem_kib()
+    params = {"memory_mb": 512, "timeout_s": 30}
+    hog = verify("code", fence(SHM_HOG), REF, params)
+    assert hog.correct, ("the program made its 24 segments, queue and semaphores", hog)
+    # Sequential calls with the same view take the same idle sandbox back (the pool is LIFO).
+    assert verify("code", fence(IPC_SEEN), REF, params).correct, "a later program saw the first one's IPC objects"
+    assert _host_shmem_kib() - before < 512 << 10, (before, _host_shmem_kib())

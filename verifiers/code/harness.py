@@ -8,27 +8,53 @@ then the process leaves with os._exit so no atexit hook or finalizer of the solu
 Stdout, stderr and the exit code are never read as a verdict. Standard library only.
 """
 import ast
+import builtins
 import os
 import sys
 
 
+def _defs(tree):
+    """The functions the tests' module defines at its top level (also under if/try/with), by name."""
+    found, todo = {}, list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = node
+        elif not isinstance(node, (ast.AsyncFunctionDef, ast.ClassDef)):
+            todo += [n for field in ("body", "orelse", "finalbody") for n in getattr(node, field, [])]
+            todo += [n for h in getattr(node, "handlers", []) for n in h.body]
+    return found
+
+
+def _unit_name(name):
+    return name == "check" or name.startswith("test_")
+
+
+def visible(tests_src, solution_names, entry):
+    """The solution names the tests get: the entry point, and the names the tests use that are
+    neither built-ins (a solution's `abs` would decide the tests' `abs(...) < eps`) nor test
+    units (only the tests' own `check` and `test_*` are run)."""
+    used = {n.id for n in ast.walk(ast.parse(tests_src)) if isinstance(n, ast.Name)}
+    return [name for name in solution_names if name == entry or (
+        name in used and not name.startswith("__") and not hasattr(builtins, name) and not _unit_name(name))]
+
+
 def units(tests_src, ns, entry, partial):
-    """Callables, each one test unit: test_* functions, the asserts of check(), or all of check."""
-    if "check" in ns and entry:
+    """Callables, each one test unit: test_* functions, the asserts of check(), or all of check.
+    Only functions the tests' own source defines are units, whatever else `ns` holds."""
+    defs = _defs(ast.parse(tests_src))
+    if "check" in defs and entry:
         candidate = ns.get(entry)
         if candidate is None:
             raise NameError(f"entry point {entry!r} is not defined by the solution")
         if not partial:
             return [lambda: ns["check"](candidate)]
-        return _split_check(tests_src, ns, candidate)
-    tests = [v for k, v in ns.items() if k.startswith("test_") and callable(v)]
-    return tests
+        return _split_check(defs["check"], ns, candidate)
+    return [ns[name] for name in defs if name.startswith("test_") and callable(ns.get(name))]
 
 
-def _split_check(tests_src, ns, candidate):
+def _split_check(check, ns, candidate):
     """One unit per top-level statement of check() that is an assert; other statements run first."""
-    tree = ast.parse(tests_src)
-    check = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check")
     arg = check.args.args[0].arg if check.args.args else "candidate"
     setup = [s for s in check.body if not isinstance(s, ast.Assert)]
     units = []
@@ -51,8 +77,10 @@ def run_and_report(result_fd, nonce, entry, partial):
         solution = f.read()
     with open("tests.py") as f:
         tests = f.read()
-    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
-    exec(compile(solution, "solution.py", "exec"), ns)
+    sol = {"__name__": "__solution__", "__builtins__": builtins}
+    exec(compile(solution, "solution.py", "exec"), sol)
+    ns = {"__name__": "__tests__", "__builtins__": builtins}
+    ns.update({name: sol[name] for name in visible(tests, sol, entry)})
     exec(compile(tests, "tests.py", "exec"), ns)
     finish(units(tests, ns, entry, partial), partial, result_fd, nonce)
 

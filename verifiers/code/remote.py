@@ -3,8 +3,9 @@ forged by the solution.
 
 The solution process (`serve_solution`, untrusted) executes the solution and then only answers
 calls: `name(*args)` in, a value or an exception name out. The tests process (`run_tests`,
-trusted code from the reference, never runs solution code) executes the tests with every
-solution name it uses replaced by a proxy that makes such a call, and alone knows the nonce it
+trusted code from the reference, never runs solution code) executes the tests with the entry
+point and the other solution names the tests use (no built-in, no `check` or `test_*`: see
+harness.visible) bound to proxies that make such a call, and alone knows the nonce it
 writes with the result. Each reads its source from its own pipe (see zygote.py): the tests and
 the nonce never exist in the solution process, not even in memory it inherited. Values cross
 as `marshal` data (ints, floats including inf/nan, str, bytes, tuples, lists, dicts, sets,
@@ -127,7 +128,7 @@ def run_tests(sock, result_fd, source_fd, entry, partial):
     sys.stdin = open(os.devnull)
     names = recv(sock)
     ns = {"__name__": "__tests__", "__builtins__": builtins}
-    for name, spec in names.items():
-        ns[name] = Remote(sock, name) if spec[0] == "fn" else spec[1]
+    for name in harness.visible(tests, names, entry):
+        ns[name] = Remote(sock, name) if names[name][0] == "fn" else names[name][1]
     exec(compile(tests, "tests.py", "exec"), ns)
     harness.finish(harness.units(tests, ns, entry, partial), partial, result_fd, nonce)

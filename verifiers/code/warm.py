@@ -5,7 +5,8 @@ sends the job, feeds the tests and the solution through their own pipes, and wai
 reply with a margin over the program's timeout; a sandbox that misses it, dies or garbles the
 protocol is killed (its whole PID namespace with it) and replaced. What the sandbox mounts is
 mounts.py's list plus a fresh /dev, its own /proc and a private /tmp; our code reaches it as a
-message, not a file. Sandboxes are recycled after MAX_JOBS programs.
+message, not a file. Sandboxes are recycled after MAX_JOBS programs, or at once when the zygote
+could not clean up after one.
 """
 from __future__ import annotations
 
@@ -103,6 +104,8 @@ class WarmSandbox:
             elif not (isinstance(reply, dict) and "error" in reply):
                 reply = None
         self.jobs += 1
+        if isinstance(reply, dict) and reply.pop("recycle", False):
+            self.jobs = MAX_JOBS  # something of this program is left inside: replace the sandbox
         if reply is None:
             reply = {"error": self._failure()}
         if "error" in reply:
@@ -194,9 +197,13 @@ def run_warm(job: dict, nonce: str, solution: str, tests: str, bwrap: str, runti
             box.close()
         box = WarmSandbox(bwrap, runtime, packages, preexec)
     reply = box.run(job, nonce, solution, tests)
-    if "error" not in reply:
+    if "error" in reply:
+        return reply
+    if box.healthy():
         with _LOCK:
             _IDLE.setdefault(key, []).append(box)
+    else:
+        box.close()
     return reply
 
 

@@ -6,14 +6,18 @@ as the first message on CTL, so no file of ours is mounted in the sandbox.
 Protocol on CTL (a SOCK_SEQPACKET socket, one message each way per job): the host sends a JSON
 header ({entry, partial, timeout, limits}) with three file descriptors: the read end of the
 tests pipe (the nonce line, then the tests), the read end of the solution pipe, and the output
-file (a host temp file; the host reads it). The zygote replies {report, timed_out, returncode}
-or {error}. It never reads the sources, the nonce or the output itself, so nothing of one
+file (a host temp file; the host reads it). The zygote replies {report, timed_out, returncode,
+recycle} or {error}. It never reads the sources, the nonce or the output itself, so nothing of one
 program lives in its memory, which every later program's processes are forked from.
 Per job: a fresh /tmp/run; a tests process, then a solution process, each forked with its own
 session and rlimits (see remote.py) and holding only its own pipe; a wall-clock wait on a pidfd
 for the tests process, then kill(-1, SIGKILL) (from PID 1 that reaches every other process in
-the namespace, and nothing outside it), every child reaped, and /tmp and /dev/shm wiped, so no
-process or file outlives its program. This process is not dumpable (nor are its children, which
+the namespace, and nothing outside it), every child reaped, /tmp and /dev/shm wiped and every
+System V IPC object of the sandbox's IPC namespace (shared memory, message queues, semaphores)
+removed, so no process, file or shared memory outlives its program: detached shared memory
+escapes RLIMIT_AS, and would otherwise pile up on the host across the sandbox's programs and
+show itself to the next one. An object that cannot be removed makes the reply ask for a new
+sandbox (`recycle`). This process is not dumpable (nor are its children, which
 inherit that: they cannot ptrace each other or read each other's memory or file descriptors)
 and, as a namespace's PID 1, ignores signals sent from inside. Standard library only.
 """
@@ -120,6 +124,29 @@ def _wipe():
                         pass
 
 
+IPC_RMID = 0
+
+
+def _remove_ipc():
+    """Remove every System V IPC object in this IPC namespace (only our programs' can be there: the
+    namespace is the sandbox's own). Run after every process but this one is dead, so removed
+    shared memory is freed at once. False if any object is left."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    remove = {"shm": lambda i: libc.shmctl(i, IPC_RMID, None),
+              "msg": lambda i: libc.msgctl(i, IPC_RMID, None),
+              "sem": lambda i: libc.semctl(i, 0, IPC_RMID)}
+    clean = True
+    for kind, rm in remove.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                rows = f.read().splitlines()[1:]  # header; the id is the second column
+        except OSError:
+            continue
+        for row in rows:
+            clean &= rm(int(row.split()[1])) == 0
+    return clean
+
+
 def run_job(job, tests_fd, solution_fd, out_fd):
     """Tests process first (it reads the nonce and the tests from its own pipe), then the solution
     process (which never holds that pipe); wait for the tests, kill the namespace, reply."""
@@ -149,7 +176,8 @@ def run_job(job, tests_fd, solution_fd, out_fd):
         report = ""
     os.close(res_r)
     _wipe()
-    return {"report": report, "timed_out": not finished, "returncode": code}
+    clean = _remove_ipc()
+    return {"report": report, "timed_out": not finished, "returncode": code, "recycle": not clean}
 
 
 def main(ctl):
