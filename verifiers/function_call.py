@@ -29,7 +29,8 @@ from . import verdict as V
 MAX_CHARS = 200_000
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"```[ \t]*([\w-]*)[^\n]*\n(.*?)```", re.DOTALL)
+# the info string is short and has no backticks, so a run of "```" without newlines is linear
+_FENCE = re.compile(r"```[ \t]*([\w-]*)[^\n`]{0,40}\n(.*?)```", re.DOTALL)
 _CALL_FENCES = {"", "json", "tool_call", "tool_calls"}
 _INT = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")

@@ -13,7 +13,8 @@ import re
 
 from . import verdict as V
 
-_FENCE = re.compile(r"```[ \t]*(?:json)?[^\n]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# the info string is short and has no backticks, so a run of "```" without newlines is linear
+_FENCE = re.compile(r"```[ \t]*(?:json)?[^\n`]{0,40}\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _MISSING = object()
 
 
@@ -32,13 +33,17 @@ class Hedging(ValueError):
     """The response holds several different JSON answers."""
 
 
+# json.loads raises these on model output too: too-deep nesting, integers past 4,300 digits
+_BAD_JSON = (json.JSONDecodeError, ValueError, RecursionError)
+
+
 def extract_json(response: str):
     blocks = _FENCE.findall(response)
     values = []
     for block in blocks:
         try:
             values.append(json.loads(block))
-        except json.JSONDecodeError:
+        except _BAD_JSON:
             continue
     if values:
         distinct = {json.dumps(v, sort_keys=True) for v in values}
@@ -47,27 +52,26 @@ def extract_json(response: str):
         return values[-1]
     try:
         return json.loads(response)
-    except json.JSONDecodeError:
+    except _BAD_JSON:
         pass
     return _last_object(response)
 
 
-MAX_OPENERS = 256
+MAX_FAILED_OPENERS = 2000
 
 
 def _last_object(text: str):
-    """The last top-level JSON object in prose. Decodes forward from each `{` (skipping the
-    inside of an object already read), over the last MAX_OPENERS openers only: trying every
-    `{`/`}` pair was quadratic, 30 s on 4,000 nested braces."""
+    """The last top-level JSON object in prose: decode forward from each `{`, skipping the inside
+    of every object read. Trying every `{`/`}` pair was quadratic (30 s on 4,000 nested braces);
+    here each character is read once per failed opener, and after MAX_FAILED_OPENERS failures
+    the search stops with what it found."""
     decoder = json.JSONDecoder()
-    openers = [i for i, ch in enumerate(text) if ch == "{"][-MAX_OPENERS:]
-    found, end = _MISSING, -1
-    for start in openers:
-        if start < end:
-            continue
+    found, pos, failed = _MISSING, 0, 0
+    while (start := text.find("{", pos)) >= 0 and failed < MAX_FAILED_OPENERS:
         try:
-            value, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+            value, pos = decoder.raw_decode(text, start)
+        except _BAD_JSON:
+            failed, pos = failed + 1, start + 1
             continue
         found = value
     return found

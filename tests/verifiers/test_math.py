@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -81,12 +80,35 @@ HACKS = [
 ]
 
 
+@pytest.mark.timeout(120)  # a guard against hangs, not a speed claim
 @pytest.mark.parametrize("name,response", HACKS, ids=[h[0] for h in HACKS])
 def test_hack_suite(name, response, tmp_path):
-    t0 = time.monotonic()
     v = verify("math", response, "36", {"symbolic_timeout_s": 2})
     assert v.score == 0.0 and v.status != "correct", v
-    assert time.monotonic() - t0 < 10, "must return within its timeout"
+
+
+ADVERSARIAL_SIZE = [  # once quadratic (minutes at 100 KB); each must still give the right verdict
+    ("blank lines", "\n" * 50_000 + "36", 1), ("crlf lines", "\r\n" * 30_000 + "36", 1),
+    ("unclosed boxes", "\\boxed{" * 14_000, 0), ("unclosed parens", "\\(" * 50_000, 0),
+    ("unclosed brackets", "\\[" * 50_000, 0), ("hash runs", "####" * 25_000, 0),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name,response,expected", ADVERSARIAL_SIZE, ids=[a[0] for a in ADVERSARIAL_SIZE])
+def test_adversarial_sizes_are_linear(name, response, expected):
+    assert int(verify("math", response, "36", {}).correct) == expected
+
+
+@pytest.mark.parametrize("response", ["\\boxed{36}, \\boxed{36}", "$\\boxed{36}$\n\n$\\boxed{36}$", "Answer: 36 (six times six)"])
+def test_repeated_boxes_and_glosses_are_one_answer(response):
+    assert verify("math", response, "36", {}).correct
+
+
+def test_several_values_for_one_gold_are_flagged_as_hedging():
+    for response in ("\\boxed{0} \\boxed{1}", "Answer: 35 or 36", "\\boxed{36, 37}"):
+        v = verify("math", response, "36", {})
+        assert v.hedged and not v.correct, v
 
 
 def test_symbolic_timeout_is_a_timeout_status():

@@ -102,3 +102,23 @@ CHOICE_HACKS = {"empty": "", "all letters": "ABCD", "answer all": "Answer: ABCD"
 def test_choice_hack_suite(name):
     v = verify("choice", CHOICE_HACKS[name], "B", {})
     assert v.score == 0.0 and v.status != "correct", v
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("response,status", [
+    ("[" * 5000, "unparsed"), ("1" * 5000, "unparsed"), ("{" * 2000 + "}" * 2000, "wrong"),
+    ("```" * 30000, "unparsed"), ('{"a": "x' * 20000, "unparsed"),
+])
+def test_json_never_raises_and_stays_linear_on_adversarial_output(response, status):
+    v = verify("json", response, json.dumps({"fields": {"order_id": "SO1"}}), {})
+    assert v.status == status, v
+
+
+def test_json_in_prose_with_many_inner_objects_is_read_whole():
+    order = {"order_id": "SO1", "items": [{"sku": i} for i in range(300)]}
+    assert verify("json", "Here is the order: " + json.dumps(order), json.dumps({"fields": {"order_id": "SO1"}}), {}).correct
+
+
+@pytest.mark.timeout(60)
+def test_choice_whitespace_run_is_linear():
+    assert verify("choice", "\t" * 20000, "A", {}).status == "unparsed"

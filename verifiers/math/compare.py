@@ -57,6 +57,7 @@ class Vote:
     outcome: str     # EQUAL, DIFFERENT, ABSTAIN or TIMEOUT
     voter: str       # which voter decided
     why: str = ""    # for DIFFERENT: what differs, in words
+    hedge: bool = False  # several values given where the gold is one: hedging, whatever they are
 
     @property
     def equal(self) -> bool:
@@ -107,7 +108,7 @@ def _against_number(g: Number, gold: str, pred: str, opts: Options) -> Vote:
         same = numbers_equal(g, p, opts.rel_tol, opts.abs_tol, opts.percent_as_fraction)
         return Vote(EQUAL if same else DIFFERENT, "numeric")
     if collection(pred):
-        return Vote(DIFFERENT, "numeric", "several values given for one number")
+        return Vote(DIFFERENT, "numeric", "several values given for one number", hedge=True)
     if opts.allow_expressions and opts.symbolic_timeout_s is not None:
         got = symbolic_equal(gold, pred, opts.float_digits, opts.symbolic_timeout_s, exact=True)
         if got == "timeout":
@@ -187,7 +188,9 @@ def _matching(s: str) -> bool:
 
 
 def _collections(gc, pc, opts: Options) -> Vote:
-    if gc is None or pc is None:
+    if gc is None:
+        return Vote(DIFFERENT, "collection", "several values given for one", hedge=True)
+    if pc is None:
         return Vote(DIFFERENT, "collection", "one value against several")
     if gc[0] != pc[0]:
         return Vote(DIFFERENT, "collection", f"a {gc[0]} against a {pc[0]}")

@@ -27,10 +27,11 @@ from .normalize import to_halfwidth
 
 MAX_RESPONSE_CHARS = 100_000
 _MARKERS = re.compile(
-    r"(?:final\s+answer\s*(?:is|[:：])|the\s+answer\s+is|^\s*#{4}(?!#)|答案\s*是|最终答案\s*(?:是|为)?\s*[:：]?|"
+    r"(?:final\s+answer\s*(?:is|[:：])|the\s+answer\s+is|^[ \t]*#{4}(?!#)|答案\s*是|最终答案\s*(?:是|为)?\s*[:：]?|"
     r"答案\s*(?:为|[:：])|(?<![\w答])答\s*[:：])", re.IGNORECASE | re.MULTILINE)
-_ANSWER = re.compile(r"(?<![A-Za-z])answer\s*\**\s*[:：]|(?:^|(?<=\n))\s*\**answer\**[ \t]+(?=\$|\\[(\[]|\\boxed)",
-                     re.IGNORECASE)
+# line starts are `^[ \t]*` under MULTILINE: a `\s*` there rescans every blank line (quadratic)
+_ANSWER = re.compile(r"(?<![A-Za-z])answer\s*\**\s*[:：]|^[ \t]*\**answer\**[ \t]+(?=\$|\\[(\[]|\\boxed)",
+                     re.IGNORECASE | re.MULTILINE)
 # The turn ends at an end-of-turn token, or where the model starts writing the next turn itself.
 _TURN_END = re.compile(r"<\|(?:im_end|im_start|eot_id|endoftext|end|start_header_id|user|assistant|system)\|>|</s>|<eos>|"
                        r"<end_of_turn>|<start_of_turn>|\[INST\]")
@@ -46,6 +47,7 @@ _THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _STATES = re.compile(r"(?:\b(?:is|are|equals|was|be)\b|(?<![<>!=])=(?!=)|等于|为|是)\s*", re.IGNORECASE)
 _LIST = re.compile(r"\s(?:or|and)\s|或|、|;")
 MAX_STATED_CHARS = 40
+MAX_LINE_SCAN = 2000
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
 _NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
 _SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!?！？]")
@@ -71,12 +73,26 @@ def braced(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-def _boxed_at(text: str, pos: int) -> str | None:
+def brace_pairs(text: str) -> dict[int, int]:
+    """Index of each `{` -> index of its matching `}`, in one pass (unclosed ones are absent)."""
+    pairs, stack = {}, []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            pairs[stack.pop()] = i
+    return pairs
+
+
+def _boxed_at(text: str, pos: int, pairs: dict[int, int] | None = None) -> str | None:
     m = _BOXED.match(text, pos)
     if not m:
         return None
     end = m.end()
     if end < len(text) and text[end] == "{":
+        if pairs is not None:  # one brace pass for many boxes: braced() per box is quadratic
+            close = pairs.get(end)
+            return text[end + 1:close] if close is not None else None
         got = braced(text, end)
         return got[0] if got else None
     tok = re.match(r"\S+", text[end:])
@@ -91,7 +107,12 @@ def _after_marker(text: str, pos: int) -> str:
     if len(re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", got))) >= 2:
         # "Final Answer: The largest $n$ is 34." states its value; "Final Answer: The final
         # answer is 7" is cut at the inner marker, leaving no value here.
-        return _stated(got) or ""
+        stated = _stated(got)
+        if stated:
+            return stated
+        # "Answer: 36 (six times six)": the value with its gloss dropped, when one is left
+        bare = re.sub(r"\s*\([^()]*\)\s*$", "", got).strip()
+        return bare if bare != got.strip() and len(re.findall(r"[A-Za-z]{3,}", bare)) < 2 else ""
     return got
 
 
@@ -131,8 +152,9 @@ def _boxed_all(text: str, join_runs: bool = False) -> list[str]:
     (`\\boxed{1} and \\boxed{2}`, how models list several solutions) become one set answer,
     while `\\boxed{35} or maybe \\boxed{36}` stays two answers (hedging)."""
     found = []
+    pairs = brace_pairs(text) if "\\boxed" in text or "\\fbox" in text else {}
     for m in _BOXED.finditer(text):
-        got = _boxed_at(text, m.start())
+        got = _boxed_at(text, m.start(), pairs)
         if got is not None:
             end = m.end() + len(got) + 2 if text[m.end():m.end() + 1] == "{" else m.end() + len(got)
             found.append((m.start(), end, got))
@@ -144,6 +166,7 @@ def _boxed_all(text: str, join_runs: bool = False) -> list[str]:
             runs[-1].append(got)
         else:
             runs.append([got])
+    runs = [list(dict.fromkeys(b.strip() for b in run)) for run in runs]  # `\\boxed{36}, \\boxed{36}` is one 36
     return [run[0] if len(run) == 1 else "\\{" + ", ".join(run) + "\\}" for run in runs]
 
 
@@ -186,7 +209,8 @@ def extract(response: str) -> Extraction:
     last = re.sub(r"\*\*|__|`", "", lines[-1]) if lines else ""
     if stated := _stated(last):
         return Extraction(stated, "sentence", ())
-    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)]
+    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)] \
+        if len(last) <= MAX_LINE_SCAN else []  # an unclosed `\\(` makes the span search quadratic
     if len(spans) == 1 and spans[0].strip():  # "Therefore $x \geq 5$ is the solution."
         return Extraction(spans[0].strip(), "fallback", ())
     words = [w for w in re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", last)) if w.lower() != "and"]

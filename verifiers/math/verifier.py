@@ -10,7 +10,8 @@ Params (all optional):
   symbolic              use the symbolic voter (default true); symbolic_timeout_s (2.0)
   float_digits          places to which a decimal answer may match an irrational gold (6)
 Statuses: `unparsed` when no answer could be extracted or read as math, `wrong` when an answer was
-compared and differs (or hedges: several different final answers, flagged `hedged`), `timeout`
+compared and differs (or hedges: several different final answers, or several values where the
+gold is one, flagged `hedged`), `timeout`
 when the symbolic comparison ran out of time, `error` for an unusable reference.
 """
 from __future__ import annotations
@@ -65,6 +66,8 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     if vote.equal:
         return V.correct(V.clip(pred), f"{where} matches gold ({vote.voter} voter)")
     why = f": {vote.why}" if vote.why else ""
+    if vote.hedge:
+        return V.hedged(V.clip(pred), f"{where} hedges against gold {V.clip(gold, 80)!r} ({vote.voter} voter){why}")
     return V.wrong(V.clip(pred), f"{where} differs from gold {V.clip(gold, 80)!r} ({vote.voter} voter){why}")
 
 
