@@ -176,10 +176,15 @@ class PiiConfig(_Frozen):
     """PII scrubbing (cleaning/pii.py): matches become typed placeholders such as <PHONE>."""
 
     enabled: bool = Field(False, description=(
-        "replace e-mail addresses, phone numbers, resident ID numbers, bank card numbers and IP "
-        "addresses in question, reference and solution by <EMAIL>, <PHONE>, <ID_NUMBER>, "
-        "<BANK_CARD>, <IP_ADDRESS>; order numbers, amounts and math are kept (`pii: true` is short "
-        "for enabled with every kind)"))
+        "replace e-mail addresses, phone numbers (Chinese mobiles and landlines, +CC / 00CC "
+        "international numbers, and North American, British and Australian numbers written in "
+        "their usual groups, not compact), Chinese resident ID numbers (checksum), bank card "
+        "numbers (network prefix + Luhn) and IP addresses in question, reference and solution by "
+        "<EMAIL>, <PHONE>, <ID_NUMBER>, <BANK_CARD>, <IP_ADDRESS>; kept everywhere in the row: "
+        "order numbers after a label or key (订单号, order no., order_id=), amounts, and numbers "
+        "used as math (an operand of a sign or of a math word such as 'divided by', 'sum of', "
+        "'prime', 除以, 的和; inside $...$; a bare-number reference); cleaning/pii.py lists the "
+        "exact forms (`pii: true` is short for enabled with every kind)"))
     kinds: list[Literal["email", "phone", "id_number", "bank_card", "ip_address"]] = Field(
         default_factory=lambda: list(PII_KINDS), min_length=1, description=(
             "which kinds to scrub: email, phone, id_number, bank_card, ip_address"))

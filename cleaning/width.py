@@ -37,9 +37,14 @@ _SP = "[ 　]*"
 _OP = "[-+*/=<>^＋－＊／＝＜＞＾×÷≠≤≥]"
 _ALNUM = "A-Za-zＡ-Ｚａ-ｚ0-9０-９"
 # an operand: a number with at most two letters (`２ｘ`, `３ａｂ`) or one to three letters with
-# digits (`ｘ`, `ｘ２`, `ｓｉｎ`), never part of a longer word: `<s>Ｔｏｔａｌ` is no formula
-_ATOM = (f"(?<![{_ALNUM}])(?:[0-9０-９]+(?:[.．][0-9０-９]+)*[%％]?[A-Za-zＡ-Ｚａ-ｚ]{{0,2}}"
-         f"|[A-Za-zＡ-Ｚａ-ｚ]{{1,3}}[0-9０-９]*)(?![{_ALNUM}])")
+# digits (`ｘ`, `ｘ２`, `ｓｉｎ`), never part of a longer word: `<s>Ｔｏｔａｌ` is no formula.
+# Linear time: the number is an atomic group and never starts in the middle of another number
+# (after `digit.`), so `１．１．１．…` is read once from its first digit instead of being retried
+# from each of its digits with every shorter prefix (quadratic: "１．"*20000 took ~50 s). It also
+# means a formula never splits a number at its decimal point (`ｖ１．５－ａ` holds none).
+_DIGITS = "0-9０-９"
+_ATOM = (f"(?<![{_ALNUM}])(?:(?<![{_DIGITS}][.．])(?>[{_DIGITS}]+(?:[.．][{_DIGITS}]+)*)[%％]?"
+         f"[A-Za-zＡ-Ｚａ-ｚ]{{0,2}}|[A-Za-zＡ-Ｚａ-ｚ]{{1,3}}[{_DIGITS}]*)(?![{_ALNUM}])")
 _GROUP = f"[(（]{_SP}[-－]?{_ATOM}(?:{_SP}{_OP}{_SP}[-－]?{_ATOM})*{_SP}[)）]"
 _OPERAND = f"(?:{_ATOM}(?:{_GROUP})?|{_GROUP})"
 # a bare formula: operands joined by operators; it always starts at an operand, so a list
@@ -50,9 +55,15 @@ _HAS_FORMULA = re.compile(_FORMULA)
 _NUMBER_RUN = "[０-９0-9](?:[０-９0-9．.％%]|[ 　]*[＋－＊／＝＜＞＾][ 　]*[０-９0-9])*"
 _NUMBERS = re.compile(_NUMBER_RUN)
 
+# `\(...\)` / `\[...\]`: the body never holds another opener (the `\[` of `\\[2pt]`, a line
+# break, is none), so an unclosed opener is scanned up to the next one, not to the end of the
+# value and again from every later opener
+DELIMITED_MATH = (r"(?<!\\)\\\((?:(?!(?<!\\)\\\().)+?\\\)"
+                  r"|(?<!\\)\\\[(?:(?!(?<!\\)\\\[).)+?\\\]")
+
 _SPANS = re.compile(
     r"(?P<code>```.*?```|`[^`\n]+`)"
-    r"|(?P<math_spans>\$\$.+?\$\$|\$[^$\n]+\$|\\\(.+?\\\)|\\\[.+?\\\])"
+    f"|(?P<math_spans>\\$\\$.+?\\$\\$|\\$[^$\\n]+\\$|{DELIMITED_MATH})"
     f"|(?P<formula>{_FORMULA})"
     f"|(?P<numbers>{_NUMBER_RUN})"
     f"|(?P<lone>{_LONE_LETTER})",

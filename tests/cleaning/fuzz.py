@@ -14,6 +14,8 @@ FRAGMENTS = [
     "x  = 1", "SELECT name FROM t WHERE a = '，'", '{"input": "a  b", "output": 3}', "&amp;", "\u2028",
     "\\leftarrow", "\\rightarrow", "￥５", "（１）", "ＡＢＣ", "abc", "123", " ", ".", "?", "？", "。",
     "ｘ＋１＝３", "求ｘ", "ｆ（ｘ）", "×", "ａ－ｂ", "Ｘ型号", "-", "=",
+    # shapes that once made the width regexes backtrack: number chains, unclosed openers
+    "１．１．１．", "ｖ１．５－ａ", "\\(", "\\[", "\\(ｘ＋１\\)", "\\\\[2pt]", "（１＋",
 ]
 CATEGORIES = ["arithmetic", "sql", "policy", "code", "unit"]
 

@@ -22,6 +22,17 @@ SCRUBBED = [
     ("联系电话：１３８１２３４５６７８。", "联系电话：<PHONE>。"),
     ("tel=13812345678", "tel=<PHONE>"),                        # a word is no math operand
     ("电话13812345678/13987654321", "电话<PHONE>/<PHONE>"),    # two phones are no division
+    # national forms (review: these were missed)
+    ("call (555) 123-4567 or 555-123-4567", "call <PHONE> or <PHONE>"),
+    ("fax 415.555.2671, toll-free 1-800-555-0199", "fax <PHONE>, toll-free <PHONE>"),
+    ("UK mobile 07700 900123, AU 0412 345 678", "UK mobile <PHONE>, AU <PHONE>"),
+    ("tel (555)123-4567.", "tel <PHONE>."),
+    # math-word near misses that are still phones: no operand across the word, or no math word
+    ("请加13812345678微信", "请加<PHONE>微信"),                # 加 is "add me", nothing before it
+    ("Call 13812345678 and 13987654321", "Call <PHONE> and <PHONE>"),
+    ("My phone 13812345678 is a prime contact", "My phone <PHONE> is a prime contact"),
+    ("call 13812345678 three times", "call <PHONE> three times"),
+    ("phone_no=13812345678, reorder later", "phone_no=<PHONE>, reorder later"),
     # e-mail, also typed full-width
     ("邮箱 lin.wei+shop@mail.example.com。谢谢", "邮箱 <EMAIL>。谢谢"),
     ("ｌｉｎ＠ｅｘａｍｐｌｅ．ｃｏｍ", "<EMAIL>"),
@@ -52,6 +63,23 @@ KEPT = [
     # things shaped a little like IPs or e-mails
     "version 1.2.3.4", "版本1.2.3.4", "v1.2.3.4", "12:30:45", "std::vector<int>", "x[::2]",
     "3.14", "user@localhost", "@everyone", "2026-03-15 14:05",
+    # order numbers as keys (review: scrubbed in tool-call references)
+    'cancel_order(order_id="13812345678")', '{"order_id": "13812345678"}', "lookup_order(order_id=13812345678)",
+    "{'orderId': '13812345678'}", '"order_no":"13812345678"', "order_number: 6200000000000005",
+    "tracking_no=13912345678", '{"sku": 4111111111111111}', "?order_id=13812345678&x=1",
+    # math in words (review: scrubbed)
+    "Is 13812345678 prime?", "What is 13812345678 divided by 2?", "Find 13812345678 mod 7",
+    "Sum of 13812345678 and 13987654321", "The product of 4111111111111111 and 3",
+    "Is 13812345678 a prime number?", "Is 13812345678 divisible by 3?", "2 times 13812345678",
+    "13812345678 plus 13987654321", "the gcd of 13812345678 and 42", "Factorize 13812345678.",
+    "13812345678除以2等于多少？", "13812345678乘以3", "3加13812345678", "13812345678减去1",
+    "13812345678与13987654321的和是多少？", "13812345678和3的积", "13812345678是质数吗？",
+    "求13812345678的因数", "13812345678能被7整除吗？",
+    # national-phone near misses: dates, versions, longer chains, bare runs, spaced math
+    "2024-05-01", "version 415.555.2671", "v555.123.4567", "555-123", "555-123-4567-89",
+    "SO-555-123-4567", "order 555-123-4567", "12.345.6789", "555.123.45678", "ISBN 978-0-306-40615-7",
+    "555 - 123 - 4567", "$555-123-4567$", "0412345678", "07700900123", "5551234567",
+    "1.234.5678", "2023.10.12.1234", "(055) 123-4567", "155-123-4567",
 ]
 
 
@@ -88,6 +116,53 @@ def test_a_number_that_is_math_somewhere_in_the_row_is_kept_everywhere():
     assert out == {"question": "Call <PHONE>: refund for 3 mugs at 12 each?", "reference": "36",
                    "solution": "I called <PHONE>.\n3*12=36\nAnswer: 36"}
     assert counts == {"phone": 2}
+
+
+# review: an order number the question keeps was scrubbed in the tool-call reference, making the
+# reference disagree with the question (or, unquoted, fail to parse)
+ORDER_ROWS = [
+    ("Please cancel order 13812345678", 'cancel_order(order_id="13812345678")'),
+    ("Please cancel order 13812345678", '{"name": "cancel_order", "arguments": {"order_id": "13812345678"}}'),
+    ("Where is order 13812345678?", "lookup_order(order_id=13812345678)"),
+    ("订单号：13812345678 发错货了", 'escalate(order_id="13812345678", reason="wrong_item")'),
+    ("Refund order 6200000000000005", 'issue_refund(orderId="6200000000000005", amount=36)'),
+]
+
+
+@pytest.mark.parametrize("question, reference", ORDER_ROWS)
+def test_an_order_number_is_kept_in_question_reference_and_solution(question, reference):
+    row = {"question": question, "reference": reference, "solution": f"<tool_call>\n{reference}\n</tool_call>"}
+    assert scrub_row(row) == (row, {})
+    # labelled in one field only, it is still kept in the others
+    row = {"question": "Cancel 13812345678 please", "reference": '{"order_id": "13812345678"}',
+           "solution": "Cancelled 13812345678."}
+    assert scrub_row(row) == (row, {})
+
+
+def test_a_phone_beside_a_kept_order_number_is_still_scrubbed():
+    row = {"question": "Cancel order 13812345678, call me on 13987654321",
+           "reference": 'cancel_order(order_id="13812345678")', "solution": ""}
+    out, counts = scrub_row(row)
+    assert out["question"] == "Cancel order 13812345678, call me on <PHONE>"
+    assert out["reference"] == row["reference"] and counts == {"phone": 1}
+
+
+def test_math_words_keep_the_number_in_every_field():
+    row = {"question": "What is 13812345678 divided by 2?", "reference": "6906172839",
+           "solution": "13812345678 / 2 = 6906172839"}
+    assert scrub_row(row) == (row, {})
+    row = {"question": "13812345678是质数吗？我的电话13987654321", "reference": "否", "solution": ""}
+    assert scrub_row(row)[0]["question"] == "13812345678是质数吗？我的电话<PHONE>"
+
+
+@pytest.mark.timeout(20)
+def test_long_adversarial_values_scrub_in_linear_time():
+    n = 20_000
+    assert scrub_row({"question": "\\(" * n + " 13812345678"})[0]["question"] == "\\(" * n + " <PHONE>"
+    chain = "1." * n + "，电话13812345678"
+    assert scrub_row({"question": chain})[0]["question"] == "1." * n + "，电话<PHONE>"
+    words = "plus " * n + "13812345678"  # a word operator with no operand across it
+    assert scrub_row({"question": words})[0]["question"] == "plus " * n + "<PHONE>"
 
 
 def test_reference_and_solution_are_scrubbed_and_kinds_can_be_chosen():

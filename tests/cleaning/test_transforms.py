@@ -7,6 +7,7 @@ import pytest
 
 from cleaning import CleaningConfig, clean_frame, clean_value, to_half_width
 from cleaning.transforms import TEXT_FIELDS
+from cleaning.width import _HAS_FORMULA, convert_spans
 
 from .fuzz import messy_rows
 
@@ -159,3 +160,44 @@ def test_ftfy_leaves_fast_path_text_alone():
     safe = pl.Series(samples).str.contains(SUSPECT).not_()
     assert safe.all()
     assert [s for s in samples if ftfy.fix_text(s, FTFY_CONFIG) != s] == []
+
+
+# Values that made the width regexes backtrack quadratically (the number atom retried from every
+# digit of `１．１．…` with every shorter prefix; an unclosed `\(` scanned to the end from each
+# opener): 40,000 characters each, (value, scopes, expected convert_spans output).
+N = 20_000
+ADVERSARIAL = [
+    ("１．" * N, ["numbers", "math_spans"], "1." * N),
+    ("１．" * N, ["math_spans"], "１．" * N),                         # no operator: no formula
+    ("１．" * N + "＋", ["math_spans"], "１．" * N + "＋"),             # an operator, no operand after it
+    ("１．" * (N - 2) + "１＋１", ["math_spans"], "1." * (N - 2) + "1+1"),  # one formula, the whole value
+    ("ａ．" * N + "＋", ["math_spans"], "ａ．" * N + "＋"),
+    ("（１＋" * (2 * N // 3), ["math_spans"], "（１＋" * (2 * N // 3)),  # unclosed groups: no formula
+    ("\\(" * N, ["math_spans"], "\\(" * N),
+    ("\\(" * (N - 4) + "ｘ＋１\\)", ["math_spans"], "\\(" * (N - 5) + "\\(x+1\\)"),
+    ("\\[" * N + "ｘ", ["math_spans"], "\\[" * N + "ｘ"),
+    ("1" + "　" * (2 * N) + "＋", ["numbers", "math_spans"], "1" + "　" * (2 * N) + "＋"),
+]
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("i", range(len(ADVERSARIAL)))
+def test_width_spans_are_linear_on_adversarial_values(i):
+    value, scopes, expected = ADVERSARIAL[i]
+    assert convert_spans(value, scopes) == expected
+
+
+@pytest.mark.timeout(20)
+def test_a_long_full_width_row_with_an_operator_cleans_and_has_no_formula_where_none_is():
+    assert _HAS_FORMULA.search("1." * N + "，") is None
+    assert _HAS_FORMULA.search("１．" * N + "１＋１").span() == (0, 2 * N + 3)
+    question = "计算" + "１．" * (N - 2) + "１＋１"
+    expected = "计算" + "1." * (N - 2) + "1+1"
+    assert clean_value(question, "question", "arithmetic", CleaningConfig()) == expected
+    df = pl.DataFrame({"question": [question], "reference": ["2"], "solution": [""], "category": ["arithmetic"]})
+    assert clean_frame(df, CleaningConfig())["question"].to_list() == [expected]
+
+
+def test_a_line_break_inside_display_math_is_not_an_opener():
+    assert convert_spans("\\[ａ\\\\[2pt]ｂ\\]", ["math_spans"]) == "\\[a\\\\[2pt]b\\]"
+    assert convert_spans("\\(１２ \\(ｂ＋１\\)", ["math_spans"]) == "\\(１２ \\(b+1\\)"  # an unclosed opener: the inner span
