@@ -33,7 +33,7 @@ def _tiers(frame: pl.DataFrame) -> list[tuple]:
     return frame.sort("id").select("id", "n_correct", "tier").rows()
 
 
-def _by_text(workers):
+def _by_text(workers, timeout_s=None):
     """Scores a completion by a hash of its text: an untrained model is never right, but any change
     in what it samples changes these counts."""
     import zlib
