@@ -91,7 +91,43 @@ def compare(gold_text: str, pred_text: str, float_digits: int, exact: bool, cach
         return False
     if exact:
         return _exact_equal(gold, pred)
+    quick = _quick_equal(gold[0], pred[0])
+    if quick is not None:
+        return quick
     return bool(verify(gold, pred, float_rounding=float_digits, timeout_seconds=None))
+
+
+_POINTS = ((0.5772156649, 1.4142135623, 2.7182818284), (3.1415926535, -0.6180339887, 1.7320508075))
+
+
+def _quick_equal(g, p) -> bool | None:
+    """A fast decision for two exact expressions (no decimals, no sets, relations or matrices):
+    their difference evaluated to 80 digits at two irrational points for the free symbols. A
+    relative difference above 1e-9 at both points is `False`; below 1e-70 at both is `True` (so an
+    added 10^{-20} is still a difference). Anything else (decimals, where float_digits rounding
+    applies; undefined points; mixed results) is left to math-verify's verify."""
+    import sympy
+
+    if not (isinstance(g, sympy.Expr) and isinstance(p, sympy.Expr)) or g.has(sympy.Float) or p.has(sympy.Float):
+        return None
+    symbols = sorted(g.free_symbols | p.free_symbols, key=str)
+    if len(symbols) > 3 or g.free_symbols != p.free_symbols:
+        return None
+    verdicts = set()
+    for point in _POINTS:
+        subs = {s: sympy.Rational(str(v)) for s, v in zip(symbols, point)}
+        d, scale = sympy.N((g - p).subs(subs), 80), sympy.N(g.subs(subs), 80)
+        if not (d.is_number and scale.is_number) or d.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+            return None
+        rel = abs(d) / max(abs(scale), 1)
+        if rel > sympy.Float("1e-9"):
+            verdicts.add(False)
+        elif rel < sympy.Float("1e-70", 80):
+            verdicts.add(True)
+        else:
+            return None
+    return verdicts.pop() if len(verdicts) == 1 else None
+
 
 
 def helper_main(rx, tx) -> None:
