@@ -42,12 +42,16 @@ from typing import Protocol, runtime_checkable
 # transformers' from_pretrained is not thread-safe (5.x builds the model on the meta device through
 # process-wide state; two threads loading at once fail with "Cannot copy out of meta tensor"), and
 # the flows' threads runner tiers chunks in parallel: every load in this package and in training
-# goes through this lock. Generation itself runs unlocked.
+# goes through this lock.
 HF_LOAD_LOCK = threading.Lock()
 PROMPT_FORMAT_FILE = "rlvrflow_prompt.json"  # in a model directory: the format it was trained with
 
 log = logging.getLogger("rlvrflow.curriculum")
 
+
+
+# HFEngine.generate seeds and draws from torch's process-wide RNG (see generate)
+_SAMPLING_LOCK = threading.RLock()
 
 @dataclass(frozen=True)
 class PromptFormat:
@@ -258,8 +262,9 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()
         devices = [self.device] if str(self.device).startswith("cuda") else []
-        try:
-            with torch.random.fork_rng(devices=devices), torch.no_grad():
+        try:  # the seeded draws use torch's process-wide generator: one sampler at a time, so
+            # threads (the threads task runner's tier chunks and evaluations) cannot interleave them
+            with _SAMPLING_LOCK, torch.random.fork_rng(devices=devices), torch.no_grad():
                 torch.manual_seed(seed)
                 if self.decode == "hf":
                     flat = [p for p in prompts for _ in range(n)]

@@ -115,7 +115,7 @@ def run_tier_chunk(train: str, ids: list, model: str, curriculum_json: str, seed
     tiered = tier_rows(df, engine, cfg, seed, score_fn=default_score_fn(workers, timeout_s))  # the pool serializes callers
     Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
     tiered.write_parquet(f"{out_prefix}.parquet")
-    return {"path": f"{out_prefix}.parquet", "rows": tiered.height}
+    return {"path": f"{out_prefix}.parquet", "rows": tiered.height, "ids": list(ids)}
 
 
 def merge_tiers(parts: list[dict], out: str, k: int) -> dict:
@@ -127,6 +127,10 @@ def merge_tiers(parts: list[dict], out: str, k: int) -> dict:
     from curriculum.report import tier_report
 
     tiered = pl.concat([pl.read_parquet(p["path"]) for p in parts], how="diagonal_relaxed").sort("id")
+    expected = sum(len(p.get("ids", [])) for p in parts) if all("ids" in p for p in parts) else tiered.height
+    if tiered.height != expected or tiered["id"].n_unique() != tiered.height:
+        raise StageFailed(f"tier: merged {tiered.height} rows ({tiered['id'].n_unique()} distinct ids) from chunks "
+                          f"that were given {expected}")
     tiered.write_parquet(Path(out) / "tiers.parquet")
     tier_report(tiered, out, k=k)
     shutil.rmtree(Path(out) / "chunks", ignore_errors=True)
@@ -150,6 +154,9 @@ def tier_stage(spec: DomainSpec, root: Path, split: Manifest, sft: Manifest, for
 
         train = split.path("train")
         ids = pl.read_parquet(train, columns=["id"])["id"].to_list()
+        if None in ids or len(set(ids)) != len(ids):  # chunks select rows by id
+            raise StageFailed(f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
+                              f"{len(set(ids) - {None})} distinct ids); the split stage should have rejected this")
         device = device_name(spec)
         # chunks of whole engine calls in tiering's own order, all with the run's seed: the tiers
         # are the same for any chunk_rows and for `rlvrflow tier` (see curriculum/tiering.py)

@@ -137,3 +137,15 @@ def test_integers_are_exact_up_to_10_to_the_15():
 @pytest.mark.parametrize("written", ["1e6", "1,000,000", "100万", "1000000.00", "1 000 000", "$1,000,000", "1.0e6"])
 def test_one_million_in_every_spelling(written):
     assert verify("math", f"Answer: {written}", "1000000", {}).correct
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("response,gold", [
+    ("x", "|x|"), ("x", "\\sqrt{x^2}"), ("x", "\\max(x, 0)"), ("10^{100}+1", "10^{100}"), ("2e^{-200}", "e^{-200}"),
+    ("\\frac{2\\pi}{10^{80}}", "\\frac{\\pi}{10^{80}}"), ("x^{100001}", "x^{100000}"),
+    ("x + (x-\\frac{5772156649}{10^{10}})(x-\\frac{31415926535}{10^{10}})", "x"),
+])
+def test_symbolic_quick_check_never_calls_different_expressions_equal(response, gold):
+    # the fast exact-expression check evaluates at fixed points: these differ off them, or only
+    # by a relative hair, and must still be wrong (review findings)
+    assert verify("math", f"\\boxed{{{response}}}", gold, {}).status == "wrong"
