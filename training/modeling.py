@@ -154,13 +154,10 @@ def shared_prompt_logprobs(
     """
     order: dict[tuple[int, ...], int] = {}
     index = torch.tensor([order.setdefault(tuple(p), len(order)) for p in prompts], dtype=torch.long)
+    from curriculum.engines import left_pad
+
     uniq = list(order)
-    width = max(len(p) for p in uniq)
-    p_ids = torch.full((len(uniq), width), pad_id, dtype=torch.long)
-    p_attn = torch.zeros((len(uniq), width), dtype=torch.long)
-    for i, p in enumerate(uniq):
-        p_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        p_attn[i, width - len(p):] = 1
+    p_ids, p_attn = left_pad([list(p) for p in uniq], pad_id)
     p_ids, p_attn, index = p_ids.to(device), p_attn.to(device), index.to(device)
     p_pos = (p_attn.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=p_ids, attention_mask=p_attn, position_ids=p_pos, use_cache=True, logits_to_keep=1)
