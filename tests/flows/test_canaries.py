@@ -61,3 +61,29 @@ def test_canaries_pass_on_the_math_verifier_and_land_in_the_attach_stats(toy_spe
     assert canaries["ok"] and canaries["rules"] == 1 and canaries["verdicts"] >= 40 * 45
     report = json.loads((root / "canary_report.json").read_text())
     assert report["rules"][0]["rows_probed"] == verified.stats["rows_kept"] == 40  # fewer than sample_rows: all
+
+
+def test_a_plugin_adds_its_own_canaries(tmp_path, monkeypatch):
+    from verifiers import canary
+
+    (tmp_path / "ticket_checks.py").write_text(textwrap.dedent('''
+        from verifiers.verdict import Verdict
+        CANARIES = ["Status: unknown"]
+        def canaries(reference, params):
+            return [f"Ticket {reference} is open, closed and pending"]
+        def verify_ticket(response, reference, params):
+            ok = "pending" in response  # the bug its own canary catches
+            return Verdict(float(ok), "correct" if ok else "wrong")
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pairs = dict(canary.battery("ticket_checks:verify_ticket", {}, "T-7"))
+    assert pairs["plugin canary 0"] == "Status: unknown"
+    assert pairs["plugin canary for this row 0"] == "Ticket T-7 is open, closed and pending"
+
+    class Rule:
+        category, verifier = "tickets", "ticket_checks:verify_ticket"
+
+    rows = [{"id": f"r{i}", "category": "tickets", "prompt": "Which status?", "reference": f"T-{i}",
+             "verifier": Rule.verifier, "verifier_params": "{}"} for i in range(5)]
+    report = canary.probe(rows, [Rule], canary.CanaryConfig(), workers=1)
+    assert not report["ok"] and {f["canary"] for f in report["failed"]} == {"plugin canary for this row 0"}
