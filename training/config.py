@@ -195,9 +195,48 @@ class TrainingConfig(_Frozen):
         return self
 
 
+class RegressionSetConfig(_Frozen):
+    """One `eval.regression_sets` entry: a small held-out set outside the training domain (forgetting)."""
+
+    name: str = Field(
+        ..., pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+        description="Short name; a column of the eval matrix and a key in report.json (letters, digits, _ . -).",
+    )
+    path: str = Field(..., min_length=1, description="JSONL or Parquet rows (id, prompt, reference), relative to the spec file.")
+    verifier: str = Field(..., min_length=1, description="Registry name of the verifier that scores every row of the set.")
+    params: dict = Field(default_factory=dict, description="verifier_params for every row of the set.")
+
+    @model_validator(mode="after")
+    def _known_file_and_verifier(self) -> "RegressionSetConfig":
+        if not self.path.endswith((".jsonl", ".parquet")):
+            raise ValueError(f"regression set {self.name!r}: path {self.path!r} must end in .jsonl or .parquet")
+        from verifiers.registry import UnknownVerifier, check_name
+
+        try:
+            check_name(self.verifier)
+        except UnknownVerifier as exc:  # its message lists the valid names
+            raise ValueError(f"regression set {self.name!r}: {exc}") from None
+        return self
+
+
 class EvalConfig(_Frozen):
     """The `eval:` section: held-out evaluation of a checkpoint (and of the SFT baseline)."""
 
+    regression_sets: list[RegressionSetConfig] = Field(
+        default_factory=list,
+        description="Held-out sets outside the training domain, evaluated at the SFT baseline and every checkpoint "
+        "like the main eval: [{name, path, verifier, params}].",
+    )
+    max_regression: float = Field(
+        2.0, ge=0, le=100,
+        description="Points of greedy pass@1 (0-100 scale) a checkpoint may lose against SFT on any regression set; "
+        "a checkpoint that loses more is flagged in the report and never chosen as best.",
+    )
+    robustness_set: str | None = Field(
+        None,
+        description="JSONL or Parquet rows whose right answer is to decline or ask for missing information, each with "
+        "its verifier (e.g. refusal), relative to the spec file; None: robustness is not measured.",
+    )
     k: int = Field(4, ge=1, description="k of pass@k (unbiased estimator over n_samples).")
     n_samples: int = Field(8, ge=1, description="Sampled completions per prompt.")
     max_new_tokens: int = Field(24, ge=1, description="Completion length cap.")
@@ -210,4 +249,10 @@ class EvalConfig(_Frozen):
     def _k_le_n(self) -> "EvalConfig":
         if self.k > self.n_samples:
             raise ValueError(f"k={self.k} exceeds n_samples={self.n_samples}; set k <= n_samples")
+        names = [s.name for s in self.regression_sets]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"eval.regression_sets: name(s) {dupes} appear more than once; give each set its own name")
+        if self.robustness_set is not None and not self.robustness_set.endswith((".jsonl", ".parquet")):
+            raise ValueError(f"eval.robustness_set {self.robustness_set!r} must be a .jsonl or .parquet file")
         return self
