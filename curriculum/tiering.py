@@ -1,7 +1,8 @@
 """Tier prompts by the SFT model's pass@k: sample n completions per prompt, verify, count, classify.
 
     tiered = tier_rows(rows, engine, cfg, seed=0)        # adds n_samples, n_correct, pass_at_1, pass_at_k, tier
-    tier_to_dir(rows, "runs/demo/sft", cfg, "runs/demo/tier", seed=0)   # + tiers.parquet and the report
+    tiered, rollouts = tier_with_rollouts(rows, engine, cfg, seed=0)   # + every sample, one row each
+    tier_to_dir(rows, "runs/demo/sft", cfg, "runs/demo/tier", seed=0)   # tiers.parquet, tier_rollouts.parquet, report
 
 Determinism: the samples a row gets depend only on (seed, the row ids being tiered), never on the
 entry point or how a caller chunks the rows. Rows are put in an order hashed from (seed, id) and
@@ -14,6 +15,15 @@ A sample is correct when its verdict score is >= 1 - 1e-9 (the verifier's `corre
 does not count. The tier is decided on pass@1 = c/n with `cfg.boundaries` (see curriculum/config.py).
 Scoring goes through `score_fn(items) -> list[Verdict | float]` with items
 `(verifier, response, reference, verifier_params)`; the default is `verifiers.score_many`.
+
+What was sampled is kept: `tier_with_rollouts` also returns the rollouts, one row per (id, sample)
+with ROLLOUT_COLUMNS (response text, score, verdict status and extracted answer when the scorer
+returns Verdicts, null for plain numbers, correct flag, completion tokens, finish reason), and
+`tier_to_dir` writes them to `tier_rollouts.parquet` beside `tiers.parquet`. They live in a sibling
+table rather than a list column so the prompt rows keep the one row schema every later stage reads
+(the sampler and GRPO never load n responses per row), and so fan-out chunks concatenate the same
+way as the tiers. DPO pairs (curriculum/dpo_pairs.py) are built from them. A tqdm bar counts the
+prompts sampled (on stderr, silent when stderr is not a terminal).
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ log = logging.getLogger("rlvrflow.curriculum")
 
 CORRECT_MIN = 1.0 - 1e-9
 TIER_COLUMNS = ("n_samples", "n_correct", "pass_at_1", "pass_at_k", "tier")
+ROLLOUT_COLUMNS = ("id", "sample", "response", "score", "status", "extracted", "correct", "n_tokens", "finish_reason")
+ROLLOUTS_FILE = "tier_rollouts.parquet"
 _NEEDED = ("id", "category", "prompt", "reference", "verifier", "verifier_params")
 PROMPTS_PER_CALL = 256  # engine calls are chunked so memory and progress stay bounded
 
@@ -77,33 +89,62 @@ def call_seed(seed: int, first_id: object) -> int:
     return int.from_bytes(_hash(seed, f"call:{first_id}"), "big") % (2**31 - 1)
 
 
-def count_correct(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, score_fn: ScoreFn) -> list[int]:
-    """Correct samples out of cfg.n_samples for each row, in row order (sampled in call order)."""
+def sample_rows(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, score_fn: ScoreFn) -> list[list[dict]]:
+    """Each row's cfg.n_samples scored samples (ROLLOUT_COLUMNS but `id`), in row order (sampled in call order)."""
+    from tqdm.auto import tqdm
+
     sampling = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_new_tokens)
     table = df.select(_NEEDED).to_dicts()
     order = call_order([r["id"] for r in table], seed)
     rows = [table[i] for i in order]
-    counts: list[int] = []
-    for start in range(0, len(rows), PROMPTS_PER_CALL):
-        chunk = rows[start : start + PROMPTS_PER_CALL]
-        groups = engine.generate([r["prompt"] for r in chunk], cfg.n_samples, sampling, call_seed(seed, chunk[0]["id"]))
-        items = [
-            (r["verifier"], c.text, r["reference"], r["verifier_params"])
-            for r, group in zip(chunk, groups)
-            for c in group
-        ]
-        verdicts = list(score_fn(items))
-        if len(verdicts) != len(items):
-            raise RuntimeError(f"score_fn returned {len(verdicts)} verdicts for {len(items)} items; it must return one per item")
-        n = cfg.n_samples
-        counts.extend(
-            sum(_score_value(v) >= CORRECT_MIN for v in verdicts[i * n : (i + 1) * n]) for i in range(len(chunk))
-        )
-        log.info("tiering: %d/%d prompts sampled and scored", start + len(chunk), len(rows))
-    in_row_order = [0] * len(rows)
-    for position, count in zip(order, counts):
-        in_row_order[position] = count
+    samples: list[list[dict]] = []
+    n = cfg.n_samples
+    # disable=None: no bar when stderr is not a terminal (logs, CI, Prefect workers)
+    with tqdm(total=len(rows), desc="tiering", unit="prompt", disable=None, leave=False) as bar:
+        for start in range(0, len(rows), PROMPTS_PER_CALL):
+            chunk = rows[start : start + PROMPTS_PER_CALL]
+            groups = engine.generate([r["prompt"] for r in chunk], n, sampling, call_seed(seed, chunk[0]["id"]))
+            items = [
+                (r["verifier"], c.text, r["reference"], r["verifier_params"])
+                for r, group in zip(chunk, groups)
+                for c in group
+            ]
+            verdicts = list(score_fn(items))
+            if len(verdicts) != len(items):
+                raise RuntimeError(f"score_fn returned {len(verdicts)} verdicts for {len(items)} items; it must return one per item")
+            completions = [c for group in groups for c in group]
+            records = [_record(j % n, c, v) for j, (c, v) in enumerate(zip(completions, verdicts))]
+            samples.extend(records[i * n : (i + 1) * n] for i in range(len(chunk)))
+            bar.update(len(chunk))
+            log.info("tiering: %d/%d prompts sampled and scored", start + len(chunk), len(rows))
+    in_row_order: list[list[dict]] = [[] for _ in rows]
+    for position, row_samples in zip(order, samples):
+        in_row_order[position] = row_samples
     return in_row_order
+
+
+def _record(index: int, completion, verdict: object) -> dict:
+    score = _score_value(verdict)
+    return {"sample": index, "response": completion.text, "score": score,
+            "status": getattr(verdict, "status", None), "extracted": getattr(verdict, "extracted", None),
+            "correct": score >= CORRECT_MIN, "n_tokens": len(completion.token_ids),
+            "finish_reason": completion.finish_reason}
+
+
+def count_correct(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, score_fn: ScoreFn) -> list[int]:
+    """Correct samples out of cfg.n_samples for each row, in row order (sampled in call order)."""
+    return [sum(s["correct"] for s in row) for row in sample_rows(df, engine, cfg, seed, score_fn)]
+
+
+def rollouts_frame(ids: Sequence[object], samples: list[list[dict]], id_dtype=None):
+    """The long rollouts table: one row per (id, sample), ROLLOUT_COLUMNS, rows in (row, sample) order."""
+    import polars as pl
+
+    flat = [{"id": i, **s} for i, row in zip(ids, samples) for s in row]
+    schema = {"id": id_dtype or pl.String, "sample": pl.Int64, "response": pl.String, "score": pl.Float64,
+              "status": pl.String, "extracted": pl.String, "correct": pl.Boolean, "n_tokens": pl.Int64,
+              "finish_reason": pl.String}
+    return pl.DataFrame(flat, schema=schema)
 
 
 def tier_rows(
@@ -118,6 +159,19 @@ def tier_rows(
 
     `workers` sets the verifier pool size when `score_fn` is None (None = every core).
     """
+    return tier_with_rollouts(df, engine, cfg, seed, score_fn=score_fn, workers=workers)[0]
+
+
+def tier_with_rollouts(
+    df,
+    engine: RolloutEngine,
+    cfg: CurriculumConfig,
+    seed: int,
+    score_fn: ScoreFn | None = None,
+    workers: int | None = None,
+):
+    """(`tier_rows`' frame, the rollouts behind it): the second has one row per (id, sample) with
+    ROLLOUT_COLUMNS, in the tiered rows' order. Same samples, seeds and tiers as `tier_rows`."""
     import polars as pl
 
     missing = [c for c in _NEEDED if c not in df.columns]
@@ -132,17 +186,19 @@ def tier_rows(
             pl.lit(None, pl.Int64).alias("n_samples"), pl.lit(None, pl.Int64).alias("n_correct"),
             pl.lit(None, pl.Float64).alias("pass_at_1"), pl.lit(None, pl.Float64).alias("pass_at_k"),
             pl.lit(None, pl.String).alias("tier"),
-        )
-    correct = count_correct(base, engine, cfg, seed, score_fn or default_score_fn(workers))
+        ), rollouts_frame([], [], base.schema["id"])
+    samples = sample_rows(base, engine, cfg, seed, score_fn or default_score_fn(workers))
+    correct = [sum(s["correct"] for s in row) for row in samples]
     n = [cfg.n_samples] * base.height
     p1 = [c / cfg.n_samples for c in correct]
-    return base.with_columns(
+    tiered = base.with_columns(
         pl.Series("n_samples", n, dtype=pl.Int64),
         pl.Series("n_correct", correct, dtype=pl.Int64),
         pl.Series("pass_at_1", p1, dtype=pl.Float64),
         pl.Series("pass_at_k", pass_at_k_array(n, correct, cfg.k), dtype=pl.Float64),
         pl.Series("tier", [cfg.boundaries.tier_of(p) for p in p1], dtype=pl.String),
     )
+    return tiered, rollouts_frame(base["id"].to_list(), samples, base.schema["id"])
 
 
 def _write_parquet_atomic(df, path: Path) -> None:
@@ -163,9 +219,9 @@ def tier_to_dir(
 ):
     """Load the model at `model_path` into an HFEngine, tier `df`, write the stage to `out_dir`.
 
-    Writes `tiers.parquet` (the rows plus the tier columns), `tiers_rejects.parquet` (empty: tiering
-    drops nothing), `tiers_stats.json` and the tier report (tier_table.csv, tier_report.md,
-    tier_histogram.png). Returns the tiered frame.
+    Writes `tiers.parquet` (the rows plus the tier columns), `tier_rollouts.parquet` (every sample:
+    ROLLOUT_COLUMNS), `tiers_rejects.parquet` (empty: tiering drops nothing), `tiers_stats.json` and
+    the tier report (tier_table.csv, tier_report.md, tier_histogram.png). Returns the tiered frame.
     """
     from curriculum.engines import HFEngine
 
@@ -173,9 +229,10 @@ def tier_to_dir(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     engine = HFEngine.from_pretrained(str(model_path), device=device, batch_size=cfg.engine_batch_size)
-    tiered = tier_rows(df, engine, cfg, seed, score_fn=score_fn, workers=workers)
+    tiered, rollouts = tier_with_rollouts(df, engine, cfg, seed, score_fn=score_fn, workers=workers)
     if tiered.height != df.height:
         raise AssertionError(f"tiering changed the row count: {df.height} in, {tiered.height} out")
+    _write_parquet_atomic(rollouts, out / ROLLOUTS_FILE)
     _write_parquet_atomic(tiered, out / "tiers.parquet")
     _write_parquet_atomic(_empty_rejects(df), out / "tiers_rejects.parquet")
     tier_report(tiered, out, k=cfg.k)
@@ -188,6 +245,7 @@ def tier_to_dir(
         "model": str(model_path),
         "seed": seed,
         "n_samples": cfg.n_samples,
+        "rollouts": rollouts.height,
         "k": cfg.k,
         "tiers": {t: int(v) for t, v in tiered["tier"].value_counts().iter_rows()} if tiered.height else {},
     }

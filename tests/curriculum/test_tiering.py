@@ -8,7 +8,7 @@ import pytest
 from curriculum.config import CurriculumConfig
 from curriculum.engines import Completion
 from curriculum.passk import pass_at_k
-from curriculum.tiering import tier_rows, tier_to_dir
+from curriculum.tiering import ROLLOUT_COLUMNS, ROLLOUTS_FILE, tier_rows, tier_to_dir, tier_with_rollouts
 
 
 class ScriptedEngine:
@@ -114,6 +114,11 @@ def test_tier_to_dir_with_the_tiny_model_writes_the_stage(tiny_model_dir, tmp_pa
                       score_fn=lambda items: [float(next(marks) % 2) for _ in items])
     disk = pl.read_parquet(tmp_path / "tiers.parquet")
     assert disk.equals(out)
+    rollouts = pl.read_parquet(tmp_path / ROLLOUTS_FILE)
+    assert rollouts.columns == list(ROLLOUT_COLUMNS) and rollouts.height == 6 * 3
+    counted = rollouts.group_by("id").agg(pl.col("correct").sum().alias("c")).sort("id")
+    assert counted["c"].to_list() == disk.sort("id")["n_correct"].to_list()
+    assert (rollouts["n_tokens"] <= 4).all() and set(rollouts["finish_reason"]) <= {"stop", "length"}
     assert disk.columns == df.columns + ["n_samples", "n_correct", "pass_at_1", "pass_at_k", "tier"]
     stats = json.loads((tmp_path / "tiers_stats.json").read_text())
     assert stats["rows_in"] == stats["rows_kept"] + stats["rows_rejected"] == 6
@@ -125,3 +130,30 @@ def test_tier_to_dir_with_the_tiny_model_writes_the_stage(tiny_model_dir, tmp_pa
     table = pl.read_csv(tmp_path / "tier_table.csv")
     assert table.filter(pl.col("category") != "(all)")["prompts"].sum() == 6
     assert table.filter(pl.col("category") == "(all)")["prompts"].sum() == 6
+
+
+def test_rollouts_keep_every_sample_with_its_verdict():
+    from verifiers.verdict import Verdict
+
+    def verdicts(items):
+        return [Verdict(1.0, "correct", "ok") if r == "ok" else Verdict(0.0, "wrong", r) for _, r, _, _ in items]
+
+    tiered, roll = tier_with_rollouts(rows(3), ScriptedEngine([2, 0, 3]), CurriculumConfig(n_samples=3, k=1),
+                                      seed=0, score_fn=verdicts)
+    assert roll.columns == list(ROLLOUT_COLUMNS)
+    assert roll["id"].to_list() == [f"id{i}" for i in range(3) for _ in range(3)]  # the tiered rows' order
+    assert roll["sample"].to_list() == [0, 1, 2] * 3
+    assert roll.filter(pl.col("id") == "id0")["response"].to_list() == ["ok", "ok", "no"]
+    assert roll.filter(pl.col("id") == "id0")["status"].to_list() == ["correct", "correct", "wrong"]
+    assert roll["extracted"].to_list()[:3] == ["ok", "ok", "no"]
+    assert roll["correct"].to_list() == [True, True, False, False, False, False, True, True, True]
+    assert tiered["n_correct"].to_list() == [2, 0, 3]
+    assert tiered.equals(tier_rows(rows(3), ScriptedEngine([2, 0, 3]), CurriculumConfig(n_samples=3, k=1), 0, verdicts))
+
+
+def test_rollouts_of_plain_scores_have_no_status_and_empty_input_gives_empty_tables():
+    tiered, roll = tier_with_rollouts(rows(2), ScriptedEngine([1, 2]), CurriculumConfig(n_samples=2, k=1), 0,
+                                      exact_scores)
+    assert roll["status"].null_count() == 4 and roll["score"].to_list() == [1.0, 0.0, 1.0, 1.0]
+    empty, none = tier_with_rollouts(rows(0), ScriptedEngine([]), CurriculumConfig(n_samples=2, k=1), 0, exact_scores)
+    assert empty.height == 0 and none.height == 0 and none.columns == list(ROLLOUT_COLUMNS)
