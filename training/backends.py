@@ -1,4 +1,5 @@
-"""Optimizer backends for the GRPO loop: plain torch (one process) or DeepSpeed ZeRO-2/3 (several GPUs).
+"""Optimizer backends for the GRPO loop: plain torch (one process, or N ranks with all-reduced
+gradients under torchrun) or DeepSpeed ZeRO-2/3 (several GPUs).
 
 Both expose the same few calls, so `training/grpo.py` reads the same either way:
 `module` (what training forwards call: the HF model, or the DeepSpeed engine wrapping it), `rows_for_this_rank(n)` (which of the step's n sequences
@@ -287,14 +288,73 @@ class DeepSpeedBackend:
         self._updates += 1  # weights (re)loaded: refresh the ZeRO-3 generation replica on next use
 
 
+class DataParallelBackend(TorchBackend):
+    """Plain torch on N ranks (torchrun): every rank holds the whole model and the same AdamW state;
+    gradients are summed over ranks once per update, before clipping.
+
+    The same row layout as the DeepSpeed path: rank 0 alone generates and scores, the groups are
+    broadcast, the step's rows are padded to a multiple of world_size * grad_accum with zero-weight
+    copies, and each rank trains on its shard. Each rank's loss is already divided by the global token
+    (or sequence) count (`loss_denominator`), so the summed gradient is the one-process gradient and the
+    replicated optimizers stay bit-identical without ever exchanging weights. Checkpoints: rank 0
+    writes (every rank's optimizer state is the same); every rank loads the same files on resume.
+    This is DDP's arithmetic without DDP's hooks: one flat all-reduce per dtype per update (not
+    bucketed and overlapped with the backward), which is what this loop's few updates per step need.
+    """
+
+    def __init__(self, model, g: GRPOConfig, dtype=None, lora: bool = False) -> None:
+        from training import distributed as D
+
+        self._d = D
+        self.env = D.dist_env()
+        D.init_process_group(next(model.parameters()).device, g.dist_timeout_minutes)
+        super().__init__(model, g, dtype, lora)
+        self.is_main = self.env.is_main
+        self.world_size = self.env.world_size
+        self.grad_accum = g.grad_accum
+        D.broadcast_parameters(self.params)  # the same start on every rank, whatever each one loaded
+
+    def rows_for_this_rank(self, n: int) -> tuple[list[int], list[float]]:
+        import torch
+
+        self._d.check_same_on_all_ranks(n, "the step's row count")
+        padded = self._d.pad_for_data_parallel({"i": torch.arange(n)}, self.world_size, micro_batch=self.grad_accum)
+        mine = self._d.shard_rows({"i": padded.batch["i"], "w": padded.row_weight}, self.env.rank, self.world_size)
+        return mine["i"].tolist(), mine["w"].tolist()
+
+    def loss_denominator(self, local_tokens: float) -> float:
+        # TorchBackend divides by this rank's tokens; here by the whole step's, so grads can be summed.
+        return max(self._d.all_reduce_sum(local_tokens), 1.0)
+
+    def step(self) -> float:
+        self._d.all_reduce_gradients(self.params)
+        return super().step()
+
+    def broadcast(self, obj):
+        return self._d.broadcast_from_main(obj)
+
+    def barrier(self) -> None:
+        self._d.barrier()
+
+    def save_checkpoint(self, run_dir, step: int, tokenizer, state: dict, meta: dict, extra: dict | None = None):
+        final = super().save_checkpoint(run_dir, step, tokenizer, state, meta, extra) if self.is_main else None
+        self.barrier()  # no rank reads or prunes checkpoints before rank 0's rename
+        return final
+
+
 def make_backend(model, g: GRPOConfig, dtype=None, lora: bool = False):
     """The backend named by `g.backend`; `dtype` is the resolved `training.dtype` (None: float32, or
-    DeepSpeed's own default of bf16 on a GPU)."""
+    DeepSpeed's own default of bf16 on a GPU). `torch` under a launcher with WORLD_SIZE > 1 is the
+    data-parallel torch backend."""
     import torch
+
+    from training.distributed import dist_env
 
     if g.backend == "deepspeed":
         if dtype == torch.float16:
             raise ValueError("training.dtype float16 is not wired for grpo.backend deepspeed; use bfloat16 (or auto)")
         bf16 = None if dtype is None else dtype == torch.bfloat16
         return DeepSpeedBackend(model, g, bf16=bf16)  # ZeRO stage from g.zero_stage
+    if dist_env().is_distributed:
+        return DataParallelBackend(model, g, dtype, lora)
     return TorchBackend(model, g, dtype, lora)

@@ -229,6 +229,68 @@ def broadcast_from_main(obj: Any) -> Any:
     return box[0]
 
 
+def init_process_group(device: Any, timeout_minutes: int | None = None) -> None:
+    """Join the launcher's process group (NCCL for CUDA devices, gloo otherwise) unless already joined.
+
+    torchrun and the deepspeed launcher set MASTER_ADDR/PORT, RANK and WORLD_SIZE; the collective
+    timeout is long because ranks wait for rank 0's rollouts and evaluations."""
+    import torch.distributed as dist
+
+    if _dist_ready():
+        return
+    from datetime import timedelta
+
+    kind = "nccl" if getattr(device, "type", str(device)) == "cuda" else "gloo"
+    timeout = timedelta(minutes=timeout_minutes) if timeout_minutes else None
+    dist.init_process_group(backend=kind, **({"timeout": timeout} if timeout else {}))
+
+
+def _flat_groups(params: Sequence[Any]) -> dict[Any, list[Any]]:
+    groups: dict[Any, list[Any]] = {}
+    for p in params:
+        groups.setdefault((p.dtype, p.device), []).append(p)
+    return groups
+
+
+def all_reduce_gradients(params: Sequence[Any]) -> None:
+    """Sum every parameter's gradient over ranks in place: one flat all-reduce per (dtype, device).
+
+    A parameter without a gradient on this rank contributes zeros, so every rank calls the same
+    collectives in the same order."""
+    import torch
+    import torch.distributed as dist
+
+    if not _dist_ready():
+        return
+    for group in _flat_groups(params).values():
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in group]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        offset = 0
+        for p in group:
+            n = p.numel()
+            p.grad = flat[offset:offset + n].view_as(p)
+            offset += n
+
+
+def broadcast_parameters(params: Sequence[Any]) -> None:
+    """Copy rank 0's parameter values to every rank (a fresh start must be the same everywhere)."""
+    import torch
+    import torch.distributed as dist
+
+    if not _dist_ready():
+        return
+    with torch.no_grad():
+        for group in _flat_groups(params).values():
+            flat = torch.cat([p.detach().reshape(-1) for p in group])
+            dist.broadcast(flat, src=0)
+            offset = 0
+            for p in group:
+                n = p.numel()
+                p.copy_(flat[offset:offset + n].view_as(p))
+                offset += n
+
+
 def barrier() -> None:
     """Wait for every rank (no-op without torch.distributed)."""
     if _dist_ready():

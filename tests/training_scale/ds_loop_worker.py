@@ -1,4 +1,5 @@
-"""One rank of `train_grpo` with `backend: deepspeed` on 2 gloo ranks (torchrun, CPU), on the copy task.
+"""One rank of `train_grpo` on 2 gloo ranks (torchrun, CPU), on the copy task: `backend: deepspeed` with
+ZeRO stage STAGE (2 or 3), or with STAGE 0 the data-parallel torch backend (no DeepSpeed needed).
 
     ds_loop_worker.py SFT_DIR OUT_DIR KILL_AFTER_STEP STAGE RECORD_JSON   (KILL_AFTER_STEP 0 = never)
 
@@ -53,7 +54,8 @@ def main() -> None:
         zero3_threshold_zero()
     HFEngine.generate = counting_generate
     device = os.environ.get("DS_LOOP_DEVICE", "cpu")  # bench/gpu_smoke.py sets cuda
-    cfg = toy.training_cfg(device=device, grpo={"steps": 5, "backend": "deepspeed", "zero_stage": stage, "grad_accum": 2},
+    cfg = toy.training_cfg(device=device, grpo={"steps": 5, "grad_accum": 2,
+                                                          **({"backend": "deepspeed", "zero_stage": stage} if stage else {})},
                            checkpoint={"every": 2, "keep_last": 3})
 
     def progress(step, total, metrics):
