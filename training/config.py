@@ -141,6 +141,44 @@ class LoRAConfig(_Frozen):
     )
 
 
+class DPOConfig(_Frozen):
+    """Direct Preference Optimization (training.algorithm: dpo) on pairs from tiering's own samples."""
+
+    steps: int = Field(100, ge=0, description="Optimizer steps; 0 keeps the SFT model (evaluated as the result).")
+    lr: float = Field(
+        1e-4, gt=0,
+        description="Peak AdamW learning rate. ~1e-4 suits the embedded ~1M-parameter model; a pretrained HF model "
+        "wants ~5e-7 to 5e-6 (TRL's DPO default is 1e-6), LoRA ~10x more.",
+    )
+    beta: float = Field(
+        0.1, gt=0,
+        description="Strength of the implicit KL to the reference (SFT) model in the sigmoid loss "
+        "-log sigmoid(beta * (chosen log-ratio - rejected log-ratio)); higher stays closer to SFT.",
+    )
+    batch_size: int = Field(8, ge=1, description="Pairs per optimizer step (each pair is two sequences).")
+    warmup_steps: int = Field(5, ge=0, description="Linear warmup steps before the cosine decay.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    max_length: int = Field(
+        512, ge=8,
+        description="Longest prompt + response in tokens: a longer response loses its end (and its end token), "
+        "then a prompt that still does not fit loses its start.",
+    )
+    max_pairs_per_prompt: int = Field(4, ge=1, description="At most this many (chosen, rejected) pairs per prompt.")
+    tiers: list[Literal["learnable", "too_hard", "too_easy"]] = Field(
+        default_factory=lambda: ["learnable"], min_length=1,
+        description="Tiers whose prompts give pairs. Only prompts with both a correct and an incorrect sample can "
+        "(learnable ones by construction; too_hard/too_easy only with boundaries that leave them mixed).",
+    )
+    length_match: bool = Field(
+        True,
+        description="Pair each correct response with the incorrect one closest in token count first, so the "
+        "preference is not mostly about length.",
+    )
+    log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
+
+
 class TrainingConfig(_Frozen):
     """The `training:` section of a domain spec."""
 
@@ -152,6 +190,12 @@ class TrainingConfig(_Frozen):
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig, description="Embedded model dimensions.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Cold-start SFT.")
     grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="GRPO loop.")
+    algorithm: Literal["grpo", "dpo"] = Field(
+        "grpo",
+        description="What trains after SFT: grpo (online rollouts, verifier rewards) or dpo (offline pairs from "
+        "the tiering samples: chosen correct, rejected incorrect; training.dpo). Eval and report are the same.",
+    )
+    dpo: DPOConfig = Field(default_factory=DPOConfig, description="DPO (training.algorithm: dpo).")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing.")
     seed: int = Field(0, description="Seed for model init, data order and sampling.")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available.")
@@ -179,6 +223,15 @@ class TrainingConfig(_Frozen):
     @property
     def is_embedded(self) -> bool:
         return self.model == "embedded"
+
+    @model_validator(mode="after")
+    def _dpo_runs_on_torch(self) -> "TrainingConfig":
+        if self.algorithm == "dpo" and self.grpo.backend == "deepspeed":
+            raise ValueError(
+                "algorithm is 'dpo' but grpo.backend is 'deepspeed': DPO trains in one process (torch); set "
+                "grpo.backend: torch, or algorithm: grpo for DeepSpeed"
+            )
+        return self
 
     @model_validator(mode="after")
     def _system_needs_chat(self) -> "TrainingConfig":
@@ -244,6 +297,11 @@ class EvalConfig(_Frozen):
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
     max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, lowest ids first.")
     workers: int = Field(2, ge=1, description="Processes that score completions.")
+    samples_per_category: int = Field(
+        3, ge=0,
+        description="Prompts per category whose greedy and first sampled completion every eval writes to its "
+        "samples file (chosen by a hash of (seed, id): the same prompts at every checkpoint); 0: none.",
+    )
 
     @model_validator(mode="after")
     def _k_le_n(self) -> "EvalConfig":
