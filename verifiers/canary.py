@@ -73,6 +73,15 @@ FAMILY: dict[str, list[tuple[str, str]]] = {
              ("any function", "```python\ndef __getattr__(name):\n    return lambda *a, **k: None\n```")],
     "function_call": [("empty call", '{"name": "", "arguments": {}}'), ("tool call tags", "<tool_call>{}</tool_call>"),
                       ("call list", "[]"), ("null call", '{"name": null}')],
+    # a robustness row is right only when the response asks for what is missing: a confident number, a
+    # generic refusal and a generic request for "more details" must all score 0 (refusal.canaries adds
+    # the row's own missing item next to a number)
+    "refusal": [("confident number", "Answer: 42"), ("bare amount", "$42.00"), ("stated total", "The total is $42."),
+                ("generic refusal", "I'm sorry, I can't help with that."), ("generic ask", "Could you provide more details?"),
+                ("ask then answer", "Could you confirm? Answer: 42"), ("boxed after ask", "Please let me know. \\boxed{42}"),
+                ("hedged guess", "Some information is missing, but it's probably 42."),
+                ("chinese refusal", "抱歉，我无法回答。"), ("chinese total", "请确认一下，合计42元。"),
+                ("phrase stuffing", " ".join(["could you please provide confirm clarify which one missing"] * 20))],
 }
 
 

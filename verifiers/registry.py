@@ -32,6 +32,7 @@ BUILTINS: dict[str, str] = {
     "regex": "verifiers.keyword:verify_regex",
     "choice": "verifiers.choice:verify_choice",
     "function_call": "verifiers.function_call:verify_function_call",
+    "refusal": "verifiers.refusal:verify_refusal",
 }
 
 _REGISTERED: dict[str, VerifierFn] = {}
