@@ -5,11 +5,22 @@ verifier. Metrics: pass@1 greedy, pass@1 sampled (mean c/n), unbiased pass@k, fo
 verifier could read an answer: status correct or wrong), completion length mean/p50/p90 in tokens,
 per-prompt variance of sampled success, and the same pass rates per category.
 
-    evaluate("runs/x/step_000100", eval_df, EvalConfig(), seed=0)
+    evaluate("runs/x/step_000100", eval_df, EvalConfig(), seed=0, samples_path="runs/x/eval/step_000100.samples.jsonl")
+    md = samples_markdown(read_samples(sft_samples), read_samples(ckpt_samples), "sft", "step_000100")
+
+Generations to read: with `samples_path`, an eval also writes SAMPLE_FIELDS records for
+`cfg.samples_per_category` prompts of each category, the greedy completion and the first sampled
+one of each, with verdict status, verifier score and the shaped reward (`verifiers.reward` under
+`reward_cfg`, the default RewardConfig when None). The prompts are picked by a hash of (seed, id),
+so every checkpoint evaluated with the same rows and seed writes the same prompts, and
+`samples_markdown` can put two evals side by side.
 """
 
 from __future__ import annotations
 
+import hashlib
+import html
+import json
 import math
 from pathlib import Path
 
@@ -19,6 +30,7 @@ from training.config import EvalConfig
 from training.scoring import Task, score_groups, tasks_from_df
 
 PARSED = ("correct", "wrong")
+SAMPLE_FIELDS = ("id", "category", "prompt", "mode", "response", "status", "score", "reward", "n_tokens")
 
 
 def _percentile(values: list[int], q: float) -> float:
@@ -90,8 +102,10 @@ def summarize(tasks: list[Task], greedy: list, sampled: list[list], lengths: lis
     }
 
 
-def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, workers: int | None = None) -> dict:
-    """Evaluate whatever model `engine` (a `curriculum.RolloutEngine`) samples from."""
+def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, workers: int | None = None,
+                    samples_path: str | Path | None = None, reward_cfg=None) -> dict:
+    """Evaluate whatever model `engine` (a `curriculum.RolloutEngine`) samples from; with `samples_path`,
+    also write the samples file there (see the module docstring)."""
     from curriculum import SamplingParams
 
     prompts = [t.prompt for t in tasks]
@@ -101,27 +115,105 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
     texts = [[greedy[i][0].text] + [c.text for c in sampled[i]] for i in range(len(tasks))]
     verdicts = score_groups(tasks, texts, workers or cfg.workers)
     lengths = [len(c.token_ids) for g in sampled for c in g]
-    return summarize(tasks, [v[0] for v in verdicts], [v[1:] for v in verdicts], lengths, cfg.k)
+    result = summarize(tasks, [v[0] for v in verdicts], [v[1:] for v in verdicts], lengths, cfg.k)
+    if samples_path is not None:
+        chosen = sample_task_indices(tasks, cfg.samples_per_category, seed)
+        completions = [[greedy[i][0], sampled[i][0]] for i in range(len(tasks))]
+        write_samples(samples_path, sample_records(tasks, chosen, completions, verdicts, reward_cfg))
+    return result
+
+
+def sample_task_indices(tasks: list[Task], per_category: int, seed: int) -> list[int]:
+    """Indices of `per_category` tasks of each category, the lowest hashes of (seed, id): the same
+    prompts whatever the checkpoint, row order or other categories. Sorted by (category, id)."""
+    def key(i: int) -> bytes:
+        return hashlib.blake2b(f"{seed}\x00samples\x00{tasks[i].id}".encode(), digest_size=8).digest()
+
+    by_cat: dict[str, list[int]] = {}
+    for i, t in enumerate(tasks):
+        by_cat.setdefault(t.category, []).append(i)
+    picked = [i for idx in by_cat.values() for i in sorted(idx, key=key)[:per_category]]
+    return sorted(picked, key=lambda i: (tasks[i].category, tasks[i].id))
+
+
+def sample_records(tasks: list[Task], chosen: list[int], completions: list[list], verdicts: list[list],
+                   reward_cfg=None) -> list[dict]:
+    """SAMPLE_FIELDS records: per chosen task its greedy (completions[i][0], verdicts[i][0]) and first
+    sampled (completions[i][1], verdicts[i][1]) completion."""
+    from verifiers import RewardConfig, reward
+
+    rcfg = reward_cfg or RewardConfig()
+    out = []
+    for i in chosen:
+        t = tasks[i]
+        for mode, c, v in zip(("greedy", "sampled"), completions[i][:2], verdicts[i][:2]):
+            out.append({"id": t.id, "category": t.category, "prompt": t.prompt, "mode": mode, "response": c.text,
+                        "status": v.status, "score": float(v.score),
+                        "reward": float(reward(v, c.text, len(c.token_ids), rcfg).total), "n_tokens": len(c.token_ids)})
+    return out
+
+
+def write_samples(path: str | Path, records: list[dict]) -> Path:
+    from training.checkpoint import atomic_write_text
+
+    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
+
+
+def read_samples(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _cell(text: str, limit: int = 300) -> str:
+    """Text for a markdown table cell: one line, pipes escaped, long text clipped in the middle."""
+    text = str(text)
+    if len(text) > limit:
+        text = f"{text[: limit // 2]} … {text[-limit // 2:]}"
+    text = html.escape(text, quote=False)  # a response's <tags> show as text, not as HTML
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", "").replace("\n", "<br>") or "∅"
+
+
+def samples_markdown(before: list[dict], after: list[dict], before_name: str = "sft",
+                     after_name: str = "checkpoint") -> str:
+    """Two evals' samples side by side as markdown: one table per category, a row per (prompt, mode),
+    each side's response with its verdict status and reward. Prompts only one side has are listed too."""
+    left = {(r["id"], r["mode"]): r for r in before}
+    right = {(r["id"], r["mode"]): r for r in after}
+    keys = sorted(set(left) | set(right), key=lambda k: ((left.get(k) or right[k])["category"], k[0], k[1] != "greedy"))
+    lines = [f"# Samples: {before_name} vs {after_name}", ""]
+    category = None
+    for k in keys:
+        row = left.get(k) or right[k]
+        if row["category"] != category:
+            category = row["category"]
+            lines += ["", f"## {category or '(no category)'}", "",
+                      f"| prompt | mode | {before_name} | {after_name} |", "|---|---|---|---|"]
+        sides = [f"{_cell(r['response'])}<br>*{r['status']}, reward {r['reward']:.2f}*" if r else "(not evaluated)"
+                 for r in (left.get(k), right.get(k))]
+        lines.append(f"| {_cell(row['prompt'])} | {k[1]} | {sides[0]} | {sides[1]} |")
+    return "\n".join(lines) + "\n"
 
 
 def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, workers: int | None = None,
-                   device: str = "cpu", batch_size: int = 128, prompt_format=None) -> dict:
-    """Evaluate a live model object (used by the GRPO loop at each checkpoint), prompting it in
-    `prompt_format` (a `curriculum.engines.PromptFormat`; raw when None)."""
+                   device: str = "cpu", batch_size: int = 128, prompt_format=None,
+                   samples_path: str | Path | None = None, reward_cfg=None) -> dict:
+    """Evaluate a live model object (used by the GRPO and DPO loops at each checkpoint), prompting it in
+    `prompt_format` (a `curriculum.engines.PromptFormat`; raw when None); samples as `evaluate_engine`."""
     from curriculum import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
-    return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers)
+    return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg)
 
 
 def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, workers: int | None = None,
-             device: str = "auto", dtype: str = "auto") -> dict:
+             device: str = "auto", dtype: str = "auto", samples_path: str | Path | None = None,
+             reward_cfg=None) -> dict:
     """Evaluate a Hugging Face checkpoint directory (or a LoRA adapter checkpoint) on the held-out rows.
 
     Prompts go in the format the directory was trained with (its rlvrflow_prompt.json; auto without
     one); `dtype` is a `training.dtype` setting. Returns pass_at_1_greedy, pass_at_1_sampled, pass_at_k
     (with k), format_rate, length_mean/p50/p90, per_prompt_variance, zero_variance_prompts,
-    per_category and n_prompts. Deterministic given seed.
+    per_category and n_prompts. Deterministic given seed. With `samples_path`, writes the samples
+    file there (the module docstring says what it holds).
     """
     from curriculum.engines import PromptFormat
     from training.modeling import load_model_and_tokenizer, pick_device
@@ -132,5 +224,6 @@ def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, w
     model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False, dtype=dt)
     fmt = PromptFormat.for_model_dir(model_path, tokenizer)
     with autocast(dev, dt):
-        result = evaluate_model(model, tokenizer, eval_df, eval_cfg, seed, workers, device=str(dev), prompt_format=fmt)
+        result = evaluate_model(model, tokenizer, eval_df, eval_cfg, seed, workers, device=str(dev), prompt_format=fmt,
+                                samples_path=samples_path, reward_cfg=reward_cfg)
     return {"model": str(model_path), **result}

@@ -87,3 +87,61 @@ def test_evaluate_a_saved_model_is_deterministic(sft_model, toy):
     b = evaluate(sft_model, rows, cfg, seed=5, device="cpu")
     assert a == b
     assert 0.0 <= a["pass_at_1_greedy"] <= 1.0 and a["format_rate"] > 0.5  # SFT taught the format
+
+
+def _two_category_rows(toy):
+    a = toy.copy_rows(6, 0).with_columns(pl.lit("a").alias("category"), ("a-" + pl.col("id")).alias("id"))
+    b = toy.copy_rows(4, 1).with_columns(pl.lit("b").alias("category"), ("b-" + pl.col("id")).alias("id"))
+    return pl.concat([a, b]).with_columns(pl.Series("prompt", [f"Copy {i % 10}\n" for i in range(10)]),
+                                          pl.Series("reference", [str(i % 10) for i in range(10)]))
+
+
+def _answers(tasks, greedy_right: bool):
+    greedy = {t.prompt: f"Answer: {t.reference if greedy_right else 'x'}" for t in tasks}
+    sampled = {t.prompt: [f"Answer: {t.reference}", "no idea"] for t in tasks}
+    return ScriptedEngine(greedy, sampled)
+
+
+def test_samples_file_holds_the_same_prompts_per_category_at_every_eval(toy, tmp_path):
+    from training.eval import SAMPLE_FIELDS, read_samples
+
+    rows = _two_category_rows(toy)
+    tasks = select_eval_tasks(rows, EvalConfig())
+    cfg = EvalConfig(k=1, n_samples=2, workers=1, samples_per_category=2)
+    evaluate_engine(_answers(tasks, False), tasks, cfg, seed=3, workers=1, samples_path=tmp_path / "sft.jsonl")
+    evaluate_engine(_answers(tasks, True), tasks, cfg, seed=3, workers=1, samples_path=tmp_path / "ckpt.jsonl")
+    before, after = read_samples(tmp_path / "sft.jsonl"), read_samples(tmp_path / "ckpt.jsonl")
+    assert all(tuple(sorted(r)) == tuple(sorted(SAMPLE_FIELDS)) for r in before)
+    assert [(r["id"], r["mode"]) for r in before] == [(r["id"], r["mode"]) for r in after]
+    assert [r["category"] for r in before] == ["a"] * 4 + ["b"] * 4  # 2 prompts x greedy + sampled each
+    assert [r["mode"] for r in before[:2]] == ["greedy", "sampled"]
+    assert {r["status"] for r in before if r["mode"] == "greedy"} == {"wrong"}
+    assert {r["status"] for r in after if r["mode"] == "greedy"} == {"correct"}
+    assert all(r["status"] == "correct" and r["score"] == 1.0 for r in before if r["mode"] == "sampled")
+    ok = next(r for r in after if r["mode"] == "greedy")
+    assert ok["reward"] > next(r for r in before if r["mode"] == "greedy")["reward"]
+    # the choice is a function of (seed, id): another seed picks other prompts, row order does not matter
+    other = select_eval_tasks(rows.reverse(), EvalConfig())
+    evaluate_engine(_answers(other, True), other, cfg, seed=3, workers=1, samples_path=tmp_path / "rev.jsonl")
+    assert [r["id"] for r in read_samples(tmp_path / "rev.jsonl")] == [r["id"] for r in after]
+    evaluate_engine(_answers(tasks, True), tasks, cfg, seed=4, workers=1, samples_path=tmp_path / "s4.jsonl")
+    assert {r["id"] for r in read_samples(tmp_path / "s4.jsonl")} != {r["id"] for r in after}
+
+
+def test_samples_markdown_puts_two_evals_side_by_side():
+    from training.eval import samples_markdown
+
+    def rec(i, mode, response, status, reward, category="copy"):
+        return {"id": i, "category": category, "prompt": f"Copy {i}\n| x", "mode": mode, "response": response,
+                "status": status, "score": float(status == "correct"), "reward": reward, "n_tokens": 3}
+
+    before = [rec("1", "greedy", "Answer: 2", "wrong", 0.2), rec("1", "sampled", "<b>hi</b>", "unparsed", 0.0)]
+    after = [rec("1", "greedy", "Answer: 1", "correct", 1.2), rec("2", "greedy", "A\nB", "wrong", 0.1, "z")]
+    md = samples_markdown(before, after, "sft", "step_000010")
+    assert md.startswith("# Samples: sft vs step_000010")
+    assert "| prompt | mode | sft | step_000010 |" in md
+    assert ("| Copy 1<br>\\| x | greedy | Answer: 2<br>*wrong, reward 0.20* | Answer: 1<br>*correct, reward 1.20* |"
+            in md)
+    assert "&lt;b&gt;hi&lt;/b&gt;<br>*unparsed, reward 0.00* | (not evaluated) |" in md
+    assert "## z" in md and "| (not evaluated) | A<br>B<br>*wrong, reward 0.10* |" in md
+    assert md.index("## copy") < md.index("## z")
