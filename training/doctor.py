@@ -1,0 +1,182 @@
+"""The run doctor: reads a finished (or stopped) run's records and names what went wrong, with evidence.
+
+    python -m training.doctor RUN_DIR [--json]
+    findings = diagnose("runs/demo/runs/20261201T014416Z-7282a748")
+    print(format_findings(findings))
+
+RUN_DIR may be a run folder (`OUT/runs/<time>-<id>/`, with report.json: the GRPO and evaluate stage
+folders are found through its `stages`, as the report found them), an output folder (with
+latest.json: its newest run), or a GRPO stage folder (metrics.jsonl, evals.jsonl). The rules are in
+training/doctor_rules.py; each reads the GRPO metrics per step, the eval of SFT and every
+checkpoint, the regression and robustness scores of report.json's `eval_matrix` when the run has
+them, and any `*samples*.jsonl` next to the metrics or evals (rows with `response` and `reward`).
+A missing file is reported as an `info` finding naming the file and the rules it silences.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from training.doctor_rules import DEFAULT_MAX_REGRESSION, RULES, Finding, RunRecords
+
+SAMPLE_GLOB = "*samples*.jsonl"
+MAX_SAMPLE_ROWS = 20_000  # enough to rank the best completions without reading a huge rollout log whole
+
+
+def _read_jsonl(path: Path, limit: int | None = None) -> list[dict]:
+    rows = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"doctor: {path}:{i} is not valid JSON ({exc}); a killed run may leave a partial last "
+                             "line: delete it and rerun") from exc
+        if limit is not None and len(rows) >= limit:
+            break
+    return rows
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"doctor: {path} is not valid JSON ({exc})") from exc
+
+
+def _step_of(name: str) -> int:
+    m = re.search(r"(\d+)$", name)
+    return int(m.group(1)) if m else 0
+
+
+def _name_of(step: int) -> str:
+    return "sft" if step == 0 else f"step_{step:06d}"
+
+
+def _samples(dirs: list[Path], rec: RunRecords) -> None:
+    """Rows with a response and a reward from every samples file in `dirs` (not recursive)."""
+    for d in dirs:
+        for path in sorted(d.glob(SAMPLE_GLOB)):
+            for row in _read_jsonl(path, MAX_SAMPLE_ROWS):
+                response = row.get("response", row.get("completion"))
+                if response is None or row.get("reward") is None:
+                    continue
+                rec.samples.append({**row, "response": response, "model": row.get("model") or path.stem})
+
+
+def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None:
+    if grpo_dir is None:
+        rec.notes.append("the run records no GRPO stage folder: training rules (reward, length, KL, "
+                         "zero-variance groups, NaN) were skipped")
+        return
+    metrics = grpo_dir / "metrics.jsonl"
+    if metrics.is_file():
+        rec.metrics = _read_jsonl(metrics)
+    else:
+        rec.notes.append(f"{metrics} not found: training rules (reward, length, KL, zero-variance groups, NaN) "
+                         "were skipped")
+    evals = grpo_dir / "evals.jsonl"
+    if with_evals:
+        if evals.is_file():
+            rec.evals = [{**e, "name": _name_of(int(e["step"]))} for e in _read_jsonl(evals)]
+        else:
+            rec.notes.append(f"{evals} not found: eval rules (held-out pass@1, format rate) were skipped")
+    _samples([grpo_dir], rec)
+
+
+def _from_report(run_dir: Path) -> RunRecords:
+    report = _read_json(run_dir / "report.json")
+    stages = report.get("stages") or {}
+    rec = RunRecords(max_regression=float(report.get("max_regression", DEFAULT_MAX_REGRESSION)))
+    grpo_dir = Path(stages["grpo"]["dir"]) if stages.get("grpo", {}).get("dir") else None
+    eval_dir = Path(stages["evaluate"]["dir"]) if stages.get("evaluate", {}).get("dir") else None
+    names = [str(row["name"]) for row in report.get("evals") or [] if "name" in row]
+    if eval_dir is not None and names and all((eval_dir / f"{n}.json").is_file() for n in names):
+        rec.evals = [{**_read_json(eval_dir / f"{n}.json"), "name": n, "step": _step_of(n)} for n in names]
+        _grpo_part(grpo_dir, rec, with_evals=False)
+        _samples([eval_dir], rec)
+    else:
+        rec.notes.append(f"the evaluate stage's results ({eval_dir or 'no folder in report.json'}: "
+                         f"{', '.join(f'{n}.json' for n in names) or 'no names'}) were not found; using GRPO's evals.jsonl")
+        _grpo_part(grpo_dir, rec, with_evals=True)
+    for row in report.get("eval_matrix") or []:
+        for set_name, score in (row.get("regression") or {}).items():
+            rec.regression.setdefault(set_name, {})[row["name"]] = score
+        if row.get("robustness") is not None:
+            rec.robustness[row["name"]] = float(row["robustness"])
+    if not report.get("eval_matrix"):
+        rec.notes.append(f"{run_dir / 'report.json'} has no eval_matrix: regression and robustness rules were skipped")
+    return rec
+
+
+def load_records(run_dir: str | Path) -> RunRecords:
+    """The records of a run folder, an output folder or a GRPO stage folder (see the module docstring)."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"doctor: {root} is not a folder; pass a run folder (OUT/runs/<time>-<id>), an "
+                                "output folder with latest.json, or a GRPO stage folder with metrics.jsonl")
+    if not (root / "report.json").is_file() and (root / "latest.json").is_file():
+        latest = _read_json(root / "latest.json")
+        if not latest.get("run_dir") or not Path(latest["run_dir"]).is_dir():
+            raise FileNotFoundError(f"doctor: {root / 'latest.json'} names run_dir {latest.get('run_dir')!r}, "
+                                    "which does not exist; pass a run folder under OUT/runs/")
+        root = Path(latest["run_dir"])
+    if (root / "report.json").is_file():
+        return _from_report(root)
+    if (root / "metrics.jsonl").is_file() or (root / "evals.jsonl").is_file():
+        rec = RunRecords()
+        _grpo_part(root, rec, with_evals=True)
+        return rec
+    raise FileNotFoundError(f"doctor: {root} has none of report.json, latest.json, metrics.jsonl, evals.jsonl; "
+                            "pass a run folder, an output folder or a GRPO stage folder")
+
+
+def run_rules(rec: RunRecords) -> list[Finding]:
+    """Every rule's finding, critical first; missing records as one `info` finding at the end."""
+    found = [f for f in (rule(rec) for rule in RULES) if f is not None]
+    found.sort(key=lambda f: f.severity != "critical")
+    if rec.notes:
+        found.append(Finding("records_missing", "info", "some records could not be read", tuple(rec.notes),
+                             "the rules named above were skipped: rerun the stage that writes the missing file (rlvrflow "
+                             "run resumes), or set eval.regression_sets / eval.robustness_set to measure those"))
+    return found
+
+
+def diagnose(run_dir: str | Path) -> list[Finding]:
+    """Load a run's records and apply every rule of training/doctor_rules.py."""
+    return run_rules(load_records(run_dir))
+
+
+def format_findings(findings: list[Finding]) -> str:
+    """Terminal text: each finding's title, its evidence and the change to try."""
+    problems = [f for f in findings if f.severity != "info"]
+    lines = [f"run doctor: {len(problems)} finding(s)" if problems else "run doctor: no symptoms found"]
+    for f in findings:
+        lines.append(f"[{f.severity}] {f.title} ({f.name})")
+        lines += [f"    - {e}" for e in f.evidence]
+        lines.append(f"    try: {f.change}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m training.doctor RUN_DIR [--json]`; exit status 0, or 2 when the records cannot be read."""
+    parser = argparse.ArgumentParser(prog="rlvrflow doctor", description="Name what went wrong in a run, with "
+                                     "the evidence and the change to try.")
+    parser.add_argument("run_dir", help="a run folder (OUT/runs/<time>-<id>), an output folder or a GRPO stage folder")
+    parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
+    args = parser.parse_args(argv)
+    try:
+        findings = diagnose(args.run_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    print(json.dumps([f.to_dict() for f in findings], indent=2) if args.json else format_findings(findings))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,340 @@
+"""The run doctor's rules: each a small pure function of a run's records that names one symptom.
+
+A rule takes `RunRecords` (GRPO metrics per logged step, the eval of the SFT baseline and of every
+checkpoint, regression and robustness scores per model, samples) and returns a `Finding` (what it
+sees, the evidence with steps and numbers, the change to try) or None. `RULES` lists them in the
+order they print. training/doctor.py loads the records from a run folder and prints the findings;
+training/README.md ("Run doctor") says what each rule reads.
+
+Thresholds are named constants; each comment says why it sits where it does. Trend rules compare
+the mean of the first quarter of logged steps with the last quarter (a single step is noise) and
+need at least MIN_STEPS logged steps.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable
+
+MIN_STEPS = 8  # fewer logged steps give quarters of one or two steps: too noisy to call a trend
+REWARD_RISE = 0.05  # rewards live in ~[0, 1]; +0.05 of mean reward is ~3 more right answers per 64 rollouts
+EVAL_FLAT_POINTS = 1.0  # held-out pass@1 within 1 point of SFT: on 200 prompts that is 2 prompts, noise
+SWING_WINDOW = 10  # steps in the rolling mean that the swings are measured around
+# The retail demo (8 prompts x 8 completions a step) wanders by a residual std of ~0.09 around its
+# rolling mean; past 0.15 single steps no longer show the trend and advantages are mostly noise.
+SWING_STD = 0.15
+LENGTH_GROWTH = 1.3  # completions 30% longer from the first to the last quarter is a drift, not noise
+LENGTH_MIN_TOKENS = 4.0  # ... and at least 4 tokens longer: on 15-token answers 30% is 4-5 tokens
+ACCURACY_FLAT = 0.02  # training correct rate up by at most 2 points: the extra length bought nothing
+FORMAT_DROP_POINTS = 5.0  # a format-rate fall of 5 points on the held-out set is beyond sampling noise
+# KL per token to the reference (nats): ~0.01 is a policy close to SFT; 0.1 is far from it, where the
+# KL term (and the SFT model's knowledge) has stopped holding the policy. Growth: 5x within the run.
+KL_HIGH = 0.1
+KL_MIN = 0.02
+KL_GROWTH = 5.0
+ZERO_VARIANCE_MOST = 0.5  # more than half the groups all right or all wrong: half the rollouts teach nothing
+TOO_HARD_CORRECT = 0.3  # with most groups flat, a correct rate below this means they are flat at 0
+TOO_EASY_CORRECT = 0.7  # ... and above this, flat at 1
+DEFAULT_MAX_REGRESSION = 2.0  # eval.max_regression's default, used when the run does not record its own
+HELDOUT_DROP_POINTS = 2.0  # the same bar for the main held-out set: GRPO made the model worse than SFT
+ROBUSTNESS_DROP_POINTS = 5.0  # robustness sets are small (tens of rows): 5 points is a few rows, not one
+GRAD_SPIKE_RATIO = 10.0  # a step whose grad norm is 10x the run's median is an explosion, not a hard batch
+GRAD_NORM_HIGH = 100.0  # past this, clipping turns every update into a unit step in a random direction
+TOP_SAMPLES = 3  # highest-reward samples printed as evidence
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One symptom: `name` (slug), `severity` (critical | warning), `title`, `evidence` lines with
+    steps and numbers, and `change`: what to try."""
+
+    name: str
+    severity: str
+    title: str
+    evidence: tuple[str, ...]
+    change: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "severity": self.severity, "title": self.title,
+                "evidence": list(self.evidence), "change": self.change}
+
+
+@dataclass
+class RunRecords:
+    """What the rules read. metrics: GRPO metrics lines (step, reward_mean, correct_rate,
+    completion_tokens_mean, kl, grad_norm, loss, zero_variance_fraction). evals: eval results in
+    model order, the SFT baseline first, each with `name` and `step`. regression: {set: {model name:
+    greedy pass@1}}. robustness: {model name: share handled well}. samples: rows with `response`
+    and `reward` (optionally `prompt`, `step`, `model`). notes: what could not be read."""
+
+    metrics: list[dict] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    regression: dict[str, dict[str, float]] = field(default_factory=dict)
+    robustness: dict[str, float] = field(default_factory=dict)
+    samples: list[dict] = field(default_factory=list)
+    max_regression: float = DEFAULT_MAX_REGRESSION
+    notes: list[str] = field(default_factory=list)
+
+
+# ----- helpers -----------------------------------------------------------------------------------
+
+def _series(metrics: list[dict], key: str) -> list[tuple[int, float]]:
+    """(step, value) of one metric, finite values only (numbers_break reports the others)."""
+    return [(int(m["step"]), float(m[key])) for m in metrics if _finite(m.get(key)) and "step" in m]
+
+
+def _quarters(series: list[tuple[int, float]]) -> tuple[str, float, str, float] | None:
+    """(first steps, first mean, last steps, last mean) over the first and last quarter."""
+    if len(series) < MIN_STEPS:
+        return None
+    q = len(series) // 4
+    first, last = series[:q], series[-q:]
+    return (f"steps {first[0][0]}-{first[-1][0]}", statistics.fmean(v for _, v in first),
+            f"steps {last[0][0]}-{last[-1][0]}", statistics.fmean(v for _, v in last))
+
+
+def _eval_change(rec: RunRecords, key: str) -> tuple[dict, dict, float] | None:
+    """(baseline, last eval, change in points) of an eval metric; None without a checkpoint eval."""
+    evals = [e for e in rec.evals if e.get(key) is not None]
+    if len(evals) < 2:
+        return None
+    return evals[0], evals[-1], 100 * (float(evals[-1][key]) - float(evals[0][key]))
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _clip(text: object, limit: int) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+# ----- the rules ---------------------------------------------------------------------------------
+
+def reward_rises_eval_flat(rec: RunRecords) -> Finding | None:
+    """Training reward rises while held-out pass@1 stays flat: memorization or a verifier loophole."""
+    q, ev = _quarters(_series(rec.metrics, "reward_mean")), _eval_change(rec, "pass_at_1_greedy")
+    if q is None or ev is None:
+        return None
+    s1, r1, s2, r2 = q
+    base, last, delta = ev
+    if r2 - r1 < REWARD_RISE or delta > EVAL_FLAT_POINTS:
+        return None
+    evidence = [f"training reward_mean {r1:.3f} ({s1}) -> {r2:.3f} ({s2}): {r2 - r1:+.3f}",
+                f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
+                f"{_pts(last['pass_at_1_greedy'])} ({last['name']}): {delta:+.1f} points"]
+    top = sorted((s for s in rec.samples if _finite(s.get("reward"))), key=lambda s: -float(s["reward"]))
+    for s in top[:TOP_SAMPLES]:
+        where = s.get("model") or (f"step {s['step']}" if "step" in s else "")
+        evidence.append(f"high-reward sample ({where}, reward {float(s['reward']):.2f}): prompt "
+                        f"{_clip(s.get('prompt', ''), 60)!r} -> {_clip(s['response'], 140)!r}")
+    if rec.samples and not top:
+        evidence.append("the samples files hold no rows with a numeric reward to rank")
+    change = ("read the highest-reward completions for a verifier loophole (format-only credit, length, an answer "
+              "that scores everywhere; the reward canaries list the known ones) and check that tiering and GRPO used "
+              "rows SFT did not train on; until then trust the SFT model or the best checkpoint, not the last")
+    return Finding("reward_rises_eval_flat", "warning", "training reward rises while held-out pass@1 is flat",
+                   tuple(evidence), change)
+
+
+def reward_swings(rec: RunRecords) -> Finding | None:
+    """The per-step reward jumps around its own rolling mean: too few rollouts per step or a noisy reward."""
+    series = _series(rec.metrics, "reward_mean")
+    if len(series) < MIN_STEPS:
+        return None
+    values = [v for _, v in series]
+    half = SWING_WINDOW // 2
+    resid = [v - statistics.fmean(values[max(0, i - half): i + half + 1]) for i, v in enumerate(values)]
+    spread = statistics.pstdev(resid)
+    if spread <= SWING_STD:
+        return None
+    jumps = sorted(((abs(b[1] - a[1]), a, b) for a, b in zip(series, series[1:])), key=lambda j: -j[0])
+    _, a, b = jumps[0]
+    groups = [m["groups_used"] for m in rec.metrics if m.get("groups_used") is not None]
+    evidence = [f"reward_mean deviates from its {SWING_WINDOW}-step rolling mean by a std of {spread:.3f} over "
+                f"{len(series)} logged steps (threshold {SWING_STD})",
+                f"largest jump: step {a[0]} {a[1]:.3f} -> step {b[0]} {b[1]:.3f}"]
+    if groups:
+        evidence.append(f"groups used per step: {statistics.fmean(groups):.1f} on average")
+    change = ("raise training.grpo.group_size (more completions per prompt) or prompts_per_step so each step "
+              "averages over more rollouts; if the verifier's score is itself noisy (timeouts, flaky tests, "
+              "partial credit), make it deterministic before training on it")
+    return Finding("reward_swings", "warning", "training reward swings widely from step to step", tuple(evidence),
+                   change)
+
+
+def length_grows(rec: RunRecords) -> Finding | None:
+    """Completions get longer while accuracy does not: the reward pays for length, not for answers."""
+    q = _quarters(_series(rec.metrics, "completion_tokens_mean"))
+    acc = _quarters(_series(rec.metrics, "correct_rate"))
+    if q is None:
+        return None
+    s1, l1, s2, l2 = q
+    if l2 < LENGTH_GROWTH * l1 or l2 - l1 < LENGTH_MIN_TOKENS:
+        return None
+    if acc is not None and acc[3] - acc[1] > ACCURACY_FLAT:
+        return None
+    ev = _eval_change(rec, "pass_at_1_greedy")
+    if ev is not None and ev[2] > EVAL_FLAT_POINTS:
+        return None
+    evidence = [f"completion tokens {l1:.1f} ({s1}) -> {l2:.1f} ({s2}): x{l2 / max(l1, 1e-9):.2f}"]
+    if acc is not None:
+        evidence.append(f"training correct_rate {acc[1]:.3f} -> {acc[3]:.3f}")
+    if ev is not None:
+        base, last, delta = ev
+        evidence.append(f"held-out pass@1 greedy {delta:+.1f} points ({base['name']} -> {last['name']}); "
+                        f"eval length_mean {base.get('length_mean', float('nan')):.1f} -> "
+                        f"{last.get('length_mean', float('nan')):.1f} tokens")
+    change = ("enable verifiers.reward.length_penalty (or raise its max_penalty / lower target_tokens), and check "
+              "that no reward part (format, process, keyword hits) grows with the response's length")
+    return Finding("length_grows", "warning", "completions grow longer while accuracy does not", tuple(evidence),
+                   change)
+
+
+def format_falls(rec: RunRecords) -> Finding | None:
+    """The held-out format rate (the verifier could read an answer) fell against SFT."""
+    ev = _eval_change(rec, "format_rate")
+    if ev is None or ev[2] > -FORMAT_DROP_POINTS:
+        return None
+    base, last, delta = ev
+    worst = min(rec.evals, key=lambda e: float(e.get("format_rate", 1.0)))
+    evidence = [f"held-out format rate {_pts(base['format_rate'])} ({base['name']}) -> {_pts(last['format_rate'])} "
+                f"({last['name']}): {delta:+.1f} points",
+                f"lowest: {_pts(worst['format_rate'])} at {worst['name']}"]
+    change = ("raise verifiers.reward.format_weight, or make the format a hard requirement (a response the verifier "
+              "cannot parse scores 0 whatever else it has); read a few unparsed samples to see the new format")
+    return Finding("format_falls", "warning", "the format rate falls", tuple(evidence), change)
+
+
+def kl_grows(rec: RunRecords) -> Finding | None:
+    """The KL to the reference grows fast: the policy is moving away from SFT quicker than it learns."""
+    series = _series(rec.metrics, "kl")
+    q = _quarters(series)
+    if q is None:
+        return None
+    s1, k1, s2, k2 = q
+    fast = k2 >= KL_MIN and (k1 <= 0 or k2 >= KL_GROWTH * k1)
+    if k2 < KL_HIGH and not fast:
+        return None
+    peak = max(series, key=lambda p: p[1])
+    evidence = [f"kl {k1:.4f} ({s1}) -> {k2:.4f} ({s2})", f"peak {peak[1]:.4f} at step {peak[0]}"]
+    lr = _series(rec.metrics, "lr")
+    if lr:
+        evidence.append(f"peak lr {max(v for _, v in lr):.2e}")
+    change = "lower training.grpo.lr (2-5x) or raise training.grpo.beta so the KL term holds the policy near SFT"
+    return Finding("kl_grows", "warning", "KL to the reference grows fast", tuple(evidence), change)
+
+
+def mostly_zero_variance(rec: RunRecords) -> Finding | None:
+    """Most groups have every completion right or every one wrong: no advantage, nothing learned."""
+    zv = _series(rec.metrics, "zero_variance_fraction")
+    if len(zv) < MIN_STEPS:
+        return None
+    share = statistics.fmean(v for _, v in zv)
+    if share <= ZERO_VARIANCE_MOST:
+        return None
+    correct = _series(rec.metrics, "correct_rate")
+    rate = statistics.fmean(v for _, v in correct) if correct else None
+    evidence = [f"zero-variance groups: {share:.0%} of groups on average over steps {zv[0][0]}-{zv[-1][0]}"]
+    if rate is not None:
+        evidence.append(f"training correct rate {rate:.3f} on average")
+    if rec.evals and rec.evals[0].get("zero_variance_prompts") is not None:
+        evidence.append(f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right or all wrong")
+    if rate is not None and rate < TOO_HARD_CORRECT:
+        change = ("the groups are flat at 0: the task is too hard for this SFT model; train SFT longer or on more "
+                  "solutions, then re-tier (rlvrflow tier) so GRPO draws prompts it sometimes solves")
+    elif rate is not None and rate > TOO_EASY_CORRECT:
+        change = ("the groups are flat at 1: the prompts are too easy; re-tier (the tiers are stale after SFT "
+                  "changed) and give curriculum.weights.too_easy 0")
+    else:
+        change = ("re-tier with the current SFT model (stale tiers put solved and hopeless prompts in 'learnable'); "
+                  "more SFT if most flat groups are all wrong")
+    return Finding("mostly_zero_variance", "warning", "most groups are zero-variance", tuple(evidence), change)
+
+
+def heldout_falls(rec: RunRecords) -> Finding | None:
+    """A checkpoint is worse than SFT on the main held-out set."""
+    ev = _eval_change(rec, "pass_at_1_greedy")
+    if ev is None:
+        return None
+    base = rec.evals[0]
+    worst = min(rec.evals[1:], key=lambda e: float(e.get("pass_at_1_greedy", 1.0)))
+    drop = 100 * (float(base["pass_at_1_greedy"]) - float(worst["pass_at_1_greedy"]))
+    if drop <= HELDOUT_DROP_POINTS:
+        return None
+    evidence = [f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
+                f"{_pts(worst['pass_at_1_greedy'])} ({worst['name']}): -{drop:.1f} points",
+                "per model: " + ", ".join(f"{e['name']} {_pts(e['pass_at_1_greedy'])}" for e in rec.evals)]
+    change = ("lower training.grpo.lr (a small policy loses held-out points at a few times the working lr), train "
+              "fewer steps, and ship the best checkpoint (or SFT) rather than the last")
+    return Finding("heldout_falls", "warning", "held-out pass@1 falls below the SFT baseline", tuple(evidence), change)
+
+
+def regression_drops(rec: RunRecords) -> Finding | None:
+    """A regression set (general abilities outside the domain) dropped more than max_regression points."""
+    base_name = rec.evals[0]["name"] if rec.evals else "sft"
+    evidence = []
+    for name, by_model in sorted(rec.regression.items()):
+        base = by_model.get(base_name)
+        if base is None:
+            continue
+        for model, score in by_model.items():
+            if model != base_name and score is not None and 100 * (base - score) > rec.max_regression:
+                evidence.append(f"{name}: {_pts(base)} ({base_name}) -> {_pts(score)} ({model}): "
+                                f"-{100 * (base - score):.1f} points (allowed {rec.max_regression:g})")
+    if not evidence:
+        return None
+    change = ("the model forgets general abilities: train fewer steps (or ship an earlier checkpoint), lower "
+              "training.grpo.lr, raise beta, or mix general-domain rows into SFT and the GRPO prompts")
+    return Finding("regression_drops", "warning", "a regression set drops", tuple(evidence), change)
+
+
+def robustness_drops(rec: RunRecords) -> Finding | None:
+    """Fewer unanswerable requests get a refusal or a question than at SFT."""
+    base_name = rec.evals[0]["name"] if rec.evals else "sft"
+    base = rec.robustness.get(base_name)
+    if base is None:
+        return None
+    worse = [(m, s) for m, s in rec.robustness.items()
+             if m != base_name and s is not None and 100 * (base - s) > ROBUSTNESS_DROP_POINTS]
+    if not worse:
+        return None
+    evidence = [f"robustness (declines or asks) {_pts(base)} ({base_name}) -> {_pts(s)} ({m})" for m, s in worse]
+    change = ("GRPO rewarded confident answers everywhere: add rows whose right answer is to ask (the refusal "
+              "verifier) to the training prompts, or lower lr / train fewer steps")
+    return Finding("robustness_drops", "warning", "robustness falls: more confident answers to unanswerable requests",
+                   tuple(evidence), change)
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def numbers_break(rec: RunRecords) -> Finding | None:
+    """NaN or infinite loss / reward / KL / grad norm, or a grad norm that explodes."""
+    evidence = []
+    for key in ("loss", "reward_mean", "kl", "grad_norm"):
+        bad = [m["step"] for m in rec.metrics if key in m and m[key] is not None and not _finite(m[key])]
+        if bad:
+            evidence.append(f"{key} is NaN or infinite at {len(bad)} step(s), first at step {bad[0]}")
+    norms = [(s, v) for s, v in _series(rec.metrics, "grad_norm") if math.isfinite(v)]
+    if len(norms) >= MIN_STEPS:
+        median = statistics.median(v for _, v in norms)
+        spikes = [(s, v) for s, v in norms if v > GRAD_NORM_HIGH or (median > 0 and v > GRAD_SPIKE_RATIO * median)]
+        if spikes:
+            s, v = max(spikes, key=lambda p: p[1])
+            evidence.append(f"grad norm {v:.3g} at step {s} against a median of {median:.3g} "
+                            f"({len(spikes)} step(s) above {GRAD_SPIKE_RATIO:g}x the median or {GRAD_NORM_HIGH:g})")
+    if not evidence:
+        return None
+    change = ("lower training.grpo.lr and keep max_grad_norm at 1.0; with float16 switch to bfloat16; a NaN "
+              "reward means a verifier or reward part returned NaN: score a few completions by hand")
+    return Finding("numbers_break", "critical", "loss, reward or gradients break", tuple(evidence), change)
+
+
+RULES: tuple[Callable[[RunRecords], Finding | None], ...] = (
+    numbers_break, reward_rises_eval_flat, heldout_falls, regression_drops, robustness_drops, reward_swings,
+    length_grows, format_falls, kl_grows, mostly_zero_variance,
+)
