@@ -32,6 +32,7 @@ import json
 import logging
 import random
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -195,27 +196,10 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     log.info("dpo: %d pairs, %s prompts, %s, %d of %d parameters trainable", len(data), fmt.kind, dtype_name(dtype),
              counts["trainable_params"], counts["total_params"])
 
-    def evaluate_now(step: int) -> dict:
-        from training.eval import evaluate_model
-
-        with autocast(device, dtype):
-            result = evaluate_model(policy, tokenizer, eval_df, eval_cfg, seed, device=str(device), prompt_format=fmt,
-                                    samples_path=out / "samples" / f"step_{step:06d}.jsonl", reward_cfg=reward_cfg)
-        record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
-        append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
-        return record
-
+    evaluate_now = partial(_evaluate, policy=policy, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
+                           seed=seed, device=device, dtype=dtype, fmt=fmt, out=out, reward_cfg=reward_cfg)
     if resume is not None:
-        state = ckpt.load_state(resume)
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state.get("scaler", {}))
-        ckpt.restore_rng(state["rng"])
-        run = state["run"]
-        for name in ("metrics.jsonl", "evals.jsonl"):  # drop lines of steps after the checkpoint
-            rows = [r for r in read_jsonl(out / name) if r["step"] <= run["step"]]
-            ckpt.atomic_write_text(out / name, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-        log.info("dpo: resumed from %s at step %d", resume, run["step"])
+        run = _restore(resume, out, opt, sched, scaler)
     else:
         for stale in ("metrics.jsonl", "evals.jsonl"):
             (out / stale).unlink(missing_ok=True)
@@ -225,16 +209,15 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     for step in range(run["step"], d.steps):
         idx = batch_indices(len(data), d.batch_size, step, seed)
         with autocast(device, dtype):
-            pc, pr = sequence_logps(policy, [data[i] for i in idx], tokenizer.pad_token_id, device)
-        r = ref[idx].to(device)
+            pc, pr = sequence_logps(policy, [data[i] for i in idx], tokenizer.pad_token_id, device)  # (B,) each
+        r = ref[idx].to(device)  # (B, 2)
         loss, stats = dpo_loss(pc.float(), pr.float(), r[:, 0], r[:, 1], d.beta)
         opt.zero_grad(set_to_none=True)
         scaler.backward(loss)
-        grad_norm = scaler.step(opt, params, d.max_grad_norm)
+        stats["grad_norm"] = scaler.step(opt, params, d.max_grad_norm)
         sched.step()
         run["step"] = step + 1
-        metrics = {"step": run["step"], "loss": float(loss.detach()), **stats, "grad_norm": grad_norm,
-                   "lr": sched.get_last_lr()[0]}
+        metrics = {"step": run["step"], "loss": float(loss.detach()), **stats, "lr": sched.get_last_lr()[0]}
         if run["step"] % d.log_every == 0 or run["step"] == d.steps:
             append_jsonl(out / "metrics.jsonl", metrics)
         if run["step"] % cfg.checkpoint.every == 0 or run["step"] == d.steps:
@@ -245,6 +228,36 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
             on_progress(run["step"], d.steps, metrics)
     return _finish(out, run, cfg, time.perf_counter() - t0, run["step"] - start_step, Path(sft_model),
                    {"pairs": len(data), "prompt_format": fmt.kind, "dtype": dtype_name(dtype), **cut, **counts})
+
+
+def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dtype, fmt, out: Path, reward_cfg) -> dict:
+    """Evaluate the live policy (step 0: the SFT baseline); record it in evals.jsonl and its samples
+    in samples/step_NNNNNN.jsonl; returns the record without per_category."""
+    from training.eval import evaluate_model
+    from training.precision import autocast
+
+    with autocast(device, dtype):
+        result = evaluate_model(policy, tokenizer, eval_df, eval_cfg, seed, device=str(device), prompt_format=fmt,
+                                samples_path=out / "samples" / f"step_{step:06d}.jsonl", reward_cfg=reward_cfg)
+    record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
+    append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
+    return record
+
+
+def _restore(resume: Path, out: Path, opt, sched, scaler) -> dict:
+    """Optimizer, schedule, loss scaler and RNG from a checkpoint (the policy was loaded from it); the
+    run's metrics and evals lines after its step are dropped (they are redone)."""
+    state = ckpt.load_state(resume)
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state.get("scaler", {}))
+    ckpt.restore_rng(state["rng"])
+    run = state["run"]
+    for name in ("metrics.jsonl", "evals.jsonl"):
+        rows = [r for r in read_jsonl(out / name) if r["step"] <= run["step"]]
+        ckpt.atomic_write_text(out / name, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    log.info("dpo: resumed from %s at step %d", resume, run["step"])
+    return run
 
 
 def _save(out: Path, run: dict, policy, tokenizer, opt, sched, scaler, record: dict, cfg: TrainingConfig, fmt) -> None:
