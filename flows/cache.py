@@ -4,6 +4,11 @@ A stage's key hashes (1) the content of its input files, (2) the spec section it
 source of the library packages it calls. Its outputs live in `ROOT/stages/<stage>/<key>/` with a
 `_manifest.json` written last (atomically), so a folder without a manifest is unfinished work.
 
+Outputs are checked before they are trusted: the manifest holds each output's digest and a stat
+fingerprint (size and mtime of every file); an output whose fingerprint changed is hashed again, and
+one whose digest no longer matches (a parquet cut in half, a file edited in place), an unreadable
+manifest or a missing output makes the stage rebuild, with the reason in the new manifest.
+
 Concurrent runs that need the same stage share it: the first takes `.lock` (O_EXCL, holding its pid),
 the others wait for the manifest. A lock whose process died is stale and taken over; a failed build
 leaves no manifest, so the next attempt starts that folder afresh. Nothing is pickled: tasks pass
@@ -100,17 +105,20 @@ def stage_key(stage: str, inputs: dict[str, Any], packages: list[str]) -> StageK
 
 
 def explain_miss(stage_root: Path, key: str, parts: dict[str, str] | None) -> str:
-    """Why a stage is computed: first build, deleted outputs, or which key parts changed since the
-    newest earlier build of this stage (e.g. "code:cleaning, files changed since 1a2b...")."""
-    if (stage_root / key / "_manifest.json").is_file():
-        return "the earlier build's outputs are missing"
+    """Why a stage is computed: first build, missing or corrupted outputs, or which key parts
+    changed since the newest earlier build of this stage (e.g. "code:cleaning, files changed since 1a2b...")."""
+    mpath = stage_root / key / "_manifest.json"
+    if mpath.is_file():
+        data = _load_manifest(mpath)
+        problem = "the manifest is unreadable" if data is None else check_outputs(mpath.parent, data)
+        if problem.startswith("missing"):
+            return "the earlier build's outputs are missing"
+        return f"the earlier build is corrupted ({problem or 'unfinished'})"
     earlier = []
-    for mpath in stage_root.glob("*/_manifest.json"):
-        try:
-            data = json.loads(mpath.read_text())
-        except (OSError, ValueError):
-            continue
-        earlier.append((mpath.stat().st_mtime, data))
+    for other in stage_root.glob("*/_manifest.json"):
+        data = _load_manifest(other)
+        if data is not None:
+            earlier.append((other.stat().st_mtime, data))
     if not earlier:
         return "first build of this stage here"
     _, newest = max(earlier, key=lambda pair: pair[0])
@@ -119,6 +127,42 @@ def explain_miss(stage_root: Path, key: str, parts: dict[str, str] | None) -> st
         return f"inputs differ from the newest earlier build {newest.get('key')}"
     changed = sorted(name for name in parts.keys() | before.keys() if parts.get(name) != before.get(name))
     return f"{', '.join(changed) or 'the key'} changed since the newest earlier build {newest.get('key')}"
+
+
+def _load_manifest(mpath: Path) -> dict | None:
+    try:
+        data = json.loads(mpath.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(data, dict) and isinstance(data.get("outputs"), dict) and isinstance(data.get("digests"), dict)
+    return data if ok else None
+
+
+def fingerprint(path: Path) -> str:
+    """A cheap stat digest of a file or folder (relative names, sizes, mtimes): when it is unchanged
+    the content digest need not be recomputed."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        rows = [(p.relative_to(path).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    else:
+        st = path.stat()
+        rows = [("", st.st_size, st.st_mtime_ns)]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:24]
+
+
+def check_outputs(folder: Path, data: dict) -> str:
+    """'' when every output the manifest names exists and still has its recorded digest; else what
+    is wrong ("missing tiers", "tiers: content differs from the manifest's digest")."""
+    prints = data.get("fingerprints") or {}
+    for name, rel in data["outputs"].items():
+        path = folder / rel
+        if not path.exists():
+            return f"missing {name}"
+        if name in prints and prints[name] == fingerprint(path):
+            continue
+        if _digest_any(path) != data["digests"].get(name):
+            return f"{name}: content differs from the manifest's digest"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -157,12 +201,10 @@ def stage_dir(root: str | Path, stage: str, key: str) -> Path:
 
 
 def read_manifest(folder: Path) -> Manifest | None:
-    """The manifest of a finished stage folder, or None if unfinished or its outputs are gone."""
-    mpath = folder / "_manifest.json"
-    if not mpath.is_file():
-        return None
-    data = json.loads(mpath.read_text())
-    if not all((folder / rel).exists() for rel in data["outputs"].values()):
+    """The manifest of a finished stage folder, or None if unfinished, unreadable, or any output is
+    missing or no longer matches its digest (then the stage is rebuilt, never trusted)."""
+    data = _load_manifest(folder / "_manifest.json")
+    if data is None or check_outputs(folder, data):
         return None
     return Manifest(stage=data["stage"], key=data["key"], dir=folder, outputs=data["outputs"],
                     digests=data["digests"], stats=data.get("stats", {}),
@@ -211,8 +253,9 @@ def build_stage(
         digests = {name: _digest_any(folder / rel) for name, rel in outputs.items()}
         manifest = Manifest(stage, str(key), folder, dict(outputs), digests, dict(stats), seconds, cached=False,
                             reason=reason, key_parts=dict(parts))
-        _atomic_json(folder / "_manifest.json", {k: v for k, v in manifest.to_dict().items()
-                                                 if k not in ("dir", "cached", "reason")})
+        record = {k: v for k, v in manifest.to_dict().items() if k not in ("dir", "cached", "reason")}
+        record["fingerprints"] = {name: fingerprint(folder / rel) for name, rel in outputs.items()}
+        _atomic_json(folder / "_manifest.json", record)
         return manifest
     finally:
         (folder / ".lock").unlink(missing_ok=True)

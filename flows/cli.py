@@ -2,7 +2,7 @@
 
 Every command imports its heavy modules lazily, so `rlvrflow --help` is fast. A user error (bad
 spec, missing file, failed validation) prints one clear message and exits non-zero, never a
-traceback: exit 2 for a bad spec or bad arguments, 1 for data that failed a check or a failed run.
+traceback; the exit code is the failure's kind from flows/errors.py (see the epilog).
 
     rlvrflow spec-check examples/retail/spec.yaml
     rlvrflow run examples/retail/spec.yaml --out runs/demo
@@ -14,8 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-EXIT_DATA = 1  # the data or the run failed (validation report, failed stage)
-EXIT_USAGE = 2  # the spec or the command line is wrong
+from flows.errors import EXIT_CODES
+
+EXIT_DATA = EXIT_CODES["data"]  # the data failed a check (validation report, canaries, missing sources)
+EXIT_USAGE = EXIT_CODES["usage"]  # the spec or the command line is wrong
 
 _EPILOG = """\
 commands and examples:
@@ -39,7 +41,9 @@ commands and examples:
   export      a training checkpoint as a plain Hugging Face model (or its LoRA adapter)
                 rlvrflow export runs/demo/stages/grpo/KEY/step_000200 --out models/mine --merge
 
-exit codes: 0 ok, 1 data failed a check or a stage failed, 2 bad spec or arguments.
+exit codes: 0 ok, 1 data failed a check, 2 bad spec or arguments, 75 a transient failure outlasted
+its retries (a worker died, a connection dropped: run again), 70 a bug (with its traceback).
+Two `rlvrflow run` on the same --out take turns: the second waits, then reuses the first's stages.
 """
 
 
@@ -160,13 +164,40 @@ def cmd_spec_check(args) -> int:
     return 0
 
 
+def format_stats(stats: dict) -> str:
+    """One line per sub-stage (ingest, clean, dedup, validate): rows in / kept / rejected and why."""
+    rows = stats.get("stages", {"": stats})
+    lines = []
+    for name, st in rows.items():
+        if not isinstance(st, dict) or "rows_in" not in st:
+            continue
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(st.get("rejected_by_reason", {}).items()))
+        lines.append(f"{name or 'total':>10}: in {st['rows_in']:>6}  kept {st['rows_kept']:>6}  "
+                     f"rejected {st['rows_rejected']:>5}" + (f"  ({reasons})" if reasons else ""))
+    return "\n".join(lines) or json.dumps(stats, indent=1, default=str)
+
+
+def publish(manifest, names: dict[str, str], out: Path) -> None:
+    """Copy a stage's outputs into OUT under the names a command documents (atomically)."""
+    import os
+    import shutil
+
+    for output, filename in names.items():
+        if output in manifest.outputs:
+            tmp = out / f".{filename}.tmp"
+            shutil.copyfile(manifest.path(output), tmp)
+            os.replace(tmp, out / filename)
+
+
 def cmd_clean(args) -> int:
-    from flows.data_stages import format_stats, prepare_plain
+    from flows import stages
 
     spec = _load(args.spec)
-    result = _guard(lambda: prepare_plain(spec, args.out))
-    print(format_stats(dict(result.stats)))
-    print(f"wrote {args.out}")
+    m = _guard(lambda: stages.run("prepare", spec, args.out, {}))
+    publish(m, {"rows": "clean.parquet", "rejects": "rejects.parquet", "stats": "stats.json",
+                "validation": "validation.json"}, args.out)
+    print(format_stats(m.stats))
+    print(f"wrote {args.out} (the stage folder: {m.dir})")
     return 0
 
 
@@ -189,16 +220,29 @@ def cmd_verify(args) -> int:
 
 
 def cmd_tier(args) -> int:
-    from flows.model_stages import tier_plain
-
     spec = _load(args.spec)
     if not args.model.is_dir():
         raise UserError(f"--model {args.model}: not a directory; pass a local Hugging Face model folder",
                         EXIT_USAGE)
-    report = _guard(lambda: tier_plain(spec, args.model, args.out))
-    print(json.dumps(report, indent=1, default=str))
-    print(f"wrote {args.out}")
+    m = _guard(lambda: tier_with_model(spec, args.model, args.out))
+    print(json.dumps(m.stats, indent=1, default=str))
+    print(f"wrote {args.out}/tiers.parquet and the tier report (the stage folder: {m.dir})")
     return 0
+
+
+def tier_with_model(spec, model: Path, out: Path):
+    """prepare, attach, split, then tier with MODEL in place of the SFT stage's model: the same
+    table rows and runner as `rlvrflow run`, so the same spec and seed give the same tiers."""
+    from flows import stages
+
+    m = {"prepare": stages.run("prepare", spec, out, {})}
+    m["attach"] = stages.run("attach", spec, out, m)
+    m["split"] = stages.run("split", spec, out, m)
+    m["sft"] = stages.given_model(model)
+    tier = stages.run("tier", spec, out, m)
+    publish(tier, {"rows": "tiers.parquet", "rejects": "tiers_rejects.parquet", "stats": "tiers_stats.json",
+                   "table": "tier_table.csv", "markdown": "tier_report.md", "histogram": "tier_histogram.png"}, out)
+    return tier
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -231,7 +275,7 @@ def cmd_run(args) -> int:
     outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,
                                        runner=args.runner, overrides=overrides))
     print(outcome.summary(spec.domain))
-    return 0 if outcome.ok else EXIT_DATA
+    return 0 if outcome.ok else EXIT_CODES[outcome.kind]
 
 
 def cmd_make_model(args) -> int:
@@ -264,25 +308,32 @@ def cmd_export(args) -> int:
 
 
 def _guard(fn):
-    """Run fn, turning the library's user-facing errors into a UserError (no traceback)."""
-    from cleaning.ingest import IngestError
-    from cleaning.validate import ValidationFailed
-    from flows.data_stages import StageFailed
-    from flows.spec import SpecError
-    from verifiers.registry import UnknownVerifier
+    """Run fn; a usage, data or transient failure (flows/errors.py) becomes a UserError with that
+    kind's exit code and no traceback. A bug propagates: its traceback is what a report needs."""
+    from flows.errors import EXIT_CODES, classify
 
     try:
         return fn()
-    except FileNotFoundError as exc:
-        raise UserError(f"file not found: {exc.filename or exc}") from None
-    except ValidationFailed as exc:
-        report = getattr(exc, "report", None)
-        text = json.dumps(report, indent=1, default=str) if report is not None else str(exc)
-        raise UserError(f"validation failed: {exc}\n{text}") from None
-    except (SpecError, UnknownVerifier) as exc:
-        raise UserError(str(exc), EXIT_USAGE) from None
-    except (StageFailed, IngestError) as exc:
-        raise UserError(str(exc), EXIT_DATA) from None
+    except Exception as exc:
+        kind = classify(exc)
+        if kind == "bug":
+            raise
+        raise UserError(_message(exc), EXIT_CODES[kind]) from None
+
+
+def _message(exc: BaseException) -> str:
+    from cleaning.validate import ValidationFailed
+
+    cause = exc
+    while cause is not None and not isinstance(cause, (ValidationFailed, FileNotFoundError)):
+        cause = cause.__cause__
+    if isinstance(cause, ValidationFailed):
+        report = getattr(cause, "report", None)
+        text = json.dumps(report, indent=1, default=str) if report is not None else ""
+        return f"validation failed: {cause}\n{text}".rstrip()
+    if isinstance(cause, FileNotFoundError) and cause is exc:
+        return f"file not found: {exc.filename or exc}"
+    return str(exc)
 
 
 if __name__ == "__main__":

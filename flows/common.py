@@ -1,13 +1,14 @@
-"""What every flow shares: loading the spec for a run, the smoke budget, task runners, retries.
+"""What every flow shares: loading the spec for a run (smoke budget, overrides) and the task runner.
 
 Prefect is imported lazily inside functions here; the flow modules import it at the top (they are
-the Prefect layer) but keep torch, polars and Great Expectations inside tasks.
+the Prefect layer) but keep torch, polars and Great Expectations inside tasks. Retries live with the
+tasks (flows/tasks.py), failure kinds in flows/errors.py.
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from flows.spec import DomainSpec, load_spec, spec_from_dict
 
@@ -35,10 +36,6 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "eval.max_new_tokens": 8,
     "eval.max_prompts": 6,
 }
-
-TRANSIENT_ERRORS = ("BrokenProcessPool", "BrokenExecutor", "ConnectionError", "ConnectionResetError",
-                    "TimeoutError", "TransientError", "KilledWorker", "CommClosedError")
-
 
 def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
     """A copy of the spec with dotted-path overrides applied and re-validated."""
@@ -101,57 +98,3 @@ def make_task_runner(spec: DomainSpec):
         return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
                                               "processes": True, "dashboard_address": None})
     raise ValueError(f"orchestration.runner {cfg.runner!r} is not threads or dask")
-
-
-def is_transient(exc: BaseException | None) -> bool:
-    """A failure worth retrying: a crashed worker process or a dropped connection, not bad data."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if type(exc).__name__ in TRANSIENT_ERRORS:
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
-
-
-def retry_if_transient(task, task_run, state) -> bool:
-    """Prefect `retry_condition_fn`: retry only transient failures; data errors fail at once."""
-    exc = state.data if isinstance(state.data, BaseException) else None
-    if exc is None:
-        try:
-            exc = state.result(raise_on_failure=False)
-        except Exception as err:  # the result itself may be what failed to load
-            exc = err
-    return is_transient(exc if isinstance(exc, BaseException) else None)
-
-
-def task_options(spec: DomainSpec) -> dict[str, Any]:
-    """Retry settings for the tasks of a run, from `orchestration`."""
-    return {"retries": spec.orchestration.retries,
-            "retry_delay_seconds": spec.orchestration.retry_delay_seconds,
-            "retry_condition_fn": retry_if_transient}
-
-
-def cache_note(manifest) -> str:
-    """For the logs: 'cached', or 'computed: <why>' (see flows.cache.explain_miss)."""
-    return "cached" if manifest.cached else f"computed: {manifest.reason or 'no cached build'}"
-
-
-def guarded(stage: str, spec: DomainSpec, fn: Callable[[], Any],
-            on_error: Callable[[BaseException], None] | None = None) -> Any:
-    """Run one stage; a failure becomes StageFailed naming the stage, the domain and the spec."""
-    try:
-        return fn()
-    except Exception as exc:
-        if on_error is not None:
-            on_error(exc)
-        raise stage_failed(stage, spec, exc) from exc
-
-
-def stage_failed(stage: str, spec: DomainSpec, exc: BaseException) -> RuntimeError:
-    """The error a failed stage raises: what failed, for which domain and spec, and the cause."""
-    from flows.data_stages import StageFailed
-
-    where = spec.path or spec.base_dir
-    return StageFailed(f"stage '{stage}' failed (domain {spec.domain}, spec {where}): "
-                       f"{type(exc).__name__}: {exc}")

@@ -8,15 +8,12 @@ checkpoint's headline metrics beside the SFT baseline's, with the difference.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
 from flows import artifacts
-from flows.cache import Manifest, tree_digest
-from flows.common import cache_note, guarded, load_run_spec
-from flows.model_stages import checkpoints, evaluate_stage
-from flows.tasks import PrefectSteps
+from flows.common import load_run_spec
+from flows.tasks import run_in_flow
 
 HEADLINE = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate")
 
@@ -37,17 +34,10 @@ def eval_rows(table: list[dict]) -> list[dict]:
 
 @flow(name="evaluate", log_prints=True)
 def evaluate(spec_path: str, out: str, split: dict, sft: dict, grpo: dict, force: bool = False,
-             smoke: bool = False, runner: str | None = None,
-        overrides: dict | None = None) -> dict:
+             smoke: bool = False, runner: str | None = None, overrides: dict | None = None) -> dict:
     """Evaluate the SFT model and each GRPO checkpoint; returns the stage manifest (eval_table.json)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
-    sft_m, grpo_m = Manifest.from_dict(sft), Manifest.from_dict(grpo)
-    models = {"sft": str(sft_m.path("sft")), **checkpoints(grpo_m)}
-    digests = {name: tree_digest(path) for name, path in models.items()}
-    m = guarded("evaluate", spec, lambda: evaluate_stage(spec, Path(out), Manifest.from_dict(split), models,
-                                                         digests, force, PrefectSteps(spec)))
-    table = json.loads(m.path("table").read_text())
-    get_run_logger().info("evaluate: %d models (%s)", len(table), cache_note(m))
-    artifacts.publish_table(artifacts.artifact_key(spec.domain, "eval"), eval_rows(table),
+    m = run_in_flow("evaluate", spec, out, {"split": split, "sft": sft, "grpo": grpo}, force)
+    artifacts.publish_table(artifacts.artifact_key(spec.domain, "eval"), eval_rows(json.loads(m.path("table").read_text())),
                             "held-out eval: SFT baseline (first row) and each GRPO checkpoint")
     return m.to_dict()

@@ -1,45 +1,28 @@
 """The `grpo` flow: GRPO from the SFT model on the tiered prompts, with verifier rewards.
 
-Publishes a progress artifact while training and the reward curve when done. A crashed run resumes
-from its newest checkpoint on the next run with the same inputs.
+The stage's progress artifact (`<domain>-grpo-progress`) moves while training; the reward curve is
+published when done. A crashed run resumes from its newest checkpoint on the next run.
 
     python -c "from flows.grpo import grpo; grpo('examples/retail/spec.yaml', 'runs/demo', split, sft, tiers)"
 """
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
-from prefect import flow, get_run_logger
+from prefect import flow
 
 from flows import artifacts
-from flows.cache import Manifest
-from flows.common import cache_note, guarded, load_run_spec
-from flows.model_stages import grpo_stage
-from flows.tasks import PrefectSteps
-
-
-def reward_curve(metrics_path: Path) -> str:
-    rows = []
-    if metrics_path.is_file():
-        import json
-
-        rows = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    return artifacts.reward_curve_markdown(rows)
+from flows.common import load_run_spec
+from flows.tasks import run_in_flow
 
 
 @flow(name="grpo", log_prints=True)
 def grpo(spec_path: str, out: str, split: dict, sft: dict, tiers: dict, force: bool = False,
-         smoke: bool = False, runner: str | None = None,
-        overrides: dict | None = None) -> dict:
+         smoke: bool = False, runner: str | None = None, overrides: dict | None = None) -> dict:
     """GRPO training; returns the stage manifest (checkpoints, metrics.jsonl, summary.json)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
-    progress = artifacts.Progress(artifacts.artifact_key(spec.domain, "grpo-progress"),
-                                  f"GRPO steps done of {spec.training.grpo.steps}")
-    m = guarded("grpo", spec, lambda: grpo_stage(spec, Path(out), Manifest.from_dict(split), Manifest.from_dict(sft),
-                                                 Manifest.from_dict(tiers), force, PrefectSteps(spec), progress))
-    progress(1.0)
-    get_run_logger().info("grpo: %s steps, final checkpoint %s (%s)", m.stats.get("steps"),
-                          m.stats.get("final_checkpoint"), cache_note(m))
-    artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "reward-curve"), reward_curve(m.path("metrics")),
-                               "GRPO training reward per step")
+    m = run_in_flow("grpo", spec, out, {"split": split, "sft": sft, "tier": tiers}, force)
+    metrics = [json.loads(line) for line in m.path("metrics").read_text().splitlines() if line.strip()]
+    artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "reward-curve"),
+                               artifacts.reward_curve_markdown(metrics), "GRPO training reward per step")
     return m.to_dict()

@@ -2,11 +2,19 @@
 
 Prefect keeps its state in `OUT/.prefect` unless PREFECT_HOME is set, and with PREFECT_API_URL set
 (a running `prefect server`) the run shows in that server's UI instead. Telemetry is off.
+
+Two `rlvrflow run` on the same OUT take turns: each holds `OUT/.run.lock` (an flock, released by
+the kernel when the process ends, however it ends) for its whole run, so they never start two
+Prefect API servers on one `OUT/.prefect` database; the second then reuses every stage the first
+built (the stage cache's own per-stage locks also cover processes that share a cache otherwise).
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +44,7 @@ class RunOutcome:
     ok: bool
     seconds: float
     message: str = ""
+    kind: str = "data"  # the failure's kind (flows/errors.py) when not ok
     result: dict[str, Any] = field(default_factory=dict)
     previous: dict[str, Any] = field(default_factory=dict)  # OUT/latest.json before this run
 
@@ -66,28 +75,56 @@ class RunOutcome:
                 f"{self.previous.get('stages', '?')} stages reused); this run: {now:.1f} s, {now / before:.0%} of that"]
 
 
+@contextmanager
+def run_lock(out: Path):
+    """Hold OUT/.run.lock for a whole run; wait (saying for whom) while another run holds it."""
+    path = out / ".run.lock"
+    with path.open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            sys.stderr.write(f"rlvrflow run: waiting for the run already using {out} ({holder}) to finish\n")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.truncate(0)
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke: bool = False,
               runner: str | None = None, overrides: dict[str, Any] | None = None) -> RunOutcome:
     """Run the retrain flow here; a failed run comes back as `ok=False` with the flow's message."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     prefect_environment(out)
-    from flows.artifacts import read_json
-    from flows.retrain import retrain
+    with run_lock(out):
+        from flows.artifacts import read_json
+        from flows.retrain import retrain
 
-    previous = read_json(out / "latest.json")
-    start = time.monotonic()
-    state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
-                    overrides=overrides or None, return_state=True)
-    seconds = time.monotonic() - start
+        previous = read_json(out / "latest.json")
+        start = time.monotonic()
+        state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
+                        overrides=overrides or None, return_state=True)
+        seconds = time.monotonic() - start
     if not state.is_completed():
-        return RunOutcome(False, seconds, _failure_message(state))
+        message, kind = _failure(state)
+        return RunOutcome(False, seconds, message, kind)
     return RunOutcome(True, seconds, result=state.result(), previous=previous)
 
 
-def _failure_message(state) -> str:
+def _failure(state) -> tuple[str, str]:
+    """The flow's own exception (which stage failed and why) and its kind."""
+    from flows.errors import classify
+
     try:
         state.result()
-    except Exception as exc:  # the flow's own exception says which stage failed and why
-        return f"{type(exc).__name__}: {exc}"
-    return state.message or f"run ended in state {state.name}"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}", classify(exc)
+    return state.message or f"run ended in state {state.name}", "bug"

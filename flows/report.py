@@ -28,7 +28,7 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     table = json.loads(m["evaluate"].path("table").read_text())
     results = {row["name"]: json.loads(m["evaluate"].path(row["name"]).read_text()) for row in table}
     grpo = m["grpo"].stats
-    final_ckpt = grpo.get("final_checkpoint") or str(m["sft"].path("sft"))
+    final_ckpt = grpo.get("final_checkpoint") or str(m["sft"].path("model"))
     final_name = Path(final_ckpt).name if Path(final_ckpt).name in results else "sft"
     stages = {name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir), "reason": x.reason}
               for name, x in m.items()}
@@ -38,12 +38,28 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
         extra={"domain": domain, "spec": spec_path, "run_dir": run_dir, "evals": table,
                "best_checkpoint": grpo.get("best_checkpoint"), "grpo_steps": grpo.get("steps"),
                "curves": str(m["grpo"].dir / "curves.png"), "stages": stages,
-               "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split")},
+               "tier_histogram": str(m["tier"].dir / "tier_histogram.png"),
+               "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
                "warnings": run_warnings(m)},
     )
     path = write_report(Path(run_dir) / "report.json", report)
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir}
+
+
+def figures_markdown(report_path: str | Path) -> str:
+    """The run's figures for a markdown artifact: the GRPO curves and the tier histogram, linked
+    (and shown where the UI can reach the files), with where report.json is."""
+    report = json.loads(Path(report_path).read_text())
+    lines = [f"# {report.get('domain')}: run figures", "", f"report: `{report_path}`", ""]
+    for title, key in (("GRPO reward and eval curves", "curves"), ("Prompts per tier", "tier_histogram")):
+        path = report.get(key)
+        if path and Path(path).is_file():
+            uri = Path(path).resolve().as_uri()
+            lines += [f"## {title}", "", f"[{Path(path).name}]({uri})", "", f"![{title}]({uri})", ""]
+        else:
+            lines += [f"## {title}", "", "not drawn in this run (no matplotlib, or no data)", ""]
+    return "\n".join(lines)
 
 
 def run_warnings(m: dict[str, Manifest]) -> list[dict]:

@@ -28,7 +28,7 @@ from flows.common import load_run_spec, make_task_runner
 from flows.evaluate import evaluate
 from flows.grpo import grpo
 from flows.prepare import prepare
-from flows.report import new_run_dir, point_latest, write_run_report
+from flows.report import figures_markdown, new_run_dir, point_latest, write_run_report
 from flows.sft import sft
 from flows.tier import tier
 
@@ -82,5 +82,7 @@ def retrain(
                             "rows in / kept / rejected, seconds and cache use per stage")
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "rejects"), artifacts.rejects_rows(m),
                             "rejected rows by stage and reason")
+    artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "figures"), figures_markdown(summary["report"]),
+                               "GRPO curves and the tier histogram (links to the run's files)")
     logger.info("retrain %s done in %.1f s; report %s", spec.domain, summary["seconds"], summary["report"])
     return summary

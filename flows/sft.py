@@ -4,24 +4,15 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
+from prefect import flow
 
-from prefect import flow, get_run_logger
-
-from flows.cache import Manifest
-from flows.common import cache_note, guarded, load_run_spec
-from flows.model_stages import sft_stage
-from flows.tasks import PrefectSteps
+from flows.common import load_run_spec
+from flows.tasks import run_in_flow
 
 
 @flow(name="sft", log_prints=True)
 def sft(spec_path: str, out: str, verified: dict, split: dict, force: bool = False, smoke: bool = False,
-        runner: str | None = None,
-        overrides: dict | None = None) -> dict:
-    """Cold-start SFT from the spec's base model; returns the stage manifest (the `sft` folder)."""
+        runner: str | None = None, overrides: dict | None = None) -> dict:
+    """Cold-start SFT from the spec's base model; returns the stage manifest (the `model` folder)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
-    m = guarded("sft", spec, lambda: sft_stage(spec, Path(out), Manifest.from_dict(verified),
-                                               Manifest.from_dict(split), force, PrefectSteps(spec)))
-    get_run_logger().info("sft: %s steps, final loss %s (%s) in %s", m.stats.get("steps"),
-                          m.stats.get("final_loss"), cache_note(m), m.dir)
-    return m.to_dict()
+    return run_in_flow("sft", spec, out, {"attach": verified, "split": split}, force).to_dict()

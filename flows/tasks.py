@@ -1,20 +1,43 @@
-"""The one Prefect task shape every flow uses: run a library call (or a chunk of one) as a task.
+"""The Prefect side of the runner: library calls as Prefect tasks, and one stage inside a flow.
 
-Stage functions (flows/data_stages.py, flows/model_stages.py) take a `steps` object with
-`call(name, fn, kwargs)` and `map(name, fn, items)`. `LocalSteps` (in data_stages) runs them inline
-for the CLI and tests; `PrefectSteps` here runs each as a named Prefect task on the flow's task
-runner (threads or Dask), with retries of transient failures. Prefect's own result caching is
-off: the stage cache keys on content hashes and passes paths, never pickled frames.
+`PrefectSteps` gives flows/runner.py its `call`/`map` as named Prefect tasks on the flow's task
+runner (threads, or Dask from `orchestration.runner`), each retried `orchestration.retries` times
+when the failure is transient (flows/errors.py decides, by type). Prefect's own result caching is
+off: the stage cache keys on content hashes and tasks pass paths, never pickled frames.
+`run_in_flow` runs one stage of the table from a flow: a progress artifact per stage, the counts
+line in the terminal and in the run's logs, and the manifest back as a dict.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.common import task_options
+from flows import artifacts, stages
+from flows.cache import Manifest
+from flows.errors import is_transient
+from flows.runner import print_line
 from flows.spec import DomainSpec
+
+
+def retry_if_transient(task, task_run, state) -> bool:
+    """Prefect `retry_condition_fn`: retry only transient failures; data errors and bugs fail at once."""
+    exc = state.data if isinstance(state.data, BaseException) else None
+    if exc is None:
+        try:
+            exc = state.result(raise_on_failure=False)
+        except Exception as err:  # the result itself may be what failed to load
+            exc = err
+    return is_transient(exc if isinstance(exc, BaseException) else None)
+
+
+def task_options(spec: DomainSpec) -> dict[str, Any]:
+    """Retry settings for the tasks of a run, from `orchestration`."""
+    return {"retries": spec.orchestration.retries,
+            "retry_delay_seconds": spec.orchestration.retry_delay_seconds,
+            "retry_condition_fn": retry_if_transient}
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -36,6 +59,26 @@ class PrefectSteps:
     def call(self, name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         return self._task(name)(fn, kwargs)
 
-    def map(self, name: str, fn: Callable[..., Any], items: list[dict[str, Any]]) -> list[Any]:
+    def map(self, name: str, fn: Callable[..., Any], items: list[dict[str, Any]],
+            done: Callable[[int], None] | None = None) -> list[Any]:
         futures = [self._task(f"{name}-{i:05d}").submit(fn, kw) for i, kw in enumerate(items)]
-        return [f.result() for f in futures]
+        out = []
+        for f in futures:
+            out.append(f.result())
+            if done:
+                done(len(out))
+        return out
+
+
+def run_in_flow(name: str, spec: DomainSpec, out: str | Path, upstream: dict[str, dict], force: bool) -> Manifest:
+    """One stage of the table as this flow's tasks, with a `<domain>-<stage>-progress` artifact and
+    its counts line printed (the terminal) and logged (the UI)."""
+    logger = get_run_logger()
+
+    def echo(line: str) -> None:
+        print_line(line)
+        logger.info(line.strip())
+
+    progress = artifacts.Progress(artifacts.artifact_key(spec.domain, f"{name}-progress"), f"{name}: share done")
+    return stages.run(name, spec, Path(out), {k: Manifest.from_dict(v) for k, v in upstream.items()},
+                      PrefectSteps(spec), force, echo=echo, progress=progress)

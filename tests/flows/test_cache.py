@@ -125,3 +125,52 @@ def test_a_rebuild_says_which_key_part_changed(tmp_path):
     both.path("data").unlink()
     assert build_stage(tmp_path, "s", key(1), _builder(calls)).reason == "the earlier build's outputs are missing"
     assert len(calls) == 5
+
+
+def _parquet_builder(calls: list):
+    import polars as pl
+
+    def build(out: Path):
+        calls.append(out)
+        pl.DataFrame({"id": [f"r{i}" for i in range(2000)], "x": list(range(2000))}).write_parquet(out / "rows.parquet")
+        return {"rows": "rows.parquet"}, {"rows_in": 2000}
+    return build
+
+
+def test_a_truncated_or_altered_output_is_rebuilt_not_trusted(tmp_path):
+    import polars as pl
+
+    calls: list = []
+    first = build_stage(tmp_path, "s", "k", _parquet_builder(calls))
+    path = first.path("rows")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # a parquet cut in half
+    again = build_stage(tmp_path, "s", "k", _parquet_builder(calls))
+    assert len(calls) == 2 and not again.cached
+    assert again.reason.startswith("the earlier build is corrupted (rows: content differs")
+    assert pl.read_parquet(again.path("rows")).height == 2000
+
+    flipped = bytearray(path.read_bytes())  # same size, one byte changed in place
+    flipped[len(flipped) // 2] ^= 0xFF
+    path.write_bytes(bytes(flipped))
+    build_stage(tmp_path, "s", "k", _parquet_builder(calls))
+    assert len(calls) == 3
+
+    untouched = build_stage(tmp_path, "s", "k", _parquet_builder(calls))
+    assert untouched.cached and len(calls) == 3
+    os.utime(path)  # touched, not changed: hashed again, found equal, still trusted
+    assert build_stage(tmp_path, "s", "k", _parquet_builder(calls)).cached and len(calls) == 3
+
+
+def test_a_manifest_that_lies_or_is_cut_short_is_rebuilt(tmp_path):
+    calls: list = []
+    m = build_stage(tmp_path, "s", "k", _builder(calls))
+    manifest = m.dir / "_manifest.json"
+    record = json.loads(manifest.read_text())
+    record["digests"]["data"] = "0" * 64
+    record["fingerprints"] = {}
+    manifest.write_text(json.dumps(record))
+    assert not build_stage(tmp_path, "s", "k", _builder(calls)).cached and len(calls) == 2
+    manifest.write_text(manifest.read_text()[:40])  # half a JSON file
+    rebuilt = build_stage(tmp_path, "s", "k", _builder(calls))
+    assert not rebuilt.cached and len(calls) == 3 and "manifest is unreadable" in rebuilt.reason

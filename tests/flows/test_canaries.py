@@ -51,12 +51,12 @@ def test_a_broken_plugin_verifier_stops_the_run_at_attach(prefect_harness, toy_s
 def test_canaries_pass_on_the_math_verifier_and_land_in_the_attach_stats(toy_spec, tmp_path):
     from pathlib import Path
 
-    from flows.data_stages import attach_stage, prepare_stage
+    from flows import stages
     from flows.spec import load_spec
 
     spec = load_spec(toy_spec)
     root = Path(tmp_path / "root")
-    verified = attach_stage(spec, root, prepare_stage(spec, root))
+    verified = stages.run("attach", spec, root, {"prepare": stages.run("prepare", spec, root, {})})
     canaries = verified.stats["canaries"]
     assert canaries["ok"] and canaries["rules"] == 1 and canaries["verdicts"] >= 40 * 45
     report = json.loads((root / "canary_report.json").read_text())

@@ -76,7 +76,7 @@ def test_data_error_is_not_retried_and_names_the_stage(prefect_harness, toy_spec
         raise ValueError("reference column holds bytes")
 
     monkeypatch.setattr(verifiers, "attach", broken)
-    from flows.data_stages import StageFailed
+    from flows.errors import StageFailed
 
     with pytest.raises(StageFailed) as info:
         _prepare_attach(toy_spec, tmp_path / "out")
@@ -87,7 +87,7 @@ def test_data_error_is_not_retried_and_names_the_stage(prefect_harness, toy_spec
 
 
 def test_missing_sources_fail_prepare_with_the_fix(prefect_harness, toy_spec, tmp_path):
-    from flows.data_stages import StageFailed
+    from flows.errors import StageFailed
     from flows.prepare import prepare
 
     for f in (toy_spec.parent / "raw").iterdir():

@@ -1,28 +1,58 @@
-"""The model stages' cache keys change with every training field that changes their output."""
+"""The stage table's cache keys: the model stages' keys change with every training field that changes
+their output, and every stage's key follows exactly the spec sections its row declares."""
 from __future__ import annotations
 
-import flows.model_stages as ms
+from flows.cache import Manifest
+from flows.runner import stage_key_of
 from flows.spec import load_spec
+from flows.stages import STAGES
 
 
-class _M:
-    digests = {"verified": "v", "train": "t", "eval": "e", "sft": "s", "tiers": "r"}
+def _m(name: str) -> Manifest:
+    outputs = {"rows": "r", "train": "t", "eval": "e", "model": "m", "summary": "s"}
+    return Manifest(name, "k", None, outputs, {k: f"{name}-{k}" for k in outputs})
 
 
-def _keys(spec, monkeypatch) -> dict[str, str]:
-    seen = {}
-    monkeypatch.setattr(ms, "build_stage", lambda root, name, key, build, force, **kw: seen.setdefault(name, key))
-    ms.sft_stage(spec, None, _M(), _M())
-    ms.grpo_stage(spec, None, _M(), _M(), _M())
-    return seen
+UPSTREAM = {name: _m(name) for name in ("prepare", "attach", "split", "sft", "tier", "grpo")}
 
 
-def test_prompt_format_dtype_and_lora_are_in_the_sft_and_grpo_keys(toy_spec, monkeypatch):
+def _keys(spec) -> dict[str, str]:
+    return {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("sft", "grpo")}
+
+
+def _with(spec, section: str, update: dict):
+    data = spec.model_dump(mode="json")
+    data[section].update(update)
+    return type(spec).model_validate(data)
+
+
+def test_prompt_format_dtype_and_lora_are_in_the_sft_and_grpo_keys(toy_spec):
     spec = load_spec(toy_spec)
-    base = _keys(spec, monkeypatch)
+    base = _keys(spec)
     for update in ({"prompt_format": "chat"}, {"dtype": "bfloat16"}, {"system_prompt": "Be brief."},
                    {"lora": {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj"]}}):
-        data = spec.model_dump(mode="json")
-        data["training"].update(update)
-        changed = _keys(type(spec).model_validate(data), monkeypatch)
+        changed = _keys(_with(spec, "training", update))
         assert changed["sft"] != base["sft"] and changed["grpo"] != base["grpo"], update
+
+
+def test_verifier_timeout_is_in_the_attach_and_tier_keys_and_pool_size_in_none(toy_spec):
+    spec = load_spec(toy_spec)
+    other_timeout = _with(spec, "verifiers", {"timeout_s": 3.0})
+    other_workers = _with(spec, "verifiers", {"workers": 1})
+    for name in ("attach", "tier"):
+        base = stage_key_of(STAGES[name], spec, UPSTREAM)
+        assert stage_key_of(STAGES[name], other_timeout, UPSTREAM) != base, name
+        assert stage_key_of(STAGES[name], other_workers, UPSTREAM) == base, name  # same verdicts, any pool
+
+
+def test_every_declared_input_changes_the_key(toy_spec):
+    spec = load_spec(toy_spec)
+    for stage in STAGES.values():
+        for ref in stage.inputs:
+            name, output = ref.split(".", 1)
+            moved = dict(UPSTREAM)
+            changed = _m(name)
+            moved[name] = Manifest(name, "k", None, changed.outputs, {**changed.digests, output: "other"})
+            if stage.name in ("evaluate",):
+                continue  # its extra key reads model folders on disk (tested end to end in test_cli)
+            assert stage_key_of(stage, spec, moved) != stage_key_of(stage, spec, UPSTREAM), (stage.name, ref)

@@ -1,36 +1,23 @@
-"""The same spec and seed give the same tiers from every entry point and for any chunk size."""
+"""The same spec and seed give the same split and tiers from every entry point: `rlvrflow tier`,
+the `tier` flow on Prefect, the stage table inline or on threads, and any `orchestration.chunk_rows`."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import curriculum.tiering as tiering
-from flows.data_stages import attach_stage, prepare_stage, split_stage
-from flows.model_stages import tier_stage
+from flows import stages
+from flows.cli import main
+from flows.runner import LocalSteps, ThreadSteps
 from flows.spec import load_spec
 from training.config import TinyModelConfig
 from training.tiny_model import build_tiny_model
 
 
-class _Sft:
-    """A stand-in for the SFT stage's manifest: only the model path and its digest are read."""
-
-    def __init__(self, path: Path) -> None:
-        self._path, self.digests = path, {"sft": "test-model"}
-
-    def path(self, name: str) -> Path:
-        return self._path
-
-
-def _engine(model: Path):
-    from curriculum.engines import HFEngine
-
-    return HFEngine.from_pretrained(str(model))
-
-
 def _tiers(frame: pl.DataFrame) -> list[tuple]:
-    return frame.sort("id").select("id", "n_correct", "tier").rows()
+    return frame.sort("id").select("id", "split", "n_correct", "tier").rows()
 
 
 def _by_text(workers, timeout_s=None):
@@ -41,35 +28,64 @@ def _by_text(workers, timeout_s=None):
     return lambda items: [float(zlib.crc32(text.encode()) % 2) for _, text, _, _ in items]
 
 
-def test_tiers_do_not_depend_on_entry_point_or_chunk_rows(tmp_path, toy_spec, monkeypatch):
+def _with(spec, chunk_rows: int):
+    return spec.model_copy(update={"orchestration": spec.orchestration.model_copy(
+        update={"chunk_rows": chunk_rows, "workers": 2})})
+
+
+@pytest.fixture
+def tiny_model(tmp_path, toy_spec) -> Path:
+    corpus = (toy_spec.parent / "raw" / "part-0.jsonl").read_text().splitlines()
+    return build_tiny_model(corpus + ["Answer: 0123456789"], tmp_path / "model", seed=0,
+                            dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32))
+
+
+def _table(spec, root: Path, model: Path, steps) -> pl.DataFrame:
+    m = {"prepare": stages.run("prepare", spec, root, {}, steps)}
+    m["attach"] = stages.run("attach", spec, root, m, steps)
+    m["split"] = stages.run("split", spec, root, m, steps)
+    m["sft"] = stages.given_model(model)
+    return pl.read_parquet(stages.run("tier", spec, root, m, steps).path("rows"))
+
+
+@pytest.mark.slow
+def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_spec, tiny_model, monkeypatch,
+                                                                   prefect_harness):
     monkeypatch.setattr(tiering, "PROMPTS_PER_CALL", 8)  # several engine calls on the toy split
     monkeypatch.setattr(tiering, "default_score_fn", _by_text)
-    corpus = (toy_spec.parent / "raw" / "part-0.jsonl").read_text().splitlines()
-    model = build_tiny_model(corpus + ["Answer: 0123456789"], tmp_path / "model", seed=0,
-                             dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32))
     spec = load_spec(toy_spec)
-    root = tmp_path / "root"
-    split = split_stage(spec, root, attach_stage(spec, root, prepare_stage(spec, root)))
-    train = pl.read_parquet(split.path("train"))
-    assert train.height > 3 * 8
 
-    # `rlvrflow tier`'s path: one call over the whole split
-    plain = tiering.tier_to_dir(train, model, spec.curriculum, tmp_path / "plain", spec.training.seed,
-                                score_fn=_by_text(1))
-    # the flow's tier stage with two different chunk sizes (8 and 24 rows per fan-out chunk)
-    by_chunks = []
-    for chunk_rows in (8, 24):
-        chunked = spec.model_copy(update={"orchestration": spec.orchestration.model_copy(
-            update={"chunk_rows": chunk_rows, "workers": 1})})
-        m = tier_stage(chunked, tmp_path / f"flow-{chunk_rows}", split, _Sft(model))
-        by_chunks.append(_tiers(pl.read_parquet(m.path("tiers"))))
-    assert by_chunks[0] == by_chunks[1] == _tiers(plain)
-    counts = [c for _, c, _ in by_chunks[0]]
+    # `rlvrflow tier` (the chunk size of the spec: 16 rows)
+    assert main(["tier", str(toy_spec), "--model", str(tiny_model), "--out", str(tmp_path / "cli")]) == 0
+    cli = _tiers(pl.read_parquet(tmp_path / "cli" / "tiers.parquet"))
+    assert len(cli) > 3 * 8
+
+    # the stage table inline with 8 and 24 rows per chunk, and on two threads
+    inline = [_tiers(_table(_with(spec, n), tmp_path / f"inline-{n}", tiny_model, LocalSteps())) for n in (8, 24)]
+    threads = _tiers(_table(_with(spec, 8), tmp_path / "threads", tiny_model, ThreadSteps(2)))
+    assert inline[0] == inline[1] == threads == cli
+
+    # the `tier` flow on Prefect (its tasks on the flow's thread pool), fed by the prepare and attach flows
+    from flows.attach import attach
+    from flows.prepare import prepare
+    from flows.tier import tier
+
+    out = str(tmp_path / "flow")
+    data = attach(str(toy_spec), out, prepare(str(toy_spec), out), overrides={"orchestration.chunk_rows": 8})
+    flow_m = tier(str(toy_spec), out, data["split"], stages.given_model(tiny_model).to_dict(),
+                  overrides={"orchestration.chunk_rows": 8})
+    assert _tiers(pl.read_parquet(Path(flow_m["dir"]) / flow_m["outputs"]["rows"])) == cli
+
+    counts = [c for _, _, c, _ in cli]
     assert len(set(counts)) > 2, counts  # the counts do vary with what was sampled
 
-    # the old scheme (a seed per fan-out chunk) gives other counts: the comparison above can fail
-    other = tiering.tier_rows(train, _engine(model), spec.curriculum, spec.training.seed + 1, score_fn=_by_text(1))
-    assert _tiers(other) != _tiers(plain)
+    # the old scheme (a seed per fan-out chunk) gives other counts: the comparisons above can fail
+    from curriculum.engines import HFEngine
+
+    train = pl.read_parquet(tmp_path / "cli" / "tiers.parquet")
+    other = tiering.tier_rows(train, HFEngine.from_pretrained(str(tiny_model)), spec.curriculum,
+                              spec.training.seed + 1, score_fn=_by_text(1))
+    assert _tiers(other) != cli
 
     # and the order rows are sampled in is a function of (seed, ids) only
     ids = train["id"].to_list()

@@ -1,0 +1,293 @@
+"""The library calls of the stage table: each takes a `Job` and returns a `Result` (flows/runner.py).
+
+Each is a thin adapter around one library function (cleaning.prepare, verifiers.attach,
+curriculum.assign_split, training.run_sft, curriculum.tier_rows, training.train_grpo,
+training.evaluate): it reads the job's input files and the spec sections its table row declares,
+calls the library, and returns rows or the files it wrote. No Prefect, no cache logic here.
+Every verifier call takes its pool settings from the one `verifiers:` section (`workers`, `timeout_s`).
+"""
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+from typing import Any
+
+from flows.errors import DataError
+from flows.runner import Job, Result
+from flows.spec import DomainSpec
+
+# ----- prepare ----------------------------------------------------------------------------------
+
+
+def source_files(spec: DomainSpec) -> list[Path]:
+    """Every file the spec's sources match; a source that matches nothing is a data error."""
+    files: list[Path] = []
+    for i, src in enumerate(spec.sources):
+        patterns = src.path if isinstance(src.path, (list, tuple)) else [src.path]
+        matched = [Path(p) for pattern in patterns
+                   for p in sorted(glob.glob(str(spec.resolve(pattern)), recursive=True))]
+        if not matched:
+            raise DataError(
+                f"prepare: sources[{i}] ({src.name}): {patterns} matches no file under {spec.base_dir}; "
+                "fix `path` in the spec or generate the raw logs first "
+                "(e.g. python examples/retail/generate.py --out examples/retail/raw --seed 0)")
+        files += matched
+    return files
+
+
+def prepare(job: Job) -> Result:
+    """cleaning.prepare (ingest, clean, dedup, validate) writing its files into the stage folder."""
+    import cleaning
+
+    spec = job.spec
+    result = cleaning.prepare(spec.sources, spec.cleaning, spec.validation, spec.domain, spec.base_dir,
+                              Path(job.out), False)
+    files = {"rows": "clean.parquet", "rejects": "rejects.parquet", "stats": "stats.json",
+             "validation": "validation.json"}
+    return Result(dict(result.stats), {k: v for k, v in files.items() if (Path(job.out) / v).exists()})
+
+
+# ----- attach (fanned out over row ranges) -----------------------------------------------------
+
+
+def attach_plan(job: Job) -> list[dict[str, Any]]:
+    import polars as pl
+
+    n = pl.scan_parquet(job.input("prepare", "rows")).select(pl.len()).collect().item()
+    size = job.spec.orchestration.chunk_rows
+    return [{"offset": off, "rows": min(size, n - off)} for off in range(0, n, size)] or [{"offset": 0, "rows": 0}]
+
+
+def attach(job: Job) -> Result:
+    """verifiers.attach on one row range of the clean rows."""
+    import polars as pl
+
+    import verifiers
+
+    spec = job.spec
+    df = pl.read_parquet(job.input("prepare", "rows")).slice(job.item["offset"], job.item["rows"])
+    kept, rejects, stats = verifiers.attach(df, spec.verifiers, spec.base_dir, workers=spec.verifiers.workers)
+    return Result(dict(stats), kept=kept, rejects=rejects)
+
+
+def attach_canaries(job: Job, stats: dict) -> Result:
+    """Probe every rule with the reward canaries (verifiers/canary.py); the report goes to
+    ROOT/canary_report.json; a rule that scores a canary is a data error naming rule and canary."""
+    import logging
+
+    import polars as pl
+
+    from verifiers import canary
+
+    cfg = job.spec.verifiers
+    if not cfg.canaries.enabled:
+        return Result({})
+    rows = pl.read_parquet(Path(job.out) / "attach.parquet", columns=["id", "category", "prompt", "reference",
+                                                                       "verifier", "verifier_params"]).to_dicts()
+    report = canary.probe(rows, cfg.rules, cfg.canaries, workers=cfg.workers, timeout_s=cfg.timeout_s)
+    report_path = Path(job.root) / "canary_report.json"
+    report_path.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    logging.getLogger("rlvrflow.attach").info(canary.summary(report))
+    if not report["ok"]:
+        raise DataError(f"attach: {canary.summary(report)}\n  full report: {report_path}")
+    return Result({"canaries": {"ok": True, "rules": len(report["rules"]),
+                                "verdicts": sum(r["verdicts"] for r in report["rules"]),
+                                "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]}}})
+
+
+# ----- split ------------------------------------------------------------------------------------
+
+
+def split(job: Job) -> Result:
+    """curriculum.assign_split, then train.parquet / eval.parquet, each the first
+    orchestration.max_rows rows by id when set (the rest are rejected as over_max_rows)."""
+    import polars as pl
+
+    import curriculum
+    from cleaning.stage import make_stats, reject_frame
+
+    spec = job.spec
+    df = curriculum.assign_split(pl.read_parquet(job.input("attach", "rows")), spec.curriculum.eval_fraction,
+                                 spec.training.seed)
+    cap = spec.orchestration.max_rows
+    kept, dropped, counts = [], [], {}
+    for part in ("train", "eval"):
+        rows = df.filter(pl.col("split") == part).sort("id")
+        kept.append(rows.head(cap) if cap else rows)
+        dropped.append(rows.slice(cap) if cap else rows.head(0))
+        kept[-1].write_parquet(Path(job.out) / f"{part}.parquet")
+        counts[f"rows_{part}"] = kept[-1].height
+    if counts["rows_train"] == 0 or counts["rows_eval"] == 0:
+        raise DataError(f"split: {counts['rows_train']} train and {counts['rows_eval']} eval rows from "
+                        f"{df.height} verified rows; both must be non-empty: add rows or change "
+                        "curriculum.eval_fraction")
+    rejects = reject_frame(pl.concat(dropped), "split", "over_max_rows",
+                                    f"beyond orchestration.max_rows={cap} rows of its split")
+    kept_all = pl.concat(kept)
+    stats = make_stats(df.height, kept_all, rejects, 0.0, counts)
+    return Result(stats, {"train": "train.parquet", "eval": "eval.parquet"}, kept_all, rejects)
+
+
+# ----- SFT --------------------------------------------------------------------------------------
+
+
+def training_config(spec: DomainSpec):
+    """The training section with a local model path made absolute against the spec's folder."""
+    cfg = spec.training
+    return cfg if cfg.is_embedded else cfg.model_copy(update={"model": str(spec.resolve(cfg.model))})
+
+
+def model_identity(spec: DomainSpec) -> Any:
+    """What identifies the base model cheaply: 'embedded', or each file's name, size and mtime."""
+    cfg = training_config(spec)
+    if cfg.is_embedded:
+        return "embedded"
+    root = Path(cfg.model)
+    if not root.is_dir():
+        return str(root)
+    return sorted((p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in root.rglob("*") if p.is_file())
+
+
+def corpus_texts(df) -> list[str]:
+    """Texts the embedded tokenizer is built from: every prompt, solution and reference."""
+    return [t for col in ("prompt", "solution", "reference") if col in df.columns for t in df[col].to_list() if t]
+
+
+def sft(job: Job) -> Result:
+    """training.resolve_base_model + training.run_sft into base/ and sft/."""
+    import polars as pl
+
+    from training.sft import run_sft
+    from training.tiny_model import resolve_base_model
+
+    cfg = training_config(job.spec)
+    out = Path(job.out)
+    base = resolve_base_model(cfg, corpus_texts(pl.read_parquet(job.input("attach", "rows"))), out / "base", cfg.seed)
+    model = run_sft(base, pl.read_parquet(job.input("split", "train")), cfg, out / "sft", cfg.seed)
+    stats = json.loads((Path(model) / "sft_stats.json").read_text())
+    return Result({**stats, "base_model": str(base)}, {"model": "sft"})
+
+
+# ----- tier (fanned out in chunks of whole engine calls) -------------------------------------
+
+
+def tier_plan(job: Job) -> list[dict[str, Any]]:
+    """Chunks of whole engine calls in tiering's own (seed, id) order, all tiered with the run's seed:
+    the tiers are the same for any chunk_rows, any runner and `rlvrflow tier` (curriculum/tiering.py)."""
+    import polars as pl
+
+    from curriculum.tiering import call_chunks
+
+    ids = pl.read_parquet(job.input("split", "train"), columns=["id"])["id"].to_list()
+    if None in ids or len(set(ids)) != len(ids):  # chunks select rows by id
+        raise DataError(f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
+                        f"{len(set(ids) - {None})} distinct ids)")
+    spec = job.spec
+    chunks = call_chunks(ids, spec.training.seed, spec.orchestration.chunk_rows)
+    return [{"ids": chunk, "rows": len(chunk)} for chunk in chunks] or [{"ids": [], "rows": 0}]
+
+
+def tier(job: Job) -> Result:
+    """curriculum.tier_rows on the train rows of this chunk, with its own engine."""
+    import polars as pl
+
+    from curriculum.engines import HFEngine
+    from curriculum.tiering import default_score_fn, tier_rows
+    from training.modeling import pick_device, set_threads
+
+    spec = job.spec
+    set_threads(spec.training.torch_threads)  # the engine's sampling obeys training.torch_threads too
+    df = pl.read_parquet(job.input("split", "train")).filter(pl.col("id").is_in(job.item["ids"]))
+    engine = HFEngine.from_pretrained(str(job.input("sft", "model")), device=str(pick_device(spec.training.device)),
+                                      batch_size=spec.curriculum.engine_batch_size)
+    score = default_score_fn(spec.verifiers.workers, spec.verifiers.timeout_s)
+    tiered = tier_rows(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
+    rejects = df.head(0).with_columns(pl.lit(None, pl.String).alias(c) for c in ("stage", "reason", "detail"))
+    stats = {"rows_in": df.height, "rows_kept": tiered.height, "rows_rejected": 0, "rejected_by_reason": {}}
+    return Result(stats, kept=tiered, rejects=rejects)
+
+
+def tier_finish(job: Job, stats: dict) -> Result:
+    """The tier report (curriculum.tier_report: table, markdown, histogram) and the counts per tier."""
+    import polars as pl
+
+    from curriculum.report import tier_report
+
+    tiered = pl.read_parquet(Path(job.out) / "tier.parquet")
+    written = tier_report(tiered, job.out, k=job.spec.curriculum.k)
+    counts = {t: int(n) for t, n in tiered["tier"].value_counts().iter_rows()} if tiered.height else {}
+    names = {"table": "tier_table.csv", "markdown": "tier_report.md", "histogram": "tier_histogram.png"}
+    files = {k: v for k, v in names.items() if (Path(job.out) / v).exists()}
+    assert set(files) >= {"table", "markdown"}, written
+    return Result({"tiers": counts}, files)
+
+
+# ----- GRPO -------------------------------------------------------------------------------------
+
+
+def grpo(job: Job) -> Result:
+    """training.train_grpo from the SFT model on the tiered rows; resumes from the folder's checkpoints."""
+    import polars as pl
+
+    from training.grpo import train_grpo
+
+    spec = job.spec
+
+    def progress(step: int, steps: int, metrics: dict) -> None:
+        if job.progress is not None:
+            job.progress(step / max(1, steps or spec.training.grpo.steps))
+
+    summary = train_grpo(str(job.input("sft", "model")), pl.read_parquet(job.input("tier", "rows")),
+                         training_config(spec), spec.curriculum, spec.verifiers.reward,
+                         pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,
+                         on_progress=progress)
+    stats = {k: summary.get(k) for k in ("steps", "seconds", "steps_per_second", "zero_variance_fraction",
+                                         "final_checkpoint", "best_checkpoint", "warnings")}
+    files = {"summary": "summary.json", "metrics": "metrics.jsonl"}
+    if (Path(job.out) / "curves.png").exists():
+        files["curves"] = "curves.png"
+    return Result(stats, files)
+
+
+# ----- evaluate: the SFT baseline and every GRPO checkpoint, one call each ---------------------
+
+
+def models_to_evaluate(sft_model: str | Path, grpo_dir: str | Path) -> dict[str, str]:
+    """The SFT model and the GRPO checkpoints still on disk, by name (oldest first)."""
+    from training.checkpoint import list_checkpoints
+
+    return {"sft": str(sft_model), **{Path(p).name: str(p) for _, p in list_checkpoints(grpo_dir)}}
+
+
+def evaluate_plan(job: Job) -> list[dict[str, Any]]:
+    models = models_to_evaluate(job.input("sft", "model"), job.input("grpo", "dir"))
+    return [{"name": name, "model": path} for name, path in models.items()]
+
+
+def evaluate(job: Job) -> Result:
+    """training.evaluate of one model on the held-out split; writes <name>.json."""
+    import polars as pl
+
+    from training.eval import evaluate as run_eval
+    from training.modeling import set_threads
+
+    spec, name = job.spec, job.item["name"]
+    set_threads(spec.training.torch_threads)
+    result = run_eval(job.item["model"], pl.read_parquet(job.input("split", "eval")), spec.eval, spec.training.seed,
+                      workers=spec.verifiers.workers, device=spec.training.device, dtype=spec.training.dtype)
+    result = {"name": name, **result}
+    (Path(job.out) / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+    return Result({}, {name: f"{name}.json"})
+
+
+def evaluate_finish(job: Job, stats: dict) -> Result:
+    """eval_table.json: each model's headline metrics, the SFT baseline first."""
+    table = []
+    for item in evaluate_plan(job):
+        r = json.loads((Path(job.out) / f"{item['name']}.json").read_text())
+        table.append({k: r.get(k) for k in ("name", "model", "pass_at_1_greedy", "pass_at_1_sampled",
+                                            "pass_at_k", "format_rate", "length_mean", "n_prompts")})
+    (Path(job.out) / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
+    return Result({"models": len(table)}, {"table": "eval_table.json"})

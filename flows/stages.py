@@ -1,0 +1,128 @@
+"""The pipeline as a table: one row per stage, run by the one runner (flows/runner.py).
+
+    stage     inputs (other stages' outputs)            spec sections read                         fan-out
+    prepare   source files (extra key)                  domain sources cleaning validation         -
+    attach    prepare.rows, files named by params       verifiers (timeout_s, workers: the pool)   row ranges
+    split     attach.rows                               curriculum.eval_fraction training.seed ... -
+    sft       attach.rows split.train, base model       training.{tiny,sft,seed,device,...}        -
+    tier      split.train sft.model                     curriculum training.seed verifiers.timeout_s  whole engine calls
+    grpo      sft.model tier.rows split.eval            training.{grpo,checkpoint,...} curriculum  -
+    evaluate  split.eval sft.model grpo.summary       eval training.{seed,dtype}                 one per model
+
+The CLI (`rlvrflow clean`, `tier`) and the Prefect flows (flows/prepare.py ... flows/evaluate.py)
+both call `run(name, spec, root, upstream, steps)`, so every entry point builds the same folders.
+
+Adding a stage is one row plus a library function. A DPO stage after tier, say:
+
+    def dpo(job: Job) -> Result:           # in flows/calls.py: read inputs, call training.dpo, say what it wrote
+        ...train_dpo(str(job.input("sft", "model")), pl.read_parquet(job.input("tier", "rows")), ...)
+        return Result(stats, {"model": "dpo"})
+
+    Stage("dpo", inputs=("sft.model", "tier.rows"), sections=("training.dpo", "training.seed", ...),
+          code=("training",), call=calls.dpo)                  # appended to STAGES below
+
+then `run("dpo", spec, root, {"sft": m_sft, "tier": m_tier})` from a flow file (flows/dpo.py) or
+the CLI. A stage that fans out adds `plan=` (Job -> items) and, for rows, `rows=True`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flows import calls
+from flows.cache import Manifest, file_digest, tree_digest
+from flows.runner import Stage, run_stage
+from flows.spec import DomainSpec
+
+MODEL_SETTINGS = ("training.prompt_format", "training.system_prompt", "training.dtype", "training.lora")
+
+
+def _digest(p: Path) -> str:
+    return tree_digest(p) if p.is_dir() else file_digest(p)
+
+
+def _source_files(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    return {"files": {str(p): _digest(p) for p in calls.source_files(spec)}}
+
+
+def referenced_files(spec: DomainSpec) -> list[Path]:
+    """Files named by verifier params (e.g. the SQL database): their content is part of the key."""
+    found: list[Path] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and value and len(value) < 512 and "\n" not in value:
+            p = spec.resolve(value)
+            if p.exists() and p != spec.base_dir:
+                found.append(p)
+
+    walk([rule.model_dump(mode="json") for rule in spec.verifiers.rules])
+    return sorted(set(found))
+
+
+def _verifier_files(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    return {"files": {str(p): _digest(p) for p in referenced_files(spec)}}
+
+
+def _base_model(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    return {"model": calls.model_identity(spec)}
+
+
+def _checkpoints(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    models = calls.models_to_evaluate(upstream["sft"].path("model"), upstream["grpo"].dir)
+    return {"models": {name: tree_digest(path) for name, path in models.items()}}
+
+
+def _split_line(st: dict) -> str:
+    return f"{st.get('rows_train')} train, {st.get('rows_eval')} eval (of {st.get('rows_in')}; " \
+           f"{st.get('rows_rejected', 0)} over max_rows)"
+
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("prepare", inputs=(), sections=("domain", "sources", "cleaning", "validation"), code=("cleaning",),
+          call=calls.prepare, extra_key=_source_files, rows=True),
+    Stage("attach", inputs=("prepare.rows",),
+          sections=("verifiers.rules", "verifiers.self_check", "verifiers.timeout_s", "verifiers.canaries"),
+          code=("verifiers",), call=calls.attach, plan=calls.attach_plan, finish=calls.attach_canaries,
+          extra_key=_verifier_files, rows=True),
+    Stage("split", inputs=("attach.rows",), sections=("curriculum.eval_fraction", "training.seed",
+                                                      "orchestration.max_rows"),
+          code=("curriculum",), call=calls.split, rows=True, summary=_split_line),
+    Stage("sft", inputs=("attach.rows", "split.train"),
+          sections=("training.tiny", "training.sft", "training.seed", "training.device", *MODEL_SETTINGS),
+          code=("training",), call=calls.sft, extra_key=_base_model,
+          summary=lambda st: f"{st.get('steps')} steps, final loss {st.get('final_loss')}"),
+    Stage("tier", inputs=("split.train", "sft.model"),
+          sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
+          code=("curriculum", "verifiers"), call=calls.tier, plan=calls.tier_plan, finish=calls.tier_finish,
+          rows=True, sort_by="id",
+          summary=lambda st: f"{st.get('rows_in')} prompts: " + ", ".join(
+              f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))),
+    Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),
+          sections=("training.grpo", "training.checkpoint", "training.seed", "training.device", "curriculum",
+                    "verifiers.reward", "eval", *MODEL_SETTINGS),
+          code=("training", "curriculum", "verifiers"), call=calls.grpo, resumable=True,
+          summary=lambda st: f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"),
+    Stage("evaluate", inputs=("split.eval", "sft.model", "grpo.summary"), sections=("eval", "training.seed", "training.dtype"),
+          code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,
+          finish=calls.evaluate_finish, extra_key=_checkpoints,
+          summary=lambda st: f"{st.get('models')} models on the held-out split"),
+)}
+
+
+def run(name: str, spec: DomainSpec, root: str | Path, upstream: dict[str, Manifest], steps: Any = None,
+        force: bool = False, **kwargs: Any) -> Manifest:
+    """Run (or reuse) one stage of the table; `upstream` holds the manifests of the stages it reads."""
+    needed = {k: upstream[k] for k in STAGES[name].upstream if k in upstream}
+    return run_stage(STAGES[name], spec, root, needed, steps, force, **kwargs)
+
+
+def given_model(path: str | Path) -> Manifest:
+    """A model folder from outside the pipeline (`rlvrflow tier --model DIR`) as an 'sft' manifest."""
+    path = Path(path).resolve()
+    return Manifest("sft", "given", path, {"model": "."}, {"model": tree_digest(path)}, cached=True)
