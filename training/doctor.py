@@ -101,7 +101,8 @@ def _from_report(run_dir: Path) -> RunRecords:
         _samples([eval_dir], rec)
     else:
         rec.notes.append(f"the evaluate stage's results ({eval_dir or 'no folder in report.json'}: "
-                         f"{', '.join(f'{n}.json' for n in names) or 'no names'}) were not found; using GRPO's evals.jsonl")
+                         f"{', '.join(f'{n}.json' for n in names) or 'no names'}) were not found; "
+                         "using GRPO's evals.jsonl")
         _grpo_part(grpo_dir, rec, with_evals=True)
     for row in report.get("eval_matrix") or []:
         for set_name, score in (row.get("regression") or {}).items():
@@ -141,8 +142,9 @@ def run_rules(rec: RunRecords) -> list[Finding]:
     found.sort(key=lambda f: f.severity != "critical")
     if rec.notes:
         found.append(Finding("records_missing", "info", "some records could not be read", tuple(rec.notes),
-                             "the rules named above were skipped: rerun the stage that writes the missing file (rlvrflow "
-                             "run resumes), or set eval.regression_sets / eval.robustness_set to measure those"))
+                             "the rules named above were skipped: rerun the stage that writes the missing file "
+                             "(rlvrflow run resumes), or set eval.regression_sets / eval.robustness_set to measure "
+                             "those"))
     return found
 
 

@@ -241,7 +241,8 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     if rate is not None:
         evidence.append(f"training correct rate {rate:.3f} on average")
     if rec.evals and rec.evals[0].get("zero_variance_prompts") is not None:
-        evidence.append(f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right or all wrong")
+        evidence.append(f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right "
+                        "or all wrong")
     if rate is not None and rate < TOO_HARD_CORRECT:
         change = ("the groups are flat at 0: the task is too hard for this SFT model; train SFT longer or on more "
                   "solutions, then re-tier (rlvrflow tier) so GRPO draws prompts it sometimes solves")

@@ -32,10 +32,13 @@ GENERAL_FACTS = [  # (English, Chinese, answer): everyday counts, none of them a
     ("How many sides does a hexagon have?", "六边形有几条边？", 6), ("How many legs does a spider have?", "蜘蛛有几条腿？", 8),
     ("How many continents are there?", "世界上有几个大洲？", 7), ("How many planets orbit the Sun?", "太阳系有几颗行星？", 8),
     ("How many players does a football (soccer) team field?", "一支足球队上场几名球员？", 11),
-    ("How many degrees are in a right angle?", "直角是多少度？", 90), ("How many squares are on a chessboard?", "国际象棋棋盘有多少个格子？", 64),
+    ("How many degrees are in a right angle?", "直角是多少度？", 90),
+    ("How many squares are on a chessboard?", "国际象棋棋盘有多少个格子？", 64),
     ("How many strings does a violin have?", "小提琴有几根弦？", 4), ("How many wheels does a tricycle have?", "三轮车有几个轮子？", 3),
-    ("How many hours are in a day?", "一天有多少小时？", 24), ("How many letters are in the English alphabet?", "英文字母表有多少个字母？", 26),
-    ("How many sides does a triangle have?", "三角形有几条边？", 3), ("How many weeks are in a year (whole weeks)?", "一年有几个整周？", 52),
+    ("How many hours are in a day?", "一天有多少小时？", 24),
+    ("How many letters are in the English alphabet?", "英文字母表有多少个字母？", 26),
+    ("How many sides does a triangle have?", "三角形有几条边？", 3),
+    ("How many weeks are in a year (whole weeks)?", "一年有几个整周？", 52),
 ]
 ITEMS = [("mug", "杯子"), ("kettle", "水壶"), ("desk lamp", "台灯"), ("backpack", "背包"), ("umbrella", "雨伞"),
          ("phone case", "手机壳"), ("towel", "毛巾"), ("notebook", "笔记本")]

@@ -38,7 +38,8 @@ def healthy(**changes) -> RunRecords:
 
 
 def test_a_healthy_run_has_no_findings():
-    rec = healthy(regression={"general": {"sft": 0.8, "step_000040": 0.79}}, robustness={"sft": 0.5, "step_000040": 0.5})
+    rec = healthy(regression={"general": {"sft": 0.8, "step_000040": 0.79}},
+                  robustness={"sft": 0.5, "step_000040": 0.5})
     assert [rule.__name__ for rule in R.RULES if rule(rec) is not None] == []
 
 

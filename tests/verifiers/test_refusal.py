@@ -10,7 +10,8 @@ from verifiers.refusal import canaries, check_reference, solution_from_reference
 
 ORDER = "order id|order number|订单号"
 PRICE = "price|cost|how much"
-CONFLICT = "conflict|contradict|don't match|doesn't match|do not match|which price|which amount|which number|which total"
+CONFLICT = ("conflict|contradict|don't match|doesn't match|do not match|which price|which amount|which number|"
+            "which total")
 REFERENCES = [ORDER, PRICE, CONFLICT, "quantity|how many", "shipping address|address"]
 
 
