@@ -157,3 +157,19 @@ def test_rollouts_of_plain_scores_have_no_status_and_empty_input_gives_empty_tab
     assert roll["status"].null_count() == 4 and roll["score"].to_list() == [1.0, 0.0, 1.0, 1.0]
     empty, none = tier_with_rollouts(rows(0), ScriptedEngine([]), CurriculumConfig(n_samples=2, k=1), 0, exact_scores)
     assert empty.height == 0 and none.height == 0 and none.columns == list(ROLLOUT_COLUMNS)
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    tier_rows(rows(3), ScriptedEngine([1, 2, 3]), CurriculumConfig(n_samples=3, k=1), 0, exact_scores)
+    assert "tiering" not in capsys.readouterr().err  # stderr is not a terminal under pytest: quiet
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    tier_rows(rows(3), ScriptedEngine([1, 2, 3]), CurriculumConfig(n_samples=3, k=1), 0, exact_scores)
+    assert "tiering:" in term.getvalue() and "0/3 [" in term.getvalue()  # a bar over the 3 prompts
