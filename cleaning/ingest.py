@@ -18,20 +18,21 @@ from __future__ import annotations
 
 import csv
 import glob
-import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from .config import REQUIRED_FIELDS, SourceSpec
-from .decode import DecodedFile, Undecodable, decode_file, looks_binary
+from .decode import Line, Undecodable, decode_file, looks_binary
+from .linestream import stream_lines
 from .stage import StageResult, make_stats
 
-__all__ = ["ingest", "ingest_source", "IngestError", "ROW_COLUMNS", "REJECT_COLUMNS_INGEST"]
+__all__ = ["ingest", "ingest_source", "read_one", "expand", "label_of", "Sink", "IngestError", "ROW_COLUMNS",
+           "REJECT_COLUMNS_INGEST"]
 
 ROW_COLUMNS = ("id", "domain", "category", "question", "reference", "solution", "source")
 REJECT_COLUMNS_INGEST = (*ROW_COLUMNS, "raw", "stage", "reason", "detail")
@@ -43,14 +44,27 @@ class IngestError(ValueError):
     """A source that cannot be read at all because the spec points nowhere (not a data problem)."""
 
 
-class _Sink:
-    """Collects rows and rejects for one source; counts everything it is given."""
+class Sink:
+    """Collects rows and rejects for one source; counts everything it is given. With `on_chunk`,
+    every `chunk_rows` records (rows + rejects) are handed to it and the lists start empty again;
+    call `flush()` after the last file for the remainder."""
 
-    def __init__(self, spec: SourceSpec, domain: str, progress: bool = False) -> None:
+    def __init__(self, spec: SourceSpec, domain: str, progress: bool = False, chunk_rows: int = 0,
+                 on_chunk: Callable[[list[dict], list[dict]], None] | None = None) -> None:
         self.spec, self.domain, self.progress = spec, domain, progress
+        self.chunk_rows, self.on_chunk = chunk_rows, on_chunk
         self.rows: list[dict[str, str]] = []
         self.rejects: list[dict[str, Any]] = []
-        self.blank_lines = 0
+        self.blank_lines = self.n_rows = self.n_rejects = 0
+
+    def _added(self) -> None:
+        if self.on_chunk is not None and len(self.rows) + len(self.rejects) >= self.chunk_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.on_chunk is not None and (self.rows or self.rejects):
+            self.on_chunk(self.rows, self.rejects)
+            self.rows, self.rejects = [], []
 
     def rows_bar(self, items, total: int, label: str):
         """Iterate `items` with a per-row progress bar on stderr (long files only, if asked)."""
@@ -63,6 +77,8 @@ class _Sink:
         preview = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         self.rejects.append({**(row or {}), "source": source, "raw": preview[:RAW_PREVIEW],
                              "stage": "ingest", "reason": reason, "detail": detail})
+        self.n_rejects += 1
+        self._added()
 
     def record(self, source: str, record: Any, raw_size: int, raw: Any) -> None:
         """Map one parsed record onto the row schema, or reject it with the reason."""
@@ -89,9 +105,11 @@ class _Sink:
                 return self.reject(source, "binary_junk", f"{name} is binary data: it holds many NUL "
                                    "or control characters", raw, row)
         self.rows.append(row)
+        self.n_rows += 1
+        self._added()
 
 
-def _expand(spec: SourceSpec, base_dir: Path) -> list[Path]:
+def expand(spec: SourceSpec, base_dir: Path) -> list[Path]:
     files: list[Path] = []
     for pattern in spec.paths:
         full = pattern if Path(pattern).is_absolute() else str(base_dir / pattern)
@@ -103,7 +121,7 @@ def _expand(spec: SourceSpec, base_dir: Path) -> list[Path]:
     return files
 
 
-def _label(path: Path, base_dir: Path) -> str:
+def label_of(path: Path, base_dir: Path) -> str:
     """The file as the spec names it: relative to the spec's folder when inside it."""
     try:
         return path.resolve().relative_to(base_dir.resolve()).as_posix()
@@ -111,8 +129,8 @@ def _label(path: Path, base_dir: Path) -> str:
         return str(path)
 
 
-def _jsonl(sink: _Sink, label: str, decoded: DecodedFile) -> None:
-    for line in sink.rows_bar(decoded.lines, len(decoded.lines), label):
+def _jsonl(sink: Sink, label: str, lines: Iterable[Line], total: int) -> None:
+    for line in sink.rows_bar(lines, total, label):
         where = f"{label}:{line.number}"
         if line.text is None:
             sink.reject(where, line.reason, line.detail, line.raw)
@@ -130,13 +148,26 @@ def _jsonl(sink: _Sink, label: str, decoded: DecodedFile) -> None:
             sink.record(where, record, len(line.raw), line.raw)
 
 
-def _csv(sink: _Sink, label: str, decoded: DecodedFile) -> None:
-    texts = []
-    for line in decoded.lines:
-        if line.text is None:  # keep numbering: the reader sees an empty line there
+def _csv_texts(sink: Sink, label: str, lines: Iterable[Line], last: list[str]) -> Iterator[str]:
+    """The lines as the csv reader reads them from "\n".join(texts): an unreadable line is rejected
+    and read as empty (which keeps the numbering), and a final empty line is not read at all;
+    `last` holds the latest line handed out, for a reject's preview."""
+    pending: str | None = None
+    for line in lines:
+        if line.text is None:
             sink.reject(f"{label}:{line.number}", line.reason, line.detail, line.raw)
-        texts.append(line.text or "")
-    reader = csv.reader(io.StringIO("\n".join(texts)), delimiter=sink.spec.csv_delimiter, strict=True)
+        if pending is not None:
+            last[0] = pending
+            yield pending + "\n"
+        pending = line.text or ""
+    if pending:
+        last[0] = pending
+        yield pending
+
+
+def _csv(sink: Sink, label: str, lines: Iterable[Line], total: int = 0) -> None:
+    last = [""]
+    reader = csv.reader(_csv_texts(sink, label, lines, last), delimiter=sink.spec.csv_delimiter, strict=True)
     header: list[str] | None = None
     while True:
         first_line = reader.line_num + 1  # a quoted field may span lines: report where it starts
@@ -145,8 +176,7 @@ def _csv(sink: _Sink, label: str, decoded: DecodedFile) -> None:
         except StopIteration:
             break
         except csv.Error as exc:
-            sink.reject(f"{label}:{reader.line_num}", "malformed_csv_row", str(exc),
-                        texts[reader.line_num - 1] if 0 < reader.line_num <= len(texts) else "")
+            sink.reject(f"{label}:{reader.line_num}", "malformed_csv_row", str(exc), last[0])
             continue
         where = f"{label}:{first_line}"
         if not values or not any(v.strip() for v in values):
@@ -161,13 +191,14 @@ def _csv(sink: _Sink, label: str, decoded: DecodedFile) -> None:
             sink.record(where, dict(zip(header, values)), len(raw.encode("utf-8")), raw)
 
 
-def _table_records(sink: _Sink, label: str, df: pl.DataFrame) -> None:
-    for i, record in enumerate(sink.rows_bar(df.iter_rows(named=True), df.height, label)):
+def _table_records(sink: Sink, label: str, df: pl.DataFrame, first: int = 0) -> None:
+    for i, record in enumerate(sink.rows_bar(df.iter_rows(named=True), df.height, label), first):
         raw = json.dumps(record, ensure_ascii=False, default=str)
         sink.record(f"{label}:row {i}", record, len(raw.encode("utf-8")), raw)
 
 
-def _hf_frames(path: Path, label: str, split: str | None) -> Iterator[tuple[str, pl.DataFrame]]:
+def _hf_frames(path: Path, label: str, split: str | None) -> Iterator[tuple[str, Any]]:
+    """(label, arrow table) per split."""
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - datasets is a core dependency
@@ -178,44 +209,66 @@ def _hf_frames(path: Path, label: str, split: str | None) -> Iterator[tuple[str,
         for name in names:
             if name not in loaded:
                 raise IngestError(f"{label}: no split {name!r}; splits are {list(loaded.keys())}")
-            yield f"{label}[{name}]", pl.from_arrow(loaded[name].flatten_indices().data.table)
+            yield f"{label}[{name}]", loaded[name].flatten_indices().data.table
     else:
-        yield label, pl.from_arrow(loaded.flatten_indices().data.table)
+        yield label, loaded.flatten_indices().data.table
 
 
-def _read_file(sink: _Sink, path: Path, label: str) -> str:
-    """Read one file into the sink; returns the encoding used (or the format)."""
-    fmt = sink.spec.format
+def _batches(sink: Sink, label: str, batches: Iterable[Any]) -> None:
+    """Arrow record batches -> records, numbered on from 0 across the batches."""
+    first = 0
+    for batch in batches:
+        _table_records(sink, label, pl.from_arrow(batch), first)
+        first += batch.num_rows
+
+
+def _read_file(sink: Sink, path: Path, label: str, stream: bool = False) -> str:
+    """Read one file into the sink; returns the encoding used (or the format). With `stream`, the
+    file is read a batch or a line at a time (linestream.stream_lines) instead of whole."""
+    fmt, batch = sink.spec.format, max(sink.chunk_rows, 1024)
     if fmt == "parquet":
-        _table_records(sink, label, pl.read_parquet(path))
+        if stream:
+            import pyarrow.parquet as pq
+
+            _batches(sink, label, pq.ParquetFile(path).iter_batches(batch_size=batch))
+        else:
+            _table_records(sink, label, pl.read_parquet(path))
         return "parquet"
     if fmt == "hf_disk":
-        for split_label, df in _hf_frames(path, label, sink.spec.split):
-            _table_records(sink, split_label, df)
+        for split_label, table in _hf_frames(path, label, sink.spec.split):
+            _batches(sink, split_label, table.to_batches(max_chunksize=batch) if stream else [table])
         return "arrow"
     try:
-        decoded = decode_file(path.read_bytes(), sink.spec.encoding)
+        if stream:
+            encoding, lines, total = *stream_lines(path, sink.spec.encoding), 0
+        else:
+            decoded = decode_file(path.read_bytes(), sink.spec.encoding)
+            encoding, lines, total = decoded.encoding, decoded.lines, len(decoded.lines)
     except Undecodable as exc:
         sink.reject(label, "undecodable_file", f"{exc}; set the source's `encoding` "
                     "(e.g. gb18030, latin-1) or re-export the file as UTF-8")
         return "undecodable"
-    (_jsonl if fmt == "jsonl" else _csv)(sink, label, decoded)
-    return decoded.encoding
+    (_jsonl if fmt == "jsonl" else _csv)(sink, label, lines, total)
+    return encoding
 
 
-def ingest_source(spec: SourceSpec, domain: str, base_dir: Path, progress: bool = False) -> tuple[_Sink, list[dict]]:
+def ingest_source(spec: SourceSpec, domain: str, base_dir: Path, progress: bool = False) -> tuple[Sink, list[dict]]:
     """Read all files of one source; returns the sink and a per-file summary."""
-    sink, files = _Sink(spec, domain, progress), []
-    paths = _expand(spec, Path(base_dir))
+    sink, files = Sink(spec, domain, progress), []
+    paths = expand(spec, Path(base_dir))
     from tqdm.auto import tqdm
 
     for path in tqdm(paths, desc=f"ingest {spec.name}", unit="file", disable=not progress):
-        before_rows, before_rej = len(sink.rows), len(sink.rejects)
-        label = _label(path, Path(base_dir))
-        encoding = _read_file(sink, path, label)
-        files.append({"source": spec.name, "file": label, "encoding": encoding,
-                      "rows": len(sink.rows) - before_rows, "rejected": len(sink.rejects) - before_rej})
+        files.append(read_one(sink, path, label_of(path, Path(base_dir))))
     return sink, files
+
+
+def read_one(sink: Sink, path: Path, label: str, stream: bool = False) -> dict:
+    """Read one file into the sink; returns its summary (source, file, encoding, rows, rejected)."""
+    before_rows, before_rej = sink.n_rows, sink.n_rejects
+    encoding = _read_file(sink, path, label, stream)
+    return {"source": sink.spec.name, "file": label, "encoding": encoding,
+            "rows": sink.n_rows - before_rows, "rejected": sink.n_rejects - before_rej}
 
 
 def ingest(sources: list[SourceSpec], domain: str, base_dir: str | Path, progress: bool = False) -> StageResult:
