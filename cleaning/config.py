@@ -170,6 +170,10 @@ class DedupConfig(_Frozen):
         "Jaccard similarity of character 5-gram sets above which two questions are near-duplicates"))
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations (more: slower, more accurate)")
     seed: int = Field(1, description="MinHash seed, for reproducible near-duplicate decisions")
+    shards: int = Field(16, ge=1, le=4096, description=(
+        "hash shards of the on-disk dedup passes: rows with equal question hashes (exact) or equal "
+        "LSH buckets (near) meet in one shard, and each shard is resolved on its own (one task each "
+        "on Dask); more shards: less memory per task, more files. Results do not depend on it"))
 
 
 class PiiConfig(_Frozen):
@@ -213,6 +217,9 @@ class CleaningConfig(_Frozen):
     dedup: DedupConfig = Field(default_factory=DedupConfig, description="exact and near-duplicate removal")
     pii: PiiConfig = Field(default_factory=PiiConfig, description=(
         "PII scrubbing, off by default: `pii: true`, or {enabled: true, kinds: [email, phone]}"))
+    chunk_rows: int = Field(100_000, ge=1, le=1_000_000, description=(
+        "records (rows + rejects) read, cleaned, checked and written at a time: memory grows with "
+        "this, not with the input (about 2-3 KB a row at the default); results do not depend on it"))
 
     @field_validator("pii", mode="before")
     @classmethod

@@ -13,6 +13,11 @@ writes into `out_dir`:
 It prints nothing: progress bars (tqdm, stderr) only with `progress=True`, and INFO lines on the
 `rlvrflow.cleaning` logger. A failed validation raises `ValidationFailed` after writing
 validation.json and the stages before it.
+
+`prepare` streams (cleaning/stream.py): memory follows `cleaning.chunk_rows`, not the input, and
+it returns a StoredResult whose `kept`/`rejects` are read from disk when asked for.
+`prepare_in_memory` is the same pipeline on whole tables (one DataFrame per stage), kept as the
+reference the streaming path is tested against and as the benchmark's baseline.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from .template import build_prompts
 from .transforms import clean_frame
 from .validate import ValidationFailed, validate
 
-__all__ = ["prepare", "clean_stage", "row_id", "OUTPUT_COLUMNS"]
+__all__ = ["prepare", "prepare_in_memory", "clean_stage", "row_id", "OUTPUT_COLUMNS"]
 
 OUTPUT_COLUMNS = ("id", "domain", "category", "question", "reference", "solution", "prompt", "source")
 log = logging.getLogger("rlvrflow.cleaning")
@@ -81,8 +86,17 @@ def _combine(stages: dict[str, StageResult], rows_in: int, seconds: float, domai
 
 
 def prepare(sources: Sequence[SourceSpec], cleaning: CleaningConfig, validation: ValidationConfig,
-            domain: str, base_dir: str | Path, out_dir: str | Path, progress: bool = False) -> StageResult:
-    """Run ingest -> clean -> dedup -> validate and write the outputs (see the module docstring)."""
+            domain: str, base_dir: str | Path, out_dir: str | Path, progress: bool = False):
+    """Run ingest -> clean -> dedup -> validate a chunk at a time and write the outputs (see the
+    module docstring); returns a StoredResult (stats, and kept/rejects read on demand)."""
+    from .stream import prepare_stream
+
+    return prepare_stream(sources, cleaning, validation, domain, base_dir, out_dir, progress)
+
+
+def prepare_in_memory(sources: Sequence[SourceSpec], cleaning: CleaningConfig, validation: ValidationConfig,
+                      domain: str, base_dir: str | Path, out_dir: str | Path, progress: bool = False) -> StageResult:
+    """The same pipeline on whole tables, writing the same outputs (see the module docstring)."""
     from tqdm.auto import tqdm
 
     start = time.perf_counter()

@@ -22,7 +22,7 @@ import polars as pl
 from .config import ValidationConfig
 from .stage import StageResult, make_stats, reject_frame
 
-__all__ = ["validate", "ValidationFailed", "REQUIRED_COLUMNS"]
+__all__ = ["validate", "check_rows", "streamed_report", "ValidationFailed", "REQUIRED_COLUMNS", "detail_of"]
 
 REQUIRED_COLUMNS = ("id", "domain", "category", "question", "reference", "prompt", "source")
 SHOW_ROWS = 20
@@ -58,7 +58,9 @@ class _Check:
         self.expectation.meta = {**(self.expectation.meta or {}), "rlvrflow_reason": self.reason}
 
 
-def _checks(cfg: ValidationConfig, columns: list[str]) -> list[_Check]:
+def _checks(cfg: ValidationConfig, columns: list[str], whole_table: bool = True) -> list[_Check]:
+    """The suite; without `whole_table`, only the checks that look at one row at a time (the
+    streaming path checks unique ids and the row count on running counts instead)."""
     import great_expectations.expectations as gxe
 
     checks = [_Check(f"null:{c}", gxe.ExpectColumnValuesToNotBeNull(column=c), c) for c in REQUIRED_COLUMNS]
@@ -76,9 +78,20 @@ def _checks(cfg: ValidationConfig, columns: list[str]) -> list[_Check]:
     if cfg.categories:
         checks.append(_Check("bad_category", gxe.ExpectColumnValuesToBeInSet(
             column="category", value_set=list(cfg.categories)), "category"))
-    checks.append(_Check("duplicate_id", gxe.ExpectColumnValuesToBeUnique(column="id"), "id"))
-    checks.append(_Check("too_few_rows", gxe.ExpectTableRowCountToBeBetween(min_value=cfg.min_rows), None))
+    if whole_table:
+        checks.append(_Check("duplicate_id", gxe.ExpectColumnValuesToBeUnique(column="id"), "id"))
+        checks.append(_Check("too_few_rows", gxe.ExpectTableRowCountToBeBetween(min_value=cfg.min_rows), None))
     return checks
+
+
+def check_rows(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[list[str | None], dict[str, Any], list[dict], list[str]]:
+    """The row-at-a-time checks on one chunk: (first failing reason per row or None, GX's trimmed
+    result, failures, reasons that stop the run). `df` needs no `_row` column."""
+    work = df.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
+    checks = _checks(cfg, df.columns, whole_table=False)
+    gx_result = _run_suite(work, checks)
+    reason_of, failures, stop = _failures(gx_result, checks, work, cfg)
+    return [reason_of.get(r) for r in range(work.height)], _trimmed(gx_result), failures, stop
 
 
 def _run_suite(df: pl.DataFrame, checks: list[_Check]) -> dict[str, Any]:
@@ -100,7 +113,7 @@ def _reason_of(result: dict[str, Any]) -> str:
     return (result["expectation_config"].get("meta") or {})["rlvrflow_reason"]
 
 
-def _detail(reason: str, cfg: ValidationConfig) -> str:
+def detail_of(reason: str, cfg: ValidationConfig) -> str:
     fixed = {
         "duplicate_id": "id already used by an earlier row; ids must be unique",
         "empty_reference": "reference is empty",
@@ -186,7 +199,7 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
     bad = sorted(reason_of)
     mask = pl.repeat(False, work.height, dtype=pl.Boolean, eager=True).scatter(bad, True)
     reasons = pl.Series([reason_of[r] for r in bad], dtype=pl.String)
-    details = pl.Series([_detail(reason_of[r], cfg) for r in bad], dtype=pl.String)
+    details = pl.Series([detail_of(reason_of[r], cfg) for r in bad], dtype=pl.String)
     rejected = reject_frame(work.filter(mask), "validate", reasons, details).drop("_row")
     kept = work.filter(~mask).drop("_row")
     share = len(bad) / work.height if work.height else 0.0
@@ -205,3 +218,78 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
         raise ValidationFailed(report)
     stats = make_stats(df.height, kept, rejected, time.perf_counter() - start)
     return StageResult(kept, rejected, stats), report
+
+
+_ORDER = [f"null:{c}" for c in REQUIRED_COLUMNS] + [
+    "empty_reference", "reference_too_long", "question_too_short", "question_too_long", "prompt_too_long",
+    "bad_category", "duplicate_id", "too_few_rows"]
+
+
+def _merge_results(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GX's per-expectation results summed over the chunks (success only when every chunk passed)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for c in chunks:
+        for res in (c["gx"] or {}).get("results", []):
+            reason = _reason_of(res)
+            if reason not in merged:
+                merged[reason] = {**res, "result": dict(res.get("result") or {})}
+                continue
+            acc = merged[reason]
+            acc["success"] = acc["success"] and res["success"]
+            for key in ("element_count", "unexpected_count", "missing_count"):
+                if isinstance((res.get("result") or {}).get(key), int):
+                    acc["result"][key] = int(acc["result"].get(key) or 0) + res["result"][key]
+    return [merged[r] for r in sorted(merged, key=_ORDER.index)]
+
+
+def _merge_failures(chunks: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    failures: dict[str, dict[str, Any]] = {}
+    stop: list[str] = []
+    for c in chunks:
+        stop += [r for r in c["stop"] if r not in stop]
+        for f in c["failures"]:
+            acc = failures.setdefault(f["reason"], {**f, "unexpected_count": 0, "rows": []})
+            acc["unexpected_count"] += f["unexpected_count"]
+            acc["rows"] = (acc["rows"] + f["rows"])[:SHOW_ROWS]
+            acc["note"] = acc["note"] or f["note"]
+    return failures, stop
+
+
+def streamed_report(chunks: list[dict[str, Any]], repeats: list[dict[str, str]], rows_checked: int,
+                    rows_rejected: int, cfg: ValidationConfig) -> dict[str, Any]:
+    """validation.json for the streaming path: the chunks' row checks merged, unique ids and the row
+    count decided on running counts (`repeats`: the rows rejected as duplicate_id, in order)."""
+    failures, stop = _merge_failures(chunks)
+    results = _merge_results(chunks)
+    if repeats:
+        failures["duplicate_id"] = {"expectation": "expect_column_values_to_be_unique", "column": "id",
+                                    "reason": "duplicate_id", "unexpected_count": len(repeats),
+                                    "rows": repeats[:SHOW_ROWS], "note": ""}
+    if rows_checked < cfg.min_rows:
+        stop.append("too_few_rows")
+        failures["too_few_rows"] = {"expectation": "expect_table_row_count_to_be_between", "column": None,
+                                    "reason": "too_few_rows", "unexpected_count": 0, "rows": [],
+                                    "note": f"observed {rows_checked}, need at least {cfg.min_rows}"}
+    for reason, kind, column, ok in (("duplicate_id", "expect_column_values_to_be_unique", "id", not repeats),
+                                     ("too_few_rows", "expect_table_row_count_to_be_between", None,
+                                      rows_checked >= cfg.min_rows)):
+        results.append({"success": ok, "expectation_config": {
+            "type": kind, "kwargs": {"column": column} if column else {"min_value": cfg.min_rows},
+            "meta": {"rlvrflow_reason": reason}}, "result": {
+            "unexpected_count": len(repeats)} if column else {"observed_value": rows_checked}})
+    share = rows_rejected / rows_checked if rows_checked else 0.0
+    report = {"suite_name": "rows", "results": results, "chunks": len(chunks),
+              "statistics": {"evaluated_expectations": len(results),
+                             "successful_expectations": sum(bool(r["success"]) for r in results),
+                             "unsuccessful_expectations": sum(not r["success"] for r in results)},
+              "gx_success": all(r["success"] for r in results),
+              "success": not stop and share <= cfg.max_rejected_fraction,
+              "rows_checked": rows_checked, "rows_rejected": rows_rejected, "rejected_fraction": round(share, 4),
+              "max_rejected_fraction": cfg.max_rejected_fraction,
+              "failures": [failures[r] for r in sorted(failures, key=_ORDER.index)], "reason": ""}
+    if stop:
+        report["reason"] = "checks that reject the whole table failed: " + ", ".join(stop)
+    elif share > cfg.max_rejected_fraction:
+        report["reason"] = (f"{rows_rejected} of {rows_checked} rows ({share:.1%}) failed row checks, more than "
+                            f"max_rejected_fraction={cfg.max_rejected_fraction}")
+    return report

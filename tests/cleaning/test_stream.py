@@ -1,0 +1,128 @@
+"""The streaming path gives what the in-memory path gives: the same kept rows in the same order, the
+same rejects with the same reasons and details, the same counts; and linestream reads files as
+decode_file does."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from cleaning import CleaningConfig, SourceSpec, ValidationConfig
+from cleaning.decode import Undecodable, decode_file
+from cleaning.linestream import stream_lines
+from cleaning.prepare import prepare_in_memory
+from cleaning.stream import prepare_stream
+
+VALIDATION = ValidationConfig(categories=["arithmetic", "policy"], max_rejected_fraction=0.5)
+
+
+def _rows(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        rows.append({"id": f"t{i}", "question": f"A shop in the city centre sells {i} apples at 3 yuan each to its regular customers. "
+                                                  "What do they cost in total?",
+                     "reference": str(3 * i), "category": "arithmetic"})
+    return rows
+
+
+def _toy(write) -> list[SourceSpec]:
+    rows = _rows(12)
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    lines.insert(3, json.dumps({**rows[1], "id": "t1-again"}))                  # exact duplicate
+    lines.insert(9, json.dumps({**rows[2], "id": "t2-near",                     # near, across chunks
+                                "question": rows[2]["question"].replace("regular", "regulr")}))
+    lines += ["{not json", "", json.dumps({"id": "m", "reference": "1", "category": "arithmetic"}),
+              json.dumps({"id": "t5", "question": "A brand new question about refunds here?", "reference": "9",
+                          "category": "arithmetic"}),                          # duplicate id
+              json.dumps({"id": "b", "question": "bad category question?", "reference": "1", "category": "x"}),
+              json.dumps({"id": "s", "question": "ab", "reference": "1", "category": "policy"}),
+              json.dumps({"id": "e", "question": "<|im_start|>", "reference": "1", "category": "policy"}),
+              "\x00\x01\x02\x03junk\x04\x05"]
+    write("raw/a.jsonl", "\n".join(lines) + "\n")
+    csv_text = "id,question,reference,category\n" + "\n".join([
+        "c1,一家店有12个苹果，卖掉5个，还剩几个？,7,arithmetic",
+        "c2,一家店有12个苹果，卖掉5个，还剩几个,7,arithmetic",                      # exact dup once normalized
+        'c3,"broken, row,1,arithmetic',
+        "c4,a shop in the city centre sells 4 apples at 3 yuan each to its regular customers. "
+        "What do they cost in total,12,arithmetic",  # dup of a.jsonl
+        "c5,退货政策是多少天？,7天,policy"])
+    write("raw/b.csv", csv_text.encode("gbk"))
+    write("raw/c.csv", b"id,question,reference,category\nd1,\xff\xfe bad line,1,arithmetic\n"
+          b"d2,How many days can I return a gift card?,0,policy\n")
+    return [SourceSpec(name="tickets", path="raw/*.jsonl", format="jsonl"),
+            SourceSpec(name="erp", path=["raw/b.csv", "raw/c.csv"], format="csv")]
+
+
+def _compare(a: Path, b: Path) -> None:
+    assert_frame_equal(pl.read_parquet(a / "clean.parquet"), pl.read_parquet(b / "clean.parquet"))
+    key = ["stage", "source", "reason", "detail"]
+    ra, rb = pl.read_parquet(a / "rejects.parquet"), pl.read_parquet(b / "rejects.parquet")
+    assert ra.columns == rb.columns
+    assert_frame_equal(ra.sort(key), rb.sort(key))
+    for stage in ("ingest", "clean", "dedup", "validate"):
+        assert_frame_equal(pl.read_parquet(a / "stages" / f"{stage}.parquet"),
+                           pl.read_parquet(b / "stages" / f"{stage}.parquet"))
+    sa, sb = (json.loads((p / "stats.json").read_text()) for p in (a, b))
+    for s in (sa, sb):
+        s.pop("seconds")
+        for st in s["stages"].values():
+            st.pop("seconds")
+    assert sa == sb
+
+
+@pytest.mark.parametrize("chunk_rows", [4, 7, 1000])
+def test_streaming_equals_in_memory_on_toy_files(tmp_path, write, chunk_rows):
+    sources = _toy(write)
+    cleaning = CleaningConfig(chunk_rows=chunk_rows, dedup={"shards": 3})
+    mem = prepare_in_memory(sources, cleaning, VALIDATION, "toy", tmp_path, tmp_path / "mem")
+    streamed = prepare_stream(sources, cleaning, VALIDATION, "toy", tmp_path, tmp_path / "stream")
+    _compare(tmp_path / "mem", tmp_path / "stream")
+    reasons = set(mem.rejects["reason"].to_list())
+    assert {"duplicate_exact", "duplicate_near", "duplicate_id", "malformed_json", "malformed_csv_row",
+            "missing_field:question", "binary_junk", "undecodable_line", "bad_category",
+            "question_too_short", "empty_question"} <= reasons
+    assert streamed.stats["rows_in"] == streamed.stats["rows_kept"] + streamed.stats["rows_rejected"]
+    assert not (tmp_path / "stream" / "_parts").exists()
+
+
+def test_streaming_equals_in_memory_on_the_sample_domain(tmp_path, retail_domain):
+    spec, folder, _ = retail_domain
+    sources = [SourceSpec.model_validate(s) for s in spec["sources"]]
+    cleaning = CleaningConfig.model_validate({**spec.get("cleaning", {}), "chunk_rows": 700})
+    validation = ValidationConfig.model_validate(spec.get("validation", {}))
+    prepare_in_memory(sources, cleaning, validation, spec["domain"], folder, tmp_path / "mem")
+    prepare_stream(sources, cleaning, validation, spec["domain"], folder, tmp_path / "stream")
+    _compare(tmp_path / "mem", tmp_path / "stream")
+
+
+BLOBS = {
+    "utf8": "a\n你好\r\n\nlast".encode(),
+    "bom": b"\xef\xbb\xbfx\ny\n",
+    "gbk": "第一行\n第二行，价格12元\n".encode("gbk"),
+    "junk_lines": b"ok\n\x00\x01\x02\x03\x04\x05\nfine\n",
+    "mostly_junk": b"\x00\x01\x02\x03\x04\x05\n\x00\x01\x02\x03\x04\x05\nok\n",
+    "bad_utf8_line": b"good line\nbad \xff\xfe line\nanother\nand more\n",
+    "latin1": "caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1") * 3,
+    "empty": b"",
+    "no_newline_end": b"one\ntwo",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BLOBS))
+@pytest.mark.parametrize("encoding", ["auto", "utf-8", "gb18030", "latin-1"])
+def test_stream_lines_reads_like_decode_file(tmp_path, name, encoding):
+    path = tmp_path / name
+    path.write_bytes(BLOBS[name])
+    try:
+        want = decode_file(BLOBS[name], encoding)
+    except Undecodable as exc:
+        with pytest.raises(Undecodable) as got:
+            _, lines = stream_lines(path, encoding)
+            list(lines)
+        assert str(got.value) == str(exc)
+        return
+    used, lines = stream_lines(path, encoding)
+    assert (used, list(lines)) == (want.encoding, want.lines)
