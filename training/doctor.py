@@ -9,7 +9,8 @@ folders are found through its `stages`, as the report found them), an output fol
 latest.json: its newest run), or a GRPO stage folder (metrics.jsonl, evals.jsonl). The rules are in
 training/doctor_rules.py; each reads the GRPO metrics per step, the eval of SFT and every
 checkpoint, the regression and robustness scores of report.json's `eval_matrix` when the run has
-them, and any `*samples*.jsonl` next to the metrics or evals (rows with `response` and `reward`).
+them, and the samples files next to the metrics or evals (`*samples*.jsonl`, `samples/*.jsonl`: rows
+with `response` and `reward`, as training.eval writes them).
 A missing file is reported as an `info` finding naming the file and the rules it silences.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 
 from training.doctor_rules import DEFAULT_MAX_REGRESSION, RULES, Finding, RunRecords
 
-SAMPLE_GLOB = "*samples*.jsonl"
+# eval's samples_path files (`step_000100.samples.jsonl`), a trainer's `samples/step_NNNNNN.jsonl`
+SAMPLE_GLOBS = ("*samples*.jsonl", "samples/*.jsonl")
 MAX_SAMPLE_ROWS = 20_000  # enough to rank the best completions without reading a huge rollout log whole
 
 
@@ -58,14 +60,15 @@ def _name_of(step: int) -> str:
 
 
 def _samples(dirs: list[Path], rec: RunRecords) -> None:
-    """Rows with a response and a reward from every samples file in `dirs` (not recursive)."""
+    """Rows with a response and a reward from the samples files in `dirs` (training.eval's SAMPLE_FIELDS);
+    a row's model is its `model` field or the file's name (`step_000100.samples.jsonl` -> step_000100)."""
     for d in dirs:
-        for path in sorted(d.glob(SAMPLE_GLOB)):
+        for path in sorted({p for pattern in SAMPLE_GLOBS for p in d.glob(pattern)}):
+            model = path.name.removesuffix(".jsonl").removesuffix(".samples")
             for row in _read_jsonl(path, MAX_SAMPLE_ROWS):
-                response = row.get("response", row.get("completion"))
-                if response is None or row.get("reward") is None:
+                if row.get("response") is None or row.get("reward") is None:
                     continue
-                rec.samples.append({**row, "response": response, "model": row.get("model") or path.stem})
+                rec.samples.append({**row, "model": row.get("model") or model})
 
 
 def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None:

@@ -125,9 +125,11 @@ def reward_rises_eval_flat(rec: RunRecords) -> Finding | None:
     evidence = [f"training reward_mean {r1:.3f} ({s1}) -> {r2:.3f} ({s2}): {r2 - r1:+.3f}",
                 f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
                 f"{_pts(last['pass_at_1_greedy'])} ({last['name']}): {delta:+.1f} points"]
-    top = sorted((s for s in rec.samples if _finite(s.get("reward"))), key=lambda s: -float(s["reward"]))
+    scored = [s for s in rec.samples if _finite(s.get("reward"))]
+    latest = [s for s in scored if s.get("model") == last["name"]]  # the model the reward rose to, if sampled
+    top = sorted(latest or scored, key=lambda s: -float(s["reward"]))
     for s in top[:TOP_SAMPLES]:
-        where = s.get("model") or (f"step {s['step']}" if "step" in s else "")
+        where = ", ".join(str(s[k]) for k in ("model", "mode") if s.get(k)) or f"step {s.get('step', '?')}"
         evidence.append(f"high-reward sample ({where}, reward {float(s['reward']):.2f}): prompt "
                         f"{_clip(s.get('prompt', ''), 60)!r} -> {_clip(s['response'], 140)!r}")
     if rec.samples and not top:

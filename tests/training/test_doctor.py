@@ -176,6 +176,24 @@ def test_a_bad_run_on_disk_names_its_symptoms(tmp_path, capsys):
     assert "heldout_falls" in [f.name for f in diagnose(grpo)]
 
 
+def test_samples_of_the_last_model_are_ranked_first(tmp_path):
+    rising = metrics(reward_mean=lambda s: 0.3 + 0.01 * s)
+    flat = [ev("sft", 0.34), ev("step_000040", 0.34)]
+    out, run, grpo = write_run(tmp_path, rising, flat)
+    (grpo / "samples").mkdir()
+    rows = [{"id": "a", "category": "c", "prompt": "q", "mode": mode, "response": f"{name} {mode}", "status": "wrong",
+             "score": 0.0, "reward": reward, "n_tokens": 3}
+            for name, reward in (("sft", 1.1), ("step_000040", 0.9)) for mode in ("greedy", "sampled")]
+    (grpo / "samples" / "step_000000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    (tmp_path / "out" / "stages" / "evaluate" / "k2" / "step_000040.samples.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows[2:]))
+    rec = load_records(run)
+    assert sorted({s["model"] for s in rec.samples}) == ["step_000000", "step_000040"]
+    f = next(f for f in diagnose(run) if f.name == "reward_rises_eval_flat")
+    shown = [e for e in f.evidence if e.startswith("high-reward sample")]
+    assert len(shown) == 2 and all("(step_000040, " in e for e in shown), shown
+
+
 def test_missing_files_are_named(tmp_path, capsys):
     out, run, grpo = write_run(tmp_path, metrics(), list(EVALS))
     (grpo / "metrics.jsonl").unlink()
