@@ -151,6 +151,11 @@ def export_dpo(tiered: str | Path, out_dir: str | Path, cfg: DPOConfig, seed: in
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    if not pairs:  # an empty dataset cannot be saved, and DPO on nothing is a mistake worth stopping for
+        atomic_write_text(out / STATS_FILE, json.dumps({**stats, "source": str(tiers)}, indent=2, sort_keys=True))
+        raise ValueError(f"export-dpo: no prompt of tiers {list(cfg.tiers)} in {tiers} has both a correct and an "
+                         f"incorrect sample (dropped: {stats['rejected_by_reason']}); widen training.dpo.tiers, raise "
+                         "curriculum.n_samples, or check the SFT model's tiers")
     table = {c: [p[c] for p in pairs] for c in PAIR_COLUMNS}
     features = datasets.Features({c: datasets.Value("int64" if c.endswith(("_sample", "_tokens")) else
                                                     "float64" if c.endswith("_score") else "string")

@@ -100,10 +100,14 @@ def test_export_writes_jsonl_and_an_hf_dataset_with_trl_columns(tmp_path):
     assert again["pairs"] == 3  # a tiers.parquet path works too, and a rerun replaces the folder
 
 
-def test_missing_rollouts_and_bad_pair_lines_name_the_fix(tmp_path):
+def test_missing_rollouts_no_pairs_and_bad_pair_lines_name_the_fix(tmp_path):
     _tiers({"a": "learnable"}).write_parquet(tmp_path / "tiers.parquet")
     with pytest.raises(FileNotFoundError, match="tier again"):
         export_dpo(tmp_path, tmp_path / "out", DPOConfig(), seed=0)
+    _rollouts({"a": [("A", True, 2)]}).write_parquet(tmp_path / "tier_rollouts.parquet")
+    with pytest.raises(ValueError, match=r"no prompt of tiers \['learnable'\].*no_incorrect_sample"):
+        export_dpo(tmp_path, tmp_path / "out", DPOConfig(), seed=0)
+    assert json.loads((tmp_path / "out" / "dpo_stats.json").read_text())["pairs"] == 0  # the why stays on disk
     (tmp_path / "p.jsonl").write_text('{"prompt": "q", "chosen": "a", "rejected": "b"}\n{"prompt": "q"}\n')
     with pytest.raises(ValueError, match=r"p.jsonl:2: \['chosen', 'rejected'\]"):
         read_pairs(tmp_path / "p.jsonl")
