@@ -30,6 +30,28 @@ def fence(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
+def _imports(module: str) -> set[str]:
+    """The modules that verifiers/code/<module>.py imports (relative ones as '.name')."""
+    import ast
+
+    tree = ast.parse((REPO / "verifiers" / "code" / f"{module}.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.add("." * node.level + (node.module or ""))
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_process_helpers_know_no_verifier_and_the_sandbox_modules_no_cycle():
+    """processes.py (used by the pool too) imports only the standard library; warm.py does not import sandbox.py."""
+    import sys
+
+    assert all(name.split(".")[0] in sys.stdlib_module_names or name == "__future__" for name in _imports("processes"))
+    assert ".sandbox" not in _imports("warm") and ".warm" in _imports("sandbox")
+
+
 def test_extract_prefers_the_block_defining_the_entry_point():
     resp = "```python\ndef add(a, b):\n    return a + b\n```\nUsage:\n```python\nprint(add(1, 2))\n```"
     assert "def add" in extract_code(resp, "add")

@@ -20,7 +20,6 @@ import os
 import resource
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,9 +28,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from .mounts import PackageUnavailable, Runtime, package_mounts, probe_runtime
+from .processes import NOBODY, become_subreaper, kill_group, wait_exit
+from .processes import reap_sandbox_orphans  # noqa: F401 - verifiers/pool.py imports it from here for now
+from .warm import run_warm
 
 HARNESS = Path(__file__).with_name("harness.py")
-NOBODY = 65534
 
 
 class SandboxUnavailable(RuntimeError):
@@ -152,8 +153,6 @@ def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, l
         paths = tuple(sorted({os.path.dirname(source) for source, _ in mounts}))
         return _run_once(solution, tests, entry, partial, limits, runtime.python, drop_root, nproc_base,
                          nonce, paths)
-    from .warm import run_warm
-
     lim = _rlimits(limits, nproc_base)
     job = {"entry": entry or "", "partial": partial, "timeout": limits.timeout_s,
            "output_bytes": limits.output_chars * 4,
@@ -189,113 +188,14 @@ def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limit
                                     env={"PATH": "/usr/bin:/bin", "HOME": work})
             for fd in (res_w, in_r):
                 os.close(fd)
-            timed_out = not _wait_exit(proc, limits.timeout_s)
-            _kill_group(proc)
+            timed_out = not wait_exit(proc, limits.timeout_s)
+            kill_group(proc)
         report = _read_report(res_r)
         os.close(res_r)
         output = out_path.read_bytes()[: limits.output_chars * 4].decode("utf-8", "replace")
     passed, total, ok = _parse_report(report, nonce)
     return RunResult(passed, total, ok and not timed_out, timed_out, proc.returncode,
                      output[: limits.output_chars])
-
-
-def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """True if the process exited within timeout_s. A pidfd wakes us the moment it exits
-    (Popen.wait(timeout) polls with sleeps of up to 50 ms, which would dominate short programs)."""
-    import select
-
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            proc.wait(timeout=timeout_s)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        ready, _, _ = select.select([pidfd], [], [], timeout_s)
-    finally:
-        os.close(pidfd)
-    if ready:
-        proc.wait()
-    return bool(ready)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
-@lru_cache(maxsize=1)
-def become_subreaper() -> None:
-    """Orphans of our sandboxes (bwrap's PID-namespace init once the outer bwrap exits) are
-    reparented to this process instead of PID 1, so we can reap them; a container whose PID 1
-    never reaps would otherwise pile up zombies that count against RLIMIT_NPROC."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
-def reap_sandbox_orphans() -> int:
-    """Reap zombie children of this (subreaper) process that were sandbox processes: bwrap, or
-    anything that lived in a nested PID namespace, or ran as nobody. Other children are left to
-    whoever waits for them. Returns how many were reaped."""
-    me, n = str(os.getpid()), 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
-        except OSError:
-            continue
-        if status.get("PPid", "").strip() != me or not status.get("State", "").strip().startswith("Z"):
-            continue
-        sandboxed = (status.get("Name", "").strip() == "bwrap" or len(status.get("NSpid", "").split()) > 1
-                     or status.get("Uid", "").split()[:1] == [str(NOBODY)])
-        if sandboxed:
-            try:
-                n += os.waitpid(int(entry), os.WNOHANG)[0] != 0
-            except ChildProcessError:
-                pass
-    return n
-
-
-def _wait_namespace_gone(info: bytes, limit_s: float = 10.0) -> None:
-    """Reap the sandbox's PID-namespace init. The kernel lets it exit only after every process in
-    the namespace died, so a fork bomb cannot outlive its verdict."""
-    import json
-    import time
-
-    try:
-        pid = int(json.loads(info.decode() or "{}").get("child-pid", 0))
-    except (ValueError, AttributeError):
-        return
-    deadline = time.monotonic() + limit_s
-    while pid and time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # not our child (no subreaper support): just wait for it to go
-            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
-                return
-            done = 0
-        if done:
-            return
-        time.sleep(0.001)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return True
 
 
 def _read_report(fd: int) -> bytes:

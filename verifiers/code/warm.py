@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .mounts import PACKAGES_DIR, Runtime, view_args
+from .processes import become_subreaper, reap_sandbox_orphans, wait_namespace_gone
 
 HERE = Path(__file__).parent
 MAX_JOBS = 500
@@ -50,8 +51,6 @@ _ATEXIT = []
 
 class WarmSandbox:
     def __init__(self, bwrap: str, runtime: Runtime, packages: tuple[tuple[str, str], ...], preexec) -> None:
-        from .sandbox import become_subreaper
-
         become_subreaper()
         if not _ATEXIT:  # kill and reap our sandboxes before exiting, or they linger as zombies
             atexit.register(close_all)
@@ -132,8 +131,6 @@ class WarmSandbox:
         return self.proc.poll() is None and self.jobs < MAX_JOBS
 
     def close(self) -> None:
-        from .sandbox import _wait_namespace_gone
-
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -144,7 +141,7 @@ class WarmSandbox:
             info = os.read(self._info_r, 4096)
         except BlockingIOError:
             info = b""
-        _wait_namespace_gone(info)
+        wait_namespace_gone(info)
         for closer in (self._ctl.close, lambda: os.close(self._info_r), self._stderr.close):
             try:
                 closer()
@@ -208,8 +205,6 @@ def run_warm(job: dict, nonce: str, solution: str, tests: str, bwrap: str, runti
 
 
 def close_all() -> None:
-    from .sandbox import reap_sandbox_orphans
-
     with _LOCK:
         boxes = [box for idle in _IDLE.values() for box in idle]
         _IDLE.clear()
