@@ -16,8 +16,9 @@ runs them, near-dedup as separate passes over signatures on disk):
                          rejected share on running counts, in input order
     outputs              the parts are streamed into the usual files (polars sink_parquet)
 
-`run_all(fn, [args, ...]) -> [result, ...]` runs the per-file, per-shard and per-chunk tasks: a
-plain loop here, a Dask cluster in cleaning/dask_run.py. The scratch parts live in
+`run_all(fn, [args, ...], desc) -> [result, ...]` runs the per-file, per-shard and per-chunk tasks:
+LocalRun is a plain loop, cleaning/dask_run.py's DaskRun a Dask cluster. Progress (tqdm on stderr,
+only on a terminal): rows read and their rate per file on a local run, tasks done per pass. The scratch parts live in
 `out_dir/_parts` while the run lasts and are removed after it.
 """
 from __future__ import annotations
@@ -38,14 +39,27 @@ from .shard import exact_shard, pairs_shard, resolve_near
 from .stage import atomic_write, write_json
 from .validate import ValidationFailed, streamed_report
 
-__all__ = ["prepare_stream", "run_locally", "file_tasks", "RunAll", "StoredResult"]
+__all__ = ["prepare_stream", "LocalRun", "file_tasks", "RunAll", "StoredResult"]
 
-RunAll = Callable[[Callable[..., Any], list[tuple]], list[Any]]
+RunAll = Callable[[Callable[..., Any], list[tuple], str], list[Any]]
 STAGES = ("ingest", "clean", "dedup", "validate")
 
 
-def run_locally(fn: Callable[..., Any], items: list[tuple]) -> list[Any]:
-    return [fn(*args) for args in items]
+class LocalRun:
+    """Runs the tasks one after another in this process."""
+
+    local = True
+
+    def __init__(self, progress: bool = False) -> None:
+        self.progress = progress
+
+    def __call__(self, fn: Callable[..., Any], items: list[tuple], desc: str) -> list[Any]:
+        with bar(self.progress and len(items) > 1, total=len(items), desc=desc, unit="task", leave=False) as shown:
+            out = []
+            for args in items:
+                out.append(fn(*args))
+                shown.update(1)
+        return out
 
 
 def file_tasks(sources: Sequence[SourceSpec], base_dir: str | Path) -> list[FileTask]:
@@ -101,7 +115,8 @@ class _Tally:
 def _pass1(tasks: list[FileTask], work: Path, cleaning: CleaningConfig, domain: str, run_all: RunAll,
            progress: bool, tallies: dict[str, _Tally]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
     start = time.perf_counter()
-    scanned = run_all(scan_file, [(t, str(work), cleaning, domain, progress) for t in tasks])
+    rows_bar = progress and getattr(run_all, "local", False)  # a worker's bar would not reach this terminal
+    scanned = run_all(scan_file, [(t, str(work), cleaning, domain, rows_bar) for t in tasks], "ingest+clean files")
     names: list[str] = []
     pii: dict[str, int] = {}
     pii_rows = 0
@@ -121,16 +136,13 @@ def _pass1(tasks: list[FileTask], work: Path, cleaning: CleaningConfig, domain: 
     return sorted(names), ingest_extra, clean_extra
 
 
-def _dedup_passes(work: Path, cleaning: CleaningConfig, run_all: RunAll, progress: bool) -> None:
+def _dedup_passes(work: Path, cleaning: CleaningConfig, run_all: RunAll) -> None:
     cfg, shards = cleaning.dedup, list(range(cleaning.dedup.shards))
-    with bar(progress, total=2, desc="dedup passes", unit="pass", leave=False) as shown:
-        if cfg.exact:
-            run_all(exact_shard, [(str(work), s) for s in shards])
-        shown.update(1)
-        if cfg.near:
-            run_all(pairs_shard, [(str(work), s) for s in shards])
-            resolve_near(str(work), cfg)
-        shown.update(1)
+    if cfg.exact:
+        run_all(exact_shard, [(str(work), s) for s in shards], "dedup: exact shards")
+    if cfg.near:
+        run_all(pairs_shard, [(str(work), s) for s in shards], "dedup: near-duplicate candidate shards")
+        run_all(resolve_near, [(str(work), cfg)], "dedup: near-duplicate choice")
 
 
 def _check_ids(work: Path, names: list[str], validation: ValidationConfig,
@@ -189,8 +201,10 @@ def _all_rejects(work: Path, path: Path) -> None:
 
 def prepare_stream(sources: Sequence[SourceSpec], cleaning: CleaningConfig, validation: ValidationConfig,
                    domain: str, base_dir: str | Path, out_dir: str | Path, progress: bool = False,
-                   run_all: RunAll = run_locally) -> StoredResult:
-    """prepare's outputs (see prepare.py), a chunk at a time; `run_all` runs the tasks."""
+                   run_all: RunAll | None = None) -> StoredResult:
+    """prepare's outputs (see prepare.py), a chunk at a time; `run_all` runs the tasks (default:
+    LocalRun(progress))."""
+    run_all = run_all or LocalRun(progress)
     start, out = time.perf_counter(), Path(out_dir)
     work = out / "_parts"
     shutil.rmtree(work, ignore_errors=True)
@@ -207,8 +221,8 @@ def prepare_stream(sources: Sequence[SourceSpec], cleaning: CleaningConfig, vali
         done("ingest", ingest_extra)
         done("clean", clean_extra)
         mark = time.perf_counter()
-        _dedup_passes(work, cleaning, run_all, progress)
-        checked = run_all(finish_chunk, [(str(work), n, validation) for n in names])
+        _dedup_passes(work, cleaning, run_all)
+        checked = run_all(finish_chunk, [(str(work), n, validation) for n in names], "dedup+checks chunks")
         for c in checked:
             tallies["dedup"].add(c["dedup"]["in"], c["dedup"]["kept"], c["dedup"]["reasons"])
         tallies["dedup"].seconds = time.perf_counter() - mark

@@ -19,43 +19,6 @@ from cleaning.stream import prepare_stream
 VALIDATION = ValidationConfig(categories=["arithmetic", "policy"], max_rejected_fraction=0.5)
 
 
-def _rows(n: int) -> list[dict]:
-    rows = []
-    for i in range(n):
-        rows.append({"id": f"t{i}", "question": f"A shop in the city centre sells {i} apples at 3 yuan each to its regular customers. "
-                                                  "What do they cost in total?",
-                     "reference": str(3 * i), "category": "arithmetic"})
-    return rows
-
-
-def _toy(write) -> list[SourceSpec]:
-    rows = _rows(12)
-    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
-    lines.insert(3, json.dumps({**rows[1], "id": "t1-again"}))                  # exact duplicate
-    lines.insert(9, json.dumps({**rows[2], "id": "t2-near",                     # near, across chunks
-                                "question": rows[2]["question"].replace("regular", "regulr")}))
-    lines += ["{not json", "", json.dumps({"id": "m", "reference": "1", "category": "arithmetic"}),
-              json.dumps({"id": "t5", "question": "A brand new question about refunds here?", "reference": "9",
-                          "category": "arithmetic"}),                          # duplicate id
-              json.dumps({"id": "b", "question": "bad category question?", "reference": "1", "category": "x"}),
-              json.dumps({"id": "s", "question": "ab", "reference": "1", "category": "policy"}),
-              json.dumps({"id": "e", "question": "<|im_start|>", "reference": "1", "category": "policy"}),
-              "\x00\x01\x02\x03junk\x04\x05"]
-    write("raw/a.jsonl", "\n".join(lines) + "\n")
-    csv_text = "id,question,reference,category\n" + "\n".join([
-        "c1,一家店有12个苹果，卖掉5个，还剩几个？,7,arithmetic",
-        "c2,一家店有12个苹果，卖掉5个，还剩几个,7,arithmetic",                      # exact dup once normalized
-        'c3,"broken, row,1,arithmetic',
-        "c4,a shop in the city centre sells 4 apples at 3 yuan each to its regular customers. "
-        "What do they cost in total,12,arithmetic",  # dup of a.jsonl
-        "c5,退货政策是多少天？,7天,policy"])
-    write("raw/b.csv", csv_text.encode("gbk"))
-    write("raw/c.csv", b"id,question,reference,category\nd1,\xff\xfe bad line,1,arithmetic\n"
-          b"d2,How many days can I return a gift card?,0,policy\n")
-    return [SourceSpec(name="tickets", path="raw/*.jsonl", format="jsonl"),
-            SourceSpec(name="erp", path=["raw/b.csv", "raw/c.csv"], format="csv")]
-
-
 def _compare(a: Path, b: Path) -> None:
     assert_frame_equal(pl.read_parquet(a / "clean.parquet"), pl.read_parquet(b / "clean.parquet"))
     key = ["stage", "source", "reason", "detail"]
@@ -74,8 +37,8 @@ def _compare(a: Path, b: Path) -> None:
 
 
 @pytest.mark.parametrize("chunk_rows", [4, 7, 1000])
-def test_streaming_equals_in_memory_on_toy_files(tmp_path, write, chunk_rows):
-    sources = _toy(write)
+def test_streaming_equals_in_memory_on_toy_files(tmp_path, toy_sources, chunk_rows):
+    sources = toy_sources
     cleaning = CleaningConfig(chunk_rows=chunk_rows, dedup={"shards": 3})
     mem = prepare_in_memory(sources, cleaning, VALIDATION, "toy", tmp_path, tmp_path / "mem")
     streamed = prepare_stream(sources, cleaning, VALIDATION, "toy", tmp_path, tmp_path / "stream")
