@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import random
 import re
 import sys
 import time
+from array import array
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -94,6 +96,42 @@ def _shingles(text: str, n: int = 5) -> frozenset[str]:
     return frozenset(text[i:i + n] for i in range(max(1, len(text) - n + 1)))
 
 
+class NearIndex:
+    """Answers `any(J(s, o) >= NEAR for o in sets)` exactly without comparing s to every set: an o
+    with J >= NEAR shares at least need = ceil(NEAR * |s|) of s's shingles, so it holds one of any
+    |s| - need + 1 of them; only the sets holding s's rarest shingles so far are compared. Linear in
+    practice where a scan of the whole group was quadratic (templated questions share most
+    shingles). Shingles are stored as ids in arrays: a frozenset of strings per row cost ~10 KB."""
+
+    def __init__(self, ids: dict[str, int]) -> None:
+        self.ids = ids                                  # shingle -> id, shared by all groups
+        self.sets: list[array] = []
+        self.postings: dict[int, array] = {}
+
+    def _ids(self, shingles: frozenset[str]) -> frozenset[int]:
+        return frozenset(self.ids.setdefault(t, len(self.ids)) for t in shingles)
+
+    def any_near(self, shingles: frozenset[str]) -> bool:
+        s = self._ids(shingles)
+        keep = len(s) - math.ceil(NEAR * len(s)) + 1
+        lists = sorted((self.postings.get(t, ()) for t in s), key=len)[:keep]
+        compared: set[int] = set()
+        for postings in lists:
+            for k in postings:
+                if k not in compared:
+                    compared.add(k)
+                    other = frozenset(self.sets[k])
+                    if len(s & other) >= NEAR * len(s | other):
+                        return True
+        return False
+
+    def add(self, shingles: frozenset[str]) -> None:
+        s = self._ids(shingles)
+        for t in s:
+            self.postings.setdefault(t, array("I")).append(len(self.sets))
+        self.sets.append(array("I", s))
+
+
 class Drawer:
     """Draws tasks whose questions are all different: no two equal after lowercasing and dropping
     punctuation, and no two with the same numbers whose character 5-grams overlap NEAR or more
@@ -104,7 +142,8 @@ class Drawer:
         self.generators = {**tasks_math.GENERATORS, **tasks_other.GENERATORS, **tasks_tools.GENERATORS,
                            "sql": SqlTasks(db_path)}
         self.seen: set[str] = set()
-        self.by_numbers: dict[tuple[str, ...], list[frozenset[str]]] = {}
+        self.by_numbers: dict[tuple[str, ...], NearIndex] = {}
+        self.shingle_ids: dict[str, int] = {}
         self.exhausted: set[str] = set()
 
     def _is_new(self, question: str) -> bool:
@@ -113,11 +152,12 @@ class Drawer:
             return False
         squeezed = re.sub(r"\s+", "", question.lower())
         shingles = _shingles(squeezed)
-        group = self.by_numbers.setdefault(tuple(re.findall(r"[0-9]+(?:\.[0-9]+)?", squeezed)), [])
-        if any(len(shingles & o) >= NEAR * len(shingles | o) for o in group):
+        group = self.by_numbers.setdefault(tuple(re.findall(r"[0-9]+(?:\.[0-9]+)?", squeezed)),
+                                          NearIndex(self.shingle_ids))
+        if group.any_near(shingles):
             return False
         self.seen.add(key)
-        group.append(shingles)
+        group.add(shingles)
         return True
 
     def draw(self, category: str, lang: str, rng: random.Random | None = None) -> tasks_math.Task | None:
@@ -182,6 +222,76 @@ class RecordMaker:
                       "created_at": stamp, "request_text": task.question, "gold_sql": task.answer,
                       "analyst_sql": solution}
         return rf.Record(file, fields, category=task.category, lang=task.lang)
+
+
+class _Slots:
+    """A file's rows as its shuffled originals with a gap before each (and one at the end) holding
+    inserted rows: where an original sits and where an index falls in O(log n) (a Fenwick tree
+    over the gaps' sizes), where a list scan and insert made placing duplicates quadratic."""
+
+    def __init__(self, originals: list[rf.Record]) -> None:
+        self.originals, self.gaps = originals, [[] for _ in range(len(originals) + 1)]
+        self.tree = [0] * (len(self.gaps) + 1)
+        self.size = len(originals)
+
+    def _grow(self, gap: int) -> None:
+        i = gap + 1
+        while i < len(self.tree):
+            self.tree[i] += 1
+            i += i & -i
+
+    def _inserted_through(self, gap: int) -> int:
+        i, total = gap + 1, 0
+        while i > 0:
+            total += self.tree[i]
+            i -= i & -i
+        return total
+
+    def index_of(self, k: int) -> int:
+        """The current index of original k."""
+        return k + self._inserted_through(k)
+
+    def insert(self, at: int, record: rf.Record) -> None:
+        """list.insert(at, record) on the rows as they stand."""
+        lo, hi = 0, len(self.originals)          # the first original at or after `at`, else the end gap
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.index_of(mid) >= at:
+                hi = mid
+            else:
+                lo = mid + 1
+        start = lo + (self._inserted_through(lo - 1) if lo else 0)   # index of the gap's first row
+        self.gaps[lo].insert(at - start, record)
+        self._grow(lo)
+        self.size += 1
+
+    def rows(self) -> list[rf.Record]:
+        out = []
+        for gap, original in zip(self.gaps, self.originals):
+            out += gap
+            out.append(original)
+        return out + self.gaps[-1]
+
+
+def order_files(records: list[rf.Record], rng: random.Random) -> dict[str, list[rf.Record]]:
+    """inject.order_files's result and random draws (each file shuffled, each duplicate put at a
+    random place after its original), in O(n log n)."""
+    by_file: dict[str, list[rf.Record]] = {}
+    for record in records:
+        if record.origin is None:
+            by_file.setdefault(record.file, []).append(record)
+    for name in sorted(by_file):
+        rng.shuffle(by_file[name])
+    slots = {name: _Slots(rows) for name, rows in by_file.items()}
+    where = {id(r): (name, k) for name, rows in by_file.items() for k, r in enumerate(rows)}
+    for record in records:
+        if record.origin is None:
+            continue
+        file = slots.setdefault(record.file, _Slots([]))
+        name, k = where.get(id(record.origin), (None, -1))
+        at = file.index_of(k) if name == record.file else -1   # an original in another file: anywhere
+        file.insert(rng.randint(at + 1, file.size), record)
+    return dict(sorted((name, s.rows()) for name, s in slots.items()))
 
 
 def draw_base(drawer: Drawer, maker: RecordMaker, n: int, files: set[str]) -> list[rf.Record]:
@@ -426,9 +536,13 @@ def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = 
     base = draw_base(drawer, maker, rows - sum(reject_counts.values()), files)
     noise_applied = inject.apply_noise(base, _counts(NOISE_RATES, rows), rng)
 
+    categories_in: dict[str, list[str]] = {}   # file -> its base rows' categories, in order
+
     def fresh(file: str, category: str | None) -> rf.Record:
         """A new row for `file` (arithmetic, in a ticket file if need be, once a pool runs dry)."""
-        cat = category or rng.choice([r.category for r in base if r.file == file])
+        if category is None and file not in categories_in:
+            categories_in[file] = [r.category for r in base if r.file == file]
+        cat = category or rng.choice(categories_in[file])
         task = drawer.draw(cat, lang_for(file, rng))
         if task is None:
             file = rng.choice(rf.TICKET_FILES) if file == rf.PARQUET_FILE else file
@@ -444,7 +558,7 @@ def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = 
     pii_counts = _counts(PII_RATES, rows)
     pii = apply_pii([r for r in base if id(r) not in copied], pii_counts, random.Random(f"retail-pii:{seed}"))
     noise_applied.update({k: sum(k in r.noise for r in base) for k in pii_counts})
-    by_file = inject.order_files(base + extras, rng)
+    by_file = order_files(base + extras, rng)
     tools = add_tool_calls(by_file, drawer, maker.counter, round(TOOL_CALL_RATE * rows),
                            random.Random(f"retail-tools:{seed}"))
     positions = write_files(out, by_file)
