@@ -194,7 +194,7 @@ def tier(job: Job) -> Result:
     import polars as pl
 
     from curriculum.engines import HFEngine
-    from curriculum.tiering import default_score_fn, tier_rows
+    from curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
     from training.modeling import pick_device, set_threads
 
     spec = job.spec
@@ -203,10 +203,10 @@ def tier(job: Job) -> Result:
     engine = HFEngine.from_pretrained(str(job.input("sft", "model")), device=str(pick_device(spec.training.device)),
                                       batch_size=spec.curriculum.engine_batch_size)
     score = default_score_fn(spec.verifiers.workers, spec.verifiers.timeout_s)
-    tiered = tier_rows(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
+    tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
     rejects = df.head(0).with_columns(pl.lit(None, pl.String).alias(c) for c in ("stage", "reason", "detail"))
     stats = {"rows_in": df.height, "rows_kept": tiered.height, "rows_rejected": 0, "rejected_by_reason": {}}
-    return Result(stats, kept=tiered, rejects=rejects)
+    return Result(stats, kept=tiered, rejects=rejects, tables={"rollouts": (ROLLOUTS_FILE, rollouts)})
 
 
 def tier_finish(job: Job, stats: dict) -> Result:
@@ -215,7 +215,7 @@ def tier_finish(job: Job, stats: dict) -> Result:
 
     from curriculum.report import tier_report
 
-    tiered = pl.read_parquet(Path(job.out) / "tier.parquet")
+    tiered = pl.read_parquet(Path(job.out) / "tiers.parquet")
     written = tier_report(tiered, job.out, k=job.spec.curriculum.k)
     counts = {t: int(n) for t, n in tiered["tier"].value_counts().iter_rows()} if tiered.height else {}
     names = {"table": "tier_table.csv", "markdown": "tier_report.md", "histogram": "tier_histogram.png"}

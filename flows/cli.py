@@ -241,7 +241,7 @@ def tier_with_model(spec, model: Path, out: Path):
     m["sft"] = stages.given_model(model)
     tier = stages.run("tier", spec, out, m)
     publish(tier, {"rows": "tiers.parquet", "rejects": "tiers_rejects.parquet", "stats": "tiers_stats.json",
-                   "table": "tier_table.csv", "markdown": "tier_report.md", "histogram": "tier_histogram.png"}, out)
+                   "rollouts": "tier_rollouts.parquet", "table": "tier_table.csv", "markdown": "tier_report.md", "histogram": "tier_histogram.png"}, out)
     return tier
 
 

@@ -21,12 +21,14 @@ class OrchestrationConfig(BaseModel):
         description="where the fan-out tasks run: threads (local) or dask (prefect-dask, a local "
         "cluster unless `address` is set)",
     )
-    workers: int = Field(2, ge=1, description="threads, or Dask worker processes, for the fan-out")
+    workers: int = Field(2, ge=1, description="threads, or Dask worker processes, that run the fan-out "
+                         "tasks; the verifier pool's size is verifiers.workers")
     address: str = Field(
         "", description="an existing Dask scheduler address; empty starts a local cluster"
     )
     chunk_rows: int = Field(
-        256, ge=1, description="rows per fan-out task when attaching verifiers and tiering prompts"
+        256, ge=1, description="rows per fan-out task when attaching verifiers and tiering prompts "
+        "(tiering rounds up to whole engine calls); results do not depend on it"
     )
     retries: int = Field(
         2, ge=0, description="retries of a task after a transient failure (e.g. a verifier worker crash)"

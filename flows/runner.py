@@ -82,6 +82,7 @@ class Result:
     files: dict[str, str] = field(default_factory=dict)
     kept: Any = None  # polars.DataFrame
     rejects: Any = None
+    tables: dict[str, tuple[str, Any]] = field(default_factory=dict)  # name -> (file name, frame): side tables
 
 
 # ----- where calls run ------------------------------------------------------------------------
@@ -123,24 +124,47 @@ class ThreadSteps(LocalSteps):
 # ----- the task bodies -------------------------------------------------------------------------
 
 
-def execute(fn: Callable[[Job], Result], job: Job, row_stage: bool) -> dict[str, Any]:
+def execute(fn: Callable[[Job], Result], job: Job, row_stage: bool, file: str) -> dict[str, Any]:
     """Run one library call and write what it returned; returns paths and stats (never frames)."""
     import cleaning
+    from cleaning.stage import write_parquet
 
     result = fn(job)
     out = Path(job.out)
     files = dict(result.files)
+    chunk = None if job.item is None else f"chunks/{job.stage}-{job.index:05d}"
     if result.kept is not None:
-        name = job.stage if job.item is None else f"chunks/{job.stage}-{job.index:05d}"
-        written = cleaning.write_stage(out, name, result.kept, result.rejects, dict(result.stats))
+        written = cleaning.write_stage(out, chunk or file, result.kept, result.rejects, dict(result.stats))
         files.update({k: str(Path(p).relative_to(out)) for k, p in written.items()})
         files["rows"] = files.pop("kept")
+    tables = {}
+    for name, (filename, frame) in result.tables.items():
+        rel = f"{chunk}.{filename}" if chunk else filename
+        write_parquet(out / rel, frame)
+        files[name], tables[name] = rel, filename
     if row_stage and "rows" not in files:
         raise StageFailed(f"{job.stage}: the library call returned no rows for a row stage (a bug)", "bug")
-    return {"files": files, "stats": dict(result.stats), "pid": os.getpid(), "given": (job.item or {}).get("rows")}
+    return {"files": files, "stats": dict(result.stats), "pid": os.getpid(), "given": (job.item or {}).get("rows"),
+            "tables": tables}
 
 
-def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str | None) -> dict[str, Any]:
+def _concat_tables(out: Path, parts: list[dict[str, Any]], sort_by: str | None) -> dict[str, str]:
+    """Each side table of the parts, concatenated in plan order (stable-sorted by `sort_by`)."""
+    import polars as pl
+
+    from cleaning.stage import write_parquet
+
+    files = {}
+    for name, filename in parts[0]["tables"].items():
+        frame = pl.concat([pl.read_parquet(out / p["files"][name]) for p in parts], how="diagonal_relaxed")
+        if sort_by and sort_by in frame.columns:
+            frame = frame.sort(sort_by, maintain_order=True)
+        write_parquet(out / filename, frame)
+        files[name] = filename
+    return files
+
+
+def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str | None, file: str) -> dict[str, Any]:
     """Join the fan-out's parts: rows and rejects concatenated in plan order (all columns kept),
     counts summed and checked against what the plan gave; other files and stats by part."""
     import polars as pl
@@ -150,13 +174,14 @@ def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str |
     out = Path(job.out)
     files: dict[str, str] = {}
     for p in parts:
-        files.update({k: v for k, v in p["files"].items() if k not in ("rows", "rejects", "stats")})
+        files.update({k: v for k, v in p["files"].items() if k not in ("rows", "rejects", "stats", *p["tables"])})
+    files.update(_concat_tables(out, parts, sort_by))
     if not row_stage:
         return {"files": files, "stats": {}, "pids": sorted({p["pid"] for p in parts})}
     kept = pl.concat([pl.read_parquet(out / p["files"]["rows"]) for p in parts], how="diagonal_relaxed")
     rejects = pl.concat([pl.read_parquet(out / p["files"]["rejects"]) for p in parts], how="diagonal_relaxed")
     if sort_by:
-        kept = kept.sort(sort_by)
+        kept = kept.sort(sort_by, maintain_order=True)
     stats = sum_stats([p["stats"] for p in parts])
     given = [p["given"] for p in parts]
     if None not in given and sum(given) != stats["rows_in"]:
@@ -164,9 +189,8 @@ def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str |
                           f"{stats['rows_in']} (a bug: a chunk lost or duplicated rows)", "bug")
     if "id" in kept.columns and kept["id"].n_unique() != kept.height:
         raise StageFailed(f"{job.stage}: merged rows hold duplicate ids (a bug in the fan-out plan)", "bug")
-    written = cleaning.write_stage(out, job.stage, kept, rejects, stats)
-    files.update({"rows": f"{job.stage}.parquet", "rejects": f"{job.stage}_rejects.parquet",
-                  "stats": f"{job.stage}_stats.json"})
+    written = cleaning.write_stage(out, file, kept, rejects, stats)
+    files.update({"rows": f"{file}.parquet", "rejects": f"{file}_rejects.parquet", "stats": f"{file}_stats.json"})
     shutil.rmtree(out / "chunks", ignore_errors=True)
     assert all(Path(p).exists() for p in written.values())
     return {"files": files, "stats": {**stats, "chunks": len(parts)}, "pids": sorted({p["pid"] for p in parts})}
@@ -212,9 +236,14 @@ class Stage:
     finish: Callable[[Job, dict[str, Any]], Result] | None = None
     extra_key: Callable[[DomainSpec, dict[str, Manifest]], dict[str, Any]] | None = None
     rows: bool = False
+    file: str = ""  # a row stage's file stem (default: its name): FILE.parquet, FILE_rejects.parquet, FILE_stats.json
     sort_by: str | None = None
     resumable: bool = False
     summary: Callable[[dict[str, Any]], str] | None = None
+
+    @property
+    def stem(self) -> str:
+        return self.file or self.name
 
     @property
     def upstream(self) -> list[str]:
@@ -277,15 +306,16 @@ def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manif
     def build(out: Path):
         job = _job(stage, spec, root, out, upstream, progress)
         if stage.plan is None:
-            done = steps.call(stage.name, execute, {"fn": stage.call, "job": job, "row_stage": stage.rows})
+            done = steps.call(stage.name, execute, {"fn": stage.call, "job": job, "row_stage": stage.rows,
+                                                    "file": stage.stem})
         else:
             items = stage.plan(job)
             jobs = [{"fn": stage.call, "job": replace(job, item=it, index=i, progress=None),
-                     "row_stage": stage.rows} for i, it in enumerate(items)]
+                     "row_stage": stage.rows, "file": stage.stem} for i, it in enumerate(items)]
             tick = (lambda n: progress(n / max(1, len(items)))) if progress else None
             parts = steps.map(f"{stage.name}-chunk", execute, jobs, done=tick)
             done = steps.call(f"{stage.name}-merge", merge, {"job": job, "parts": parts, "row_stage": stage.rows,
-                                                            "sort_by": stage.sort_by})
+                                                            "sort_by": stage.sort_by, "file": stage.stem})
             if "pids" in done:
                 done["stats"]["chunk_pids"] = done["pids"]
         files, stats = dict(done["files"]), dict(done["stats"])

@@ -100,7 +100,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("tier", inputs=("split.train", "sft.model"),
           sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
           code=("curriculum", "verifiers"), call=calls.tier, plan=calls.tier_plan, finish=calls.tier_finish,
-          rows=True, sort_by="id",
+          rows=True, file="tiers", sort_by="id",
           summary=lambda st: f"{st.get('rows_in')} prompts: " + ", ".join(
               f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))),
     Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),

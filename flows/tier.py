@@ -20,7 +20,7 @@ from flows.tasks import run_in_flow
 @flow(name="tier", log_prints=True)
 def tier(spec_path: str, out: str, split: dict, sft: dict, force: bool = False, smoke: bool = False,
          runner: str | None = None, overrides: dict | None = None) -> dict:
-    """Tier the train split by the SFT model's pass@k; returns the stage manifest (tier.parquet)."""
+    """Tier the train split by the SFT model's pass@k; returns the stage manifest (tiers.parquet, tier_rollouts.parquet)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = run_in_flow("tier", spec, out, {"split": split, "sft": sft}, force)
     with m.path("table").open(newline="") as fh:

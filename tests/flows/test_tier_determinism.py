@@ -40,12 +40,19 @@ def tiny_model(tmp_path, toy_spec) -> Path:
                             dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32))
 
 
-def _table(spec, root: Path, model: Path, steps) -> pl.DataFrame:
+def _rollouts(path: Path) -> list[tuple]:
+    return pl.read_parquet(path).sort("id", "sample").select("id", "sample", "response", "correct").rows()
+
+
+def _table(spec, root: Path, model: Path, steps, rollouts: list | None = None) -> pl.DataFrame:
     m = {"prepare": stages.run("prepare", spec, root, {}, steps)}
     m["attach"] = stages.run("attach", spec, root, m, steps)
     m["split"] = stages.run("split", spec, root, m, steps)
     m["sft"] = stages.given_model(model)
-    return pl.read_parquet(stages.run("tier", spec, root, m, steps).path("rows"))
+    tier = stages.run("tier", spec, root, m, steps)
+    if rollouts is not None:
+        rollouts.append(_rollouts(tier.path("rollouts")))
+    return pl.read_parquet(tier.path("rows"))
 
 
 @pytest.mark.slow
@@ -61,9 +68,14 @@ def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_s
     assert len(cli) > 3 * 8
 
     # the stage table inline with 8 and 24 rows per chunk, and on two threads
-    inline = [_tiers(_table(_with(spec, n), tmp_path / f"inline-{n}", tiny_model, LocalSteps())) for n in (8, 24)]
-    threads = _tiers(_table(_with(spec, 8), tmp_path / "threads", tiny_model, ThreadSteps(2)))
+    samples: list = []
+    inline = [_tiers(_table(_with(spec, n), tmp_path / f"inline-{n}", tiny_model, LocalSteps(), samples))
+              for n in (8, 24)]
+    threads = _tiers(_table(_with(spec, 8), tmp_path / "threads", tiny_model, ThreadSteps(2), samples))
     assert inline[0] == inline[1] == threads == cli
+    # what was sampled (kept beside the tiers for DPO) is the same too, whatever the chunking
+    assert samples[0] == samples[1] == samples[2] == _rollouts(tmp_path / "cli" / "tier_rollouts.parquet")
+    assert len(samples[0]) == len(cli) * spec.curriculum.n_samples
 
     # the `tier` flow on Prefect (its tasks on the flow's thread pool), fed by the prepare and attach flows
     from flows.attach import attach
