@@ -10,9 +10,11 @@ success rate back to the sampler (online re-tiering), drop zero-variance groups 
 sampler up to `max_refill_rounds` times, then take `updates_per_batch` AdamW steps on the clipped
 GRPO loss (training/grpo_math.py). Every `checkpoint.every` steps (and at the end) the policy is
 evaluated on the held-out rows and saved with its optimizer, sampler and RNG state; a rerun resumes
-from the newest complete checkpoint. Outputs in out_dir: metrics.jsonl (one line per step),
-evals.jsonl (SFT baseline at step 0, then each checkpoint), curves.png, step_NNNNNN/ checkpoints,
-summary.json.
+from the newest complete checkpoint. Outputs in out_dir: metrics.jsonl (a line every `log_every`
+steps), evals.jsonl (SFT baseline at step 0, then each checkpoint), rollout_samples.jsonl, tb/
+(TensorBoard, with `training.report_to: [tensorboard]`), curves.png, step_NNNNNN/ checkpoints,
+summary.json. A progress bar follows the steps on a terminal and a step line goes to the log
+(training/grpo_logs.py says what each holds).
 
 Prompts go in the run's prompt format (the chat template's user turn, or raw text; recorded in every
 checkpoint); forwards run in `training.dtype` (training/precision.py). With `training.lora` only the
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,6 +36,8 @@ from pathlib import Path
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
+from training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
+from training.progress import Scalars, progress_bar
 from training.report import append_jsonl, detect_reward_hacking, plot_curves, read_jsonl, warn_loudly
 
 log = logging.getLogger("rlvrflow.training")
@@ -47,6 +52,8 @@ class Group:
     completion_ids: list[list[int]]
     rewards: list[float]
     correct: list[bool]
+    texts: list[str] = field(default_factory=list)  # the completions' decoded text, for rollout samples
+    statuses: list[str] = field(default_factory=list)  # their verdicts' status
 
 
 @dataclass
@@ -115,36 +122,49 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         run = _resume(resume, out, backend, sampler, engine, g.rollout)
     else:
         run = RunState()
-        for stale in ("metrics.jsonl", "evals.jsonl") if backend.is_main else ():  # rank 0 writes them
-            (out / stale).unlink(missing_ok=True)
+        if backend.is_main:  # rank 0 writes them
+            for stale in RUN_LOGS:
+                (out / stale).unlink(missing_ok=True)
+            shutil.rmtree(out / TB_DIR, ignore_errors=True)
         evaluate_now(run, 0)  # the SFT baseline, in the same table as every checkpoint
+    # rank 0 writes TensorBoard; a resumed run hides the events written after its checkpoint
+    scalars = Scalars(cfg.report_to if backend.is_main else [], out / TB_DIR,
+                      purge_step=run.step + 1 if resume is not None else None)
+    if resume is None:
+        scalars.add("eval", run.evals[0], 0)
 
     t0, start_step = time.perf_counter(), run.step
-    for step in range(run.step, g.steps):
-        # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
-        with backend.autocast():
-            groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step, dp=backend,
-                                          prompt_format=fmt)
-        run.groups_seen += info["groups_seen"]
-        run.groups_zero_variance += info["groups_zero_variance"]
-        # 2. the policy update on whatever signal the step found
-        upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
-        if groups:
-            upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
-            _sync_weights(engine, backend, g.rollout)
-        run.step = step + 1
-        run.train_rewards.append(info["reward_mean"])
-        metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
-                   "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
-        if backend.is_main and (run.step % g.log_every == 0 or run.step == g.steps):
-            append_jsonl(out / "metrics.jsonl", metrics)
-        # 3. eval + checkpoint + retention + the reward-hacking check
-        if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
-            record = evaluate_now(run, run.step)
-            _check_reward_hacking(run, cfg.checkpoint.metric)
-            _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
-        if on_progress is not None:
-            on_progress(run.step, g.steps, metrics)
+    with scalars, progress_bar(g.steps, "grpo", initial=run.step, enabled=None if backend.is_main else False) as bar:
+        for step in range(run.step, g.steps):
+            t_step = time.perf_counter()
+            # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
+            with backend.autocast():
+                groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step,
+                                              dp=backend, prompt_format=fmt)
+            run.groups_seen += info["groups_seen"]
+            run.groups_zero_variance += info["groups_zero_variance"]
+            # 2. the policy update on whatever signal the step found
+            upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
+            if groups:
+                upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
+                _sync_weights(engine, backend, g.rollout)
+            run.step = step + 1
+            run.train_rewards.append(info["reward_mean"])
+            metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
+                       "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
+            if backend.is_main:
+                report_step(out, metrics, time.perf_counter() - t_step, groups, tasks, g, scalars)
+            bar.update(1)
+            bar.set_postfix(reward=f"{info['reward_mean']:.3f}", correct=f"{info['correct_rate']:.0%}", refresh=False)
+            # 3. eval + checkpoint + retention + the reward-hacking check
+            if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
+                record = evaluate_now(run, run.step)
+                scalars.add("eval", record, run.step)
+                _check_reward_hacking(run, cfg.checkpoint.metric)
+                _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
+                scalars.flush()  # events up to this checkpoint survive a kill; a resume purges the later ones
+            if on_progress is not None:
+                on_progress(run.step, g.steps, metrics)
 
     seconds = time.perf_counter() - t0
     return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model), write=backend.is_main,
@@ -182,8 +202,8 @@ def _resume(path: Path, out: Path, backend, sampler, engine, rollout: str) -> Ru
     ckpt.restore_rng(state["rng"])
     run = RunState(**state["run"])
     if backend.is_main:
-        _truncate_jsonl(out / "metrics.jsonl", run.step + 1)  # drop lines of steps after the checkpoint
-        _truncate_jsonl(out / "evals.jsonl", run.step + 1)
+        for name in RUN_LOGS:  # drop lines of steps after the checkpoint
+            truncate_jsonl(out / name, run.step + 1)
     backend.barrier()
     _sync_weights(engine, backend, rollout)
     log.info("resumed from %s at step %d", path, run.step)
@@ -231,17 +251,18 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
             verdicts = score_groups(batch, texts, g.reward_workers)
             parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
             scored = ([[list(c.token_ids) for c in grp] for grp in outs], [[p.total for p in grp] for grp in parts],
-                      [[v.status == "correct" for v in vg] for vg in verdicts])
+                      [[v.status == "correct" for v in vg] for vg in verdicts], texts,
+                      [[v.status for v in vg] for vg in verdicts])
         if shared:
             main_ids, scored = dp.broadcast((ids, scored))
             if main_ids != ids:
                 raise RuntimeError(f"step {step} round {rnd}: this rank's sampler drew {ids[:4]}..., rank 0's drew "
                                    f"{main_ids[:4]}...; the samplers diverged (different tiers or seed per rank?)")
-        comp_ids, reward_rows, correct = scored
+        comp_ids, reward_rows, correct, texts, statuses = scored
         rewards = torch.tensor(reward_rows, dtype=torch.float32)  # (P, G)
         sampler.report(ids, [sum(c) / len(c) for c in correct])  # online re-tiering
         flat = zero_variance_groups(rewards).tolist()
-        for t, grp, r, c, is_zero in zip(batch, comp_ids, rewards.tolist(), correct, flat):
+        for t, grp, r, c, txt, st, is_zero in zip(batch, comp_ids, rewards.tolist(), correct, texts, statuses, flat):
             seen += 1
             n_correct += sum(c)
             n_done += len(c)
@@ -250,11 +271,12 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
             if is_zero and g.filter_zero_variance:
                 zero += 1
                 continue
-            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c))
+            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c, txt, st))
     kept = kept[: g.prompts_per_step]
     info = {"groups_seen": seen, "groups_zero_variance": zero, "groups_used": len(kept),
             "zero_variance_fraction": zero / max(1, seen), "reward_mean": reward_sum / max(1, n_done),
-            "correct_rate": n_correct / max(1, n_done), "completion_tokens_mean": tokens / max(1, n_done)}
+            "correct_rate": n_correct / max(1, n_done), "completion_tokens_mean": tokens / max(1, n_done),
+            "completion_tokens": tokens}
     return kept, info
 
 
@@ -369,11 +391,6 @@ def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, c
         c = cfg.checkpoint
         ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric)
     backend.barrier()  # no rank runs ahead while old checkpoints are being removed
-
-
-def _truncate_jsonl(path: Path, below_step: int) -> None:
-    rows = [r for r in read_jsonl(path) if r["step"] < below_step]
-    ckpt.atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
 def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path,

@@ -26,9 +26,43 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def set_threads(n: int) -> None:
-    if n > 0:
-        torch.set_num_threads(n)
+def set_threads(n: int) -> int:
+    """`torch.set_num_threads(n)`; n = 0 (`training.torch_threads`' default) picks `auto_threads()`.
+
+    Returns the count set. Process-wide: every model in this process uses it.
+    """
+    n = n if n > 0 else auto_threads()
+    torch.set_num_threads(n)
+    return n
+
+
+def auto_threads() -> int:
+    """One torch thread per two usable cores, at least 1 and at most 4.
+
+    torch's own default (one thread per core) spins every core at each op's barrier; when another job
+    shares the machine, the threads wait on each other and a step gets many times slower (measured
+    in `TrainingConfig.torch_threads`' description). Half the cores leave room for the verifier
+    processes and whatever else runs; past 4 the small models trained on CPU here gain little.
+    """
+    return max(1, min(4, usable_cores() // 2))
+
+
+def usable_cores(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """Cores this process may run on: its CPU affinity, capped by a cgroup v2 CPU quota (a container's --cpus)."""
+    import math
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
 
 
 def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: bool = True,

@@ -9,22 +9,27 @@ turn, or raw text) and solutions end with the format's end token (the template's
 or EOS). With `training.lora` only the adapters train and the SFT model is saved merged (a plain
 model the later stages load as it is). Forwards run in `training.dtype` (training/precision.py).
 
-Writes `out_dir/` as a Hugging Face checkpoint plus `sft_metrics.jsonl` (loss every `log_every`
-steps), `rlvrflow_prompt.json` (the prompt format, which tiering and eval read back) and
-`sft_stats.json`; a rerun with the same inputs finds `sft_stats.json` and returns at once.
+Writes `out_dir/` as a Hugging Face checkpoint plus `sft_metrics.jsonl` (loss, lr, grad norm and
+tokens every `log_every` steps; the same points, with the step's wall time, as TensorBoard scalars
+`sft/*` in `tb/` when `training.report_to` has tensorboard), `rlvrflow_prompt.json` (the prompt format, which
+tiering and eval read back) and `sft_stats.json`; a rerun with the same inputs finds
+`sft_stats.json` and returns at once. A progress bar follows the steps on a terminal
+(training/progress.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import shutil
 import time
 from pathlib import Path
 
-import logging
-
 from training.checkpoint import atomic_write_text, save_pretrained_atomic
 from training.config import TrainingConfig
+from training.progress import Scalars, progress_bar
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -117,9 +122,8 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
 
     from curriculum.engines import PROMPT_FORMAT_FILE, PromptFormat, stop_token_ids
     from training import lora
-    from training.grpo_math import warmup_cosine
     from training.modeling import load_policy, pick_device, set_threads
-    from training.precision import LossScaler, autocast, dtype_name, resolve_dtype
+    from training.precision import dtype_name, resolve_dtype
 
     base_model, out = Path(base_model), Path(out_dir)
     sc = cfg.sft
@@ -139,24 +143,12 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
              counts["trainable_params"], counts["total_params"])
     data, cut = _encode(tokenizer, pairs, sc.max_length, fmt)
     _warn_if_cut(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=sc.lr, weight_decay=sc.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
-    scaler = LossScaler(device, dtype)
-    t0, lines, loss_val = time.perf_counter(), [], None
+    t0 = time.perf_counter()
     steps = sc.steps if data else 0
-    batches = _length_bucketed_batches(data, sc.batch_size, seed)
-    for step in range(steps):
-        with autocast(device, dtype):
-            loss = _batch_loss(model, [data[i] for i in next(batches)], tokenizer.pad_token_id, device)
-        opt.zero_grad(set_to_none=True)
-        scaler.backward(loss)
-        scaler.step(opt, params, sc.max_grad_norm)
-        sched.step()
-        loss_val = float(loss.detach())
-        if step % sc.log_every == 0 or step == steps - 1:
-            lines.append(json.dumps({"step": step, "loss": loss_val, "lr": sched.get_last_lr()[0]}))
-            log.info("sft step %d/%d loss %.4f", step + 1, steps, loss_val)
+    tb_tmp = out.with_name(f".tmp-tb-{out.name}.{os.getpid()}")  # out/ is replaced whole at the save
+    shutil.rmtree(tb_tmp, ignore_errors=True)
+    with Scalars(cfg.report_to, tb_tmp) as scalars:
+        lines, loss_val = _train(model, data, steps, sc, seed, tokenizer.pad_token_id, device, dtype, scalars)
     model.eval()
     if cfg.lora is not None:  # later stages (tiering, GRPO's base, vLLM) read a plain model
         model = lora.merged_model(model)
@@ -170,8 +162,51 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     }
     save_pretrained_atomic(model, tokenizer, out, extra={"sft_metrics.jsonl": "\n".join(lines) + "\n",
                                                          PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
+    if tb_tmp.exists():
+        os.replace(tb_tmp, out / "tb")
     atomic_write_text(stats_path, json.dumps(stats, indent=2))
     return out
+
+
+def _train(model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, scalars) -> tuple[list[str], float | None]:
+    """`steps` optimizer steps on length-bucketed batches of `data`; the JSON metric lines and the last loss.
+
+    Every `sc.log_every` steps (and the last) a line goes to the list, to the log and to `scalars`;
+    a progress bar follows every step on a terminal.
+    """
+    import torch
+
+    from training.grpo_math import warmup_cosine
+    from training.precision import LossScaler, autocast
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=sc.lr, weight_decay=sc.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
+    scaler = LossScaler(device, dtype)
+    lines, loss_val = [], None
+    batches = _length_bucketed_batches(data, sc.batch_size, seed)
+    with progress_bar(steps, "sft") as bar:
+        for step in range(steps):
+            t_step = time.perf_counter()
+            batch = [data[i] for i in next(batches)]
+            with autocast(device, dtype):
+                loss = _batch_loss(model, batch, pad_id, device)
+            opt.zero_grad(set_to_none=True)
+            scaler.backward(loss)
+            grad_norm = scaler.step(opt, params, sc.max_grad_norm)
+            lr = sched.get_last_lr()[0]  # the rate this step used
+            sched.step()
+            loss_val = float(loss.detach())
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_val:.4f}", refresh=False)
+            if step % sc.log_every == 0 or step == steps - 1:
+                row = {"step": step, "loss": loss_val, "lr": lr, "grad_norm": grad_norm,
+                       "tokens": sum(len(p) + len(c) for p, c in batch)}
+                lines.append(json.dumps(row))  # what the seed decides; the wall time goes to the log and TB
+                seconds = time.perf_counter() - t_step
+                scalars.add("sft", {**row, "step_seconds": seconds}, step)
+                log.info("sft step %d/%d loss %.4f lr %.2e %.2fs", step + 1, steps, loss_val, lr, seconds)
+    return lines, loss_val
 
 
 def _length_bucketed_batches(data: list[tuple[list[int], list[int]]], batch_size: int, seed: int,

@@ -148,6 +148,13 @@ def test_kill_9_then_rerun_resumes_and_matches_an_uninterrupted_run(tmp_path, sf
     b = load_file(killed / "step_000005" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _metrics(straight) == _metrics(killed)
+    # TensorBoard: the events up to the checkpoint were flushed before the kill, the resume hid the rest
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(killed / "tb"))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("grpo/reward_mean")] == [1, 2, 3, 4, 5]
+    assert [e.step for e in acc.Scalars("eval/pass_at_1_greedy")] == [0, 2, 4, 5]
 
 
 class _ShardedParams:

@@ -1,0 +1,54 @@
+"""Progress bars: shown on a terminal, silent elsewhere (captured logs, Prefect, CI)."""
+
+import io
+import logging
+
+from training.progress import bars_enabled, progress_bar
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_no_bar_when_the_stream_is_not_a_terminal():
+    buf = io.StringIO()
+    assert not bars_enabled(buf)
+    with progress_bar(5, "sft", file=buf) as bar:
+        for _ in range(5):
+            bar.update(1)
+            bar.set_postfix(loss="0.1")
+    assert buf.getvalue() == ""
+
+
+def test_bar_on_a_terminal_counts_steps_and_resumes_from_initial():
+    term = _Terminal()
+    assert bars_enabled(term)
+    with progress_bar(5, "grpo", initial=2, file=term) as bar:
+        for _ in range(3):
+            bar.update(1)
+    text = term.getvalue()
+    assert "grpo" in text and "5/5" in text and "\r" in text
+
+
+def test_log_records_go_above_the_bar_and_handlers_come_back(capsys):
+    root = logging.getLogger()
+    handler = logging.StreamHandler()  # the console handler a CLI installs, on stderr
+    root.addHandler(handler)
+    try:
+        term = _Terminal()
+        with progress_bar(2, "sft", file=term):
+            assert handler not in root.handlers  # tqdm's redirect replaced it while the bar is shown
+            with progress_bar(2, "eval", file=term):  # a second bar (another thread) shares the redirect
+                pass
+            assert handler not in root.handlers
+        assert handler in root.handlers
+    finally:
+        root.removeHandler(handler)
+
+
+def test_a_bar_forced_off_writes_nothing_on_a_terminal():
+    term = _Terminal()
+    with progress_bar(3, "grpo", file=term, enabled=False) as bar:
+        bar.update(3)
+    assert term.getvalue() == ""

@@ -1,0 +1,62 @@
+"""`training.report_to: [tensorboard]`: SFT and GRPO write event files that TensorBoard reads back."""
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from curriculum import CurriculumConfig
+from training.config import EvalConfig, TrainingConfig
+from training.grpo import train_grpo
+from training.sft import run_sft
+from verifiers import RewardConfig
+
+
+def _scalars(log_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(log_dir))
+    acc.Reload()
+    return {tag: [e.step for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_sft_writes_loss_and_lr_at_the_logged_steps(tmp_path, base_model, toy):
+    cfg = toy.cfg(sft={"steps": 6, "log_every": 2}, report_to=["tensorboard"])
+    out = run_sft(base_model, toy.copy_rows(20, 0), cfg, tmp_path / "sft", seed=0)
+    assert list((out / "tb").glob("events.out.tfevents.*"))
+    tags = _scalars(out / "tb")
+    logged = [json.loads(line)["step"] for line in (out / "sft_metrics.jsonl").read_text().splitlines()]
+    assert logged == [0, 2, 4, 5]
+    for tag in ("sft/loss", "sft/lr", "sft/grad_norm", "sft/step_seconds", "sft/tokens"):
+        assert tags[tag] == logged, tag
+    assert not list(tmp_path.glob(".tmp-*"))  # the events were moved into the saved model's folder
+
+
+def test_report_to_empty_writes_no_events(tmp_path, base_model, toy):
+    out = run_sft(base_model, toy.copy_rows(20, 0), toy.cfg(sft={"steps": 2}, report_to=[]), tmp_path / "sft", seed=0)
+    assert (out / "model.safetensors").exists() and not (out / "tb").exists()
+
+
+def test_grpo_writes_step_and_eval_scalars(tmp_path, sft_model, toy):
+    cfg = toy.cfg(grpo={"steps": 3}, checkpoint={"every": 2}, report_to=["tensorboard"])
+    train_grpo(sft_model, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
+               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+               tmp_path, seed=0)
+    tags = _scalars(tmp_path / "tb")
+    for tag in ("grpo/reward_mean", "grpo/correct_rate", "grpo/zero_variance_fraction", "grpo/completion_tokens",
+                "grpo/completion_tokens_mean", "grpo/step_seconds", "grpo/lr"):
+        assert tags[tag] == [1, 2, 3], tag
+    assert "grpo/step" not in tags
+    assert tags["eval/pass_at_1_greedy"] == [0, 2, 3]  # the SFT baseline, then each checkpoint
+    assert tags["eval/length_mean"] == [0, 2, 3]
+
+
+@pytest.mark.parametrize("value", [["wandb"], ["tensorboard", "mlflow"]])
+def test_unknown_report_to_is_a_spec_error_naming_the_choices(value):
+    with pytest.raises(ValidationError) as err:
+        TrainingConfig.model_validate({"report_to": value})
+    assert "training.report_to has" in str(err.value) and "allowed values: tensorboard" in str(err.value)
+
+
+def test_report_to_defaults_to_tensorboard():
+    assert TrainingConfig().report_to == ["tensorboard"] and TrainingConfig(report_to=[]).report_to == []
