@@ -12,14 +12,17 @@
 
 Bars go to stderr and only when stderr is a terminal: a run under Prefect, in CI or piped to a
 file gets the log lines alone (no carriage returns in captured logs). While a bar is shown, log
-records that would go to the console are written above it (tqdm's logging redirect), so the bar
-and the step lines do not garble each other. Used by SFT and GRPO; eval and tiering can use the
+records that would go to the console (handlers on the root logger and on "rlvrflow", where
+Prefect puts its console handler) are written above it (tqdm's logging redirect), so the bar and
+the step lines do not garble each other; handlers that are not console streams (Prefect's API
+log capture) are left alone. Used by SFT and GRPO; eval and tiering can use the
 same helper. What is left out: rich's multi-bar layouts, and trackers other than TensorBoard.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import sys
 import threading
@@ -71,7 +74,9 @@ def _hold_redirect() -> None:
 
     with _redirect_lock:
         if _redirect_users == 0:
-            _redirect = logging_redirect_tqdm()
+            # the root's console handlers, and the ones Prefect puts on "rlvrflow" (its extra logger);
+            # Prefect's API handler is no console handler and keeps capturing every record
+            _redirect = logging_redirect_tqdm(loggers=[logging.root, logging.getLogger("rlvrflow")])
             _redirect.__enter__()
         _redirect_users += 1
 

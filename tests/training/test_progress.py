@@ -32,19 +32,27 @@ def test_bar_on_a_terminal_counts_steps_and_resumes_from_initial():
 
 
 def test_log_records_go_above_the_bar_and_handlers_come_back(capsys):
-    root = logging.getLogger()
+    root, ours = logging.getLogger(), logging.getLogger("rlvrflow")
     handler = logging.StreamHandler()  # the console handler a CLI installs, on stderr
+    prefect_console = logging.StreamHandler()  # Prefect's, on its extra logger "rlvrflow"
+    captured = logging.Handler()  # not a console stream (like Prefect's API log handler): left alone
     root.addHandler(handler)
+    ours.addHandler(prefect_console)
+    ours.addHandler(captured)
     try:
         term = _Terminal()
         with progress_bar(2, "sft", file=term):
-            assert handler not in root.handlers  # tqdm's redirect replaced it while the bar is shown
+            # tqdm's redirect replaced the console handlers while the bar is shown
+            assert handler not in root.handlers and prefect_console not in ours.handlers
+            assert captured in ours.handlers
             with progress_bar(2, "eval", file=term):  # a second bar (another thread) shares the redirect
                 pass
             assert handler not in root.handlers
-        assert handler in root.handlers
+        assert handler in root.handlers and prefect_console in ours.handlers and captured in ours.handlers
     finally:
         root.removeHandler(handler)
+        ours.removeHandler(prefect_console)
+        ours.removeHandler(captured)
 
 
 def test_a_bar_forced_off_writes_nothing_on_a_terminal():
