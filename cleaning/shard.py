@@ -34,6 +34,7 @@ from .dedup import _NUMBER, _shingles, dedup_key
 
 __all__ = ["write_signatures", "exact_shard", "pairs_shard", "resolve_near", "band_layout"]
 
+SIGNATURE_BATCH = 10_000
 _MIX = np.random.default_rng(20260101).integers(1, 2**63, size=1024, dtype=np.uint64) | np.uint64(1)
 
 
@@ -63,10 +64,11 @@ def _buckets(keys: list[str], answers: list[str], rows: np.ndarray, cfg: DedupCo
     """One (bucket, _row) per row and band: band values, band number, numbers and answer, hashed."""
     from datasketch import MinHash
 
-    sets = [[s.encode("utf-8") for s in _shingles(k)] for k in keys]
-    sigs = np.stack([m.hashvalues for m in MinHash.bulk(sets, num_perm=cfg.num_perm, seed=cfg.seed,
-                                                         hashfunc=zlib.crc32)]) if keys else \
-        np.zeros((0, cfg.num_perm), dtype=np.uint64)                       # (N, num_perm)
+    sigs = np.zeros((len(keys), cfg.num_perm), dtype=np.uint64)           # (N, num_perm)
+    for lo in range(0, len(keys), SIGNATURE_BATCH):  # the shingle lists cost ~4 KB a row: a batch at a time
+        sets = [[s.encode("utf-8") for s in _shingles(k)] for k in keys[lo:lo + SIGNATURE_BATCH]]
+        for i, m in enumerate(MinHash.bulk(sets, num_perm=cfg.num_perm, seed=cfg.seed, hashfunc=zlib.crc32)):
+            sigs[lo + i] = m.hashvalues
     problem = pl.Series(["\x00".join(_NUMBER.findall(k)) + "\x01" + a for k, a in zip(keys, answers)],
                         dtype=pl.String).hash(seed=2).to_numpy()           # (N,)
     out = []
