@@ -89,3 +89,29 @@ def test_stream_lines_reads_like_decode_file(tmp_path, name, encoding):
         return
     used, lines = stream_lines(path, encoding)
     assert (used, list(lines)) == (want.encoding, want.lines)
+
+
+def test_near_duplicate_chains_resolve_as_in_memory(tmp_path, write):
+    """b resembles a and c resembles b: the in-memory index never holds a rejected row, so whether c
+    goes depends on a alone; the greedy pass over the on-disk pairs must decide the same."""
+    import random
+
+    rng = random.Random(3)
+    words = "please tell me how many days a customer has to return the blue kettle bought in our store".split()
+    lines = []
+    for base in range(8):
+        text = words[:]
+        text[2] = f"store{base}x"
+        for step in range(7):
+            text[rng.randrange(3, len(text))] += "s"           # each variant one letter from the last
+            lines.append(json.dumps({"id": f"r{base}-{step}", "question": " ".join(text) + "?",
+                                     "reference": "30", "category": "policy"}))
+    rng.shuffle(lines)
+    write("raw/chains.jsonl", "\n".join(lines) + "\n")
+    sources = [SourceSpec(name="t", path="raw/chains.jsonl", format="jsonl")]
+    cleaning = CleaningConfig(chunk_rows=7, dedup={"shards": 5})
+    validation = ValidationConfig(max_rejected_fraction=1.0)
+    mem = prepare_in_memory(sources, cleaning, validation, "toy", tmp_path, tmp_path / "mem")
+    prepare_stream(sources, cleaning, validation, "toy", tmp_path, tmp_path / "stream")
+    _compare(tmp_path / "mem", tmp_path / "stream")
+    assert mem.stats["rejected_by_reason"].get("duplicate_near", 0) >= 10
