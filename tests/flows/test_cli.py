@@ -98,7 +98,11 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     evals = table("toy-eval")
     assert evals[0]["model"] == "sft" and len(evals) >= 2 and "delta_pass_at_1_greedy" in evals[1]
     assert "GRPO reward_mean" in read_artifact("toy-reward-curve").data
-    assert read_artifact("toy-grpo-progress").data == 100.0
+    for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):  # a progress bar per stage
+        assert read_artifact(f"toy-{stage}-progress").data == 100.0, stage
+    figures = read_artifact("toy-figures").data
+    assert "curves.png" in figures and "tier_histogram.png" in figures and "file://" in figures
+    assert report["tier_histogram"].endswith("tier_histogram.png") and report["counts"]["tier"]["tiers"]
     # the libraries' own lines reach the run's logs (the UI's log tab), not only the terminal
     lines = read_logs("sft step")
     assert any(name == "rlvrflow.training" and "sft step" in msg for name, msg in lines), lines[:20]
@@ -106,6 +110,9 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
     second = capsys.readouterr().out
     assert "7/7 stages reused" in second and "previous run in this folder" in second
+    for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):  # counts, cached too
+        assert any(line.startswith(f"  {stage} ") and "[cached " in line for line in second.splitlines()), stage
+    assert any(line.startswith("  split ") and " train, " in line for line in second.splitlines())
     again = json.loads((out / "latest.json").read_text())
     assert again["run_dir"] != latest["run_dir"] and again["checkpoint"] == latest["checkpoint"]
     print(second.splitlines()[0] + "\n" + second.splitlines()[1])
