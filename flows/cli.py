@@ -142,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rlvrflow {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception:  # a bug (flows/errors.py): the traceback is what a report needs
+        import traceback
+
+        traceback.print_exc()
+        print(f"rlvrflow {args.command}: failed on a bug (the traceback above); please report it",
+              file=sys.stderr)
+        return EXIT_CODES["bug"]
 
 
 # ----- commands -------------------------------------------------------------------------------
