@@ -51,7 +51,7 @@ def test_dask_errors_are_transient_once_distributed_is_loaded():
     from distributed import KilledWorker
     from distributed.comm.core import CommClosedError
 
-    assert is_transient(KilledWorker("task", "worker")) and is_transient(CommClosedError("closed"))
+    assert is_transient(KilledWorker("task", "worker", 3)) and is_transient(CommClosedError("closed"))
 
 
 def test_stage_failed_keeps_its_kind_through_pickling_and_sets_the_exit_code():
