@@ -36,6 +36,9 @@ KL_GROWTH = 5.0
 ZERO_VARIANCE_MOST = 0.5  # more than half the groups all right or all wrong: half the rollouts teach nothing
 TOO_HARD_CORRECT = 0.3  # with most groups flat, a correct rate below this means they are flat at 0
 TOO_EASY_CORRECT = 0.7  # ... and above this, flat at 1
+# ... unless the training correct rate itself fell by this much from the first to the last quarter: then
+# the groups went flat because the policy collapsed, and re-tiering would treat the symptom
+COLLAPSE_DROP = 0.1
 DEFAULT_MAX_REGRESSION = 2.0  # eval.max_regression's default, used when the run does not record its own
 HELDOUT_DROP_POINTS = 2.0  # the same bar for the main held-out set: GRPO made the model worse than SFT
 ROBUSTNESS_DROP_POINTS = 5.0  # robustness sets are small (tens of rows): 5 points is a few rows, not one
@@ -239,13 +242,18 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
         return None
     correct = _series(rec.metrics, "correct_rate")
     rate = statistics.fmean(v for _, v in correct) if correct else None
+    trend = _quarters(correct)
     evidence = [f"zero-variance groups: {share:.0%} of groups on average over steps {zv[0][0]}-{zv[-1][0]}"]
     if rate is not None:
-        evidence.append(f"training correct rate {rate:.3f} on average")
+        evidence.append(f"training correct rate {rate:.3f} on average" +
+                        (f", {trend[1]:.3f} ({trend[0]}) -> {trend[3]:.3f} ({trend[2]})" if trend else ""))
     if rec.evals and rec.evals[0].get("zero_variance_prompts") is not None:
         evidence.append(f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right "
                         "or all wrong")
-    if rate is not None and rate < TOO_HARD_CORRECT:
+    if trend is not None and trend[1] - trend[3] > COLLAPSE_DROP:
+        change = ("the policy collapsed during training (its correct rate fell), which emptied the groups: lower "
+                  "training.grpo.lr, restart from SFT or the best checkpoint; the tiers are not the cause")
+    elif rate is not None and rate < TOO_HARD_CORRECT:
         change = ("the groups are flat at 0: the task is too hard for this SFT model; train SFT longer or on more "
                   "solutions, then re-tier (rlvrflow tier) so GRPO draws prompts it sometimes solves")
     elif rate is not None and rate > TOO_EASY_CORRECT:

@@ -94,6 +94,12 @@ def test_mostly_zero_variance_names_the_side(correct, advice):
     assert R.mostly_zero_variance(healthy()) is None
 
 
+def test_zero_variance_after_a_collapse_blames_the_update_not_the_tiers():
+    rec = healthy(metrics=metrics(zero_variance_fraction=lambda s: 0.8, correct_rate=lambda s: 0.4 if s <= 10 else 0.0))
+    f = R.mostly_zero_variance(rec)
+    assert f is not None and "collapsed" in f.change and "0.400 (steps 1-10) -> 0.000" in f.evidence[1]
+
+
 def test_heldout_falls():
     f = R.heldout_falls(healthy(evals=[ev("sft", 0.34), ev("step_000020", 0.20), ev("step_000040", 0.25)]))
     assert f is not None and "-14.0 points" in f.evidence[0] and "step_000020" in f.evidence[0]
