@@ -101,35 +101,53 @@ class NearIndex:
     with J >= NEAR shares at least need = ceil(NEAR * |s|) of s's shingles, so it holds one of any
     |s| - need + 1 of them; only the sets holding s's rarest shingles so far are compared. Linear in
     practice where a scan of the whole group was quadratic (templated questions share most
-    shingles). Shingles are stored as ids in arrays: a frozenset of strings per row cost ~10 KB."""
+    shingles). Shingles are stored as ids in arrays (a frozenset of strings per row cost ~10 KB),
+    and a group gets its inverted index only once it has INDEX_AT sets: most groups (questions
+    with the same numbers) hold one or two, and a scan of those is cheap."""
+
+    INDEX_AT = 32
 
     def __init__(self, ids: dict[str, int]) -> None:
         self.ids = ids                                  # shingle -> id, shared by all groups
         self.sets: list[array] = []
-        self.postings: dict[int, array] = {}
+        self.postings: dict[int, array] | None = None
 
     def _ids(self, shingles: frozenset[str]) -> frozenset[int]:
         return frozenset(self.ids.setdefault(t, len(self.ids)) for t in shingles)
 
-    def any_near(self, shingles: frozenset[str]) -> bool:
-        s = self._ids(shingles)
+    def _candidates(self, s: frozenset[int]):
+        if self.postings is None:
+            yield from range(len(self.sets))
+            return
         keep = len(s) - math.ceil(NEAR * len(s)) + 1
-        lists = sorted((self.postings.get(t, ()) for t in s), key=len)[:keep]
         compared: set[int] = set()
-        for postings in lists:
+        for postings in sorted((self.postings.get(t, ()) for t in s), key=len)[:keep]:
             for k in postings:
                 if k not in compared:
                     compared.add(k)
-                    other = frozenset(self.sets[k])
-                    if len(s & other) >= NEAR * len(s | other):
-                        return True
+                    yield k
+
+    def any_near(self, shingles: frozenset[str]) -> bool:
+        s = self._ids(shingles)
+        for k in self._candidates(s):
+            other = frozenset(self.sets[k])
+            if len(s & other) >= NEAR * len(s | other):
+                return True
         return False
+
+    def _index(self, k: int, s) -> None:
+        for t in s:
+            self.postings.setdefault(t, array("I")).append(k)
 
     def add(self, shingles: frozenset[str]) -> None:
         s = self._ids(shingles)
-        for t in s:
-            self.postings.setdefault(t, array("I")).append(len(self.sets))
         self.sets.append(array("I", s))
+        if self.postings is not None:
+            self._index(len(self.sets) - 1, s)
+        elif len(self.sets) >= self.INDEX_AT:
+            self.postings = {}
+            for k, members in enumerate(self.sets):
+                self._index(k, members)
 
 
 class Drawer:
