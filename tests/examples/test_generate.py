@@ -274,3 +274,46 @@ def test_tool_call_rows_leave_every_other_line_as_it_was(retail, tmp_path, monke
             assert _lines_but_tool_calls(a) == _jsonl_lines(b), name
         else:
             assert a.read_bytes() == b.read_bytes(), name
+
+
+def test_near_index_answers_as_a_scan_of_the_whole_group(retail):
+    """The generator's indexed near-duplicate check (linear) says what the scan it replaced said."""
+    import random
+
+    generate = retail.generate
+    rng = random.Random(5)
+    words = ["how", "many", "days", "return", "kettle", "store", "blue", "gift", "card", "refund"]
+    ids: dict[str, int] = {}
+    index, seen = generate.NearIndex(ids), []
+    for _ in range(400):        # past INDEX_AT, so both the scan and the inverted index answer
+        text = "".join(rng.sample(words, rng.randint(3, 8)))
+        shingles = generate._shingles(text)
+        want = any(len(shingles & o) >= generate.NEAR * len(shingles | o) for o in seen)
+        assert index.any_near(shingles) == want
+        if not want:
+            index.add(shingles)
+            seen.append(shingles)
+    assert index.postings is not None and 40 < len(seen) < 400
+
+
+def test_order_files_is_the_list_scan_it_replaced(retail):
+    """generate.order_files (O(n log n)) places rows, and draws random numbers, as inject.order_files."""
+    import copy
+    import random
+
+    generate, inject, rf = retail.generate, retail.inject, retail.rawfiles
+
+    rng = random.Random(11)
+    files = [*rf.TICKET_FILES, rf.CSV_FILE]
+    records = [rf.Record(rng.choice(files), {"n": i}) for i in range(300)]
+    for i in range(120):
+        original = rng.choice(records[:300])
+        dup = rf.Record(rng.choice([original.file, rng.choice(files)]), {"dup": i}, origin=original)
+        records.append(dup)
+    want_rng, got_rng = random.Random(2), random.Random(2)
+    want = inject.order_files(copy.copy(records), want_rng)
+    got = generate.order_files(copy.copy(records), got_rng)
+    assert list(want) == list(got)
+    for name in want:
+        assert [id(r) for r in want[name]] == [id(r) for r in got[name]]
+    assert want_rng.random() == got_rng.random()
