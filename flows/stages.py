@@ -1,28 +1,46 @@
 """The pipeline as a table: one row per stage, run by the one runner (flows/runner.py).
 
-    stage     inputs (other stages' outputs)            spec sections read                         fan-out
-    prepare   source files (extra key)                  domain sources cleaning validation         -
-    attach    prepare.rows, files named by params       verifiers (timeout_s, workers: the pool)   row ranges
-    split     attach.rows                               curriculum.eval_fraction training.seed ... -
-    sft       attach.rows split.train, base model       training.{tiny,sft,seed,device,...}        -
-    tier      split.train sft.model                     curriculum training.seed verifiers.timeout_s  whole engine calls
-    grpo      sft.model tier.rows split.eval            training.{grpo,checkpoint,...} curriculum  -
-    evaluate  split.eval sft.model grpo.summary       eval training.{seed,dtype}                 one per model
+    stage     inputs (other stages' outputs)       spec sections read (besides extra key parts)   fan-out
+    prepare   - (source files: extra key)          domain sources cleaning validation             -
+    attach    prepare.rows (+ files in params)     verifiers.{rules,self_check,timeout_s,canaries} row ranges
+    split     attach.rows                          curriculum.eval_fraction training.seed
+                                                   orchestration.max_rows                         -
+    sft       attach.rows split.train (+ model)    training.{tiny,sft,seed,device} + MODEL_SETTINGS -
+    tier      split.train sft.model                curriculum training.{seed,device} verifiers.timeout_s
+                                                                                     whole engine calls
+    grpo      sft.model tier.rows split.eval       training.{grpo,checkpoint,seed,device} curriculum
+                                                   verifiers.reward eval + MODEL_SETTINGS         -
+    evaluate  split.eval sft.model grpo.summary    eval training.{seed,dtype} (+ checkpoints)     one per model
 
-The CLI (`rlvrflow clean`, `tier`) and the Prefect flows (flows/prepare.py ... flows/evaluate.py)
-both call `run(name, spec, root, upstream, steps)`, so every entry point builds the same folders.
+The verifier pool's size (verifiers.workers) and the task runner change where work runs, never what
+it gives, so they are not in any key. The CLI (`rlvrflow clean`, `tier`) and the Prefect flows
+(flows/prepare.py ... flows/evaluate.py) all call `run(name, spec, root, upstream, steps)`, so every
+entry point builds the same folders.
 
-Adding a stage is one row plus a library function. A DPO stage after tier, say:
+Adding a stage is one row plus a library call. A DPO stage after tier (training/dpo.py):
 
-    def dpo(job: Job) -> Result:           # in flows/calls.py: read inputs, call training.dpo, say what it wrote
-        ...train_dpo(str(job.input("sft", "model")), pl.read_parquet(job.input("tier", "rows")), ...)
-        return Result(stats, {"model": "dpo"})
+    def dpo(job: Job) -> Result:                                   # flows/calls.py
+        import polars as pl
+        from training.dpo import train_dpo
+        from training.dpo_data import build_pairs
+        spec = job.spec
+        pairs, pair_stats = build_pairs(pl.read_parquet(job.input("tier", "rows")),
+                                        pl.read_parquet(job.input("tier", "rollouts")),
+                                        spec.training.dpo, spec.training.seed)
+        summary = train_dpo(str(job.input("sft", "model")), pairs, calls.training_config(spec),
+                            pl.read_parquet(job.input("split", "eval")), spec.eval, job.out,
+                            spec.training.seed, on_progress=..., reward_cfg=spec.verifiers.reward)
+        return Result({"pairs": pair_stats, **{k: summary.get(k) for k in ("steps", "final_checkpoint",
+                       "warnings")}}, {"summary": "summary.json", "metrics": "metrics.jsonl"})
 
-    Stage("dpo", inputs=("sft.model", "tier.rows"), sections=("training.dpo", "training.seed", ...),
-          code=("training",), call=calls.dpo)                  # appended to STAGES below
+    Stage("dpo", inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),   # in STAGES
+          sections=("training.dpo", "training.seed", "training.device", "eval", "verifiers.reward",
+                    *MODEL_SETTINGS),
+          code=("training",), call=calls.dpo, resumable=True)
 
-then `run("dpo", spec, root, {"sft": m_sft, "tier": m_tier})` from a flow file (flows/dpo.py) or
-the CLI. A stage that fans out adds `plan=` (Job -> items) and, for rows, `rows=True`.
+then `run("dpo", spec, root, {"sft": ..., "tier": ..., "split": ...})` from a flow file
+(flows/dpo.py: `run_in_flow("dpo", ...)`) and retrain.py. A stage that fans out adds `plan=`
+(Job -> items, each with `rows`); a row stage sets `rows=True` and returns kept and rejects.
 """
 from __future__ import annotations
 
