@@ -219,8 +219,9 @@ class TrainingConfig(_Frozen):
         0, ge=0,
         description="torch threads for SFT, GRPO, tiering and eval (torch.set_num_threads). 0: auto, one per two "
         "usable cores, 1 to 4 (training.modeling.auto_threads). torch's own default (one per core) stalls when "
-        "another job shares the machine: on 2 cores, 20 SFT steps of the embedded model took 147 s with 2 threads "
-        "and 55 s with 1 while other jobs ran, and 514 s against 60 s with one more busy process.",
+        "another job shares the machine: on 2 cores with other jobs running, 20 SFT steps of the embedded model took "
+        "56-147 s with 2 threads and 9-55 s with 1 (3 runs each, 3-9x), and with one more busy process 257-514 s "
+        "against 21-60 s (2 runs, 9-12x).",
     )
     prompt_format: Literal["auto", "chat", "raw"] = Field(
         "auto",
