@@ -75,10 +75,16 @@ def _hold_redirect() -> None:
     with _redirect_lock:
         if _redirect_users == 0:
             # the root's console handlers, and the ones Prefect puts on "rlvrflow" (its extra logger);
-            # Prefect's API handler is no console handler and keeps capturing every record
-            _redirect = logging_redirect_tqdm(loggers=[logging.root, logging.getLogger("rlvrflow")])
+            # Prefect's API handler is no console handler and keeps capturing every record. tqdm adds its
+            # handler to every logger it is given, so only loggers with a console handler are given.
+            loggers = [lg for lg in (logging.root, logging.getLogger("rlvrflow")) if any(map(_console, lg.handlers))]
+            _redirect = logging_redirect_tqdm(loggers=loggers)
             _redirect.__enter__()
         _redirect_users += 1
+
+
+def _console(handler: logging.Handler) -> bool:
+    return isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.stderr)
 
 
 def _release_redirect() -> None:

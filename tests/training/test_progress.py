@@ -49,6 +49,9 @@ def test_log_records_go_above_the_bar_and_handlers_come_back(capsys):
                 pass
             assert handler not in root.handlers
         assert handler in root.handlers and prefect_console in ours.handlers and captured in ours.handlers
+        ours.removeHandler(prefect_console)
+        with progress_bar(2, "sft", file=term):  # no console handler on "rlvrflow": nothing added there,
+            assert ours.handlers == [captured]   # or its records would print twice (there and at the root)
     finally:
         root.removeHandler(handler)
         ours.removeHandler(prefect_console)
