@@ -65,7 +65,7 @@ def worker_main(rx, tx) -> None:
     A ("sys.path", [...]) message updates the import path; None or EOF stops the loop."""
     import sys
 
-    from .code.sandbox import become_subreaper
+    from .code.processes import become_subreaper
     from .math import symbolic
 
     become_subreaper()
@@ -93,7 +93,7 @@ class WarmPool:
     """N worker processes fed one item at a time through pipes, with per-item deadlines."""
 
     def __init__(self, workers: int) -> None:
-        from .code.sandbox import become_subreaper
+        from .code.processes import become_subreaper
 
         become_subreaper()  # orphans of killed workers come to us, not to a PID 1 that may not reap
         self.n = workers
@@ -106,7 +106,7 @@ class WarmPool:
         return self.slots[i]
 
     def _kill(self, i: int) -> None:
-        from .code.sandbox import reap_sandbox_orphans
+        from .code.processes import reap_sandbox_orphans
 
         if self.slots[i] is not None:
             self.slots[i].kill()

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from .mounts import PackageUnavailable, Runtime, package_mounts, probe_runtime
 from .processes import NOBODY, become_subreaper, kill_group, wait_exit
-from .processes import reap_sandbox_orphans  # noqa: F401 - verifiers/pool.py imports it from here for now
 from .warm import run_warm
 
 HARNESS = Path(__file__).with_name("harness.py")
