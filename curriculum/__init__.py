@@ -15,7 +15,7 @@ from curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
 from curriculum.report import tier_report
 from curriculum.sampler import StratifiedSampler, UniformSampler
 from curriculum.split import assign_split
-from curriculum.tiering import tier_rows, tier_to_dir
+from curriculum.tiering import tier_rows, tier_to_dir, tier_with_rollouts
 
 __all__ = [
     "Completion",
@@ -35,6 +35,7 @@ __all__ = [
     "tier_report",
     "tier_rows",
     "tier_to_dir",
+    "tier_with_rollouts",
 ]
 
 

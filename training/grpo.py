@@ -186,7 +186,7 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
     if backend.is_main:
         with backend.autocast():
             result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device),
-                                    prompt_format=fmt)
+                                    prompt_format=fmt, samples_path=out / "samples" / f"step_{step:06d}.jsonl")
         record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     record = backend.broadcast(record)
