@@ -115,7 +115,8 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
             again = json.loads((run_dir / "report.json").read_text())
             flow_s.append(json.loads((run_dir / "run.json").read_text())["seconds"])
             assert again["run_dir"] == str(run_dir)
-            assert all(st["cached"] for st in again["stages"].values()), again["stages"]
+            assert all(st["cached"] for st in again["stages"].values()), {  # which stage, and why it was rebuilt
+                name: st["reason"] for name, st in again["stages"].items() if not st["cached"]}
             assert again["checkpoint"] == report["checkpoint"]
         print(f"\nretrain/smoke on a real server: first run {first_s:.1f} s end to end, {latest['seconds']:.1f} s "
               f"in the flow; two concurrent reruns with nothing changed {again_s:.1f} s end to end together, "
