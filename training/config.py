@@ -102,8 +102,9 @@ class GRPOConfig(_Frozen):
     )
     dist_timeout_minutes: int = Field(
         120, ge=1,
-        description="DeepSpeed only: how long ranks wait in a collective, e.g. for rank 0's rollouts and "
-        "held-out eval (DeepSpeed's own default is 10 minutes, which a long eval can exceed).",
+        description="Several ranks (torchrun or the deepspeed launcher): how long ranks wait in a collective, "
+        "e.g. for rank 0's rollouts and held-out eval (DeepSpeed's and NCCL's own default is 10 minutes, which a "
+        "long eval can exceed).",
     )
     log_every: int = Field(
         1, ge=1,

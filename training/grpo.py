@@ -93,9 +93,9 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     out.mkdir(parents=True, exist_ok=True)
     set_threads(cfg.torch_threads)
     device = pick_device(cfg.device)
-    if g.backend == "deepspeed":
-        from training.distributed import bind_local_device
+    from training.distributed import bind_local_device, dist_env
 
+    if g.backend == "deepspeed" or dist_env().is_distributed:
         device = bind_local_device(device)  # this rank's GPU, before any model is loaded
     dtype = resolve_dtype(cfg.dtype, device)
     torch.manual_seed(seed)
