@@ -35,6 +35,7 @@ from .dedup import _NUMBER, _shingles, dedup_key
 __all__ = ["write_signatures", "exact_shard", "pairs_shard", "resolve_near", "band_layout"]
 
 SIGNATURE_BATCH = 10_000
+MAX_CACHED_SETS = 20_000
 _MIX = np.random.default_rng(20260101).integers(1, 2**63, size=1024, dtype=np.uint64) | np.uint64(1)
 
 
@@ -139,7 +140,8 @@ def pairs_shard(work: str, shard: int) -> int:
 
 
 def _similar_pairs(work: Path, cfg: DedupConfig) -> tuple[dict[int, list[tuple[int, float]]], dict]:
-    """i -> [(j, Jaccard)] for the candidate pairs at or above the threshold; and _row -> (id, source)."""
+    """i -> [(j, Jaccard)] for the candidate pairs at or above the threshold; and _row -> (id, source)
+    of the rows in them. Shingle sets (~10 KB a row) are cached for at most MAX_CACHED_SETS rows."""
     scan = _scan(work / "pairs")
     pairs = scan.unique().sort(["i", "j"]).collect() if scan is not None else pl.DataFrame()
     if not pairs.height:
@@ -148,8 +150,16 @@ def _similar_pairs(work: Path, cfg: DedupConfig) -> tuple[dict[int, list[tuple[i
     keys = _scan(work / "keys").filter(pl.col("_row").is_in(needed.implode())).collect()
     key_of = dict(zip(keys["_row"].to_list(), keys["_key"].to_list()))
     who = dict(zip(keys["_row"].to_list(), zip(keys["id"].to_list(), keys["source"].to_list())))
+    del keys
     cache: dict[int, set[str]] = {}
-    sets = lambda r: cache[r] if r in cache else cache.setdefault(r, _shingles(key_of[r]))  # noqa: E731
+
+    def sets(r: int) -> set[str]:
+        if r not in cache:
+            if len(cache) >= MAX_CACHED_SETS:
+                cache.clear()
+            cache[r] = _shingles(key_of[r])
+        return cache[r]
+
     similar: dict[int, list[tuple[int, float]]] = {}
     for i, j in zip(pairs["i"].to_list(), pairs["j"].to_list()):
         a, b = sets(i), sets(j)
