@@ -155,12 +155,14 @@ def _load_reference(out: Path, key: str, policy, sft_model, resumed: bool, data,
 
 
 def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_cfg: EvalConfig, out_dir,
-              seed: int, on_progress=None, reward_cfg=None) -> dict:
+              seed: int, on_progress=None, reward_cfg=None, workers: int | None = None,
+              timeout_s: float = 30.0) -> dict:
     """Run DPO (`cfg.dpo`) from `sft_model` on `pairs` (dicts with prompt, chosen, rejected; optional
     chosen_finish / rejected_finish); resume from out_dir's newest checkpoint when there is one.
 
     eval_df: held-out rows for `training.eval`; reward_cfg: the `verifiers.RewardConfig` of the samples'
-    reward column. on_progress(step, total, metrics) is called after each step. Returns GRPO's summary
+    reward column. workers, timeout_s: the verifier pool's processes (None: eval.workers) and per-item
+    deadline in the evals. on_progress(step, total, metrics) is called after each step. Returns GRPO's summary
     keys (final_checkpoint, best_checkpoint, baseline, final, evals, steps, seconds, steps_per_second,
     warnings) plus pairs, prompt_format, dtype and parameter counts.
     """
@@ -197,7 +199,8 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
              counts["trainable_params"], counts["total_params"])
 
     evaluate_now = partial(_evaluate, policy=policy, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
-                           seed=seed, device=device, dtype=dtype, fmt=fmt, out=out, reward_cfg=reward_cfg)
+                           seed=seed, device=device, dtype=dtype, fmt=fmt, out=out, reward_cfg=reward_cfg,
+                           workers=workers, timeout_s=timeout_s)
     if resume is not None:
         run = _restore(resume, out, opt, sched, scaler)
     else:
@@ -230,7 +233,8 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
                    {"pairs": len(data), "prompt_format": fmt.kind, "dtype": dtype_name(dtype), **cut, **counts})
 
 
-def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dtype, fmt, out: Path, reward_cfg) -> dict:
+def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dtype, fmt, out: Path, reward_cfg,
+              workers: int | None = None, timeout_s: float = 30.0) -> dict:
     """Evaluate the live policy (step 0: the SFT baseline); record it in evals.jsonl and its samples
     in samples/step_NNNNNN.jsonl; returns the record without per_category."""
     from training.eval import evaluate_model
@@ -238,7 +242,8 @@ def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dty
 
     with autocast(device, dtype):
         result = evaluate_model(policy, tokenizer, eval_df, eval_cfg, seed, device=str(device), prompt_format=fmt,
-                                samples_path=out / "samples" / f"step_{step:06d}.jsonl", reward_cfg=reward_cfg)
+                                samples_path=out / "samples" / f"step_{step:06d}.jsonl", reward_cfg=reward_cfg,
+                                workers=workers, timeout_s=timeout_s)
     record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
     append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     return record

@@ -103,9 +103,12 @@ def summarize(tasks: list[Task], greedy: list, sampled: list[list], lengths: lis
 
 
 def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, workers: int | None = None,
-                    samples_path: str | Path | None = None, reward_cfg=None) -> dict:
+                    samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0) -> dict:
     """Evaluate whatever model `engine` (a `curriculum.RolloutEngine`) samples from; with `samples_path`,
-    also write the samples file there (see the module docstring)."""
+    also write the samples file there (see the module docstring).
+
+    The verifier pool scores with `workers` processes (None: `cfg.workers`; 0: in this process) and a
+    `timeout_s` deadline per completion (the spec's verifiers.timeout_s)."""
     from curriculum import SamplingParams
 
     prompts = [t.prompt for t in tasks]
@@ -113,7 +116,7 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     sampled = engine.generate(prompts, cfg.n_samples, sampling, seed + 1)
     texts = [[greedy[i][0].text] + [c.text for c in sampled[i]] for i in range(len(tasks))]
-    verdicts = score_groups(tasks, texts, workers or cfg.workers)
+    verdicts = score_groups(tasks, texts, cfg.workers if workers is None else workers, timeout_s)
     lengths = [len(c.token_ids) for g in sampled for c in g]
     result = summarize(tasks, [v[0] for v in verdicts], [v[1:] for v in verdicts], lengths, cfg.k)
     if samples_path is not None:
@@ -195,25 +198,28 @@ def samples_markdown(before: list[dict], after: list[dict], before_name: str = "
 
 def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, workers: int | None = None,
                    device: str = "cpu", batch_size: int = 128, prompt_format=None,
-                   samples_path: str | Path | None = None, reward_cfg=None) -> dict:
+                   samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0) -> dict:
     """Evaluate a live model object (used by the GRPO and DPO loops at each checkpoint), prompting it in
-    `prompt_format` (a `curriculum.engines.PromptFormat`; raw when None); samples as `evaluate_engine`."""
+    `prompt_format` (a `curriculum.engines.PromptFormat`; raw when None); samples, `workers` and
+    `timeout_s` as `evaluate_engine`."""
     from curriculum import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
-    return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg)
+    return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg,
+                           timeout_s=timeout_s)
 
 
 def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, workers: int | None = None,
              device: str = "auto", dtype: str = "auto", samples_path: str | Path | None = None,
-             reward_cfg=None) -> dict:
+             reward_cfg=None, timeout_s: float = 30.0) -> dict:
     """Evaluate a Hugging Face checkpoint directory (or a LoRA adapter checkpoint) on the held-out rows.
 
     Prompts go in the format the directory was trained with (its rlvrflow_prompt.json; auto without
     one); `dtype` is a `training.dtype` setting. Returns pass_at_1_greedy, pass_at_1_sampled, pass_at_k
     (with k), format_rate, length_mean/p50/p90, per_prompt_variance, zero_variance_prompts,
     per_category and n_prompts. Deterministic given seed. With `samples_path`, writes the samples
-    file there (the module docstring says what it holds).
+    file there (the module docstring says what it holds). `workers` and `timeout_s` reach the verifier
+    pool as in `evaluate_engine`.
     """
     from curriculum.engines import PromptFormat
     from training.modeling import load_model_and_tokenizer, pick_device
@@ -225,5 +231,5 @@ def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, w
     fmt = PromptFormat.for_model_dir(model_path, tokenizer)
     with autocast(dev, dt):
         result = evaluate_model(model, tokenizer, eval_df, eval_cfg, seed, workers, device=str(dev), prompt_format=fmt,
-                                samples_path=samples_path, reward_cfg=reward_cfg)
+                                samples_path=samples_path, reward_cfg=reward_cfg, timeout_s=timeout_s)
     return {"model": str(model_path), **result}

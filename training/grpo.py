@@ -69,13 +69,16 @@ class RunState:
 
 
 def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, reward_cfg, eval_df,
-               eval_cfg: EvalConfig, out_dir, seed: int, on_progress=None) -> dict:
+               eval_cfg: EvalConfig, out_dir, seed: int, on_progress=None, workers: int | None = None,
+               timeout_s: float = 30.0) -> dict:
     """Run GRPO from `sft_model` (HF dir) on the tiered train rows; resume from out_dir when possible.
 
     tiered_train_df: polars rows with the DESIGN.md columns after `curriculum.tier_rows` (id, prompt,
     reference, verifier, verifier_params, category, tier, pass_at_1). curriculum_cfg: a
     `curriculum.config.CurriculumConfig` for the sampler. reward_cfg: a `verifiers.config.RewardConfig`.
     eval_df: held-out rows for `evaluate`. on_progress(step, total, metrics) is called after each step.
+    workers, timeout_s: the verifier pool's processes and per-item deadline (the spec's verifiers
+    section) for rewards and evals alike; workers=None keeps grpo.reward_workers and eval.workers.
     Returns {final_checkpoint, best_checkpoint, baseline, final, evals, zero_variance_fraction,
     steps, seconds, steps_per_second, warnings}.
     """
@@ -117,7 +120,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
               if backend.is_main or g.rollout == "hf" else None)
     evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
-                           seed=seed, device=device, out=out, fmt=fmt)
+                           seed=seed, device=device, out=out, fmt=fmt, workers=workers, timeout_s=timeout_s)
     if resume is not None:
         run = _resume(resume, out, backend, sampler, engine, g.rollout)
     else:
@@ -140,7 +143,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
             # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
             with backend.autocast():
                 groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step,
-                                              dp=backend, prompt_format=fmt)
+                                              dp=backend, prompt_format=fmt, workers=workers, timeout_s=timeout_s)
             run.groups_seen += info["groups_seen"]
             run.groups_zero_variance += info["groups_zero_variance"]
             # 2. the policy update on whatever signal the step found
@@ -172,7 +175,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
 
 
 def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path,
-              fmt=None) -> dict:
+              fmt=None, workers: int | None = None, timeout_s: float = 30.0) -> dict:
     """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl.
 
     With several ranks only rank 0 generates (with `backend.generation_module`: under ZeRO-3 its full
@@ -186,7 +189,8 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
     if backend.is_main:
         with backend.autocast():
             result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device),
-                                    prompt_format=fmt, samples_path=out / "samples" / f"step_{step:06d}.jsonl")
+                                    prompt_format=fmt, samples_path=out / "samples" / f"step_{step:06d}.jsonl",
+                                    workers=workers, timeout_s=timeout_s)
         record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     record = backend.broadcast(record)
@@ -211,7 +215,8 @@ def _resume(path: Path, out: Path, backend, sampler, engine, rollout: str) -> Ru
 
 
 def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int,
-                   dp=None, prompt_format=None) -> tuple[list[Group], dict]:
+                   dp=None, prompt_format=None, workers: int | None = None,
+                   timeout_s: float = 30.0) -> tuple[list[Group], dict]:
     """Sample, score and filter groups until `prompts_per_step` have reward variance (or rounds run out).
 
     `dp`: the backend when several data-parallel ranks run this together. Only rank 0 generates and
@@ -219,6 +224,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
     reports the same success rates to its sampler (which therefore draws the same ids next round;
     checked) and keeps the same groups and info. Equal seeds alone do not promise equal tokens on GPUs.
     `prompt_format` (raw when None) encodes the groups' prompt ids as the engine encoded them.
+    Completions are scored by `workers` pool processes (None: g.reward_workers) within `timeout_s` each.
     """
     from curriculum import SamplingParams
     from training.grpo_math import zero_variance_groups
@@ -248,7 +254,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
         if not shared or dp.is_main:
             outs = engine.generate([t.prompt for t in batch], g.group_size, sampling, seed=_rollout_seed(seed, step, rnd))
             texts = [[c.text for c in grp] for grp in outs]
-            verdicts = score_groups(batch, texts, g.reward_workers)
+            verdicts = score_groups(batch, texts, g.reward_workers if workers is None else workers, timeout_s)
             parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
             scored = ([[list(c.token_ids) for c in grp] for grp in outs], [[p.total for p in grp] for grp in parts],
                       [[v.status == "correct" for v in vg] for vg in verdicts], texts,

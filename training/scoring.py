@@ -49,12 +49,15 @@ def tasks_from_df(df) -> list[Task]:
     return [Task.from_row(r) for r in df.iter_rows(named=True)]
 
 
-def score_groups(tasks: list[Task], groups: list[list[str]], workers: int) -> list[list]:
-    """Verdicts for groups[i][j] (a response text) against tasks[i], via `verifiers.score_many`."""
+def score_groups(tasks: list[Task], groups: list[list[str]], workers: int | None,
+                 timeout_s: float = 30.0) -> list[list]:
+    """Verdicts for groups[i][j] (a response text) against tasks[i], via `verifiers.score_many` with
+    `workers` processes (None: every core; 0: in this process) and a `timeout_s` deadline per item
+    (the spec's verifiers.timeout_s)."""
     from verifiers import score_many
 
     items = [(t.verifier, text, t.reference, t.params) for t, g in zip(tasks, groups) for text in g]
-    flat = score_many(items, workers=workers) if items else []
+    flat = score_many(items, workers=workers, timeout_s=timeout_s) if items else []
     out, at = [], 0
     for g in groups:
         out.append(list(flat[at : at + len(g)]))
