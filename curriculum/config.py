@@ -106,7 +106,10 @@ class CurriculumConfig(_Frozen):
     )
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature when tiering (0 = greedy).")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass when tiering.")
-    max_new_tokens: int = Field(48, ge=1, description="Completion length cap when tiering.")
+    max_new_tokens: int = Field(
+        48, ge=1, description="Completion length cap in tokens when tiering; a spec that leaves it out gets "
+        "generation.max_new_tokens when that is set."
+    )
     engine_batch_size: int = Field(
         64, ge=1, description="Sequences per generate call of the HF engine when tiering."
     )

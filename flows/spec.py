@@ -7,6 +7,12 @@ and the fix (the field's description and, for enums and literals, the allowed va
 
 Relative paths inside the spec resolve against `spec.base_dir`, the spec file's folder.
 
+Settings that several sections share are set once in `generation:` (today `max_new_tokens`, the
+completion cap of tiering, GRPO rollouts and eval). It is resolved here, before the sections
+validate: a section that does not set the field itself gets the shared value, so the stages (and
+the cache keys, which hash the sections) only ever see the resolved number. docs/spec.md lists
+every field (`python scripts/spec_reference.py` writes it from these models).
+
     spec = load_spec("examples/retail/spec.yaml")
     spec.training.sft.steps, spec.base_dir
 """
@@ -18,7 +24,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from cleaning.config import CleaningConfig, SourceSpec, ValidationConfig
 from curriculum.config import CurriculumConfig
@@ -26,7 +32,10 @@ from flows.config import OrchestrationConfig
 from training.config import EvalConfig, TrainingConfig
 from verifiers.config import VerifierConfig
 
-__all__ = ["DomainSpec", "SpecError", "load_spec", "spec_from_dict", "format_validation_error"]
+__all__ = ["DomainSpec", "GenerationConfig", "SpecError", "load_spec", "spec_from_dict", "format_validation_error"]
+
+# Where generation.max_new_tokens lands: the sections that generate completions.
+GENERATION_TARGETS: tuple[tuple[str, ...], ...] = (("curriculum",), ("training", "grpo"), ("eval",))
 
 
 class SpecError(ValueError):
@@ -47,6 +56,33 @@ def _section_field(cls: type[BaseModel], description: str) -> Any:
     if factory is None:
         return Field(description=description)
     return Field(default_factory=factory, description=description)
+
+
+class GenerationConfig(BaseModel):
+    """Generation settings shared by tiering, GRPO rollouts and eval, set once for all three."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_new_tokens: int | None = Field(
+        None, ge=1,
+        description="completion length cap in tokens for tiering (curriculum.max_new_tokens), GRPO rollouts "
+        "(training.grpo.max_new_tokens) and eval (eval.max_new_tokens); a section that sets its own value keeps "
+        "it; null: each section keeps its own default",
+    )
+
+
+def _with_default(data: dict, path: tuple[str, ...], key: str, value: Any) -> dict:
+    """A copy of `data` with `data[path...][key] = value` unless the spec set that key (or the section is
+    not a mapping: validation reports that)."""
+    head, rest = path[0], path[1:]
+    section = data.get(head, {})
+    if isinstance(section, BaseModel):
+        section = section.model_dump(exclude_unset=True)
+    if not isinstance(section, dict):
+        return data
+    if rest:
+        return {**data, head: _with_default(section, rest, key, value)}
+    return data if key in section else {**data, head: {**section, key: value}}
 
 
 class DomainSpec(BaseModel):
@@ -80,10 +116,29 @@ class DomainSpec(BaseModel):
     eval: EvalConfig = _section_field(
         EvalConfig, "held-out evaluation budget (training.config.EvalConfig)"
     )
+    generation: GenerationConfig = Field(
+        default_factory=GenerationConfig,
+        description="settings shared by tiering, GRPO and eval (max_new_tokens), resolved into those sections",
+    )
     orchestration: OrchestrationConfig = Field(
         default_factory=OrchestrationConfig,
         description="task runner (threads | dask), fan-out chunking and retries (flows.config)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_generation(cls, data: Any) -> Any:
+        """generation.max_new_tokens fills the GENERATION_TARGETS sections that leave it unset."""
+        if not isinstance(data, dict):
+            return data
+        try:
+            value = GenerationConfig.model_validate(data.get("generation") or {}).max_new_tokens
+        except ValidationError:
+            return data  # reported where it was written, at generation.*, when the spec validates
+        if value is not None:
+            for path in GENERATION_TARGETS:
+                data = _with_default(data, path, "max_new_tokens", value)
+        return data
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _path: Path | None = PrivateAttr(default=None)

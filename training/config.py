@@ -83,7 +83,10 @@ class GRPOConfig(_Frozen):
     max_refill_rounds: int = Field(
         2, ge=0, description="Extra sampler draws per step to replace zero-variance groups."
     )
-    max_new_tokens: int = Field(24, ge=1, description="Completion length cap during rollouts.")
+    max_new_tokens: int = Field(
+        24, ge=1, description="Completion length cap in tokens during rollouts; a spec that leaves it out gets "
+        "generation.max_new_tokens when that is set."
+    )
     temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling.")
     grad_accum: int = Field(1, ge=1, description="Micro-batches per update (the groups are split evenly).")
@@ -321,7 +324,10 @@ class EvalConfig(_Frozen):
     )
     k: int = Field(4, ge=1, description="k of pass@k (unbiased estimator over n_samples).")
     n_samples: int = Field(8, ge=1, description="Sampled completions per prompt.")
-    max_new_tokens: int = Field(24, ge=1, description="Completion length cap.")
+    max_new_tokens: int = Field(
+        24, ge=1, description="Completion length cap in tokens, greedy and sampled; a spec that leaves it out gets "
+        "generation.max_new_tokens when that is set."
+    )
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
     max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, lowest ids first.")
