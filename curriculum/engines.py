@@ -17,8 +17,9 @@ Conventions both engines follow:
   the tokenizer's chat template (after an optional system turn) with the assistant's generation
   prompt, tokenized without adding special tokens (the template writes its own). `HFEngine` applies
   its format itself (`from_pretrained` reads the one the model directory was trained with);
-  `FormattedEngine` renders for engines that take text (vLLM). In chat format the template's
-  end-of-turn token (e.g. `<|im_end|>`) is a stop token too.
+  `FormattedEngine` encodes for engines that take token ids (vLLM), so both read the same ids
+  (`curriculum.engine_factory.make_engine` builds either kind for a model directory). In chat format
+  the template's end-of-turn token (e.g. `<|im_end|>`) is a stop token too.
 - `token_ids` are the completion tokens only, including the EOS token when the model emitted one.
 - `logprobs[t]` is the log-probability of `token_ids[t]` under the model's *raw* next-token
   distribution, i.e. log_softmax(logits) at temperature 1, before temperature and top-p (vLLM's
@@ -235,15 +236,11 @@ class HFEngine:
     @classmethod
     def from_pretrained(cls, path: str, device: str = "cpu", batch_size: int = 64) -> "HFEngine":
         """Load a local Hugging Face causal-LM directory (model + tokenizer) into an engine, prompting it
-        in the format it was trained with (its rlvrflow_prompt.json; auto when it has none)."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        in the format it was trained with (its rlvrflow_prompt.json; auto when it has none). Same as
+        `curriculum.engine_factory.make_engine("hf", path, ...)`."""
+        from curriculum.engine_factory import make_engine
 
-        with HF_LOAD_LOCK:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModelForCausalLM.from_pretrained(path).to(device)
-        model.eval()
-        fmt = PromptFormat.for_model_dir(path, tokenizer)
-        return cls(model, tokenizer, device=device, batch_size=batch_size, prompt_format=fmt)
+        return make_engine("hf", path, device=device, batch_size=batch_size)
 
     def _encode(self, prompts: list[str]):
         """Left-padded (B, L) ids and attention mask of the prompts in this engine's format."""
@@ -392,16 +389,16 @@ DECODERS = ("shared", "hf")
 
 
 class FormattedEngine:
-    """Renders prompts in a `PromptFormat` before handing them to an engine that takes text (vLLM),
-    so it reads what `HFEngine` and the trainer's loss read. The engine tokenizes the rendered text
-    itself: for templates that write their own BOS, that engine must not add another."""
+    """Encodes prompts in a `PromptFormat` (`PromptFormat.encode`, the ids `HFEngine` and the trainer's
+    loss read) and hands the token ids to an engine that takes them (vLLM). Ids, not rendered text: an
+    engine that tokenized the text again would add its own BOS in front of a template's."""
 
     def __init__(self, engine, tokenizer, prompt_format: PromptFormat) -> None:
         self.engine, self.tokenizer, self.prompt_format = engine, tokenizer, prompt_format
 
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams, seed: int) -> list[list[Completion]]:
-        rendered = [self.prompt_format.render(self.tokenizer, p) for p in prompts]
-        return self.engine.generate(rendered, n, sampling, seed)
+        ids = [self.prompt_format.encode(self.tokenizer, p) for p in prompts]
+        return self.engine.generate(ids, n, sampling, seed)
 
     def __getattr__(self, name: str):  # load_weights, load_state_dict, ... of the wrapped engine
         if name == "engine":

@@ -6,7 +6,9 @@
 
 Same interface and conventions as `HFEngine` (see curriculum/engines.py): completion token ids with
 EOS, raw log-probs (vLLM's `raw_logprobs` mode: log_softmax of the logits before temperature/top-p),
-greedy at temperature 0, no top-k, text cut before a stop string.
+greedy at temperature 0, no top-k, text cut before a stop string. Besides vLLM's own EOS ids (the
+tokenizer's and the generation config's), `stop_token_ids` end a completion too (the chat template's
+end-of-turn token: `curriculum.engine_factory.make_engine` passes the same ids `HFEngine` stops on).
 
 The engine runs vLLM in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the `uni` executor), so a
 weight update hands tensors over in memory with no serialization: `load_weights` calls the worker's
@@ -46,6 +48,7 @@ class VLLMEngine:
         gpu_memory_utilization: float = 0.3,
         enforce_eager: bool = False,
         seed: int = 0,
+        stop_token_ids: tuple[int, ...] = (),
     ) -> None:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights move without pickling
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -54,6 +57,7 @@ class VLLMEngine:
         except ImportError as exc:
             raise ImportError(_INSTALL_HINT) from exc
         self.model_path = str(model)
+        self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
         self.tied_embeddings = _ties_embeddings(self.model_path)
         self.llm = LLM(
             model=self.model_path,
@@ -67,10 +71,11 @@ class VLLMEngine:
         )
 
     def generate(
-        self, prompts: list[str], n: int, sampling: SamplingParams, seed: int
+        self, prompts: list[str] | list[list[int]], n: int, sampling: SamplingParams, seed: int
     ) -> list[list[Completion]]:
-        """n completions per prompt. Each prompt gets its own derived seed, so a prompt's samples do not
-        depend on which other prompts share the call."""
+        """n completions per prompt: text (tokenized by vLLM, special tokens added) or token ids (used
+        as they are; `FormattedEngine` sends those). Each prompt gets its own derived seed, so a prompt's
+        samples do not depend on which other prompts share the call."""
         from vllm import SamplingParams as VSamplingParams
 
         if n < 1:
@@ -84,12 +89,14 @@ class VLLMEngine:
                 top_k=0,
                 max_tokens=sampling.max_new_tokens,
                 stop=list(sampling.stop) or None,
+                stop_token_ids=list(self.stop_token_ids) or None,
                 logprobs=0,
                 seed=_prompt_seed(seed, i),
             )
             for i in range(len(prompts))
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        inputs = [p if isinstance(p, str) else {"prompt_token_ids": [int(t) for t in p]} for p in prompts]
+        outputs = self.llm.generate(inputs, params, use_tqdm=False)
         groups = [[_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
         return [group * n for group in groups] if greedy else groups
 
