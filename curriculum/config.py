@@ -110,6 +110,11 @@ class CurriculumConfig(_Frozen):
         48, ge=1, description="Completion length cap in tokens when tiering; a spec that leaves it out gets "
         "generation.max_new_tokens when that is set."
     )
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="What samples the tiering completions: hf (transformers, batches of engine_batch_size) "
+        "or vllm (vLLM's offline engine, same prompt token ids and stop tokens; needs vllm installed: "
+        "pip install 'rlvrflow[gpu]', or scripts/setup_vllm.sh on CPU)."
+    )
     engine_batch_size: int = Field(
         64, ge=1, description="Sequences per generate call of the HF engine when tiering."
     )
