@@ -332,6 +332,12 @@ class EvalConfig(_Frozen):
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
     max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, lowest ids first.")
     workers: int = Field(2, ge=1, description="Processes that score completions.")
+    engine: Literal["hf", "vllm"] = Field(
+        "hf", description="What samples a checkpoint directory's completions (training.eval.evaluate): hf "
+        "(transformers; reads LoRA adapter checkpoints) or vllm (vLLM's offline engine, same prompt token ids "
+        "and stop tokens; merged checkpoints only; needs vllm: pip install 'rlvrflow[gpu]', or "
+        "scripts/setup_vllm.sh on CPU). The evals inside GRPO and DPO use the live policy (HF) either way.",
+    )
     samples_per_category: int = Field(
         3, ge=0,
         description="Prompts per category whose greedy and first sampled completion every eval writes to its "
