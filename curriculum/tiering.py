@@ -216,19 +216,22 @@ def tier_to_dir(
     score_fn: ScoreFn | None = None,
     device: str = "cpu",
     workers: int | None = None,
+    dtype: str = "auto",
 ):
-    """Load the model at `model_path` into an HFEngine, tier `df`, write the stage to `out_dir`.
+    """Load the model at `model_path` into the engine `cfg.engine` names (`make_engine`; `dtype` "auto"
+    is the checkpoint's), tier `df`, write the stage to `out_dir`.
 
     Writes `tiers.parquet` (the rows plus the tier columns), `tier_rollouts.parquet` (every sample:
     ROLLOUT_COLUMNS), `tiers_rejects.parquet` (empty: tiering drops nothing), `tiers_stats.json` and
     the tier report (tier_table.csv, tier_report.md, tier_histogram.png). Returns the tiered frame.
     """
-    from curriculum.engines import HFEngine
+    from curriculum.engine_factory import make_engine
 
     started = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    engine = HFEngine.from_pretrained(str(model_path), device=device, batch_size=cfg.engine_batch_size)
+    engine = make_engine(cfg.engine, model_path, device=device, dtype=dtype, batch_size=cfg.engine_batch_size,
+                         seed=seed, field="curriculum.engine")
     tiered, rollouts = tier_with_rollouts(df, engine, cfg, seed, score_fn=score_fn, workers=workers)
     if tiered.height != df.height:
         raise AssertionError(f"tiering changed the row count: {df.height} in, {tiered.height} out")
@@ -245,6 +248,7 @@ def tier_to_dir(
         "model": str(model_path),
         "seed": seed,
         "n_samples": cfg.n_samples,
+        "engine": cfg.engine,
         "rollouts": rollouts.height,
         "k": cfg.k,
         "tiers": {t: int(v) for t, v in tiered["tier"].value_counts().iter_rows()} if tiered.height else {},
