@@ -111,10 +111,12 @@ class DomainSpec(BaseModel):
         CurriculumConfig, "pass@k tiers, sampling weights, eval split (curriculum.config.CurriculumConfig)"
     )
     training: TrainingConfig = _section_field(
-        TrainingConfig, "base model, SFT and GRPO budgets (training.config.TrainingConfig)"
+        TrainingConfig, "the model and how it trains: base model, SFT, GRPO or DPO, checkpoints, LoRA, precision, "
+        "threads (training.config.TrainingConfig)"
     )
     eval: EvalConfig = _section_field(
-        EvalConfig, "held-out evaluation budget (training.config.EvalConfig)"
+        EvalConfig, "held-out evaluation of the SFT model and every checkpoint: sampling, pass@k, regression and "
+        "robustness sets (training.config.EvalConfig)"
     )
     generation: GenerationConfig = Field(
         default_factory=GenerationConfig,

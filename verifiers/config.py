@@ -15,6 +15,8 @@ class _Frozen(BaseModel):
 
 
 class VerifierRule(_Frozen):
+    """Which verifier checks the rows of one category, and with which parameters."""
+
     category: str = Field(min_length=1, description=(
         "row category this rule applies to, exactly as in the row's `category` column"))
     verifier: str = Field(min_length=1, description=(
@@ -37,6 +39,8 @@ class VerifierRule(_Frozen):
 
 
 class LengthPenaltyConfig(_Frozen):
+    """A bounded tanh penalty on completion length, subtracted from the reward (off by default)."""
+
     enabled: bool = Field(False, description="subtract a bounded length penalty from the reward")
     target_tokens: int = Field(256, gt=0, description=(
         "completion length in tokens at which the penalty starts (or is centred, if two_sided)"))
@@ -54,6 +58,9 @@ class LengthPenaltyConfig(_Frozen):
 
 
 class RewardConfig(_Frozen):
+    """How a verdict becomes a GRPO reward: weighted format, correctness and process layers, minus
+    the optional length penalty (`verifiers.reward`)."""
+
     format_weight: float = Field(0.1, ge=0.0, description=(
         "weight of the format layer: 1 when the verifier could read an answer from the response"))
     correctness_weight: float = Field(1.0, ge=0.0, description=(
@@ -78,6 +85,8 @@ class RewardConfig(_Frozen):
 
 
 class CanaryConfig(_Frozen):
+    """Reward canaries: garbage and universal answers that no rule's verifier may score."""
+
     enabled: bool = Field(True, description=(
         "probe every rule with garbage and universal answers at attach time and stop the run when "
         "one scores (see verifiers/canary.py)"))
@@ -91,6 +100,9 @@ class CanaryConfig(_Frozen):
 
 
 class VerifierConfig(_Frozen):
+    """The `verifiers:` section: the rules, the reward, the verifier pool (workers, timeout_s) and the
+    attach-time checks (self_check, canaries)."""
+
     rules: list[VerifierRule] = Field(min_length=1, description=(
         "one rule per category: {category, verifier, params}; rows of other categories are "
         "rejected with reason no_verifier_rule"))
