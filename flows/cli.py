@@ -164,10 +164,19 @@ def _load(path: Path):
 
 
 def cmd_spec_check(args) -> int:
+    """Validate the spec, then print every section in full as YAML, with its defaults filled in and
+    generation.* resolved: exactly what the stages will read (docs/spec.md says what each field means)."""
+    import yaml
+
     spec = _load(args.spec)
     print(f"{args.spec}: ok (domain {spec.domain!r}, {len(spec.sources)} source(s), base_dir {spec.base_dir})")
-    for name in ("cleaning", "validation", "verifiers", "curriculum", "training", "eval"):
-        print(f"  {name}: {json.dumps(getattr(spec, name).model_dump(mode='json'), sort_keys=True)[:160]}")
+    data = spec.model_dump(mode="json")
+    for name in type(spec).model_fields:
+        if name in ("domain", "description"):
+            continue
+        text = yaml.safe_dump({name: data[name]}, sort_keys=False, allow_unicode=True, width=100)
+        print("\n".join(f"  {line}" for line in text.rstrip().splitlines()))
+    print("every field, its default and its rules: docs/spec.md")
     return 0
 
 
