@@ -209,27 +209,46 @@ def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, worker
                            timeout_s=timeout_s)
 
 
+def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "auto", dtype: str = "auto",
+                seed: int = 0):
+    """The engine `eval_cfg.engine` names for a checkpoint directory (`curriculum.engine_factory.make_engine`;
+    hf loads through `load_model_and_tokenizer`, so LoRA adapter checkpoints work there). `evaluate`
+    builds one per call; a caller evaluating one model on several row sets builds it once and passes it
+    to each `evaluate(..., engine=)`: a vLLM engine takes a while to start and holds its GPU memory."""
+    from curriculum.engine_factory import make_engine
+    from training.modeling import load_model_and_tokenizer, pick_device
+    from training.precision import dtype_name, resolve_dtype
+
+    dev = pick_device(device)
+    dt = resolve_dtype(dtype, dev)
+    return make_engine(eval_cfg.engine, model_path, device=str(dev), dtype=dtype_name(dt), batch_size=128, seed=seed,
+                       load=lambda path: load_model_and_tokenizer(path, dev, trainable=False, dtype=dt),
+                       field="eval.engine")
+
+
 def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, workers: int | None = None,
              device: str = "auto", dtype: str = "auto", samples_path: str | Path | None = None,
-             reward_cfg=None, timeout_s: float = 30.0) -> dict:
+             reward_cfg=None, timeout_s: float = 30.0, engine=None) -> dict:
     """Evaluate a Hugging Face checkpoint directory (or a LoRA adapter checkpoint) on the held-out rows.
 
-    Prompts go in the format the directory was trained with (its rlvrflow_prompt.json; auto without
-    one); `dtype` is a `training.dtype` setting. Returns pass_at_1_greedy, pass_at_1_sampled, pass_at_k
-    (with k), format_rate, length_mean/p50/p90, per_prompt_variance, zero_variance_prompts,
-    per_category and n_prompts. Deterministic given seed. With `samples_path`, writes the samples
-    file there (the module docstring says what it holds). `workers` and `timeout_s` reach the verifier
-    pool as in `evaluate_engine`.
+    Generates with the engine `eval_cfg.engine` names (`eval_engine`), or with `engine` when given (one
+    `eval_engine` of this model reused across calls). Prompts go in the format the directory was
+    trained with (its rlvrflow_prompt.json; auto without one); `dtype` is a `training.dtype` setting.
+    Returns pass_at_1_greedy, pass_at_1_sampled, pass_at_k (with k), format_rate, length_mean/p50/p90,
+    per_prompt_variance, zero_variance_prompts, per_category and n_prompts. Deterministic given seed.
+    With `samples_path`, writes the samples file there (the module docstring says what it holds).
+    `workers` and `timeout_s` reach the verifier pool as in `evaluate_engine`.
     """
-    from curriculum.engines import PromptFormat
-    from training.modeling import load_model_and_tokenizer, pick_device
+    import contextlib
+
+    from curriculum import HFEngine
+    from training.modeling import pick_device
     from training.precision import autocast, resolve_dtype
 
     dev = pick_device(device)
     dt = resolve_dtype(dtype, dev)
-    model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False, dtype=dt)
-    fmt = PromptFormat.for_model_dir(model_path, tokenizer)
-    with autocast(dev, dt):
-        result = evaluate_model(model, tokenizer, eval_df, eval_cfg, seed, workers, device=str(dev), prompt_format=fmt,
-                                samples_path=samples_path, reward_cfg=reward_cfg, timeout_s=timeout_s)
+    engine = engine or eval_engine(model_path, eval_cfg, device, dtype, seed)
+    with autocast(dev, dt) if isinstance(engine, HFEngine) else contextlib.nullcontext():
+        result = evaluate_engine(engine, select_eval_tasks(eval_df, eval_cfg), eval_cfg, seed, workers, samples_path,
+                                 reward_cfg, timeout_s=timeout_s)
     return {"model": str(model_path), **result}
