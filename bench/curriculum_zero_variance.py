@@ -11,8 +11,8 @@ such groups are dropped from the update in both arms. Printed per arm: the zero-
 held-out pass@1 (sampled) before and after, and the gain per 1,000 rollouts; then the ratio of the
 zero-variance fractions against the goal (curriculum <= 1/3 of uniform).
 
-The data and SFT model come from the flows' cached stages (prepare, attach, split, sft) under --root,
-built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The train split (or a
+The data and SFT model come from the stage runner's cached stages (prepare, attach, split, sft)
+under --root, built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The train split (or a
 seeded subset of --pool prompts) is tiered with `curriculum.tier_to_dir` (the curriculum's n_samples,
 k, boundaries; about a minute for the retail split's 2,303 prompts x 8) and cached per SFT model; both
 arms sample from that same pool. Offline tiering costs n_samples rollouts per pool prompt once; that
@@ -67,17 +67,17 @@ def parse_args() -> argparse.Namespace:
 
 
 def build_stages(spec, root: Path) -> dict:
-    """The sample domain's train/eval rows and SFT model via the flows' cached stages."""
-    from flows.data_stages import attach_stage, prepare_stage, split_stage
-    from flows.model_stages import sft_stage
+    """The sample domain's train/eval rows and SFT model via the stage runner's cached stages (the
+    same folders `rlvrflow run --out ROOT` builds, so a run's stages are reused here and back)."""
+    from flows import stages
 
     t0 = time.perf_counter()
-    clean = prepare_stage(spec, root)
-    verified = attach_stage(spec, root, clean)
-    split = split_stage(spec, root, verified)
-    sft = sft_stage(spec, root, verified, split)
+    m = {"prepare": stages.run("prepare", spec, root, {})}
+    m["attach"] = stages.run("attach", spec, root, m)
+    m["split"] = stages.run("split", spec, root, m)
+    m["sft"] = stages.run("sft", spec, root, m)
     print(f"[bench] stages ready in {time.perf_counter() - t0:.0f} s (cached under {root})", flush=True)
-    return {"train": split.path("train"), "eval": split.path("eval"), "sft": sft.path("sft")}
+    return {"train": m["split"].path("train"), "eval": m["split"].path("eval"), "sft": m["sft"].path("model")}
 
 
 def _tiering_key(model_dir: Path, c) -> str:

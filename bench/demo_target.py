@@ -90,7 +90,7 @@ def model_stages(spec, rows, train_df, eval_df, out: Path, seed: int, stage: Sta
     import shutil
 
     from curriculum import HFEngine, tier_rows
-    from flows.model_stages import corpus_texts
+    from flows.calls import corpus_texts
     from training import resolve_base_model, run_sft, train_grpo
     from training.modeling import load_model_and_tokenizer, pick_device
 
