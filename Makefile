@@ -24,6 +24,7 @@ setup:
 
 sample: setup
 	@$(PY) examples/retail/generate.py --out examples/retail/raw --seed $(SEED)
+	@$(PY) examples/retail/eval_sets.py --out examples/retail/eval --seed $(SEED)
 
 demo: sample
 	@$(VENV)/bin/rlvrflow run $(SPEC) --out $(OUT)

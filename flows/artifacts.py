@@ -1,4 +1,5 @@
-"""Prefect artifacts for the UI: stage counts, rejects by reason, the GX summary, tiers, eval, rewards.
+"""Prefect artifacts for the UI: stage counts, rejects by reason, the GX summary, tiers, eval, rewards,
+the eval matrix, samples side by side and the DPO pairs.
 
 The `*_rows` / `*_markdown` builders are pure (tested without Prefect); `publish_table`,
 `publish_markdown` and `Progress` talk to the Prefect API and do nothing outside a flow or task
@@ -127,14 +128,70 @@ def sparkline(values: list[float]) -> str:
     return "".join(bars[int((v - lo) / span * (len(bars) - 1))] for v in values)
 
 
-def reward_curve_markdown(metrics: list[dict[str, Any]], key: str = "reward_mean") -> str:
-    """The GRPO reward curve as a sparkline plus a step table (at most ~40 rows)."""
+def reward_curve_markdown(metrics: list[dict[str, Any]], key: str = "reward_mean", trainer: str = "GRPO") -> str:
+    """A training curve (GRPO's reward, DPO's loss) as a sparkline plus a step table (at most ~40 rows)."""
     points = [(m.get("step"), m.get(key)) for m in metrics if m.get(key) is not None]
     if not points:
         return ""
     values = [float(v) for _, v in points]
     stride = max(1, len(points) // 40)
-    lines = [f"# GRPO {key}", "", f"`{sparkline(values)}`  first {values[0]:.3f}, last {values[-1]:.3f}, "
+    lines = [f"# {trainer} {key}", "", f"`{sparkline(values)}`  first {values[0]:.3f}, last {values[-1]:.3f}, "
              f"max {max(values):.3f}", "", f"| step | {key} |", "|---|---|"]
     lines += [f"| {s} | {float(v):.4f} |" for s, v in points[::stride]]
     return "\n".join(lines)
+
+
+def pair_rows(stats: dict[str, Any]) -> list[dict[str, Any]]:
+    """The DPO stage's prompts: how many gave pairs (and how many pairs), and the others by drop reason."""
+    if not stats:
+        return []
+    rows = [{"prompts": "gave pairs", "rows": int(stats.get("rows_kept", 0)), "pairs": int(stats.get("pairs", 0))}]
+    rows += [{"prompts": reason, "rows": int(n), "pairs": 0}
+             for reason, n in sorted(stats.get("rejected_by_reason", {}).items())]
+    return rows
+
+
+def matrix_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """training.eval_matrix rows as a flat table: percentages, regression sets with their change
+    against SFT in points, which sets a model regressed on, and which model is best."""
+    def pct(x):
+        return None if x is None else round(100 * float(x), 1)
+
+    out = []
+    for r in matrix.get("rows", []):
+        row = {"model": r["name"], "best": r["name"] == matrix.get("best"),
+               "pass@1 greedy": pct(r["pass_at_1_greedy"]), "pass@1 sampled": pct(r["pass_at_1_sampled"]),
+               f"pass@{r.get('k')}": pct(r["pass_at_k"]), "format": pct(r["format_rate"]),
+               "length mean": round(float(r["length_mean"]), 1), "length p90": round(float(r["length_p90"]), 1),
+               "stability variance": round(float(r["stability_variance"]), 4),
+               "sometimes right": pct(r["sometimes_right"]), "robustness": pct(r["robustness"])}
+        for name, score in r.get("regression", {}).items():
+            row[name] = pct(score)
+            row[f"{name} change"] = r["regression_delta"].get(name)
+        row["regressed on"] = ", ".join(r.get("regressed", []))
+        out.append(row)
+    return out
+
+
+def samples_pages(samples: dict[str, str]) -> dict[str, str]:
+    """{checkpoint: markdown}: each checkpoint's eval samples beside SFT's (training.eval.samples_markdown);
+    `samples` maps model name -> samples file, SFT among them."""
+    from training.eval import read_samples, samples_markdown
+
+    if "sft" not in samples:
+        return {}
+    before = read_samples(samples["sft"])
+    return {name: samples_markdown(before, read_samples(path), "sft", name)
+            for name, path in samples.items() if name != "sft"}
+
+
+def publish_eval(domain: str, evaluate_dir: str | Path, matrix_file: str | Path, samples: dict[str, str]) -> None:
+    """The evaluate stage's artifacts: the eval matrix table and one samples page per checkpoint."""
+    matrix = read_json(matrix_file)
+    best = matrix.get("best")
+    publish_table(artifact_key(domain, "eval-matrix"), matrix_rows(matrix),
+                  f"eval matrix (SFT and every checkpoint; best: {best}; a checkpoint that lost more than "
+                  f"{matrix.get('max_regression')} points on a regression set is never best); {evaluate_dir}")
+    for name, markdown in samples_pages(samples).items():
+        publish_markdown(artifact_key(domain, f"samples-{name}"), markdown,
+                         f"held-out samples: sft vs {name} (the same prompts at every checkpoint)")

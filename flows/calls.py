@@ -1,8 +1,8 @@
 """The library calls of the stage table: each takes a `Job` and returns a `Result` (flows/runner.py).
 
 Each is a thin adapter around one library function (cleaning.prepare, verifiers.attach,
-curriculum.assign_split, training.run_sft, curriculum.tier_rows, training.train_grpo,
-training.evaluate): it reads the job's input files and the spec sections its table row declares,
+curriculum.assign_split, training.run_sft, curriculum.tier_rows, training.train_grpo or
+training.train_dpo, training.evaluate): it reads the job's input files and the spec sections its table row declares,
 calls the library, and returns rows or the files it wrote. No Prefect, no cache logic here.
 Every verifier call takes its pool settings from the one `verifiers:` section (`workers`, `timeout_s`).
 """
@@ -242,7 +242,7 @@ def grpo(job: Job) -> Result:
     summary = train_grpo(str(job.input("sft", "model")), pl.read_parquet(job.input("tier", "rows")),
                          training_config(spec), spec.curriculum, spec.verifiers.reward,
                          pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,
-                         on_progress=progress)
+                         on_progress=progress, workers=spec.verifiers.workers, timeout_s=spec.verifiers.timeout_s)
     stats = {k: summary.get(k) for k in ("steps", "seconds", "steps_per_second", "zero_variance_fraction",
                                          "final_checkpoint", "best_checkpoint", "warnings")}
     files = {"summary": "summary.json", "metrics": "metrics.jsonl"}
@@ -251,43 +251,110 @@ def grpo(job: Job) -> Result:
     return Result(stats, files)
 
 
-# ----- evaluate: the SFT baseline and every GRPO checkpoint, one call each ---------------------
+# ----- DPO: from the SFT model on pairs of tiering's own samples ---------------------------
 
 
-def models_to_evaluate(sft_model: str | Path, grpo_dir: str | Path) -> dict[str, str]:
-    """The SFT model and the GRPO checkpoints still on disk, by name (oldest first)."""
+def dpo(job: Job) -> Result:
+    """training.dpo_data.build_pairs from the tier stage's rows and rollouts, then training.train_dpo;
+    the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints."""
+    import polars as pl
+
+    from training.dpo import train_dpo
+    from training.dpo_data import PAIRS_FILE, build_pairs
+
+    spec = job.spec
+    pairs, pair_stats = build_pairs(pl.read_parquet(job.input("tier", "rows")),
+                                    pl.read_parquet(job.input("tier", "rollouts")), spec.training.dpo,
+                                    spec.training.seed)
+    if not pairs:
+        raise DataError(f"dpo: no prompt of tiers {list(spec.training.dpo.tiers)} has both a correct and an incorrect "
+                        f"sample (of {pair_stats['rows_in']} tiered prompts, dropped: "
+                        f"{pair_stats['rejected_by_reason']}); widen training.dpo.tiers, raise curriculum.n_samples, "
+                        "or use training.algorithm: grpo")
+    (Path(job.out) / PAIRS_FILE).write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs),
+                                           encoding="utf-8")
+
+    def progress(step: int, steps: int, metrics: dict) -> None:
+        if job.progress is not None:
+            job.progress(step / max(1, steps or spec.training.dpo.steps))
+
+    summary = train_dpo(str(job.input("sft", "model")), pairs, training_config(spec),
+                        pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,
+                        on_progress=progress, reward_cfg=spec.verifiers.reward, workers=spec.verifiers.workers,
+                        timeout_s=spec.verifiers.timeout_s)
+    stats = {"pairs": pair_stats, **{k: summary.get(k) for k in ("steps", "seconds", "steps_per_second",
+                                                                   "final_checkpoint", "best_checkpoint",
+                                                                   "warnings")}}
+    files = {"summary": "summary.json", "metrics": "metrics.jsonl", "pairs": PAIRS_FILE}
+    if (Path(job.out) / "curves.png").exists():
+        files["curves"] = "curves.png"
+    return Result(stats, files)
+
+
+# ----- evaluate: the SFT baseline and every checkpoint of the trained policy, one call each ----
+
+
+def models_to_evaluate(sft_model: str | Path, policy_dir: str | Path) -> dict[str, str]:
+    """The SFT model and the checkpoints (GRPO's or DPO's) still on disk, by name (oldest first)."""
     from training.checkpoint import list_checkpoints
 
-    return {"sft": str(sft_model), **{Path(p).name: str(p) for _, p in list_checkpoints(grpo_dir)}}
+    return {"sft": str(sft_model), **{Path(p).name: str(p) for _, p in list_checkpoints(policy_dir)}}
 
 
 def evaluate_plan(job: Job) -> list[dict[str, Any]]:
-    models = models_to_evaluate(job.input("sft", "model"), job.input("grpo", "dir"))
+    models = models_to_evaluate(job.input("sft", "model"), job.input("policy", "dir"))
     return [{"name": name, "model": path} for name, path in models.items()]
 
 
 def evaluate(job: Job) -> Result:
-    """training.evaluate of one model on the held-out split; writes <name>.json."""
+    """training.evaluate of one model on the held-out split (<name>.json, its samples in
+    <name>.samples.jsonl), then on each regression set and the robustness set (<name>.sets.json)."""
     import polars as pl
 
+    from flows.eval_sets import load_sets
     from training.eval import evaluate as run_eval
     from training.modeling import set_threads
 
-    spec, name = job.spec, job.item["name"]
+    spec, name, out = job.spec, job.item["name"], Path(job.out)
     set_threads(spec.training.torch_threads)
-    result = run_eval(job.item["model"], pl.read_parquet(job.input("split", "eval")), spec.eval, spec.training.seed,
-                      workers=spec.verifiers.workers, device=spec.training.device, dtype=spec.training.dtype)
-    result = {"name": name, **result}
-    (Path(job.out) / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
-    return Result({}, {name: f"{name}.json"})
+    sets = load_sets(spec)  # before the main eval: a bad set file fails in seconds, not after it
+
+    def on(rows, samples: Path | None = None) -> dict:
+        return run_eval(job.item["model"], rows, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
+                        device=spec.training.device, dtype=spec.training.dtype, samples_path=samples,
+                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s)
+
+    result = {"name": name, **on(pl.read_parquet(job.input("split", "eval")), out / f"{name}.samples.jsonl")}
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+    extra = {"regression": {set_name: on(rows) for set_name, rows in sets.regression.items()},
+             "robustness": None if sets.robustness is None else on(sets.robustness)}
+    (out / f"{name}.sets.json").write_text(json.dumps(extra, indent=1, default=str))
+    return Result({}, {name: f"{name}.json", f"{name}.samples": f"{name}.samples.jsonl",
+                       f"{name}.sets": f"{name}.sets.json"})
 
 
 def evaluate_finish(job: Job, stats: dict) -> Result:
-    """eval_table.json: each model's headline metrics, the SFT baseline first."""
-    table = []
+    """eval_table.json (each model's headline metrics, the SFT baseline first) and eval_matrix.json
+    (training.eval_matrix: every dimension per model, the best model by choose_best)."""
+    from training.eval_matrix import build_matrix, choose_best
+
+    cfg, out = job.spec.eval, Path(job.out)
+    table, results, sets = [], {}, {}
     for item in evaluate_plan(job):
-        r = json.loads((Path(job.out) / f"{item['name']}.json").read_text())
-        table.append({k: r.get(k) for k in ("name", "model", "pass_at_1_greedy", "pass_at_1_sampled",
-                                            "pass_at_k", "format_rate", "length_mean", "n_prompts")})
-    (Path(job.out) / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
-    return Result({"models": len(table)}, {"table": "eval_table.json"})
+        name = item["name"]
+        results[name] = json.loads((out / f"{name}.json").read_text())
+        sets[name] = json.loads((out / f"{name}.sets.json").read_text())
+        table.append({k: results[name].get(k) for k in ("name", "model", "pass_at_1_greedy", "pass_at_1_sampled",
+                                                        "pass_at_k", "format_rate", "length_mean", "n_prompts")})
+    regression = {s.name: {n: sets[n]["regression"][s.name] for n in results} for s in cfg.regression_sets}
+    robustness = {n: sets[n]["robustness"] for n in results if sets[n]["robustness"] is not None}
+    rows = build_matrix(results, robustness or None, regression, cfg.max_regression)
+    best = choose_best(rows, cfg.max_regression)
+    matrix = {"rows": rows, "max_regression": cfg.max_regression, "best": best,
+              "best_model": results[best]["model"], "regression_sets": [s.name for s in cfg.regression_sets],
+              "robustness_set": cfg.robustness_set}
+    (out / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
+    (out / "eval_matrix.json").write_text(json.dumps(matrix, indent=1, default=str))
+    flagged = {r["name"]: r["regressed"] for r in rows if r["regressed"]}
+    return Result({"models": len(table), "best": best, "regressed": flagged},
+                  {"table": "eval_table.json", "matrix": "eval_matrix.json"})

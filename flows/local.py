@@ -39,7 +39,8 @@ def prefect_environment(out: Path) -> None:
 
 @dataclass
 class RunOutcome:
-    """What `rlvrflow run` prints: success, where the report is, the headline numbers, timing."""
+    """What `rlvrflow run` prints: success, where the report is, the final and the best checkpoint, the
+    SFT-vs-final table, the eval matrix, the run doctor's findings, timing."""
 
     ok: bool
     seconds: float
@@ -60,10 +61,12 @@ class RunOutcome:
         if cached:
             lines += [f"  recomputed {name}: {st.get('reason')}" for name, st in stages.items() if not st.get("cached")]
         lines += [f"run folder: {r.get('run_dir')}", f"report:     {r.get('report')}",
-                  f"checkpoint: {r.get('checkpoint')}"]
-        table = r.get("comparison")
-        if table:
-            lines += ["", table]
+                  f"checkpoint: {r.get('checkpoint')} (final of {str(r.get('algorithm', 'grpo')).upper()})"]
+        if r.get("best"):
+            lines.append(r["best"])
+        for key in ("comparison", "matrix", "doctor"):  # SFT vs final; every model on every dimension; advice
+            if r.get(key):
+                lines += ["", r[key]]
         return "\n".join(lines)
 
     def _versus_previous(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""The run report: training.build_report over the eval results, plus where every stage's output is.
+"""The run report: training.build_report over the eval results, the eval matrix and the best model,
+the samples files, the doctor's findings, and where every stage's output is.
 
 Written to the run's own folder (`OUT/runs/<time>-<run id>/report.json`, with `run.json`: seconds and
 cache use), so concurrent runs never overwrite each other; `OUT/latest.json` names the newest one.
@@ -20,39 +21,82 @@ def new_run_dir(root: Path, run_id: str) -> Path:
     return run_dir
 
 
+def trained_stage(manifests: dict) -> str:
+    """The training stage of a run: dpo when it ran, else grpo (training.algorithm picks one)."""
+    return "dpo" if "dpo" in manifests else "grpo"
+
+
 def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict]) -> dict:
-    """Build report.json (training.build_report) from the stage manifests; return what the CLI prints."""
+    """Build report.json (training.build_report) from the stage manifests; return what the CLI prints.
+
+    The final checkpoint is the training stage's last; the best model is the eval matrix's choice
+    (training.eval_matrix.choose_best: never a checkpoint that regressed on a regression set, SFT
+    when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads."""
+    from training.eval_matrix import format_matrix
     from training.report import build_report, comparison_table, write_report
 
     m = {name: Manifest.from_dict(d) for name, d in manifests.items()}
-    table = json.loads(m["evaluate"].path("table").read_text())
-    results = {row["name"]: json.loads(m["evaluate"].path(row["name"]).read_text()) for row in table}
-    grpo = m["grpo"].stats
-    final_ckpt = grpo.get("final_checkpoint") or str(m["sft"].path("model"))
+    ev, trained = m["evaluate"], trained_stage(m)
+    table = json.loads(ev.path("table").read_text())
+    matrix = json.loads(ev.path("matrix").read_text())
+    results = {row["name"]: json.loads(ev.path(row["name"]).read_text()) for row in table}
+    samples = {row["name"]: str(ev.path(f"{row['name']}.samples")) for row in table
+               if f"{row['name']}.samples" in ev.outputs}
+    st = m[trained].stats
+    final_ckpt = st.get("final_checkpoint") or str(m["sft"].path("model"))
     final_name = Path(final_ckpt).name if Path(final_ckpt).name in results else "sft"
     stages = {name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir), "reason": x.reason}
               for name, x in m.items()}
     report = build_report(
         baseline=results["sft"], final=results[final_name], tiers=m["tier"].stats.get("tiers", {}),
-        zero_variance_fraction=float(grpo.get("zero_variance_fraction") or 0.0), checkpoint=final_ckpt,
-        extra={"domain": domain, "spec": spec_path, "run_dir": run_dir, "evals": table,
-               "best_checkpoint": grpo.get("best_checkpoint"), "grpo_steps": grpo.get("steps"),
-               "curves": str(m["grpo"].dir / "curves.png"), "stages": stages,
+        zero_variance_fraction=float(st.get("zero_variance_fraction") or 0.0), checkpoint=final_ckpt,
+        extra={"domain": domain, "spec": spec_path, "run_dir": run_dir, "evals": table, "algorithm": trained,
+               "best_model": matrix["best"], "best_checkpoint": matrix["best_model"],
+               "trainer_best_checkpoint": st.get("best_checkpoint"), "training_steps": st.get("steps"),
+               **({"grpo_steps": st.get("steps")} if trained == "grpo" else {"dpo_pairs": st.get("pairs")}),
+               "eval_matrix": matrix["rows"], "max_regression": matrix["max_regression"], "samples": samples,
+               "curves": str(m[trained].dir / "curves.png"), "stages": stages,
                "tier_histogram": str(m["tier"].dir / "tier_histogram.png"),
                "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
                "warnings": run_warnings(m)},
     )
     path = write_report(Path(run_dir) / "report.json", report)
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
-            results[final_name]), "stages": stages, "run_dir": run_dir}
+            results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
+            "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir)}
+
+
+def best_line(matrix: dict) -> str:
+    """Which model the eval matrix chose, and why SFT when it is SFT."""
+    rows, best = matrix["rows"], matrix["best"]
+    if best != "sft":
+        return f"best:       {best} ({matrix['best_model']})"
+    flagged = [r["name"] for r in rows if r["regressed"]]
+    why = "no checkpoint beat the SFT baseline on greedy pass@1"
+    if flagged:
+        why += (f" among those within max_regression={matrix['max_regression']} points on every regression set "
+                f"({', '.join(flagged)} lost more)")
+    return f"best:       sft: {why}; keep the SFT model ({matrix['best_model']})"
+
+
+def doctor_text(run_dir: str) -> str:
+    """The run doctor's findings (training.doctor) on the report just written; a run whose records
+    the doctor cannot read still finishes, with the reason in place of the findings."""
+    from training.doctor import diagnose, format_findings
+
+    try:
+        return format_findings(diagnose(run_dir))
+    except (FileNotFoundError, ValueError) as exc:
+        return f"run doctor: could not read the run's records: {exc}"
 
 
 def figures_markdown(report_path: str | Path) -> str:
-    """The run's figures for a markdown artifact: the GRPO curves and the tier histogram, linked
+    """The run's figures for a markdown artifact: the training curves and the tier histogram, linked
     (and shown where the UI can reach the files), with where report.json is."""
     report = json.loads(Path(report_path).read_text())
     lines = [f"# {report.get('domain')}: run figures", "", f"report: `{report_path}`", ""]
-    for title, key in (("GRPO reward and eval curves", "curves"), ("Prompts per tier", "tier_histogram")):
+    trainer = str(report.get("algorithm") or "grpo").upper()
+    for title, key in ((f"{trainer} training and eval curves", "curves"), ("Prompts per tier", "tier_histogram")):
         path = report.get(key)
         if path and Path(path).is_file():
             uri = Path(path).resolve().as_uri()

@@ -1,6 +1,7 @@
 """The `retrain` flow: the whole chain for one domain, each stage a subflow you can watch in the UI.
 
-prepare -> attach (+ split) -> sft -> tier -> grpo -> evaluate -> report. Stages whose inputs,
+prepare -> attach (+ split) -> sft -> tier -> grpo or dpo (training.algorithm) -> evaluate -> report
+(with the eval matrix, the best model and the run doctor's findings). Stages whose inputs,
 spec section and code are unchanged are reused from `OUT/stages/` (content-hash keys), so a rerun
 with nothing changed takes a fraction of the first run; `force=True` recomputes everything.
 Each run writes its report to its own folder `OUT/runs/<time>-<run id>/`, so concurrent runs never
@@ -25,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from flows import artifacts
 from flows.attach import attach
 from flows.common import load_run_spec, make_task_runner
+from flows.dpo import dpo
 from flows.evaluate import evaluate
 from flows.grpo import grpo
 from flows.prepare import prepare
@@ -54,7 +56,7 @@ def retrain(
     runner: Optional[Literal["threads", "dask"]] = None,
     overrides: Optional[dict] = None,
 ) -> dict:
-    """Prepare, attach, split, SFT, tier, GRPO, evaluate and report one domain; returns the summary."""
+    """Prepare, attach, split, SFT, tier, GRPO or DPO, evaluate and report one domain; returns the summary."""
     start = time.monotonic()
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     spec_abs, root = str(Path(spec_path).resolve()), Path(out).resolve()
@@ -72,8 +74,10 @@ def retrain(
     m["attach"], m["split"] = data["attach"], data["split"]
     m["sft"] = sft(verified=m["attach"], split=m["split"], **common)
     m["tier"] = tier.with_options(task_runner=make_task_runner(spec))(split=m["split"], sft=m["sft"], **common)
-    m["grpo"] = grpo(split=m["split"], sft=m["sft"], tiers=m["tier"], **common)
-    m["evaluate"] = evaluate(split=m["split"], sft=m["sft"], grpo=m["grpo"], **common)
+    trainer = {"grpo": grpo, "dpo": dpo}[spec.training.algorithm]
+    m[spec.training.algorithm] = trainer(split=m["split"], sft=m["sft"], tiers=m["tier"], **common)
+    # the evaluate stage reads the trained stage's checkpoints whichever it is (flows/stages.py: `policy`)
+    m["evaluate"] = evaluate(split=m["split"], sft=m["sft"], grpo=m[spec.training.algorithm], **common)
 
     summary = report_task(str(run_dir), spec.domain, spec_abs, m)
     summary["seconds"] = round(time.monotonic() - start, 1)
@@ -83,6 +87,10 @@ def retrain(
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "rejects"), artifacts.rejects_rows(m),
                             "rejected rows by stage and reason")
     artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "figures"), figures_markdown(summary["report"]),
-                               "GRPO curves and the tier histogram (links to the run's files)")
+                               "training curves and the tier histogram (links to the run's files)")
+    ev = m["evaluate"]
+    artifacts.publish_eval(spec.domain, ev["dir"], Path(ev["dir"]) / ev["outputs"]["matrix"],
+                           {name[: -len(".samples")]: str(Path(ev["dir"]) / rel) for name, rel in ev["outputs"].items()
+                            if name.endswith(".samples")})
     logger.info("retrain %s done in %.1f s; report %s", spec.domain, summary["seconds"], summary["report"])
     return summary

@@ -9,37 +9,26 @@
     tier      split.train sft.model                curriculum training.{seed,device} verifiers.timeout_s
                                                                                      whole engine calls
     grpo      sft.model tier.rows split.eval       training.{grpo,checkpoint,seed,device} curriculum
-                                                   verifiers.reward eval + MODEL_SETTINGS         -
-    evaluate  split.eval sft.model grpo.summary    eval training.{seed,dtype} (+ checkpoints)     one per model
+                                                   verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
+    dpo       sft.model tier.rows tier.rollouts    training.{dpo,checkpoint,seed,device}
+              split.eval                           verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
+    evaluate  split.eval sft.model policy.summary  eval training.{seed,dtype} verifiers.{reward,timeout_s}
+                                                   (+ checkpoints, eval set files)                one per model
+
+`rlvrflow run` trains with grpo or dpo (training.algorithm); evaluate reads that stage as `policy`:
+`run("evaluate", ...)` takes the upstream manifest of the stage named by training.algorithm (passed
+as "policy", or under any key, e.g. the evaluate flow's "grpo") and evaluates the SFT model and its
+checkpoints, with the regression and robustness sets of the eval section (flows/eval_sets.py).
 
 The verifier pool's size (verifiers.workers) and the task runner change where work runs, never what
 it gives, so they are not in any key. The CLI (`rlvrflow clean`, `tier`) and the Prefect flows
 (flows/prepare.py ... flows/evaluate.py) all call `run(name, spec, root, upstream, steps)`, so every
 entry point builds the same folders.
 
-Adding a stage is one row plus a library call. A DPO stage after tier (training/dpo.py):
-
-    def dpo(job: Job) -> Result:                                   # flows/calls.py
-        import polars as pl
-        from training.dpo import train_dpo
-        from training.dpo_data import build_pairs
-        spec = job.spec
-        pairs, pair_stats = build_pairs(pl.read_parquet(job.input("tier", "rows")),
-                                        pl.read_parquet(job.input("tier", "rollouts")),
-                                        spec.training.dpo, spec.training.seed)
-        summary = train_dpo(str(job.input("sft", "model")), pairs, calls.training_config(spec),
-                            pl.read_parquet(job.input("split", "eval")), spec.eval, job.out,
-                            spec.training.seed, on_progress=..., reward_cfg=spec.verifiers.reward)
-        return Result({"pairs": pair_stats, **{k: summary.get(k) for k in ("steps", "final_checkpoint",
-                       "warnings")}}, {"summary": "summary.json", "metrics": "metrics.jsonl"})
-
-    Stage("dpo", inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),   # in STAGES
-          sections=("training.dpo", "training.seed", "training.device", "eval", "verifiers.reward",
-                    *MODEL_SETTINGS),
-          code=("training",), call=calls.dpo, resumable=True)
-
-then `run("dpo", spec, root, {"sft": ..., "tier": ..., "split": ...})` from a flow file
-(flows/dpo.py: `run_in_flow("dpo", ...)`) and retrain.py. A stage that fans out adds `plan=`
+Adding a stage is one row plus a library call, as the dpo stage was: `calls.dpo` (a `Job -> Result`
+around training.train_dpo on build_pairs of tier.rows and tier.rollouts), its row below, then
+`run("dpo", spec, root, {"sft": ..., "tier": ..., "split": ...})` from a flow file (flows/dpo.py:
+`run_in_flow("dpo", ...)`) and a line in retrain.py. A stage that fans out adds `plan=`
 (Job -> items, each with `rows`); a row stage sets `rows=True` and returns kept and rejects.
 """
 from __future__ import annotations
@@ -91,14 +80,28 @@ def _base_model(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     return {"model": calls.model_identity(spec)}
 
 
-def _checkpoints(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
-    models = calls.models_to_evaluate(upstream["sft"].path("model"), upstream["grpo"].dir)
-    return {"models": {name: tree_digest(path) for name, path in models.items()}}
+def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    """The models evaluate reads (SFT and the policy's checkpoints on disk) and the eval set files."""
+    from flows.eval_sets import set_digests
+
+    models = calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
+    return {"models": {name: tree_digest(path) for name, path in models.items()}, "eval_sets": set_digests(spec)}
 
 
 def _split_line(st: dict) -> str:
     return f"{st.get('rows_train')} train, {st.get('rows_eval')} eval (of {st.get('rows_in')}; " \
            f"{st.get('rows_rejected', 0)} over max_rows)"
+
+
+def _dpo_line(st: dict) -> str:
+    pairs = st.get("pairs") or {}
+    return (f"{pairs.get('pairs')} pairs from {pairs.get('rows_kept')} of {pairs.get('rows_in')} prompts, "
+            f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}")
+
+
+def _evaluate_line(st: dict) -> str:
+    flagged = "".join(f"; {name} regressed on {', '.join(sets)}" for name, sets in (st.get("regressed") or {}).items())
+    return f"{st.get('models')} models on the held-out split, best {st.get('best')}{flagged}"
 
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
@@ -123,19 +126,26 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
               f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))),
     Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),
           sections=("training.grpo", "training.checkpoint", "training.seed", "training.device", "curriculum",
-                    "verifiers.reward", "eval", *MODEL_SETTINGS),
+                    "verifiers.reward", "verifiers.timeout_s", "eval", *MODEL_SETTINGS),
           code=("training", "curriculum", "verifiers"), call=calls.grpo, resumable=True,
           summary=lambda st: f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"),
-    Stage("evaluate", inputs=("split.eval", "sft.model", "grpo.summary"), sections=("eval", "training.seed", "training.dtype"),
+    Stage("dpo", inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),
+          sections=("training.dpo", "training.checkpoint", "training.seed", "training.device", "eval",
+                    "verifiers.reward", "verifiers.timeout_s", *MODEL_SETTINGS),
+          code=("training", "curriculum", "verifiers"), call=calls.dpo, resumable=True, summary=_dpo_line),
+    Stage("evaluate", inputs=("split.eval", "sft.model", "policy.summary"),
+          sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
           code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,
-          finish=calls.evaluate_finish, extra_key=_checkpoints,
-          summary=lambda st: f"{st.get('models')} models on the held-out split"),
+          finish=calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),
 )}
 
 
 def run(name: str, spec: DomainSpec, root: str | Path, upstream: dict[str, Manifest], steps: Any = None,
         force: bool = False, **kwargs: Any) -> Manifest:
-    """Run (or reuse) one stage of the table; `upstream` holds the manifests of the stages it reads."""
+    """Run (or reuse) one stage of the table; `upstream` holds the manifests of the stages it reads
+    (evaluate's `policy`: the trained stage's manifest, found by training.algorithm when not given)."""
+    if "policy" in STAGES[name].upstream and "policy" not in upstream:
+        upstream = {**upstream, **{"policy": m for m in upstream.values() if m.stage == spec.training.algorithm}}
     needed = {k: upstream[k] for k in STAGES[name].upstream if k in upstream}
     return run_stage(STAGES[name], spec, root, needed, steps, force, **kwargs)
 

@@ -9,7 +9,7 @@ from flows.stages import STAGES
 
 
 def _m(name: str) -> Manifest:
-    outputs = {"rows": "r", "train": "t", "eval": "e", "model": "m", "summary": "s"}
+    outputs = {"rows": "r", "train": "t", "eval": "e", "model": "m", "summary": "s", "rollouts": "o"}
     return Manifest(name, "k", None, outputs, {k: f"{name}-{k}" for k in outputs})
 
 
