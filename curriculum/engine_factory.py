@@ -86,18 +86,12 @@ def _load_hf(path: Path, device: str, dtype: str):
 
 def _vllm_engine(path: Path, device: str, dtype: str, prompt_format, max_model_len, gpu_memory_utilization,
                  seed: int, field: str) -> FormattedEngine:
-    from transformers import AutoTokenizer, GenerationConfig
-
     from curriculum.vllm_engine import VLLMEngine
 
     if (path / "adapter_config.json").is_file():
         raise ValueError(f"{field}: vllm cannot load the LoRA adapter checkpoint {path}; export merged weights "
                          f"(`rlvrflow export {path} --out DIR --merge`) and use that directory, or set {field}: hf")
-    with HF_LOAD_LOCK:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        gen = GenerationConfig.from_pretrained(path) if (path / "generation_config.json").is_file() else None
-    fmt = prompt_format or PromptFormat.for_model_dir(path, tokenizer)
-    stops = stop_token_ids(SimpleNamespace(generation_config=gen), tokenizer, fmt)
+    tokenizer, fmt, stops = vllm_prompting(path, prompt_format)
     config = _config(path)
     engine = VLLMEngine(
         str(path), dtype=checkpoint_dtype(config) if dtype == "auto" else dtype,
@@ -106,6 +100,22 @@ def _vllm_engine(path: Path, device: str, dtype: str, prompt_format, max_model_l
         stop_token_ids=stops,
     )
     return FormattedEngine(engine, tokenizer, fmt)
+
+
+def vllm_prompting(path: str | Path, prompt_format: PromptFormat | None = None):
+    """(tokenizer, prompt format, stop token ids) for a vLLM engine over `path`: the same format and
+    stop ids `HFEngine` gets for that directory, read without loading the weights."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    path = Path(path)
+    with HF_LOAD_LOCK:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        if (path / "generation_config.json").is_file():
+            gen = GenerationConfig.from_pretrained(path)
+        else:  # what transformers gives a loaded model without one
+            gen = GenerationConfig.from_model_config(AutoConfig.from_pretrained(path))
+    fmt = prompt_format or PromptFormat.for_model_dir(path, tokenizer)
+    return tokenizer, fmt, stop_token_ids(SimpleNamespace(generation_config=gen), tokenizer, fmt)
 
 
 def _config(path: Path) -> dict:
