@@ -93,7 +93,10 @@ class GRPOConfig(_Frozen):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     warmup_steps: int = Field(10, ge=0, description="Linear warmup steps before the cosine decay.")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
-    reward_workers: int = Field(2, ge=1, description="Processes that score completions in parallel.")
+    reward_workers: int = Field(
+        2, ge=1, description="Processes that score rollout completions in parallel when verifiers.workers is null "
+        "(verifiers.workers, when set, sizes the one verifier pool for every stage)."
+    )
     rollout: Literal["hf", "vllm"] = Field("hf", description="Rollout engine: in-process HF or vLLM.")
     backend: Literal["torch", "deepspeed"] = Field(
         "torch", description="Optimizer backend: torch (one process) or deepspeed (ZeRO data parallel, several GPUs)."
@@ -331,7 +334,10 @@ class EvalConfig(_Frozen):
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
     max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, lowest ids first.")
-    workers: int = Field(2, ge=1, description="Processes that score completions.")
+    workers: int = Field(
+        2, ge=1, description="Processes that score eval completions when verifiers.workers is null "
+        "(verifiers.workers, when set, sizes the one verifier pool for every stage)."
+    )
     engine: Literal["hf", "vllm"] = Field(
         "hf", description="What samples a checkpoint directory's completions (training.eval.evaluate): hf "
         "(transformers; reads LoRA adapter checkpoints) or vllm (vLLM's offline engine, same prompt token ids "

@@ -109,9 +109,13 @@ class VerifierConfig(_Frozen):
     reward: RewardConfig = Field(default_factory=RewardConfig, description=(
         "reward layers and their weights: format_weight, correctness_weight, process_weight, length_penalty"))
     workers: int | None = Field(None, ge=1, description=(
-        "worker processes for verification; null means the number of CPU cores"))
+        "worker processes of the verifier pool for every verification: attach, canaries, tiering, GRPO "
+        "rewards and evals; null: every CPU core at attach, canaries and tiering, training.grpo.reward_workers "
+        "for GRPO rewards and eval.workers for evals"))
     timeout_s: float = Field(10.0, gt=0, description=(
-        "wall-clock limit per verification in seconds; a verdict past it gets status timeout"))
+        "wall-clock limit per verification in seconds, at attach, canaries, tiering, GRPO rewards and evals; "
+        "a verdict past it gets status timeout (attach's self-check of the references allows at least 5 s, "
+        "and 3x + 5 s of a rule's own params.timeout_s)"))
     self_check: bool = Field(True, description=(
         "check each row's reference against its own verifier at attach time and reject failures"))
     canaries: CanaryConfig = Field(default_factory=CanaryConfig, description=(
