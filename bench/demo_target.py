@@ -32,7 +32,9 @@ def _override(spec, assignments: list[str]):
     """A copy of the spec with dotted-path overrides (e.g. training.grpo.steps=60) applied."""
     import yaml
 
-    data = spec.model_dump()
+    from flows.spec import spec_data
+
+    data = spec_data(spec)  # without generation's filled-in values: --set generation.max_new_tokens=N reaches them
     for item in assignments:
         key, _, raw = item.partition("=")
         node = data

@@ -32,7 +32,8 @@ from flows.config import OrchestrationConfig
 from training.config import EvalConfig, TrainingConfig
 from verifiers.config import VerifierConfig
 
-__all__ = ["DomainSpec", "GenerationConfig", "SpecError", "load_spec", "spec_from_dict", "format_validation_error"]
+__all__ = ["DomainSpec", "GenerationConfig", "SpecError", "load_spec", "spec_data", "spec_from_dict",
+           "format_validation_error"]
 
 # Where generation.max_new_tokens lands: the sections that generate completions.
 GENERATION_TARGETS: tuple[tuple[str, ...], ...] = (("curriculum",), ("training", "grpo"), ("eval",))
@@ -71,18 +72,28 @@ class GenerationConfig(BaseModel):
     )
 
 
-def _with_default(data: dict, path: tuple[str, ...], key: str, value: Any) -> dict:
-    """A copy of `data` with `data[path...][key] = value` unless the spec set that key (or the section is
-    not a mapping: validation reports that)."""
+def _shared_cap(data: Any) -> int | None:
+    """generation.max_new_tokens of raw spec data; None when unset or invalid (validation reports it
+    where it was written, at generation.*)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return GenerationConfig.model_validate(data.get("generation") or {}).max_new_tokens
+    except ValidationError:
+        return None
+
+
+def _with_default(data: dict, path: tuple[str, ...], key: str, value: Any) -> dict | None:
+    """A copy of `data` with `data[path...][key] = value`; None when the spec set that key (or the
+    section is not a mapping: validation reports that)."""
     head, rest = path[0], path[1:]
     section = data.get(head, {})
     if isinstance(section, BaseModel):
         section = section.model_dump(exclude_unset=True)
     if not isinstance(section, dict):
-        return data
-    if rest:
-        return {**data, head: _with_default(section, rest, key, value)}
-    return data if key in section else {**data, head: {**section, key: value}}
+        return None
+    inner = _with_default(section, rest, key, value) if rest else (None if key in section else {**section, key: value})
+    return None if inner is None else {**data, head: inner}
 
 
 class DomainSpec(BaseModel):
@@ -127,23 +138,24 @@ class DomainSpec(BaseModel):
         description="task runner (threads | dask), fan-out chunking and retries (flows.config)",
     )
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _resolve_generation(cls, data: Any) -> Any:
-        """generation.max_new_tokens fills the GENERATION_TARGETS sections that leave it unset."""
-        if not isinstance(data, dict):
-            return data
-        try:
-            value = GenerationConfig.model_validate(data.get("generation") or {}).max_new_tokens
-        except ValidationError:
-            return data  # reported where it was written, at generation.*, when the spec validates
-        if value is not None:
-            for path in GENERATION_TARGETS:
-                data = _with_default(data, path, "max_new_tokens", value)
-        return data
+    def _resolve_generation(cls, data: Any, handler) -> "DomainSpec":
+        """generation.max_new_tokens fills the GENERATION_TARGETS sections that leave it unset; the
+        spec remembers which fields it filled (`spec_data` leaves them out again)."""
+        filled, value = [], _shared_cap(data)
+        for path in GENERATION_TARGETS if value is not None else ():
+            new = _with_default(data, path, "max_new_tokens", value)
+            if new is not None:
+                data, filled = new, [*filled, ".".join((*path, "max_new_tokens"))]
+        spec = handler(data)
+        if isinstance(data, dict):  # a DomainSpec passed in is returned as it is, with its own record
+            spec._inherited = tuple(filled)
+        return spec
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _path: Path | None = PrivateAttr(default=None)
+    _inherited: tuple[str, ...] = PrivateAttr(default=())
 
     @property
     def base_dir(self) -> Path:
@@ -159,6 +171,20 @@ class DomainSpec(BaseModel):
         """A path from the spec, made absolute against `base_dir`."""
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self._base_dir / p).resolve()
+
+
+def spec_data(spec: DomainSpec) -> dict:
+    """The spec as JSON data that validates back to an equal spec, less the section values that
+    generation.* filled in: change generation.max_new_tokens in it (a `--set` override) and those
+    sections follow again, while the ones the spec set keep their own value."""
+    data = spec.model_dump(mode="json")
+    for dotted in spec._inherited:
+        *parents, leaf = dotted.split(".")
+        node = data
+        for name in parents:
+            node = node[name]
+        node.pop(leaf, None)
+    return data
 
 
 def load_spec(path: str | Path) -> DomainSpec:

@@ -9,7 +9,7 @@ import yaml
 from curriculum.config import CurriculumConfig
 from flows.cache import stage_key
 from flows.runner import section
-from flows.spec import SpecError, load_spec, spec_from_dict
+from flows.spec import SpecError, load_spec, spec_data, spec_from_dict
 from flows.stages import STAGES
 from training.config import EvalConfig, GRPOConfig, SFTConfig
 
@@ -78,3 +78,15 @@ def test_a_bad_shared_cap_is_reported_where_it_was_written(bad):
         spec_from_dict(_retail_without_caps(max_new_tokens=bad), RETAIL.parent)
     assert "generation.max_new_tokens" in str(err.value)
     assert "curriculum.max_new_tokens" not in str(err.value).split("fix:")[0]
+
+
+def test_spec_data_round_trips_and_lets_an_override_of_generation_reach_the_sections_again():
+    data = _retail_without_caps(max_new_tokens=40)
+    data["eval"]["max_new_tokens"] = 64
+    spec = spec_from_dict(data, RETAIL.parent)
+    assert spec_from_dict(spec_data(spec), RETAIL.parent) == spec
+    changed = spec_data(spec)
+    changed["generation"]["max_new_tokens"] = 32  # what `--set generation.max_new_tokens=32` does to it
+    assert _caps(spec_from_dict(changed, RETAIL.parent)) == (32, 32, 64)  # the spec's own eval cap stays
+    explicit = load_spec(RETAIL)
+    assert spec_data(explicit) == explicit.model_dump(mode="json")  # nothing inherited, nothing left out
