@@ -3,6 +3,9 @@
     from cleaning import prepare
     result = prepare(sources, cleaning_cfg, validation_cfg, "retail", spec_dir, "runs/retail/clean")
 
+`prepare` streams: memory follows `cleaning.chunk_rows`, not the input (cleaning/stream.py);
+`cleaning.dask_run.prepare_on_dask(client_or_address, ...)` runs the same tasks on a Dask cluster.
+
 Imports without torch or Great Expectations (GX is imported inside the validation step).
 """
 from .config import CleaningConfig, SourceSpec, ValidationConfig
