@@ -115,3 +115,23 @@ def test_near_duplicate_chains_resolve_as_in_memory(tmp_path, write):
     prepare_stream(sources, cleaning, validation, "toy", tmp_path, tmp_path / "stream")
     _compare(tmp_path / "mem", tmp_path / "stream")
     assert mem.stats["rejected_by_reason"].get("duplicate_near", 0) >= 10
+
+
+def test_progress_bars_draw_on_a_terminal_only(monkeypatch):
+    import io
+    import sys
+
+    from cleaning.chunks import bar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, drawn in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with bar(True, total=3, desc="ingest x.jsonl", unit="row") as shown:
+            shown.update(3)
+        assert ("ingest x.jsonl" in stream.getvalue() and "3/3" in stream.getvalue()) is drawn
+        with bar(False, total=3, desc="quiet") as shown:
+            shown.update(3)
+        assert "quiet" not in stream.getvalue()
