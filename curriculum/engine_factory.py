@@ -14,11 +14,12 @@ tokenizer's) plus, in chat format, the template's end-of-turn token (`stop_token
 means the checkpoint's own dtype for both, so vLLM does not silently run a float32 model in half
 precision (its own `auto` would).
 
-Left out: caching engines across calls. A vLLM engine holds its GPU memory (KV cache included) for as
-long as it lives, and tiering and eval are separate stage calls (often separate processes), so each
-call builds one engine and uses it for all its generate calls (eval: greedy and sampled passes, and
-its regression sets when the caller passes the engine on). Also left out: tensor parallelism, and LoRA
-adapter directories under vLLM (export merged weights first).
+Lifetime: each stage call builds one engine, uses it for all its generate calls (eval: the greedy and
+sampled passes, and the regression sets when the caller passes the engine on) and `release`s it at
+the end. Not cached across calls: a vLLM engine holds its GPU memory (KV cache included) while it
+lives, tiering and eval are separate stage calls (often separate processes), and an in-process vLLM
+engine must be the only one alive in its process (curriculum/vllm_engine.py says why). Also left out:
+tensor parallelism, and LoRA adapter directories under vLLM (export merged weights first).
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ def make_engine(kind: str, model_dir: str | Path, *, device: str = "cpu", dtype:
         fmt = prompt_format or PromptFormat.for_model_dir(path, tokenizer)
         return HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=fmt)
     return _vllm_engine(path, str(device), dtype, prompt_format, max_model_len, gpu_memory_utilization, seed, field)
+
+
+def release(engine) -> None:
+    """Shut a vLLM engine down now: its GPU memory comes back and another vLLM engine may start in this
+    process (see curriculum/vllm_engine.py: one at a time). An HF engine needs nothing: its model is
+    freed with the last reference."""
+    close = getattr(engine, "close", None)
+    if close is not None:
+        close()
 
 
 def _load_hf(path: Path, device: str, dtype: str):

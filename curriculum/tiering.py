@@ -225,14 +225,17 @@ def tier_to_dir(
     ROLLOUT_COLUMNS), `tiers_rejects.parquet` (empty: tiering drops nothing), `tiers_stats.json` and
     the tier report (tier_table.csv, tier_report.md, tier_histogram.png). Returns the tiered frame.
     """
-    from curriculum.engine_factory import make_engine
+    from curriculum.engine_factory import make_engine, release
 
     started = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     engine = make_engine(cfg.engine, model_path, device=device, dtype=dtype, batch_size=cfg.engine_batch_size,
                          seed=seed, field="curriculum.engine")
-    tiered, rollouts = tier_with_rollouts(df, engine, cfg, seed, score_fn=score_fn, workers=workers)
+    try:
+        tiered, rollouts = tier_with_rollouts(df, engine, cfg, seed, score_fn=score_fn, workers=workers)
+    finally:
+        release(engine)
     if tiered.height != df.height:
         raise AssertionError(f"tiering changed the row count: {df.height} in, {tiered.height} out")
     _write_parquet_atomic(rollouts, out / ROLLOUTS_FILE)

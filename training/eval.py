@@ -213,8 +213,9 @@ def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "aut
                 seed: int = 0):
     """The engine `eval_cfg.engine` names for a checkpoint directory (`curriculum.engine_factory.make_engine`;
     hf loads through `load_model_and_tokenizer`, so LoRA adapter checkpoints work there). `evaluate`
-    builds one per call; a caller evaluating one model on several row sets builds it once and passes it
-    to each `evaluate(..., engine=)`: a vLLM engine takes a while to start and holds its GPU memory."""
+    builds one per call; a caller evaluating one model on several row sets builds it once, passes it to
+    each `evaluate(..., engine=)` (a vLLM engine takes a while to start and holds its GPU memory) and
+    then hands it to `curriculum.engine_factory.release`."""
     from curriculum.engine_factory import make_engine
     from training.modeling import load_model_and_tokenizer, pick_device
     from training.precision import dtype_name, resolve_dtype
@@ -242,13 +243,19 @@ def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, w
     import contextlib
 
     from curriculum import HFEngine
+    from curriculum.engine_factory import release
     from training.modeling import pick_device
     from training.precision import autocast, resolve_dtype
 
     dev = pick_device(device)
     dt = resolve_dtype(dtype, dev)
+    own = engine is None
     engine = engine or eval_engine(model_path, eval_cfg, device, dtype, seed)
-    with autocast(dev, dt) if isinstance(engine, HFEngine) else contextlib.nullcontext():
-        result = evaluate_engine(engine, select_eval_tasks(eval_df, eval_cfg), eval_cfg, seed, workers, samples_path,
-                                 reward_cfg, timeout_s=timeout_s)
+    try:
+        with autocast(dev, dt) if isinstance(engine, HFEngine) else contextlib.nullcontext():
+            result = evaluate_engine(engine, select_eval_tasks(eval_df, eval_cfg), eval_cfg, seed, workers,
+                                     samples_path, reward_cfg, timeout_s=timeout_s)
+    finally:
+        if own:  # a vLLM engine gives its memory back now, and the next may start in this process
+            release(engine)
     return {"model": str(model_path), **result}
