@@ -1,4 +1,5 @@
-"""The `rlvrflow` command line: check a spec, clean logs, verify answers, tier prompts, run it all.
+"""The `rlvrflow` command line: check a spec, clean logs, verify answers, tier prompts, run it all,
+export DPO pairs, diagnose a run.
 
 Every command imports its heavy modules lazily, so `rlvrflow --help` is fast. A user error (bad
 spec, missing file, failed validation) prints one clear message and exits non-zero, never a
@@ -40,6 +41,12 @@ commands and examples:
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny --corpus my_logs.jsonl
   export      a training checkpoint as a plain Hugging Face model (or its LoRA adapter)
                 rlvrflow export runs/demo/stages/grpo/KEY/step_000200 --out models/mine --merge
+  export-dpo  DPO pairs (chosen = correct, rejected = wrong sample of a prompt) from tiering's samples,
+              as JSONL and a Hugging Face dataset (prompt, chosen, rejected); reuses a run's stages
+                rlvrflow export-dpo examples/retail/spec.yaml --out runs/dpo-data --cache runs/demo
+  doctor      name what went wrong in a run, with the evidence and the change to try
+                rlvrflow doctor runs/demo            # the newest run in OUT, or a run folder
+                rlvrflow doctor runs/demo/runs/20261201T040343Z-d58d00f4 --json
 
 exit codes: 0 ok, 1 data failed a check, 2 bad spec or arguments, 75 a transient failure outlasted
 its retries (a worker died, a connection dropped: run again), 70 a bug (with its traceback).
@@ -129,6 +136,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--merge", action="store_true", help="fold a LoRA adapter into the base weights")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("export-dpo", help="DPO pairs from tiering's samples", description="Run (or reuse) "
+                       "prepare, attach, split, SFT and tier through the stage cache, then write DPO pairs "
+                       "(training/dpo_data.py: chosen = a correct sample, rejected = a wrong one of the same "
+                       "prompt; tiers, pairs per prompt and length matching from training.dpo) into DIR: "
+                       "dpo_pairs.jsonl, dataset/ (datasets.load_from_disk: prompt, chosen, rejected, ids, "
+                       "verdicts) and dpo_stats.json. No pairs is a data error. Example: rlvrflow export-dpo "
+                       "examples/retail/spec.yaml --out runs/dpo-data --cache runs/demo")
+    p.add_argument("spec", type=Path, help="domain spec YAML")
+    p.add_argument("--out", type=Path, required=True, help="output folder for the pairs")
+    p.add_argument("--cache", type=Path, default=None, help="stage cache to reuse, e.g. an `rlvrflow run --out` "
+                   "folder (default: --out)")
+    p.add_argument("--smoke", action="store_true", help="the smoke budget, to reuse an `rlvrflow run --smoke` cache")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a spec field as `rlvrflow run --set` does (the same overrides reuse its stages)")
+    p.set_defaults(func=cmd_export_dpo)
+
+    p = sub.add_parser("doctor", help="diagnose a run", description="Read a run's metrics, evals, eval matrix "
+                       "and samples and name what went wrong, each finding with its evidence and the change to "
+                       "try (training/doctor.py). Example: rlvrflow doctor runs/demo")
+    p.add_argument("run_dir", type=Path, help="a run folder (OUT/runs/<time>-<id>), an output folder "
+                   "(its newest run) or a GRPO stage folder")
+    p.add_argument("--json", action="store_true", help="print the findings as a JSON list")
+    p.set_defaults(func=cmd_doctor)
     return parser
 
 
@@ -321,6 +352,56 @@ def cmd_export(args) -> int:
     print(json.dumps(result, indent=1))
     print(f"wrote {args.out} ({result['kind']})")
     return 0
+
+
+def export_dpo_pairs(spec, out: Path, cache: Path) -> dict:
+    """prepare, attach, split, SFT and tier through the stage table (reused from `cache` when their
+    keys match), then training.dpo_data.export_dpo of the tier stage into `out`; returns its stats."""
+    import polars as pl
+
+    from flows import stages
+    from flows.errors import DataError
+    from training.dpo_data import build_pairs, export_dpo
+
+    m = {"prepare": stages.run("prepare", spec, cache, {})}
+    for name in ("attach", "split", "sft", "tier"):
+        m[name] = stages.run(name, spec, cache, m)
+    tier = m["tier"]
+    _, stats = build_pairs(pl.read_parquet(tier.path("rows")), pl.read_parquet(tier.path("rollouts")),
+                           spec.training.dpo, spec.training.seed)
+    if not stats["pairs"]:
+        raise DataError(f"export-dpo: no prompt of tiers {list(spec.training.dpo.tiers)} has both a correct and an "
+                        f"incorrect sample (of {stats['rows_in']} tiered prompts, dropped: "
+                        f"{stats['rejected_by_reason']}); widen training.dpo.tiers (--set 'training.dpo.tiers="
+                        "[learnable, too_hard]'), raise curriculum.n_samples, or train SFT longer")
+    return export_dpo(tier.dir, out, spec.training.dpo, spec.training.seed)
+
+
+def cmd_export_dpo(args) -> int:
+    from flows.common import SMOKE_OVERRIDES, with_overrides
+    from flows.spec import SpecError
+
+    spec = _load(args.spec)
+    changes = {**(SMOKE_OVERRIDES if args.smoke else {}), **parse_overrides(args.overrides)}
+    try:
+        spec = with_overrides(spec, changes) if changes else spec
+    except SpecError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    stats = _guard(lambda: export_dpo_pairs(spec, args.out, args.cache or args.out))
+    reasons = ", ".join(f"{k}={v}" for k, v in sorted(stats["rejected_by_reason"].items())) or "none"
+    print(f"{stats['pairs']} pairs from {stats['rows_kept']} of {stats['rows_in']} tiered prompts "
+          f"(tiers {', '.join(stats['tiers'])}, at most {stats['max_pairs_per_prompt']} per prompt, "
+          f"length matching {'on' if stats['length_match'] else 'off'})")
+    print(f"prompts without pairs: {reasons}")
+    print(f"wrote {args.out}: {stats['files']['jsonl']}, {stats['files']['dataset']}/ "
+          f"(datasets.load_from_disk), dpo_stats.json")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from training.doctor import main as doctor
+
+    return doctor([str(args.run_dir)] + (["--json"] if args.json else []))
 
 
 def _guard(fn):
