@@ -20,7 +20,8 @@ class VerifierRule(_Frozen):
     category: str = Field(min_length=1, description=(
         "row category this rule applies to, exactly as in the row's `category` column"))
     verifier: str = Field(min_length=1, description=(
-        "verifier name: a built-in (math, code, sql, json, keyword, regex, choice), an entry point "
+        "verifier name: a built-in (math, code, sql, json, keyword, regex, choice, function_call, "
+        "refusal), an entry point "
         "in group 'rlvrflow.verifiers', or a dotted path 'package.module:function'"))
     params: dict[str, Any] = Field(default_factory=dict, description=(
         "verifier parameters as a mapping, e.g. {database: shop.db} for sql; relative paths are "
