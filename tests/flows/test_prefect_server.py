@@ -29,11 +29,13 @@ def _free_port() -> int:
 
 
 def _sample_domain(root: Path) -> Path:
-    """A copy of the retail spec with freshly generated raw logs and shop.db beside it."""
+    """A copy of the retail spec with freshly generated raw logs, shop.db and eval sets beside it (as `make sample`)."""
     root.mkdir(parents=True)
     shutil.copy(REPO / "examples" / "retail" / "spec.yaml", root / "spec.yaml")
     subprocess.run([sys.executable, str(REPO / "examples" / "retail" / "generate.py"), "--out", str(root / "raw"),
                     "--seed", "0", "--rows", "600", "--db", str(root / "shop.db")], check=True, capture_output=True)
+    subprocess.run([sys.executable, str(REPO / "examples" / "retail" / "eval_sets.py"), "--out", str(root / "eval"),
+                    "--seed", "0"], check=True, capture_output=True)
     return root / "spec.yaml"
 
 
