@@ -36,6 +36,7 @@ commands and examples:
                 rlvrflow run examples/retail/spec.yaml --out runs/smoke --smoke
                 rlvrflow run examples/retail/spec.yaml --out runs/demo --force   # ignore cached stages
                 rlvrflow run examples/retail/spec.yaml --out runs/demo --set training.torch_threads=1
+                rlvrflow run examples/retail/spec.yaml --out runs/dpo --set training.algorithm=dpo
   make-model  build a small random test model (Qwen2, BPE tokenizer trained on a corpus, chat template)
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny --corpus my_logs.jsonl
@@ -102,8 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tier)
 
     p = sub.add_parser("run", help="run the whole retrain flow locally", description="Run the retrain "
-                       "flow (prepare, attach, split, SFT, tier, GRPO, evaluate, report) on Prefect's "
-                       "ephemeral API. Finished stages with unchanged inputs are reused from DIR. "
+                       "flow (prepare, attach, split, SFT, tier, GRPO or DPO by training.algorithm, evaluate, report) "
+                       "on Prefect's ephemeral API. Finished stages with unchanged inputs are reused from DIR. "
+                       "Ends with the final and the best checkpoint, the eval matrix and the run doctor's "
+                       "findings. "
                        "Example: rlvrflow run examples/retail/spec.yaml --out runs/demo")
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.add_argument("--out", type=Path, required=True, help="output folder (stage cache + run folders)")
