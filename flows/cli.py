@@ -322,8 +322,20 @@ def cmd_run(args) -> int:
         with_overrides(spec, overrides)
     except SpecError as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
-    outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,
-                                       runner=args.runner, overrides=overrides))
+    from flows import ranks
+
+    rank, world = ranks.world()
+    if world > 1:  # torchrun / deepspeed launcher: rank 0 runs the flow, the others train with it
+        ranks.join(with_overrides(spec, overrides))
+        if rank != 0:
+            return ranks.follow()
+    ok = False
+    try:
+        outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,
+                                           runner=args.runner, overrides=overrides))
+        ok = outcome.ok
+    finally:
+        ranks.close(ok)
     print(outcome.summary(spec.domain))
     return 0 if outcome.ok else EXIT_CODES[outcome.kind]
 

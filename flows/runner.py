@@ -225,6 +225,7 @@ class Stage:
     finish    optional: Job, merged stats -> Result run after the merge (reports, canaries)
     extra_key optional: (spec, upstream manifests) -> more key parts (files outside the spec)
     rows      a row stage: its kept rows are checked against flows/rows.py after this stage
+    all_ranks under a multi-rank launch, every rank runs the call with rank 0's job (flows/ranks.py)
     """
 
     name: str
@@ -240,6 +241,7 @@ class Stage:
     sort_by: str | None = None
     resumable: bool = False
     summary: Callable[[dict[str, Any]], str] | None = None
+    all_ranks: bool = False
 
     @property
     def stem(self) -> str:
@@ -306,6 +308,10 @@ def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manif
     def build(out: Path):
         job = _job(stage, spec, root, out, upstream, progress)
         if stage.plan is None:
+            if stage.all_ranks:
+                from flows import ranks
+
+                ranks.publish(stage.name, stage.call, replace(job, progress=None))
             done = steps.call(stage.name, execute, {"fn": stage.call, "job": job, "row_stage": stage.rows,
                                                     "file": stage.stem})
         else:

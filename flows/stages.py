@@ -127,7 +127,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),
           sections=("training.grpo", "training.checkpoint", "training.seed", "training.device", "curriculum",
                     "verifiers.reward", "verifiers.timeout_s", "eval", *MODEL_SETTINGS),
-          code=("training", "curriculum", "verifiers"), call=calls.grpo, resumable=True,
+          code=("training", "curriculum", "verifiers"), call=calls.grpo, resumable=True, all_ranks=True,
           summary=lambda st: f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"),
     Stage("dpo", inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),
           sections=("training.dpo", "training.checkpoint", "training.seed", "training.device", "eval",
