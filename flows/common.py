@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from flows.spec import DomainSpec, load_spec, spec_from_dict
+from flows.spec import DomainSpec, load_spec, spec_data, spec_from_dict
 
 # A budget that runs the whole chain in about a minute on two CPU cores: a handful of rows,
 # a few optimizer steps, tiny groups. `retrain(smoke=True)` and `rlvrflow run --smoke` apply it.
@@ -39,7 +39,7 @@ SMOKE_OVERRIDES: dict[str, Any] = {
 
 def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
     """A copy of the spec with dotted-path overrides applied and re-validated."""
-    data = spec.model_dump(mode="json")
+    data = spec_data(spec)  # generation.* stays live: --set generation.max_new_tokens=N reaches its sections
     for dotted, value in overrides.items():
         node = data
         *parents, leaf = dotted.split(".")
