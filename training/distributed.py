@@ -4,7 +4,8 @@ Everything here except `init_deepspeed` and the ZeRO-3 branch of the gather help
 DeepSpeed installed, so it is unit-tested on CPU. DeepSpeed is imported lazily, only where it is used.
 
 How `train_grpo` uses this module when `TrainingConfig.grpo.backend == "deepspeed"` (launched with
-`deepspeed --num_gpus N -m flows.cli train ...` or `torchrun --nproc_per_node N ...`):
+`deepspeed --num_gpus N --module flows.cli run SPEC ...` or `torchrun --nproc_per_node N -m flows.cli run SPEC ...`;
+flows/ranks.py runs the flow on rank 0 and brings every rank into the GRPO stage):
 
     env = dist_env()                                   # rank / local_rank / world size from the launcher
     bind_local_device(device)                          # each rank on its own GPU before models load
