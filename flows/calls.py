@@ -259,6 +259,7 @@ def dpo(job: Job) -> Result:
     the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints."""
     import polars as pl
 
+    from training.checkpoint import atomic_write_text
     from training.dpo import train_dpo
     from training.dpo_data import PAIRS_FILE, build_pairs
 
@@ -271,8 +272,7 @@ def dpo(job: Job) -> Result:
                         f"sample (of {pair_stats['rows_in']} tiered prompts, dropped: "
                         f"{pair_stats['rejected_by_reason']}); widen training.dpo.tiers, raise curriculum.n_samples, "
                         "or use training.algorithm: grpo")
-    (Path(job.out) / PAIRS_FILE).write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs),
-                                           encoding="utf-8")
+    atomic_write_text(Path(job.out) / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
 
     def progress(step: int, steps: int, metrics: dict) -> None:
         if job.progress is not None:
@@ -319,15 +319,15 @@ def evaluate(job: Job) -> Result:
     set_threads(spec.training.torch_threads)
     sets = load_sets(spec)  # before the main eval: a bad set file fails in seconds, not after it
 
-    def on(rows, samples: Path | None = None) -> dict:
+    def evaluate_on(rows, samples: Path | None = None) -> dict:
         return run_eval(job.item["model"], rows, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
                         device=spec.training.device, dtype=spec.training.dtype, samples_path=samples,
                         reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s)
 
-    result = {"name": name, **on(pl.read_parquet(job.input("split", "eval")), out / f"{name}.samples.jsonl")}
+    result = {"name": name, **evaluate_on(pl.read_parquet(job.input("split", "eval")), out / f"{name}.samples.jsonl")}
     (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
-    extra = {"regression": {set_name: on(rows) for set_name, rows in sets.regression.items()},
-             "robustness": None if sets.robustness is None else on(sets.robustness)}
+    extra = {"regression": {set_name: evaluate_on(rows) for set_name, rows in sets.regression.items()},
+             "robustness": None if sets.robustness is None else evaluate_on(sets.robustness)}
     (out / f"{name}.sets.json").write_text(json.dumps(extra, indent=1, default=str))
     return Result({}, {name: f"{name}.json", f"{name}.samples": f"{name}.samples.jsonl",
                        f"{name}.sets": f"{name}.sets.json"})
