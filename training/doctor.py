@@ -95,7 +95,8 @@ def _from_report(run_dir: Path) -> RunRecords:
     report = _read_json(run_dir / "report.json")
     stages = report.get("stages") or {}
     rec = RunRecords(max_regression=float(report.get("max_regression", DEFAULT_MAX_REGRESSION)))
-    grpo_dir = Path(stages["grpo"]["dir"]) if stages.get("grpo", {}).get("dir") else None
+    trainer = "dpo" if report.get("algorithm") == "dpo" else "grpo"  # both write metrics.jsonl and evals.jsonl
+    grpo_dir = Path(stages[trainer]["dir"]) if stages.get(trainer, {}).get("dir") else None
     eval_dir = Path(stages["evaluate"]["dir"]) if stages.get("evaluate", {}).get("dir") else None
     names = [str(row["name"]) for row in report.get("evals") or [] if "name" in row]
     if eval_dir is not None and names and all((eval_dir / f"{n}.json").is_file() for n in names):
