@@ -59,7 +59,8 @@ def make_engine(kind: str, model_dir: str | Path, *, device: str = "cpu", dtype:
     directory's (see the module docstring). load: for "hf", a function path -> (model, tokenizer) that
     replaces the plain transformers load (training passes its loader, which also reads LoRA adapter
     checkpoints). max_model_len, gpu_memory_utilization and seed go to vLLM (0.3 leaves room for a
-    trainer or a second engine on the GPU). field: the config field named in errors.
+    trainer, or memory torch still caches from an earlier stage in the process). field: the config
+    field named in errors.
     """
     check_engine(kind, field)
     path = Path(model_dir)
