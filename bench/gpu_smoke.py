@@ -1,11 +1,25 @@
-"""GPU smoke test: a few GRPO steps at real model size with the project's loss, then the same under ZeRO-2.
+"""GPU smoke test: GRPO steps at real model size in bf16, full fine-tuning and LoRA, then under ZeRO-2.
 
-What it does, with no downloads: builds a randomly initialized Qwen2-0.5B-sized model from a config
-(151,936-token vocabulary, 24 layers, hidden 896) and the embedded character tokenizer for the prompts,
-samples G completions per prompt with HF `generate`, scores them, and runs `--steps` GRPO updates with
-`training.grpo_math.grpo_loss`. Then, if `deepspeed` imports, it relaunches itself on every visible GPU
-with ZeRO-2 (`training.distributed`), padding the batch to the data-parallel size. It prints rollout
-and train tokens/s, peak GPU memory and the losses, and exits non-zero on NaN/inf or any error.
+What it does, with no downloads: builds a randomly initialized Qwen2.5-0.5B-shaped model from a config
+(151,936-token vocabulary, 24 layers, hidden 896, tied embeddings) and the embedded character tokenizer
+for the prompts, samples G completions per prompt with HF `generate`, scores them, and runs `--steps`
+GRPO updates with `training.grpo_math.grpo_loss`, once per arm (`--arms full,lora`):
+  full: float32 master weights, forwards under bf16 autocast (training/precision.py), AdamW on all;
+  lora: the base stored in bf16 and frozen, float32 adapters (r=--lora-r on attention and MLP) added by
+        `training.lora.add_adapters`, counted by `training.lora.parameter_counts`, as `train_grpo` does.
+Then, if `deepspeed` imports, it relaunches itself on every visible GPU with ZeRO-2 and bf16
+(`training.distributed`) for each arm, padding the batch to the data-parallel size. It prints, per
+phase and arm: rollout tokens/s, update tokens/s, the update's model FLOPs utilization and peak GPU
+memory of the rollout and of the update; it exits non-zero on NaN/inf or any error.
+
+MFU of the update = model FLOPs / (update seconds * ranks * peak bf16 dense FLOP/s), with the standard
+estimate per trained token (prompt + completion, padding rows excluded), N = the base model's
+parameters (the tied embedding counted once, as the LM head's matmul):
+  full: 6 * N                 (forward 2N, backward 4N: activation and weight gradients)
+  lora: 4 * N + 6 * N_adapter (forward 2N; backward 2N for the activation gradients only, the frozen
+                               weights get none; the adapters' own forward + backward 6 N_adapter)
+Attention's sequence-length term and the log-softmax over the vocabulary are left out (short
+sequences: a few percent). Peak: PEAK_TFLOPS by GPU name, else --peak-tflops.
 
 Run (see bench/gpu_smoke.sh for the wrapper that checks the environment first):
     python bench/gpu_smoke.py                        # CUDA: 0.5B model, then ZeRO-2 on all GPUs
@@ -14,10 +28,11 @@ Run (see bench/gpu_smoke.sh for the wrapper that checks the environment first):
 The reward is a stand-in (the fraction of even token ids in a completion): a random model never
 solves arithmetic, so a verifier would give all-zero groups and a zero loss. The stand-in gives every
 group reward variance, which is what exercises the advantage and loss path. Left out here: vLLM
-rollouts. `--loop` then runs the whole `train_grpo` loop with the DeepSpeed backend on the copy-task toy
-(`tests/training_scale/ds_loop_worker.py`, as the CPU test does on 2 gloo ranks) with ZeRO-2 and ZeRO-3
-on the GPUs: rank-0 rollouts and eval broadcast, grad_accum 2, per-rank checkpoints, kill after step 3
-and resume; it checks the ranks agree and the resumed run ends at the uninterrupted run's weights.
+rollouts and the KL term (beta 0). `--loop` then runs the whole `train_grpo` loop with the DeepSpeed
+backend on the copy-task toy (`tests/training_scale/ds_loop_worker.py`, as the CPU test does on 2 gloo
+ranks) with ZeRO-2 and ZeRO-3 on the GPUs: rank-0 rollouts and eval broadcast, grad_accum 2, per-rank
+checkpoints, kill after step 3 and resume; it checks the ranks agree and the resumed run ends at the
+uninterrupted run's weights.
 """
 
 from __future__ import annotations
@@ -39,6 +54,10 @@ QWEN2_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, 
                  num_key_value_heads=2, vocab_size=151936)
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, vocab_size=512)
+# bf16 dense tensor-core peak (no sparsity), TFLOP/s, matched against torch.cuda.get_device_name().
+# H100 is the SXM figure; an H100 PCIe (756) or any other GPU: pass --peak-tflops.
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0}
+ARMS = ("full", "lora")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,6 +70,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-6)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--arms", default="full,lora", help="comma-separated: full (fine-tuning), lora (peft adapters)")
+    p.add_argument("--lora-r", type=int, default=16, help="LoRA rank (alpha = 2r) on attention and MLP")
+    p.add_argument("--peak-tflops", type=float, default=0.0,
+                   help=f"the device's bf16 dense peak for MFU (default: by GPU name, {PEAK_TFLOPS})")
     p.add_argument("--deepspeed", choices=["auto", "on", "off"], default="auto",
                    help="auto: run the ZeRO-2 phase when deepspeed imports; on: fail if it does not")
     p.add_argument("--nproc", type=int, default=0, help="ZeRO-2 ranks (0: all GPUs; 2 on CPU)")
@@ -58,16 +81,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the train_grpo loop on the DeepSpeed backend (ZeRO-2 and 3, kill + resume); "
                         "auto: when deepspeed imports")
     p.add_argument("--ds-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--arm", choices=ARMS, default="full", help=argparse.SUPPRESS)  # the ZeRO-2 child's arm
     # The deepspeed launcher appends --local_rank=N; the rank is read from the environment instead.
     p.add_argument("--local_rank", "--local-rank", type=int, default=-1, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.arm_list = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if not args.arm_list or set(args.arm_list) - set(ARMS):
+        p.error(f"--arms {args.arms!r}: pick from {','.join(ARMS)}")
+    return args
 
 
-def build(args: argparse.Namespace, device):
-    """(model, tokenizer, prompt token lists) with nothing downloaded."""
+def build(args: argparse.Namespace, device, arm: str):
+    """(model, tokenizer, prompt token lists) with nothing downloaded; `arm` as `train_grpo` loads it
+    (training.modeling.load_policy): full in float32, lora a frozen base in bf16 (fp32 on CPU) + adapters."""
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
+    from training import lora
+    from training.config import LoRAConfig
+    from training.precision import resolve_dtype
     from training.tiny_model import build_tokenizer
 
     prompts = [f"What is {a} + {b}? Answer: " for a, b in ((i * 7 % 50, i * 13 % 50) for i in range(args.prompts))]
@@ -77,8 +109,12 @@ def build(args: argparse.Namespace, device):
                       pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                       eos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(args.seed)
+    dtype = torch.float32 if arm == "full" else resolve_dtype("auto", device)
     with torch.device(device):  # initialize straight on the GPU: 0.5B params on CPU take ~10 s
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    if arm == "lora":
+        model = lora.add_adapters(model, LoRAConfig(r=args.lora_r, alpha=2.0 * args.lora_r)).to(device)
+        model.train(True)
     return model, tokenizer, [tokenizer(p).input_ids for p in prompts]
 
 
@@ -115,13 +151,10 @@ def stand_in_rewards(completions: list[list[int]], group: int):
 
 
 def _autocast(device):
-    import contextlib
+    """bf16 autocast on a GPU (training.dtype auto), none on CPU: the project's own precision rule."""
+    from training.precision import autocast, resolve_dtype
 
-    import torch
-
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    return autocast(device, resolve_dtype("auto", device))
 
 
 def _sync(device) -> None:
@@ -144,10 +177,55 @@ def grpo_step(model, rows, completions, advantages, weight, pad_id, device, deno
     return loss, stats, int(mask.sum().item())
 
 
-def run(args: argparse.Namespace) -> dict:
-    """The single-process phase (or one rank of the ZeRO-2 phase when args.ds_child)."""
+def update_flops_per_token(counts: dict, arm: str) -> float:
+    """Model FLOPs per trained token (see the module docstring): 6N full, 4N + 6 N_adapter LoRA."""
+    if arm == "full":
+        return 6.0 * counts["total_params"]
+    adapter = counts["trainable_params"]
+    return 4.0 * (counts["total_params"] - adapter) + 6.0 * adapter
+
+
+def peak_tflops(args: argparse.Namespace, device) -> tuple[float, str]:
+    """(peak bf16 dense TFLOP/s, where it came from); 0 when unknown (MFU then prints n/a)."""
     import torch
 
+    if args.peak_tflops > 0:
+        return args.peak_tflops, "--peak-tflops"
+    if device.type != "cuda":
+        return 0.0, "cpu: pass --peak-tflops for an MFU"
+    name = torch.cuda.get_device_name(device)
+    hit = next((k for k in PEAK_TFLOPS if k in name.replace(" ", "")), None)
+    return (PEAK_TFLOPS[hit], f"{name} = {hit}") if hit else (0.0, f"{name} is not in PEAK_TFLOPS: pass --peak-tflops")
+
+
+def _peak_gib(device) -> float:
+    """Peak allocated GPU memory since the last reset, GiB (NaN on CPU), and reset it for the next phase."""
+    import torch
+
+    if device.type != "cuda":
+        return float("nan")
+    _sync(device)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30
+    torch.cuda.reset_peak_memory_stats(device)
+    return peak
+
+
+def _sum_over_ranks(x: float) -> float:
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return x
+    t = torch.tensor([x], dtype=torch.float64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t)
+    return float(t.item())
+
+
+def run(args: argparse.Namespace, arm: str) -> dict:
+    """One arm of the single-process phase (or one rank of the ZeRO-2 phase when args.ds_child)."""
+    import torch
+
+    from training import lora
     from training.distributed import dist_env, dp_loss_denominator, pad_for_data_parallel, shard_rows
     from training.grpo_math import group_advantages
 
@@ -155,11 +233,10 @@ def run(args: argparse.Namespace) -> dict:
     if args.device == "cuda":
         torch.cuda.set_device(env.local_rank)
         device = torch.device("cuda", env.local_rank)
-        torch.cuda.reset_peak_memory_stats(device)
     else:
         device = torch.device("cpu")
-    model, tok, prompt_ids = build(args, device)
-    n_params = sum(p.numel() for p in model.parameters())
+    model, tok, prompt_ids = build(args, device, arm)
+    counts = lora.parameter_counts(model)
     if args.ds_child:
         from training.distributed import deepspeed_config, init_deepspeed
 
@@ -168,16 +245,22 @@ def run(args: argparse.Namespace) -> dict:
         model, optimizer = init_deepspeed(model, cfg)
         module = model.module
     else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=device.type == "cuda")
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=args.lr, fused=device.type == "cuda")
         module = model
+    flops_tok = update_flops_per_token(counts, arm)
+    peak, peak_src = peak_tflops(args, device)
     torch.manual_seed(args.seed + 1000 * env.rank)
-    log = {"phase": "zero2" if args.ds_child else "single", "ranks": env.world_size, "params": n_params, "steps": []}
+    log = {"phase": "zero2" if args.ds_child else "single", "arm": arm, "ranks": env.world_size, **counts,
+           "flops_per_token": flops_tok, "peak_tflops": peak, "peak_source": peak_src, "steps": []}
+    _peak_gib(device)  # from here on: the weights (and optimizer state, once allocated) count in each phase
     for step in range(args.steps):
         _sync(device)
         t0 = time.perf_counter()
         rows, comps = rollout(module, prompt_ids, args, tok.pad_token_id, tok.eos_token_id, device)
         _sync(device)
         t1 = time.perf_counter()
+        rollout_gib = _peak_gib(device)
         adv = group_advantages(stand_in_rewards(comps, args.group), std_normalize=True).flatten()  # (B,)
         # Drop one row, as a filtered group would, so the padding path runs whenever world_size > 1.
         batch = {"rows": rows[:-1], "comps": comps[:-1], "adv": adv[:-1]} if env.world_size > 1 else {"rows": rows, "comps": comps, "adv": adv}
@@ -191,46 +274,55 @@ def run(args: argparse.Namespace) -> dict:
             grad_norm = model.get_global_grad_norm()
         else:
             loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+            grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0).item()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         _sync(device)
         t2 = time.perf_counter()
+        update_gib = _peak_gib(device)
         gen_tokens = sum(len(c) for c in comps)
-        train_tokens = sum(len(r) + len(c) for r, c in zip(mine["rows"], mine["comps"]))
+        train_tokens = _sum_over_ranks(float(sum(len(r) + len(c) for r, c, w in zip(mine["rows"], mine["comps"], mine["w"])
+                                                 if float(w) > 0)))  # all ranks' real rows; padding excluded
+        mfu = flops_tok * train_tokens / ((t2 - t1) * env.world_size * peak * 1e12) if peak else float("nan")
         entry = {"step": step, "loss": loss.item(), "grad_norm": float(grad_norm if grad_norm is not None else float("nan")),
-                 "rollout_tok_s": gen_tokens / (t1 - t0), "train_tok_s": train_tokens / (t2 - t1),
+                 "rollout_tok_s": gen_tokens / (t1 - t0), "update_tok_s": train_tokens / (t2 - t1), "mfu": mfu,
+                 "rollout_peak_gib": rollout_gib, "update_peak_gib": update_gib,
                  "completion_tokens_in_loss": n_tok, "pad_rows": padded.n_pad, **stats}
         log["steps"].append(entry)
         if env.is_main:
             print(json.dumps(entry), flush=True)
         if not (math.isfinite(entry["loss"]) and math.isfinite(entry["grad_norm"])):
             raise FloatingPointError(f"non-finite loss/grad at step {step}: {entry}")
-    if device.type == "cuda":
-        log["peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return log
 
 
 def summarize(log: dict) -> str:
     steps = log["steps"][1:] or log["steps"]  # the first step includes warm-up (kernels, allocator)
     mean = lambda key: sum(s[key] for s in steps) / len(steps)  # noqa: E731
-    peak = f"{log['peak_mem_gib']:.2f} GiB" if "peak_mem_gib" in log else "n/a (cpu)"
-    return (f"[{log['phase']}] ranks={log['ranks']} params={log['params'] / 1e6:.1f}M "
-            f"rollout {mean('rollout_tok_s'):.0f} tok/s, train {mean('train_tok_s'):.0f} tok/s/rank, "
-            f"peak mem {peak}, losses {[round(s['loss'], 5) for s in log['steps']]}")
+    top = lambda key: max(s[key] for s in log["steps"])  # noqa: E731
+    mem = (f"peak mem rollout {top('rollout_peak_gib'):.2f} GiB, update {top('update_peak_gib'):.2f} GiB"
+           if math.isfinite(top("update_peak_gib")) else "peak mem n/a (cpu)")
+    mfu = f"{100 * mean('mfu'):.1f}%" if math.isfinite(mean("mfu")) else "n/a"
+    formula = "6N" if log["arm"] == "full" else "4N + 6N_adapter"
+    return (f"[{log['phase']}/{log['arm']}] ranks={log['ranks']} params={log['total_params'] / 1e6:.2f}M "
+            f"trainable={log['trainable_params'] / 1e6:.2f}M; rollout {mean('rollout_tok_s'):.0f} tok/s (rank 0), "
+            f"update {mean('update_tok_s'):.0f} tok/s (all ranks), MFU {mfu} "
+            f"[{formula} = {log['flops_per_token'] / 1e9:.3g} GFLOP/token; peak {log['peak_tflops']:.4g} TFLOP/s "
+            f"per rank, {log['peak_source']}], {mem}, losses {[round(s['loss'], 5) for s in log['steps']]}")
 
 
-def launch_zero2(args: argparse.Namespace, argv: list[str]) -> int:
-    """Relaunch this script on every rank with --ds-child; returns the launcher's exit code."""
+def launch_zero2(args: argparse.Namespace, argv: list[str], arm: str) -> int:
+    """Relaunch this script on every rank with --ds-child for `arm`; returns the launcher's exit code."""
     import torch
 
     n = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
     script = str(Path(__file__).resolve())
     launcher = shutil.which("deepspeed") if args.device == "cuda" else None
     if launcher:
-        cmd = [launcher, "--num_gpus", str(n), script, *argv, "--ds-child"]
+        cmd = [launcher, "--num_gpus", str(n), script, *argv, "--ds-child", "--arm", arm]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), script, *argv, "--ds-child"]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), script, *argv,
+               "--ds-child", "--arm", arm]
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if args.device == "cpu":
         env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
@@ -297,11 +389,16 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device visible; run with --device cpu --tiny for the CPU fallback", file=sys.stderr)
         return 2
     if args.ds_child:
-        log = run(args)
+        log = run(args, args.arm)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summarize(log), flush=True)
         return 0
-    print(summarize(run(args)), flush=True)
+    summaries = []
+    for arm in args.arm_list:
+        summaries.append(summarize(run(args, arm)))
+        print(summaries[-1], flush=True)
+        if args.device == "cuda":
+            torch.cuda.empty_cache()  # the next arm's peaks start from an empty allocator
     try:
         import deepspeed  # noqa: F401
     except ImportError as exc:
@@ -312,9 +409,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.deepspeed == "off":
         return 0
-    rc = launch_zero2(args, argv)
-    if rc != 0 or args.loop == "off":
-        return rc
+    for arm in args.arm_list:
+        rc = launch_zero2(args, argv, arm)
+        if rc != 0:
+            return rc
+    print("[summary] single process:\n  " + "\n  ".join(summaries), flush=True)
+    if args.loop == "off":
+        return 0
     return check_loop(args)
 
 
