@@ -185,6 +185,9 @@ def tier_plan(job: Job) -> list[dict[str, Any]]:
         raise DataError(f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
                         f"{len(set(ids) - {None})} distinct ids)")
     spec = job.spec
+    if spec.curriculum.engine == "vllm":  # one engine start for all prompts (vLLM batches them itself)
+        return [{"ids": [i for chunk in call_chunks(ids, spec.training.seed, len(ids) or 1) for i in chunk],
+                 "rows": len(ids)}]
     chunks = call_chunks(ids, spec.training.seed, spec.orchestration.chunk_rows)
     return [{"ids": chunk, "rows": len(chunk)} for chunk in chunks] or [{"ids": [], "rows": 0}]
 
@@ -193,17 +196,21 @@ def tier(job: Job) -> Result:
     """curriculum.tier_rows on the train rows of this chunk, with its own engine."""
     import polars as pl
 
-    from curriculum.engines import HFEngine
+    from curriculum.engine_factory import make_engine, release
     from curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
     from training.modeling import pick_device, set_threads
 
     spec = job.spec
     set_threads(spec.training.torch_threads)  # the engine's sampling obeys training.torch_threads too
     df = pl.read_parquet(job.input("split", "train")).filter(pl.col("id").is_in(job.item["ids"]))
-    engine = HFEngine.from_pretrained(str(job.input("sft", "model")), device=str(pick_device(spec.training.device)),
-                                      batch_size=spec.curriculum.engine_batch_size)
+    engine = make_engine(spec.curriculum.engine, job.input("sft", "model"),
+                         device=str(pick_device(spec.training.device)), batch_size=spec.curriculum.engine_batch_size,
+                         seed=spec.training.seed, field="curriculum.engine")
     score = default_score_fn(spec.verifiers.workers, spec.verifiers.timeout_s)
-    tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
+    try:
+        tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
+    finally:
+        release(engine)
     rejects = df.head(0).with_columns(pl.lit(None, pl.String).alias(c) for c in ("stage", "reason", "detail"))
     stats = {"rows_in": df.height, "rows_kept": tiered.height, "rows_rejected": 0, "rejected_by_reason": {}}
     return Result(stats, kept=tiered, rejects=rejects, tables={"rollouts": (ROLLOUTS_FILE, rollouts)})
@@ -311,23 +318,30 @@ def evaluate(job: Job) -> Result:
     <name>.samples.jsonl), then on each regression set and the robustness set (<name>.sets.json)."""
     import polars as pl
 
+    from curriculum.engine_factory import release
     from flows.eval_sets import load_sets
+    from training.eval import eval_engine
     from training.eval import evaluate as run_eval
     from training.modeling import set_threads
 
     spec, name, out = job.spec, job.item["name"], Path(job.out)
     set_threads(spec.training.torch_threads)
     sets = load_sets(spec)  # before the main eval: a bad set file fails in seconds, not after it
+    engine = eval_engine(job.item["model"], spec.eval, spec.training.device, spec.training.dtype, spec.training.seed)
 
-    def evaluate_on(rows, samples: Path | None = None) -> dict:
+    def evaluate_on(rows, samples: Path | None = None) -> dict:  # one engine (one model load) for every row set
         return run_eval(job.item["model"], rows, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
                         device=spec.training.device, dtype=spec.training.dtype, samples_path=samples,
-                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s)
+                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s, engine=engine)
 
-    result = {"name": name, **evaluate_on(pl.read_parquet(job.input("split", "eval")), out / f"{name}.samples.jsonl")}
-    (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
-    extra = {"regression": {set_name: evaluate_on(rows) for set_name, rows in sets.regression.items()},
-             "robustness": None if sets.robustness is None else evaluate_on(sets.robustness)}
+    try:
+        result = {"name": name,
+                  **evaluate_on(pl.read_parquet(job.input("split", "eval")), out / f"{name}.samples.jsonl")}
+        (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+        extra = {"regression": {set_name: evaluate_on(rows) for set_name, rows in sets.regression.items()},
+                 "robustness": None if sets.robustness is None else evaluate_on(sets.robustness)}
+    finally:
+        release(engine)
     (out / f"{name}.sets.json").write_text(json.dumps(extra, indent=1, default=str))
     return Result({}, {name: f"{name}.json", f"{name}.samples": f"{name}.samples.jsonl",
                        f"{name}.sets": f"{name}.sets.json"})
