@@ -168,7 +168,7 @@ def test_parquet_source(tmp_path):
 
 
 def test_hf_disk_source_with_splits(tmp_path):
-    datasets = pytest.importorskip("datasets")
+    import datasets  # a core dependency: a missing one fails the test
     dd = datasets.DatasetDict({
         "train": datasets.Dataset.from_dict({"q": ["What is 1+1?", "What is 2+3?"], "a": [2, 5]}),
         "test": datasets.Dataset.from_dict({"q": ["What is 3+3?"], "a": [6]}),

@@ -159,7 +159,7 @@ def test_stop_token_ids_end_completions_as_hfs_eos_does(engine, hf):
 def test_sync_from_the_embedded_models_named_parameters(tmp_path, live):
     """The trainer's path: the project's tiny model (tied embeddings), synced from named_parameters()."""
     live.close()
-    tiny = pytest.importorskip("training.tiny_model")
+    from training import tiny_model as tiny  # the project must import here: a failure, never a skip
     corpus = ["12+3=15", "what is 7*8? 56", "Answer: 42\n"]
     model_dir = tiny.build_tiny_model(corpus, tmp_path / "embedded", seed=0)
     hf = HFEngine.from_pretrained(str(model_dir), batch_size=4)
