@@ -110,13 +110,22 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
     The verifier pool scores with `workers` processes (None: `cfg.workers`; 0: in this process) and a
     `timeout_s` deadline per completion (the spec's verifiers.timeout_s)."""
     from curriculum import SamplingParams
+    from training.progress import progress_bar
 
     prompts = [t.prompt for t in tasks]
-    greedy = engine.generate(prompts, 1, SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens), seed)
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-    sampled = engine.generate(prompts, cfg.n_samples, sampling, seed + 1)
-    texts = [[greedy[i][0].text] + [c.text for c in sampled[i]] for i in range(len(tasks))]
-    verdicts = score_groups(tasks, texts, cfg.workers if workers is None else workers, timeout_s)
+    # One bar over the three phases (each is one batched call); silent off a terminal.
+    with progress_bar(3, f"eval {len(tasks)} prompts", unit="phase") as bar:
+        bar.set_postfix_str("greedy")
+        greedy = engine.generate(prompts, 1, SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens), seed)
+        bar.update()
+        bar.set_postfix_str(f"{cfg.n_samples} samples")
+        sampled = engine.generate(prompts, cfg.n_samples, sampling, seed + 1)
+        bar.update()
+        bar.set_postfix_str("scoring")
+        texts = [[greedy[i][0].text] + [c.text for c in sampled[i]] for i in range(len(tasks))]
+        verdicts = score_groups(tasks, texts, cfg.workers if workers is None else workers, timeout_s)
+        bar.update()
     lengths = [len(c.token_ids) for g in sampled for c in g]
     result = summarize(tasks, [v[0] for v in verdicts], [v[1:] for v in verdicts], lengths, cfg.k)
     if samples_path is not None:
