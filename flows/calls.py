@@ -37,15 +37,37 @@ def source_files(spec: DomainSpec) -> list[Path]:
 
 
 def prepare(job: Job) -> Result:
-    """cleaning.prepare (ingest, clean, dedup, validate) writing its files into the stage folder."""
+    """cleaning.prepare (ingest, clean, dedup, validate) writing its files into the stage folder; with
+    `orchestration.runner: dask` its per-file, per-shard and per-chunk tasks fan out over the cluster."""
     import cleaning
 
     spec = job.spec
-    result = cleaning.prepare(spec.sources, spec.cleaning, spec.validation, spec.domain, spec.base_dir,
-                              Path(job.out), False)
+    args = (spec.sources, spec.cleaning, spec.validation, spec.domain, spec.base_dir, Path(job.out))
+    if spec.orchestration.runner == "dask":
+        result = _prepare_on_dask(spec, args)
+    else:
+        result = cleaning.prepare(*args, True)  # progress bars only on a terminal
     files = {"rows": "clean.parquet", "rejects": "rejects.parquet", "stats": "stats.json",
              "validation": "validation.json"}
     return Result(dict(result.stats), {k: v for k, v in files.items() if (Path(job.out) / v).exists()})
+
+
+def _prepare_on_dask(spec: DomainSpec, args: tuple):
+    """Inside a Dask task (Prefect's Dask task runner) fan out from this worker on its own cluster;
+    elsewhere (the CLI) on `orchestration.address`, or on a local cluster of `orchestration.workers`."""
+    from distributed import get_worker, worker_client
+
+    from cleaning.dask_run import local_cluster, prepare_on_dask
+
+    try:
+        get_worker()
+    except ValueError:  # not in a Dask worker
+        if spec.orchestration.address:
+            return prepare_on_dask(spec.orchestration.address, *args)
+        with local_cluster(spec.orchestration.workers) as client:
+            return prepare_on_dask(client, *args)
+    with worker_client() as client:  # secedes from the worker's pool while its tasks run
+        return prepare_on_dask(client, *args)
 
 
 # ----- attach (fanned out over row ranges) -----------------------------------------------------

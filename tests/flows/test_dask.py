@@ -31,3 +31,13 @@ def test_prepare_and_attach_on_a_local_dask_cluster(prefect_harness, toy_spec, t
     # the same stages on threads reuse what the Dask run computed: the cache key ignores the runner
     threads = attach(str(toy_spec), str(out), clean)
     assert threads["attach"]["cached"] and threads["attach"]["dir"] == data["attach"]["dir"]
+
+    # prepare's own tasks ran on the cluster (cleaning.dask_run from inside the Dask task) and gave
+    # exactly what a prepare on threads gives in another folder
+    import polars as pl
+
+    local = prepare(str(toy_spec), str(tmp_path / "local"))
+    for name in ("clean.parquet", "rejects.parquet"):
+        dask_rows, local_rows = (pl.read_parquet(Path(m["dir"]) / name) for m in (clean, local))
+        assert dask_rows.equals(local_rows), name
+    assert clean["stats"]["rows_in"] == local["stats"]["rows_in"] == 40
