@@ -330,6 +330,19 @@ def launch_zero2(args: argparse.Namespace, argv: list[str], arm: str) -> int:
     return subprocess.run(cmd, env=env, timeout=900).returncode
 
 
+def loop_missing() -> list[str]:
+    """What `check_loop` (the toy rows, train_grpo, the math verifier) cannot import here."""
+    import importlib
+
+    missing = []
+    for name in ("polars", "pytest", "curriculum", "training.grpo", "verifiers.math"):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing.append(f"{name} ({exc})")
+    return missing
+
+
 def check_loop(args: argparse.Namespace) -> int:
     """train_grpo with backend deepspeed on the copy-task toy, ZeRO-2 then ZeRO-3; 0 when all checks pass."""
     import importlib.util
@@ -416,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     print("[summary] single process:\n  " + "\n  ".join(summaries), flush=True)
     if args.loop == "off":
         return 0
+    missing = loop_missing()
+    if missing:  # the loop needs the project's own dependencies, not only the smoke's
+        print(f"[loop] {'cannot run' if args.loop == 'on' else 'skipped'}: {missing}; install the project's "
+              "dependencies (`pip install -e .`, or from a wheelhouse of them) or pass --loop off", flush=True)
+        return 3 if args.loop == "on" else 0
     return check_loop(args)
 
 
