@@ -281,8 +281,8 @@ def run(args: argparse.Namespace, arm: str) -> dict:
         t2 = time.perf_counter()
         update_gib = _peak_gib(device)
         gen_tokens = sum(len(c) for c in comps)
-        train_tokens = _sum_over_ranks(float(sum(len(r) + len(c) for r, c, w in zip(mine["rows"], mine["comps"], mine["w"])
-                                                 if float(w) > 0)))  # all ranks' real rows; padding excluded
+        real = zip(mine["rows"], mine["comps"], mine["w"])
+        train_tokens = _sum_over_ranks(float(sum(len(r) + len(c) for r, c, w in real if float(w) > 0)))  # no padding rows
         mfu = flops_tok * train_tokens / ((t2 - t1) * env.world_size * peak * 1e12) if peak else float("nan")
         entry = {"step": step, "loss": loss.item(), "grad_norm": float(grad_norm if grad_norm is not None else float("nan")),
                  "rollout_tok_s": gen_tokens / (t1 - t0), "update_tok_s": train_tokens / (t2 - t1), "mfu": mfu,

@@ -125,7 +125,8 @@ def run_arm(args: argparse.Namespace) -> dict:
     result = grpo.train_grpo(args.model, rows(64, args.seed, "train"), cfg, CurriculumConfig(dedup_window=1),
                              reward, rows(2, args.seed + 1, "eval"),
                              EvalConfig(k=1, n_samples=1, max_new_tokens=8, workers=1), args.out, seed=args.seed,
-                             on_progress=lambda *_: (ticks.append(time.perf_counter()), rss.append(_status_mb("VmRSS"))))
+                             on_progress=lambda *_: (ticks.append(time.perf_counter()),
+                                                     rss.append(_status_mb("VmRSS"))))
     steps = [b - a for a, b in zip(ticks, ticks[1:])]
     mid = slice(1, -1) if len(steps) > 2 else slice(None)
     upd = updates[mid]
@@ -184,8 +185,8 @@ def main(argv=None) -> int:
             res[arm]["update_tok_s"] = res[arm]["update_tokens"] / res[arm]["update_s"]
             print(f"[bench] {arm}: {time.perf_counter() - t0:.0f} s in all", flush=True)
     print(f"[bench] {args.steps} steps x {args.prompts} prompts x G={args.group}, <= {args.max_new_tokens} new "
-          f"tokens, lr {args.lr}, beta {args.beta}, LoRA r={args.lora_r} on attention + MLP, {args.threads} torch thread(s); "
-          f"per-step means leave out the first and last step; load average {os.getloadavg()[0]:.1f}")
+          f"tokens, lr {args.lr}, beta {args.beta}, LoRA r={args.lora_r} on attention + MLP, "
+          f"{args.threads} torch thread(s); per-step means leave out the first and last step; load average {os.getloadavg()[0]:.1f}")
     print(table(res["full"], res["lora"]))
     return 0
 
