@@ -73,6 +73,8 @@ def referenced_files(spec: DomainSpec) -> list[Path]:
 
 
 def _verifier_files(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    """The content of files the verifiers read (a SQL database): every stage that scores declares it,
+    since the rows carry only the path and the same rows can pass attach against a changed file."""
     return {"files": {str(p): _digest(p) for p in referenced_files(spec)}}
 
 
@@ -85,7 +87,8 @@ def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     from flows.eval_sets import set_digests
 
     models = calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
-    return {"models": {name: tree_digest(path) for name, path in models.items()}, "eval_sets": set_digests(spec)}
+    return {"models": {name: tree_digest(path) for name, path in models.items()}, "eval_sets": set_digests(spec),
+            **_verifier_files(spec, upstream)}
 
 
 def _split_line(st: dict) -> str:
@@ -121,18 +124,20 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("tier", inputs=("split.train", "sft.model"),
           sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
           code=("curriculum", "verifiers"), call=calls.tier, plan=calls.tier_plan, finish=calls.tier_finish,
-          rows=True, file="tiers", sort_by="id",
+          extra_key=_verifier_files, rows=True, file="tiers", sort_by="id",
           summary=lambda st: f"{st.get('rows_in')} prompts: " + ", ".join(
               f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))),
     Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),
           sections=("training.grpo", "training.checkpoint", "training.seed", "training.device", "curriculum",
                     "verifiers.reward", "verifiers.timeout_s", "eval", *MODEL_SETTINGS),
           code=("training", "curriculum", "verifiers"), call=calls.grpo, resumable=True, all_ranks=True,
+          extra_key=_verifier_files,
           summary=lambda st: f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"),
     Stage("dpo", inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),
           sections=("training.dpo", "training.checkpoint", "training.seed", "training.device", "eval",
                     "verifiers.reward", "verifiers.timeout_s", *MODEL_SETTINGS),
-          code=("training", "curriculum", "verifiers"), call=calls.dpo, resumable=True, summary=_dpo_line),
+          code=("training", "curriculum", "verifiers"), call=calls.dpo, resumable=True, summary=_dpo_line,
+          extra_key=_verifier_files),
     Stage("evaluate", inputs=("split.eval", "sft.model", "policy.summary"),
           sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
           code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,

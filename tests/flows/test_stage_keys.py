@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flows.cache import Manifest
 from flows.runner import stage_key_of
-from flows.spec import load_spec
+from flows.spec import load_spec, spec_from_dict
 from flows.stages import STAGES
 
 
@@ -56,3 +56,17 @@ def test_every_declared_input_changes_the_key(toy_spec):
             if stage.name in ("evaluate",):
                 continue  # its extra key reads model folders on disk (tested end to end in test_cli)
             assert stage_key_of(stage, spec, moved) != stage_key_of(stage, spec, UPSTREAM), (stage.name, ref)
+
+
+def test_a_file_the_verifiers_read_is_in_every_scoring_stage_key(toy_spec):
+    """The rows carry only a database's path: a changed database must rebuild tiering and training too,
+    not only attach (the same rows can pass attach's self-check against both versions)."""
+    db = toy_spec.parent / "facts.db"
+    db.write_bytes(b"version 1")
+    data = load_spec(toy_spec).model_dump(mode="json")
+    data["verifiers"]["rules"][0]["params"] = {"database": "facts.db"}
+    spec = spec_from_dict(data, toy_spec.parent)
+    before = {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("attach", "tier", "grpo", "dpo")}
+    db.write_bytes(b"version 2")
+    after = {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("attach", "tier", "grpo", "dpo")}
+    assert all(before[n] != after[n] for n in before), (before, after)
