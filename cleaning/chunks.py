@@ -55,6 +55,9 @@ def bar(progress: bool, **kw):
 
 def _chunk(task: FileTask, work: Path, cleaning: CleaningConfig, domain: str, number: int,
            rows: list[dict], rejects: list[dict]) -> dict[str, Any]:
+    if number >= 1 << 16:  # _row keeps 16 bits for the chunk number (see the module docstring)
+        raise ValueError(f"{task.label}: more than 65,536 chunks of cleaning.chunk_rows={cleaning.chunk_rows} "
+                         "records; raise cleaning.chunk_rows so that one file fits in 65,536 chunks")
     name = f"{task.index:06d}-{number:05d}"
     ing = pl.DataFrame(rows, schema={c: pl.String for c in ROW_COLUMNS})
     ing_rej = pl.DataFrame(rejects, schema={c: pl.String for c in REJECT_COLUMNS_INGEST})

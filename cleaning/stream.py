@@ -183,6 +183,9 @@ def _check_ids(work: Path, names: list[str], validation: ValidationConfig,
 
 def _sink(work: Path, what: str, path: Path) -> None:
     files = sorted((work / what).glob("*.parquet"))
+    if not files:  # no records reached this stage (empty sources): an empty table, not a crash
+        atomic_write(path, lambda tmp: pl.DataFrame().write_parquet(tmp))
+        return
     atomic_write(path, lambda tmp: pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed")
                  .select(pl.exclude("_row")).sink_parquet(tmp))
 
@@ -195,6 +198,9 @@ def _write_stage(work: Path, out: Path, name: str, stats: dict[str, Any]) -> Non
 
 def _all_rejects(work: Path, path: Path) -> None:
     files = [f for s in STAGES for f in sorted((work / s / "rejects").glob("*.parquet"))]
+    if not files:
+        atomic_write(path, lambda tmp: pl.DataFrame().write_parquet(tmp))
+        return
     atomic_write(path, lambda tmp: pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed")
                  .sink_parquet(tmp))
 

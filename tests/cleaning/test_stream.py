@@ -135,3 +135,19 @@ def test_progress_bars_draw_on_a_terminal_only(monkeypatch):
         with bar(False, total=3, desc="quiet") as shown:
             shown.update(3)
         assert "quiet" not in stream.getvalue()
+
+
+def test_empty_sources_fail_validation_as_the_in_memory_path_does(tmp_path):
+    """No records at all: too_few_rows from validation on both paths, not a crash in writing the parts."""
+    from cleaning import CleaningConfig, SourceSpec, ValidationConfig
+    from cleaning.prepare import prepare_in_memory
+    from cleaning.stream import prepare_stream
+    from cleaning.validate import ValidationFailed
+
+    for i, fn in enumerate((prepare_stream, prepare_in_memory)):
+        d = tmp_path / str(i)
+        (d / "raw").mkdir(parents=True)
+        (d / "raw" / "a.jsonl").write_text("")
+        with pytest.raises(ValidationFailed, match="too_few_rows"):
+            fn([SourceSpec(name="s", path="raw/*.jsonl", format="jsonl")], CleaningConfig(),
+               ValidationConfig(categories=["x"]), "toy", d, d / "out")
