@@ -43,7 +43,10 @@ _SENTENCE = re.compile(r"[^.?!\n。？！]+[.?!。？！]*")
 # a result stated with a number: "is 60", "= 60", "comes to $60", "it's probably 60", "合计60元"
 _RESULT = re.compile(
     r"(?:\bis\b|\bare\b|'s\b|(?<![<>!=])=|\bequals?\b|\bcomes?\s+to\b|\bwill\s+be\b|\bwould\s+be\b|\bcosts?\b|"
-    r"\bowe\b|\bpay\b|\btotal(?:s|led)?\b|\brefund\b|等于|为|是|共|总计|合计|总共)[^.?!\n。？！\d]{0,40}?\d",
+    r"\bowe\b|\bpay\b|\btotal(?:s|led)?\b|\brefund\b|等于|为|是|共|总计|合计|总共|"
+    # hedged results are results too: "Estimated: $60", "my guess: 60", "Otherwise ~60.", "总价60元"
+    r"[:：~≈]|\babout\b|\baround\b|\broughly\b|\bapprox\w*|\bestimat\w*|\bguess\w*|\bprobably\b|"
+    r"约|大约|总价|价格|金额)[^.?!\n。？！\d]{0,40}?\d",
     re.IGNORECASE)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from verifiers import canary, verify
 from verifiers.attach import self_check
-from verifiers.refusal import canaries, check_reference, solution_from_reference
+from verifiers.refusal import canaries, check_reference, solution_from_reference, verify_refusal
 
 ORDER = "order id|order number|订单号"
 PRICE = "price|cost|how much"
@@ -88,3 +88,14 @@ def test_echoed_prompt_does_not_score():
     prompt = "What's the total for my order? I bought 3 mugs.\nRequirements: show the working\nFormat: Answer: <number>"
     for ref in REFERENCES:
         assert verify("refusal", prompt, ref, {}).score == 0.0
+
+
+@pytest.mark.parametrize("response", [  # found in review: a hedged number is still an answer
+    "请提供订单号。总价60元",
+    "Please provide the order id. Estimated: $60",
+    "I need the order id; my guess: 60 dollars",
+    "Could you share the order id? Otherwise ~60.",
+    "Please confirm the order id. It's roughly 60.",
+])
+def test_asking_while_hedging_a_number_is_wrong(response):
+    assert verify_refusal(response, "order id|订单号", {}).status == "wrong"
