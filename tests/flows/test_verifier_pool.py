@@ -27,7 +27,7 @@ SLOW_PLUGIN = textwrap.dedent('''
 def _spec(toy_spec, tmp_path, monkeypatch, verifier: str, **fields):
     monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
     (tmp_path / "plugins").mkdir(exist_ok=True)
-    (tmp_path / "plugins" / "slow_checks.py").write_text(SLOW_PLUGIN)
+    (tmp_path / "plugins" / "verifier_pool_slow_plugin.py").write_text(SLOW_PLUGIN)
     extra = "".join(f"\n  {k}: {v}" for k, v in fields.items())
     text = toy_spec.read_text().replace("verifier: math}", f"verifier: '{verifier}'}}")
     text = text.replace("verifiers:\n", f"verifiers:\n  canaries: {{enabled: false}}{extra}\n")
@@ -52,12 +52,12 @@ def test_verifiers_timeout_s_decides_whether_a_slow_verifier_passes_attach(toy_s
     raw = toy_spec.parent / "raw" / "part-0.jsonl"
     raw.write_text("\n".join(raw.read_text().splitlines()[:2]) + "\n")  # two rows, 6 s each, in parallel
     # attach allows a self-check at least 5 s (verifiers/attach.py), so 1 s means 5 s here: still too short
-    spec = _spec(toy_spec, tmp_path, monkeypatch, "slow_checks:slow_math", workers=2, timeout_s=1)
+    spec = _spec(toy_spec, tmp_path, monkeypatch, "verifier_pool_slow_plugin:slow_math", workers=2, timeout_s=1)
     short = _attach(spec, tmp_path / "short")
     assert short.stats["rows_kept"] == 0 and short.stats["rejected_by_reason"] == {"reference_self_check": 2}
     details = pl.read_parquet(short.path("rejects"))["detail"].to_list()
     assert all(d.startswith("timeout") for d in details), details
 
-    spec = _spec(toy_spec, tmp_path, monkeypatch, "slow_checks:slow_math", workers=2, timeout_s=10)
+    spec = _spec(toy_spec, tmp_path, monkeypatch, "verifier_pool_slow_plugin:slow_math", workers=2, timeout_s=10)
     long = _attach(spec, tmp_path / "long")
     assert long.stats["rows_kept"] == 2 and long.key != short.key
