@@ -57,6 +57,33 @@ def _send(message: tuple) -> None:
     dist.broadcast_object_list([message], src=0, group=_group)
 
 
+def active() -> bool:
+    """Whether this process is rank 0 of a multi-rank launch that joined the handshake."""
+    return _group is not None
+
+
+def abort(stage: str, exc: BaseException) -> None:
+    """Rank 0, when an all-ranks stage fails: the other ranks are blocked in its collectives and would
+    wait `dist_timeout_minutes` for a partner that never comes, so print the error and end this
+    process at once with the failure's exit code; the launcher then stops the other ranks."""
+    import atexit
+    import os
+    import traceback
+
+    from flows.errors import exit_code
+
+    text = "".join(traceback.format_exception(exc)) + (
+        f"rank 0: stage {stage} failed on a multi-rank launch ({type(exc).__name__}: {exc}); "
+        "ending the launch so the other ranks do not wait out their collective timeout\n")
+    os.write(2, text.encode("utf-8", "replace"))  # the real stderr: a flow may have replaced sys.stderr
+    sys.stdout.flush()
+    code = exit_code(exc)
+    try:  # what a normal exit would run first: Prefect stops its ephemeral API server, for one
+        atexit._run_exitfuncs()
+    finally:
+        os._exit(code)  # not sys.exit: it would wait on this rank's collectives and threads
+
+
 def publish(stage: str, call: Callable[[Any], Any], job: Any) -> None:
     """Rank 0, just before running an all-ranks stage itself: hand the other ranks the same call and job."""
     if _group is not None:
@@ -68,7 +95,10 @@ def close(ok: bool) -> None:
     """Rank 0, when its run ends: release the other ranks (they exit; a failed run fails on rank 0)."""
     global _group
     if _group is not None:
-        _send(("done", ok))
+        try:
+            _send(("done", ok))
+        except Exception as exc:  # a rank already gone: the run's own outcome still decides the exit code
+            log.warning("ranks: could not release the other ranks (%s: %s)", type(exc).__name__, exc)
         _group = None
 
 

@@ -308,12 +308,19 @@ def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manif
     def build(out: Path):
         job = _job(stage, spec, root, out, upstream, progress)
         if stage.plan is None:
-            if stage.all_ranks:
-                from flows import ranks
+            kwargs = {"fn": stage.call, "job": job, "row_stage": stage.rows, "file": stage.stem}
+            from flows import ranks
 
+            if stage.all_ranks and ranks.active():
+                # Every rank is inside this one attempt: no retry (a rerun on rank 0 alone would pair its
+                # collectives with the other ranks' first attempt), and a failure ends the launch now.
                 ranks.publish(stage.name, stage.call, replace(job, progress=None))
-            done = steps.call(stage.name, execute, {"fn": stage.call, "job": job, "row_stage": stage.rows,
-                                                    "file": stage.stem})
+                try:
+                    done = execute(**kwargs)
+                except BaseException as exc:
+                    ranks.abort(stage.name, exc)
+            else:
+                done = steps.call(stage.name, execute, kwargs)
         else:
             items = stage.plan(job)
             jobs = [{"fn": stage.call, "job": replace(job, item=it, index=i, progress=None),

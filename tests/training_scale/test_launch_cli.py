@@ -117,3 +117,16 @@ def test_deepspeed_zero_on_two_ranks_through_the_cli(spec, stage):
     grpo_dir = Path(report["stages"]["grpo"]["dir"])
     zero = sorted(p.name for p in (grpo_dir / "step_000002" / "deepspeed" / "zero").iterdir())
     assert sum("optim_states" in name for name in zero) == 2, zero  # both ranks saved their partition
+
+
+@pytest.mark.slow
+def test_a_failure_on_rank_0_ends_the_launch_instead_of_hanging(spec):
+    """Rank 0 cannot start its vLLM rollout engine (vLLM is not in this environment) after rank 1 joined
+    GRPO: rank 0 ends the launch with the failure's exit code at once, where rank 1 would otherwise wait
+    out its collective timeout (training.grpo.dist_timeout_minutes, 120 by default) and no retry may rerun
+    the stage on rank 0 alone."""
+    proc = launch(sys.executable, spec, "training.grpo.rollout=vllm")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log[-4000:]
+    assert "ending the launch so the other ranks do not wait" in log, log[-4000:]
+    assert log.count(RAN_GRPO) == 1
