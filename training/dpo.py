@@ -296,27 +296,9 @@ def _finish(out: Path, run: dict, cfg: TrainingConfig, seconds: float, steps_don
 
 def plot_dpo_curves(metrics: list[dict], evals: list[dict], out_png: Path) -> Path | None:
     """Loss, margin and pair accuracy per step beside held-out pass@1 per eval; None without data."""
-    if not metrics and not evals:
-        return None
-    import matplotlib
+    from training.report import plot_curves
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    return plot_curves(metrics, evals, out_png, series=(("loss", "loss"), ("margin", "margin"),
+                                                        ("accuracy", "accuracy")),
+                       trainer="DPO", left_title="training pairs")
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    steps = [m["step"] for m in metrics]
-    for key in ("loss", "margin", "accuracy"):
-        ax1.plot(steps, [m[key] for m in metrics], label=key)
-    ax1.set_xlabel("DPO step")
-    ax1.set_title("training pairs")
-    ax1.legend()
-    for key in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate"):
-        ax2.plot([e["step"] for e in evals], [e[key] for e in evals], marker="o", label=key)
-    ax2.set_xlabel("DPO step (0 = SFT baseline)")
-    ax2.set_ylim(0, 1)
-    ax2.set_title("held-out eval")
-    ax2.legend()
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
-    return out_png

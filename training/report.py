@@ -62,8 +62,13 @@ def warn_loudly(message: str) -> None:
     log.warning("\n%s\n%s\n%s", bar, message, bar)
 
 
-def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path) -> Path | None:
-    """Training reward per step and eval pass@1 per checkpoint, side by side; None without data."""
+GRPO_SERIES = (("reward_mean", "reward mean"), ("correct_rate", "correct rate"))
+
+
+def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path, series=GRPO_SERIES,
+                trainer: str = "GRPO", left_title: str = "training rollouts") -> Path | None:
+    """The trainer's per-step `series` ((metrics key, label) pairs) beside held-out pass@1 per
+    checkpoint; None without data. GRPO's reward and correct rate by default; DPO passes its own."""
     if not metrics and not evals:
         return None
     import matplotlib
@@ -73,14 +78,14 @@ def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path) -> 
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     steps = [m["step"] for m in metrics]
-    ax1.plot(steps, [m["reward_mean"] for m in metrics], label="reward mean")
-    ax1.plot(steps, [m["correct_rate"] for m in metrics], label="correct rate", alpha=0.7)
-    ax1.set_xlabel("GRPO step")
-    ax1.set_title("training rollouts")
+    for key, label in series:
+        ax1.plot(steps, [m[key] for m in metrics], label=label)
+    ax1.set_xlabel(f"{trainer} step")
+    ax1.set_title(left_title)
     ax1.legend()
     for key in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate"):
         ax2.plot([e["step"] for e in evals], [e[key] for e in evals], marker="o", label=key)
-    ax2.set_xlabel("GRPO step (0 = SFT baseline)")
+    ax2.set_xlabel(f"{trainer} step (0 = SFT baseline)")
     ax2.set_ylim(0, 1)
     ax2.set_title("held-out eval")
     ax2.legend()
