@@ -301,4 +301,3 @@ def plot_dpo_curves(metrics: list[dict], evals: list[dict], out_png: Path) -> Pa
     return plot_curves(metrics, evals, out_png, series=(("loss", "loss"), ("margin", "margin"),
                                                         ("accuracy", "accuracy")),
                        trainer="DPO", left_title="training pairs")
-
