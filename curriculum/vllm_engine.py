@@ -146,7 +146,8 @@ class VLLMEngine:
     ) -> list[list[Completion]]:
         """n completions per prompt: text (tokenized by vLLM, special tokens added) or token ids (used
         as they are; `FormattedEngine` sends those). Each prompt gets its own derived seed, so a prompt's
-        samples do not depend on which other prompts share the call."""
+        samples do not depend on which other prompts share the call, and no two samples of the call
+        share a generator (`_prompt_seed`)."""
         from vllm import SamplingParams as VSamplingParams
 
         if n < 1:
@@ -164,7 +165,7 @@ class VLLMEngine:
                 stop=list(sampling.stop) or None,
                 stop_token_ids=list(self.stop_token_ids) or None,
                 logprobs=0,
-                seed=_prompt_seed(seed, i),
+                seed=_prompt_seed(seed, i, 1 if greedy else n),
             )
             for i in range(len(prompts))
         ]
@@ -210,9 +211,16 @@ def _ties_embeddings(model_path: str) -> bool:
     return bool(data.get("tie_word_embeddings", data.get("text_config", {}).get("tie_word_embeddings", False)))
 
 
-def _prompt_seed(seed: int, index: int) -> int:
-    """A per-prompt seed that does not collide across nearby call seeds."""
-    return (seed * 1_000_003 + index) % (2**31 - 1)
+def _prompt_seed(seed: int, index: int, n: int) -> int:
+    """The seed of prompt `index`'s request in a call seeded `seed` that samples n per prompt.
+
+    vLLM fans a request with n > 1 out into n sequences seeded seed, seed + 1, ..., seed + n - 1, so
+    the prompts' seeds are n apart: with consecutive ones, sample j + 1 of prompt i and sample j of
+    prompt i + 1 drew from the same generator, and identical prompts (a GRPO batch that draws a task
+    twice, or one task throughout) got the same completions shifted by one, so a step's groups held
+    a handful of distinct samples. Calls with nearby seeds start their prompts' seeds a million apart.
+    """
+    return (seed * 1_000_003) % (2**31 - 1) + index * n
 
 
 def _completion(out) -> Completion:
