@@ -122,6 +122,30 @@ class GRPOConfig(_Frozen):
         description="Every N steps, the best and worst completion of two of the step's groups (prompt, response, "
         "reward, verdict status) go to rollout_samples.jsonl, to read what the policy writes; 0: never.",
     )
+    rollout_mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: rollouts and updates take turns in one process. async: a generator process samples and "
+        "scores groups with a slightly older copy of the policy while the trainer updates, through a bounded queue "
+        "under the run folder (rollout_queue/; training/async_rollouts.py); the loss uses the generator's "
+        "log-probs as the old policy. async needs rollout: hf and backend: torch in one process.",
+    )
+    max_staleness: int = Field(
+        1, ge=0,
+        description="async only: the oldest policy a trained group may come from, in versions (updates) behind "
+        "the trainer; older groups are dropped and counted (groups_stale). 0 keeps generation in lockstep "
+        "with the updates (the synchronous run's numbers). The queue holds max_staleness + 1 - sync_every "
+        "batches ahead of the trainer.",
+    )
+    sync_every: int = Field(
+        1, ge=1,
+        description="async only: the trainer hands its weights to the generator every N updates (1: after each); "
+        "at most max_staleness + 1, or every group would arrive too old.",
+    )
+
+    @property
+    def lookahead_batches(self) -> int:
+        """async: sampler batches requested ahead of the one the trainer is consuming (the queue's bound)."""
+        return self.max_staleness + 1 - self.sync_every
 
     @model_validator(mode="after")
     def _clip_sane(self) -> "GRPOConfig":
@@ -130,6 +154,22 @@ class GRPOConfig(_Frozen):
                 f"prompts_per_step*group_size={self.prompts_per_step * self.group_size} is not divisible "
                 f"by grad_accum={self.grad_accum}; choose grad_accum that divides it"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _async_supported(self) -> "GRPOConfig":
+        if self.rollout_mode == "sync":
+            return self
+        if self.rollout == "vllm":
+            raise ValueError("rollout_mode 'async' with rollout 'vllm' is not supported (the generator process "
+                             "samples with HF); set rollout: hf, or rollout_mode: sync for vLLM rollouts")
+        if self.backend == "deepspeed":
+            raise ValueError("rollout_mode 'async' with backend 'deepspeed' is not supported (the generator feeds "
+                             "one trainer process); set backend: torch, or rollout_mode: sync for DeepSpeed")
+        if self.sync_every > self.max_staleness + 1:
+            raise ValueError(f"sync_every={self.sync_every} exceeds max_staleness + 1 = {self.max_staleness + 1}: "
+                             "the generator's weights would always be too old; lower sync_every or raise "
+                             "max_staleness")
         return self
 
 

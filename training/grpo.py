@@ -21,11 +21,18 @@ checkpoint); forwards run in `training.dtype` (training/precision.py). With `tra
 adapters train, checkpoints hold the adapter unmerged, the KL reference is the same model with the
 adapter switched off, and vLLM receives the merged weights after every update.
 
-Left out: asynchronous rollouts, splitting rollouts across data-parallel ranks, entropy bonus.
+With `grpo.rollout_mode: async` a generator process (training/async_rollouts.py) samples and scores
+the groups with a copy of the policy at most `max_staleness` updates old, through a queue under
+out_dir/rollout_queue/; the sampler stays here, and the loss takes the generator's log-probs as the
+old policy. summary.json counts every group: trained, zero-variance, stale, discarded at a resume.
+
+Left out: splitting rollouts across data-parallel ranks, async rollouts with vLLM or several ranks,
+entropy bonus.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -36,24 +43,12 @@ from pathlib import Path
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
+from training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
 from training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
 from training.progress import Scalars, progress_bar
 from training.report import append_jsonl, detect_reward_hacking, plot_curves, read_jsonl, warn_loudly
 
 log = logging.getLogger("rlvrflow.training")
-
-
-@dataclass
-class Group:
-    """One prompt's G completions and their rewards."""
-
-    task_id: str
-    prompt_ids: list[int]
-    completion_ids: list[list[int]]
-    rewards: list[float]
-    correct: list[bool]
-    texts: list[str] = field(default_factory=list)  # the completions' decoded text, for rollout samples
-    statuses: list[str] = field(default_factory=list)  # their verdicts' status
 
 
 @dataclass
@@ -63,6 +58,11 @@ class RunState:
     step: int = 0
     groups_seen: int = 0
     groups_zero_variance: int = 0
+    groups_trained: int = 0
+    groups_stale: int = 0  # async: dropped as older than max_staleness
+    groups_discarded: int = 0  # async: results of a killed run's queue, thrown away at the resume
+    generator_restarts: int = 0
+    queue: dict = field(default_factory=dict)  # async: requests drawn but not consumed, groups not yet trained
     evals: list[dict] = field(default_factory=list)
     train_rewards: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -98,6 +98,9 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     device = pick_device(cfg.device)
     from training.distributed import bind_local_device, dist_env
 
+    if g.rollout_mode == "async" and dist_env().is_distributed:
+        raise ValueError("training.grpo.rollout_mode 'async' runs in one process, not under a multi-rank launcher; "
+                         "launch without torchrun/deepspeed, or set rollout_mode: sync")
     if g.backend == "deepspeed" or dist_env().is_distributed:
         device = bind_local_device(device)  # this rank's GPU, before any model is loaded
     dtype = resolve_dtype(cfg.dtype, device)
@@ -118,7 +121,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
     # own copy of the weights and its share of GPU memory on every GPU for nothing.
     engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
-              if backend.is_main or g.rollout == "hf" else None)
+              if (backend.is_main or g.rollout == "hf") and g.rollout_mode == "sync" else None)
     evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
                            seed=seed, device=device, out=out, fmt=fmt, workers=workers, timeout_s=timeout_s)
     if resume is not None:
@@ -135,23 +138,37 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                       purge_step=run.step + 1 if resume is not None else None)
     if resume is None:
         scalars.add("eval", run.evals[0], 0)
+    rollouts = contextlib.nullcontext()
+    if g.rollout_mode == "async":
+        from training.async_rollouts import AsyncRollouts
+
+        rollouts = AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
+                                 g.reward_workers if workers is None else workers, timeout_s)
+        rollouts.start(run, backend)
 
     t0, start_step = time.perf_counter(), run.step
-    with scalars, progress_bar(g.steps, "grpo", initial=run.step, enabled=None if backend.is_main else False) as bar:
+    with scalars, progress_bar(g.steps, "grpo", initial=run.step, enabled=None if backend.is_main else False) as bar, \
+            rollouts:
         for step in range(run.step, g.steps):
             t_step = time.perf_counter()
             # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
-            with backend.autocast():
-                groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step,
-                                              dp=backend, prompt_format=fmt, workers=workers, timeout_s=timeout_s)
+            if g.rollout_mode == "async":
+                groups, info = rollouts.collect(sampler, step, run)
+            else:
+                with backend.autocast():
+                    groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step,
+                                                  dp=backend, prompt_format=fmt, workers=workers, timeout_s=timeout_s)
             run.groups_seen += info["groups_seen"]
             run.groups_zero_variance += info["groups_zero_variance"]
+            run.groups_trained += len(groups)
             # 2. the policy update on whatever signal the step found
             upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
             if groups:
                 upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
                 _sync_weights(engine, backend, g.rollout)
             run.step = step + 1
+            if g.rollout_mode == "async" and run.step % g.sync_every == 0:
+                rollouts.publish(backend, run.step)  # also after a skipped update: the version counts steps
             run.train_rewards.append(info["reward_mean"])
             metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
                        "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
@@ -164,14 +181,18 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                 record = evaluate_now(run, run.step)
                 scalars.add("eval", record, run.step)
                 _check_reward_hacking(run, cfg.checkpoint.metric)
+                if g.rollout_mode == "async":
+                    run.queue = rollouts.state_dict()  # saved with the sampler that drew it
                 _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
                 scalars.flush()  # events up to this checkpoint survive a kill; a resume purges the later ones
             if on_progress is not None:
                 on_progress(run.step, g.steps, metrics)
 
     seconds = time.perf_counter() - t0
-    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model), write=backend.is_main,
-                   extra={"prompt_format": fmt.kind, "dtype": dtype_name(dtype), **counts})
+    extra = {"prompt_format": fmt.kind, "dtype": dtype_name(dtype), **counts, "rollout_mode": g.rollout_mode}
+    if g.rollout_mode == "async":
+        extra["groups_unused"] = rollouts.unused  # scored and reported to the sampler, never trained
+    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model), write=backend.is_main, extra=extra)
 
 
 def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path,
@@ -226,39 +247,30 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
     `prompt_format` (raw when None) encodes the groups' prompt ids as the engine encoded them.
     Completions are scored by `workers` pool processes (None: g.reward_workers) within `timeout_s` each.
     """
-    from curriculum import SamplingParams
     from training.grpo_math import zero_variance_groups
     from training.modeling import encode_prompt
-    from training.scoring import rewards_for, score_groups
 
     import torch
 
-    sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)
     shared = dp is not None and dp.world_size > 1
     if dp is not None and g.rollout == "hf":
         # ZeRO-3 keeps a replica for generation (also with one GPU): refresh it after the last update.
         # A collective under ZeRO-3 (every rank calls it); a no-op for the other backends.
         dp.sync_generation_module()
     kept: list[Group] = []
-    seen = zero = n_correct = n_done = tokens = 0
-    reward_sum = 0.0
+    tally = Tally()
     for rnd in range(1 + g.max_refill_rounds):
         need = g.prompts_per_step - len(kept)
         if need <= 0:
             break
-        ids = _draw(sampler, need)
+        ids = draw(sampler, need)
         if not ids:  # the sampler had nothing eligible (when_exhausted: short_batch); its log says why
             break
         batch = [tasks[i] for i in ids]
         scored = None  # per prompt: completion token ids, rewards, correct flags
         if not shared or dp.is_main:
-            outs = engine.generate([t.prompt for t in batch], g.group_size, sampling, seed=_rollout_seed(seed, step, rnd))
-            texts = [[c.text for c in grp] for grp in outs]
-            verdicts = score_groups(batch, texts, g.reward_workers if workers is None else workers, timeout_s)
-            parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
-            scored = ([[list(c.token_ids) for c in grp] for grp in outs], [[p.total for p in grp] for grp in parts],
-                      [[v.status == "correct" for v in vg] for vg in verdicts], texts,
-                      [[v.status for v in vg] for vg in verdicts])
+            scored = score_rollouts(engine, batch, g, reward_cfg, rollout_seed(seed, step, rnd),
+                                    g.reward_workers if workers is None else workers, timeout_s)[:5]
         if shared:
             main_ids, scored = dp.broadcast((ids, scored))
             if main_ids != ids:
@@ -269,21 +281,10 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
         sampler.report(ids, [sum(c) / len(c) for c in correct])  # online re-tiering
         flat = zero_variance_groups(rewards).tolist()
         for t, grp, r, c, txt, st, is_zero in zip(batch, comp_ids, rewards.tolist(), correct, texts, statuses, flat):
-            seen += 1
-            n_correct += sum(c)
-            n_done += len(c)
-            reward_sum += sum(r)
-            tokens += sum(len(x) for x in grp)
-            if is_zero and g.filter_zero_variance:
-                zero += 1
-                continue
-            kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c, txt, st))
+            if tally.add(r, c, grp, is_zero and g.filter_zero_variance):
+                kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c, txt, st))
     kept = kept[: g.prompts_per_step]
-    info = {"groups_seen": seen, "groups_zero_variance": zero, "groups_used": len(kept),
-            "zero_variance_fraction": zero / max(1, seen), "reward_mean": reward_sum / max(1, n_done),
-            "correct_rate": n_correct / max(1, n_done), "completion_tokens_mean": tokens / max(1, n_done),
-            "completion_tokens": tokens}
-    return kept, info
+    return kept, tally.info(len(kept))
 
 
 def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> dict:
@@ -309,7 +310,10 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
             return completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id, device)
 
     old = None
-    if g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
+    if groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy
+        gen = [lp for grp in groups for lp in grp.old_logprobs]
+        old = {k: _padded([gen[i] for i in mb], device) for k, mb in enumerate(micro) if mb}
+    elif g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
         old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
     ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
     stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
@@ -332,14 +336,14 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     return stats
 
 
-def _draw(sampler, n: int) -> list[str]:
-    """Ids of the next sampler batch, at most n of them."""
-    return [str(i) for i in sampler.next_batch(n)][:n]
+def _padded(rows: list[list[float]], device):
+    """Per-token log-probs right-padded with 0 to (b, Tc), the shape `completion_logprobs` returns."""
+    import torch
 
-
-def _rollout_seed(seed: int, step: int, rnd: int) -> int:
-    """A distinct, reproducible sampling seed per (run seed, step, refill round)."""
-    return (seed * 1_000_003 + step * 101 + rnd) % (2**31 - 1)
+    out = torch.zeros((len(rows), max(1, max(len(r) for r in rows))), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.float32)
+    return out.to(device)
 
 
 def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: TrainingConfig, fmt, dtype):
@@ -410,6 +414,8 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
         "final": run.evals[-1] if run.evals else None,
         "evals": run.evals,
         "zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
+        **{k: getattr(run, k) for k in ("groups_seen", "groups_zero_variance", "groups_trained", "groups_stale",
+                                        "groups_discarded", "generator_restarts")},
         "steps": run.step,
         "seconds": round(seconds, 2),
         "steps_per_second": steps_done / seconds if seconds > 0 else None,

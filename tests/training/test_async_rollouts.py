@@ -1,0 +1,176 @@
+"""Async GRPO rollouts for real on the copy task: lockstep equals sync, staleness makes the clip bite,
+the accounting adds up, unsupported combinations are refused at spec load."""
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from curriculum import CurriculumConfig
+from training.config import EvalConfig, GRPOConfig
+from training.grpo import train_grpo
+from verifiers import RewardConfig
+
+
+def _metrics(out):
+    return [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+
+
+def _train(toy, sft, out, **grpo):
+    cfg = toy.cfg(grpo={"steps": 3, "lr": 1e-2, **grpo}, checkpoint={"every": 3})
+    return train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
+                      toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+                      out, seed=3)
+
+
+def test_staleness_0_reproduces_the_synchronous_run(tmp_path, sft_model, toy):
+    sync = _train(toy, sft_model, tmp_path / "sync")
+    lock = _train(toy, sft_model, tmp_path / "async", rollout_mode="async", max_staleness=0)
+    a, b = _metrics(tmp_path / "sync"), _metrics(tmp_path / "async")
+    assert [m["step"] for m in b] == [1, 2, 3]
+    for x, y in zip(a, b):
+        for key in ("reward_mean", "correct_rate", "groups_seen", "groups_zero_variance", "completion_tokens"):
+            assert x[key] == pytest.approx(y[key], abs=1e-6), (key, x, y)
+        assert x.get("loss", 0.0) == pytest.approx(y.get("loss", 0.0), abs=1e-5)
+        assert y.get("clip_fraction", 0.0) == 0.0 and y["groups_stale"] == 0 and y["staleness_mean"] == 0
+    assert sync["final"]["pass_at_1_greedy"] == lock["final"]["pass_at_1_greedy"]
+    assert lock["rollout_mode"] == "async" and lock["groups_stale"] == 0
+    assert not list((tmp_path / "async" / "rollout_queue").iterdir())  # the epoch folder is removed at the end
+
+
+def test_a_stale_run_clips_and_counts_every_group(tmp_path, sft_model, toy):
+    result = _train(toy, sft_model, tmp_path, rollout_mode="async", max_staleness=2, steps=5, lr=3e-2)
+    m = _metrics(tmp_path)
+    print([(x["staleness_mean"], x.get("clip_fraction"), x["groups_stale"]) for x in m])
+    assert max(x["staleness_mean"] for x in m) > 0
+    assert max(x.get("clip_fraction", 0.0) for x in m) > 0  # the ratio to the generator's policy is clipped
+    assert result["groups_seen"] == (result["groups_trained"] + result["groups_zero_variance"]
+                                     + result["groups_stale"] + m[-1]["groups_waiting"])
+    keys = [k for x in m for k in x["trained"]]
+    assert len(keys) == len(set(keys)) == result["groups_trained"]
+
+
+def _run(sft, out, kill_after, who):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.run([sys.executable, str(Path(__file__).with_name("async_rollouts_runner.py")), str(sft),
+                           str(out), str(kill_after), who], env=env, capture_output=True, text=True, timeout=600)
+
+
+def _gone(pid: int) -> bool:
+    """True once `pid` has exited (polled: the kernel delivers the parent-death signal asynchronously)."""
+    import os
+    import time
+
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _generator_pid(out: Path) -> int:
+    (pid_file,) = (out / "rollout_queue").glob("*/generator.pid")
+    return int(pid_file.read_text())
+
+
+def _check_lineage(out: Path, summary: dict) -> None:
+    """No group trained twice, every consumed group accounted for, the sampler's window and tiers in step."""
+    from training import checkpoint as ckpt
+
+    m = _metrics(out)
+    assert [x["step"] for x in m] == list(range(1, STEPS + 1))  # each step once in the resumed lineage
+    keys = [k for x in m for k in x["trained"]]
+    assert len(keys) == len(set(keys)) == summary["groups_trained"]
+    state = ckpt.load_state(out / f"step_{STEPS:06d}")
+    run, sampler = state["run"], state["sampler"]
+    waiting = len(run["queue"]["buffer"])
+    assert run["groups_seen"] == run["groups_trained"] + run["groups_zero_variance"] + run["groups_stale"] + waiting
+    # every draw of the lineage became one request; every consumed group was reported to the sampler once
+    assert sampler["batches"] == run["queue"]["next_seq"]
+    assert sum(len(h) - 1 for h in sampler["history"].values()) == run["groups_seen"]
+    if run["queue"]["pending"]:  # the window was saved with the requests it drew
+        assert sampler["recent"][-1] == run["queue"]["pending"][-1]["ids"]
+    bounds = CurriculumConfig().boundaries
+    for pid, hist in sampler["history"].items():  # tiers follow the reports
+        if len(hist) > 1:
+            assert sampler["tier"][pid] == bounds.tier_of(sum(hist) / len(hist)), pid
+
+
+STEPS = 6  # async_rollouts_runner.STEPS
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_trainer_takes_the_generator_with_it_and_a_rerun_resumes(tmp_path, sft_model):
+    out = tmp_path / "run"
+    crash = _run(sft_model, out, 3, "trainer")
+    assert crash.returncode == -9, crash.stderr[-2000:]
+    assert _gone(_generator_pid(out))  # no orphan: the generator died with its trainer
+    assert sorted(p.name for p in out.glob("step_*")) == ["step_000002"]
+    resumed = _run(sft_model, out, 0, "trainer")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    _check_lineage(out, summary)
+    assert summary["steps"] == STEPS and summary["groups_discarded"] >= 0
+    assert [p.name for p in (out / "rollout_queue").iterdir()] == []
+
+
+@pytest.mark.slow
+def test_a_killed_generator_is_restarted_and_nothing_is_lost(tmp_path, sft_model):
+    out = tmp_path / "run"
+    done = _run(sft_model, out, 2, "generator")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["generator_restarts"] == 1
+    _check_lineage(out, summary)
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"rollout": "vllm"}, "rollout"),
+    ({"backend": "deepspeed"}, "backend"),
+    ({"max_staleness": 1, "sync_every": 3}, "sync_every"),
+])
+def test_unsupported_async_combinations_are_refused_at_load(over, field):
+    with pytest.raises(ValidationError, match=field):
+        GRPOConfig(rollout_mode="async", **over)
+    GRPOConfig(rollout_mode="async", max_staleness=2, sync_every=3)  # the largest sync_every staleness 2 allows
+    assert GRPOConfig(rollout_mode="async", max_staleness=3, sync_every=2).lookahead_batches == 2
+
+
+def test_the_generator_receives_the_merged_lora_weights(tmp_path, sft_model, toy):
+    """With LoRA the trainer publishes W + scale * B @ A under plain names; the generator's plain model loaded
+    with them computes what the adapter model computes."""
+    import torch
+
+    from training.async_rollouts import AsyncRollouts, _load_weights
+    from training.backends import make_backend
+    from training.modeling import load_model_and_tokenizer, load_policy
+
+    cfg = toy.cfg(grpo={"rollout_mode": "async"}, lora={"r": 4, "alpha": 8})
+    policy, tok = load_policy(sft_model, torch.device("cpu"), torch.float32, cfg.lora, base=sft_model)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)  # adapters that change the output (fresh ones start at B = 0)
+    rollouts = AsyncRollouts(tmp_path, sft_model, cfg, {}, RewardConfig(), 0, torch.device("cpu"), torch.float32, 1, 5.0)
+    from training.rollout_queue import RolloutQueue
+
+    rollouts.queue, _ = RolloutQueue.fresh(tmp_path / "q")
+    rollouts.publish(make_backend(policy, cfg.grpo, torch.float32, lora=True), 7)
+    version, path = rollouts.queue.newest_weights()
+    plain, _ = load_model_and_tokenizer(sft_model, torch.device("cpu"), trainable=False)
+    _load_weights(plain, torch.load(path))
+    ids = torch.tensor([tok("Copy 3\nAnswer: 3").input_ids])
+    policy.eval()
+    with torch.no_grad():
+        want, got = policy(input_ids=ids).logits, plain(input_ids=ids).logits
+    assert version == 7 and torch.allclose(want, got, atol=1e-5)
+    with torch.no_grad(), policy.disable_adapter():
+        base = policy(input_ids=ids).logits
+    assert not torch.allclose(base, got, atol=1e-3)  # the adapters mattered
