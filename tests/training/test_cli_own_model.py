@@ -2,11 +2,12 @@
 
 import json
 
-from flows.cli import main
-
 
 def test_make_model_then_export_from_the_command_line(tmp_path, capsys):
+    # flows is imported here, not at the top: `make test-vllm` collects this file in an env without flows' deps
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from flows.cli import main
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Copy 7\nAnswer: 7\n" * 20)
@@ -21,6 +22,8 @@ def test_make_model_then_export_from_the_command_line(tmp_path, capsys):
 
 
 def test_bad_arguments_exit_2_with_the_fix(tmp_path, capsys):
+    from flows.cli import main
+
     assert main(["make-model", "--out", str(tmp_path / "m"), "--corpus", str(tmp_path / "missing.txt")]) == 2
     assert "--corpus" in capsys.readouterr().err
     assert main(["export", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
