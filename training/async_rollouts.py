@@ -36,6 +36,7 @@ also checks its parent's pid between requests.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import traceback
@@ -48,7 +49,8 @@ from training.rollout_queue import QUEUE_DIR, RolloutQueue
 log = logging.getLogger("rlvrflow.training")
 
 GENERATOR_RESTARTS = 3  # a generator killed from outside is restarted this often before the run fails
-POLL_S = 0.02
+POLL_S = 0.005  # how often the trainer looks for a result and the idle generator for a request
+MIN_KEPT_SHARE = 0.25  # draw ahead at most 4x the prompts a step needs, however many groups were zero-variance
 STOP_GRACE_S = 60.0  # how long the trainer waits at the end for the generator to finish its request
 
 
@@ -123,7 +125,7 @@ class AsyncRollouts:
             if not self.pending:  # the sampler had nothing eligible (short_batch)
                 break
             request = self.pending.pop(0)
-            written = self._top_up(sampler, step, written)  # the generator works on these while we wait and train
+            written = self._top_up(sampler, step, written, run)  # the generator works on it while we wait and train
             result = self._wait(request["seq"], run)
             self.queue.consume(request["seq"])
             groups = [Group(**grp, version=result["version"], key=f"{request['seq']}.{i}")
@@ -137,8 +139,8 @@ class AsyncRollouts:
                 if tally.add(r, grp.correct, grp.completion_ids, zero and g.filter_zero_variance and not too_old) \
                         and not too_old:
                     kept.append(grp)
-        self._top_up(sampler, step, written)
         kept, self.buffer = kept[: g.prompts_per_step], kept[g.prompts_per_step:]
+        self._top_up(sampler, step, written, run)
         run.groups_stale += stale
         info = {**tally.info(len(kept)), "groups_stale": stale, "groups_waiting": len(self.buffer),
                 "staleness_mean": sum(step - grp.version for grp in kept) / max(1, len(kept)),
@@ -157,13 +159,19 @@ class AsyncRollouts:
         self.queue.put_request(request)
         return 1
 
-    def _top_up(self, sampler, step: int, written: int) -> int:
-        """Keep `lookahead_batches` requests pending besides the one being consumed."""
-        while len(self.pending) < self.g.lookahead_batches:
-            if not self._request(sampler, self.g.prompts_per_step, step, written):
-                break
-            written += 1
-        return written
+    def _top_up(self, sampler, step: int, written: int, run) -> int:
+        """Keep prompts drawn ahead for `lookahead_batches` steps besides the request being consumed:
+        `prompts_per_step` each, scaled up by the run's zero-variance share so far (those groups are
+        dropped, and a refill that waits for a fresh request stalls the step), less the waiting groups that
+        will still be fresh enough next step."""
+        g = self.g
+        if g.lookahead_batches == 0:
+            return written
+        kept_share = 1 - run.groups_zero_variance / max(1, run.groups_seen) if g.filter_zero_variance else 1.0
+        want = math.ceil(g.lookahead_batches * g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
+        fresh = sum(step + 1 - grp.version <= g.max_staleness for grp in self.buffer)  # usable next step
+        short = want - fresh - sum(len(r["ids"]) for r in self.pending)
+        return written + (self._request(sampler, short, step, written) if short > 0 else 0)
 
     def _wait(self, seq: int, run) -> dict:
         while True:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 QUEUE_DIR = "rollout_queue"
 GENERATOR_PID = "generator.pid"
+_GONE = ".gone-"  # an epoch folder being removed
 _SEQ = re.compile(r"^r(\d{6,})\.json$")
 _VERSION = re.compile(r"^v(\d{6,})\.pt$")
 
@@ -43,9 +44,9 @@ class RolloutQueue:
         root = Path(root)
         discarded = 0
         for old in sorted(root.iterdir()) if root.is_dir() else []:
-            if old.is_dir():
+            if old.is_dir() and not old.name.startswith(_GONE):
                 discarded += RolloutQueue(root, old.name).result_groups()
-            shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
+            RolloutQueue(root, old.name).remove() if old.is_dir() else old.unlink(missing_ok=True)
         queue = cls(root, uuid.uuid4().hex[:12])
         for sub in ("weights", "requests", "results"):
             (queue.dir / sub).mkdir(parents=True)
@@ -113,7 +114,14 @@ class RolloutQueue:
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     def remove(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Rename the folder away first (atomic: a generator sees it gone at once and cannot write into it),
+        then delete it."""
+        gone = self.dir.with_name(f"{_GONE}{self.dir.name}")
+        try:
+            os.replace(self.dir, gone)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(gone, ignore_errors=True)
 
 
 def _write(path: Path, text: str) -> None:

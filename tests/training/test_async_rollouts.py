@@ -62,14 +62,16 @@ def _run(sft, out, kill_after, who):
 
 
 def _gone(pid: int) -> bool:
-    """True once `pid` has exited (polled: the kernel delivers the parent-death signal asynchronously)."""
-    import os
+    """True once `pid` has exited (polled: the kernel delivers the parent-death signal asynchronously). A
+    zombie has exited: the orphan's new parent may not have reaped it yet."""
     import time
 
     for _ in range(200):
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
             return True
         time.sleep(0.05)
     return False
@@ -174,3 +176,45 @@ def test_the_generator_receives_the_merged_lora_weights(tmp_path, sft_model, toy
     with torch.no_grad(), policy.disable_adapter():
         base = policy(input_ids=ids).logits
     assert not torch.allclose(base, got, atol=1e-3)  # the adapters mattered
+
+
+def test_the_rollout_mode_is_in_the_grpo_stage_key_and_reaches_train_grpo():
+    """`--set training.grpo.rollout_mode=async` on the retail spec gives the GRPO stage a new cache key, and
+    the config its call passes to train_grpo carries the mode (flows/calls.py `training_config`)."""
+    from flows.cache import Manifest
+    from flows.calls import training_config
+    from flows.common import with_overrides
+    from flows.runner import stage_key_of
+    from flows.spec import load_spec
+    from flows.stages import STAGES
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "retail" / "spec.yaml")
+    mode = with_overrides(spec, {"training.grpo.rollout_mode": "async"})
+    stale = with_overrides(mode, {"training.grpo.max_staleness": 3})
+    upstream = {name: Manifest(name, "k", None, {out: out}, {out: f"{name}-{out}"})
+                for name, out in (("sft", "model"), ("tier", "rows"), ("split", "eval"))}
+    keys = [stage_key_of(STAGES["grpo"], s, upstream) for s in (spec, mode, stale)]
+    assert len(set(keys)) == 3
+    assert training_config(mode).grpo.rollout_mode == "async"
+
+
+def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy):
+    """A generator that cannot load its model writes its traceback to the queue; the trainer raises it
+    instead of waiting for a result that will never come (or restarting it over and over)."""
+    import torch
+
+    from training.async_rollouts import AsyncRollouts, GeneratorFailed
+    from training.grpo import RunState
+
+    class NoWeights:  # a backend with nothing to publish
+        def named_parameters(self):
+            return iter(())
+
+    rollouts = AsyncRollouts(tmp_path, tmp_path / "no_such_model", toy.cfg(grpo={"rollout_mode": "async"}), {},
+                             RewardConfig(), 0, torch.device("cpu"), torch.float32, 1, 5.0)
+    run = RunState()
+    with rollouts, pytest.raises(GeneratorFailed, match="no_such_model"):
+        rollouts.start(run, NoWeights())
+        rollouts.queue.put_request({"seq": 0, "ids": ["x"], "seed": 0, "min_version": 0})
+        rollouts._wait(0, run)
+    assert run.generator_restarts == 0 and not rollouts.proc.is_alive()
