@@ -118,6 +118,18 @@ class CurriculumConfig(_Frozen):
     engine_batch_size: int = Field(
         64, ge=1, description="Sequences per generate call of the HF engine when tiering."
     )
+    rl_rows: Literal["auto", "unseen", "all"] = Field(
+        "auto", description="Which train rows tiering and GRPO draw from: unseen (the rows SFT did not train "
+        "on: no solution, outcome only), all (every train row; the run states how many SFT also trained on), "
+        "or auto (unseen when at least a tenth of the train rows are outcome only, else all). On rows SFT "
+        "memorized, a 'learnable' tier means memorized, and GRPO's training reward rises while held-out "
+        "pass@1 does not."
+    )
+    max_rows: int | None = Field(
+        None, ge=1, description="Tier at most this many of those rows (a seeded sample by id hash; null: all). "
+        "Tiering samples n_samples completions per row, so the pool GRPO can use in its steps x "
+        "prompts_per_step draws is all it needs."
+    )
     retier_window: int = Field(
         4, ge=1, description="Online re-tiering averages a prompt's last W group success rates "
         "(the offline pass@1 counts as the first one).",

@@ -198,11 +198,9 @@ def sft(job: Job) -> Result:
 def tier_plan(job: Job) -> list[dict[str, Any]]:
     """Chunks of whole engine calls in tiering's own (seed, id) order, all tiered with the run's seed:
     the tiers are the same for any chunk_rows, any runner and `rlvrflow tier` (curriculum/tiering.py)."""
-    import polars as pl
-
     from curriculum.tiering import call_chunks
 
-    ids = pl.read_parquet(job.input("split", "train"), columns=["id"])["id"].to_list()
+    ids = tier_pool(job)[0]["id"].to_list()
     if None in ids or len(set(ids)) != len(ids):  # chunks select rows by id
         raise DataError(f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
                         f"{len(set(ids) - {None})} distinct ids)")
@@ -212,6 +210,20 @@ def tier_plan(job: Job) -> list[dict[str, Any]]:
                  "rows": len(ids)}]
     chunks = call_chunks(ids, spec.training.seed, spec.orchestration.chunk_rows)
     return [{"ids": chunk, "rows": len(chunk)} for chunk in chunks] or [{"ids": [], "rows": 0}]
+
+
+def tier_pool(job: Job):
+    """(rows, info): the train rows tiering and GRPO draw from (curriculum.pool.rl_pool)."""
+    import polars as pl
+
+    from curriculum.pool import rl_pool
+
+    cur = job.spec.curriculum
+    train = pl.read_parquet(job.input("split", "train"))
+    try:
+        return rl_pool(train, cur.rl_rows, cur.max_rows, job.spec.training.seed)
+    except ValueError as e:
+        raise DataError(f"tier: {e}") from None
 
 
 def tier(job: Job) -> Result:
@@ -239,18 +251,24 @@ def tier(job: Job) -> Result:
 
 
 def tier_finish(job: Job, stats: dict) -> Result:
-    """The tier report (curriculum.tier_report: table, markdown, histogram) and the counts per tier."""
+    """The tier report (curriculum.tier_report: table, markdown, histogram), the counts per tier and
+    where the rows came from (curriculum.pool.describe, also logged)."""
+    import logging
+
     import polars as pl
 
+    from curriculum.pool import describe
     from curriculum.report import tier_report
 
     tiered = pl.read_parquet(Path(job.out) / "tiers.parquet")
     written = tier_report(tiered, job.out, k=job.spec.curriculum.k)
+    info = tier_pool(job)[1]
+    logging.getLogger("rlvrflow.tier").info(describe(info))
     counts = {t: int(n) for t, n in tiered["tier"].value_counts().iter_rows()} if tiered.height else {}
     names = {"table": "tier_table.csv", "markdown": "tier_report.md", "histogram": "tier_histogram.png"}
     files = {k: v for k, v in names.items() if (Path(job.out) / v).exists()}
     assert set(files) >= {"table", "markdown"}, written
-    return Result({"tiers": counts}, files)
+    return Result({"tiers": counts, "rl_pool": info}, files)
 
 
 # ----- GRPO -------------------------------------------------------------------------------------

@@ -67,6 +67,8 @@ class RunOutcome:
         for key in ("comparison", "matrix", "doctor"):  # SFT vs final; every model on every dimension; advice
             if r.get(key):
                 lines += ["", r[key]]
+        if r.get("gain"):  # last, where a reader of the demo looks first
+            lines += ["", r["gain"]]
         return "\n".join(lines)
 
     def _versus_previous(self) -> list[str]:

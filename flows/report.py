@@ -33,7 +33,7 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     (training.eval_matrix.choose_best: never a checkpoint that regressed on a regression set, SFT
     when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads."""
     from training.eval_matrix import format_matrix
-    from training.report import build_report, comparison_table, write_report
+    from training.report import build_report, comparison_table, gain_line, write_report
 
     m = {name: Manifest.from_dict(d) for name, d in manifests.items()}
     ev, trained = m["evaluate"], trained_stage(m)
@@ -63,7 +63,8 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     path = write_report(Path(run_dir) / "report.json", report)
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
-            "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir)}
+            "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
+            "gain": f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}"}
 
 
 def best_line(matrix: dict) -> str:

@@ -197,11 +197,15 @@ def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str |
 
 
 def sum_stats(parts: list[dict]) -> dict:
-    """Per-chunk row stats summed; rows_in == rows_kept + rows_rejected still holds for the sum."""
+    """Per-chunk row stats summed (the row counts, seconds, reasons, and any other integer count a
+    call returns, such as attach's outcome_only_rows); rows_in == rows_kept + rows_rejected still holds."""
     total = {"rows_in": 0, "rows_kept": 0, "rows_rejected": 0, "rejected_by_reason": {}, "seconds": 0.0}
     for st in parts:
         for k in ("rows_in", "rows_kept", "rows_rejected"):
             total[k] += int(st.get(k, 0))
+        for k, v in st.items():
+            if k not in ("rows_in", "rows_kept", "rows_rejected") and isinstance(v, int) and not isinstance(v, bool):
+                total[k] = total.get(k, 0) + v
         total["seconds"] += float(st.get("seconds", 0.0))
         for reason, n in st.get("rejected_by_reason", {}).items():
             total["rejected_by_reason"][reason] = total["rejected_by_reason"].get(reason, 0) + int(n)
@@ -276,15 +280,19 @@ def stage_key_of(stage: Stage, spec: DomainSpec, upstream: dict[str, Manifest]) 
     return stage_key(stage.name, key_parts(stage, spec, upstream), list(stage.code))
 
 
+def row_counts(st: dict) -> str:
+    """`in N, kept K, rejected R (reason=n, ...)` of a row stage's stats."""
+    reasons = ", ".join(f"{k}={v}" for k, v in sorted(st.get("rejected_by_reason", {}).items()))
+    return f"in {st['rows_in']}, kept {st['rows_kept']}, rejected {st['rows_rejected']}" + (f" ({reasons})" if reasons else "")
+
+
 def counts_line(name: str, m: Manifest, summary: Callable[[dict], str] | None = None) -> str:
     """What the terminal shows per stage: its counts, then cached (and key) or computed in N s."""
     st = m.stats
     if summary is not None:
         what = summary(st)
     elif "rows_in" in st:
-        reasons = ", ".join(f"{k}={v}" for k, v in sorted(st.get("rejected_by_reason", {}).items()))
-        what = (f"in {st['rows_in']}, kept {st['rows_kept']}, rejected {st['rows_rejected']}"
-                + (f" ({reasons})" if reasons else ""))
+        what = row_counts(st)
     else:
         what = ", ".join(f"{k} {v}" for k, v in st.items() if isinstance(v, (int, float)))
     how = f"cached {m.key}" if m.cached else f"computed in {m.seconds:.1f} s: {m.reason}"

@@ -38,7 +38,7 @@ from typing import Any
 
 from flows import calls
 from flows.cache import Manifest, file_digest, tree_digest
-from flows.runner import Stage, run_stage
+from flows.runner import Stage, row_counts, run_stage
 from flows.spec import DomainSpec
 
 MODEL_SETTINGS = ("training.prompt_format", "training.system_prompt", "training.dtype", "training.lora")
@@ -102,6 +102,12 @@ def _dpo_line(st: dict) -> str:
             f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}")
 
 
+def _attach_line(st: dict) -> str:
+    built = st.get("answer_only_targets") or 0
+    return (f"{row_counts(st)}; {st.get('outcome_only_rows', 0)} outcome-only rows (no worked solution: RL's, not SFT's)"
+            + (f", {built} answer-only SFT targets built (verifiers.answer_only_targets)" if built else ""))
+
+
 def _evaluate_line(st: dict) -> str:
     flagged = "".join(f"; {name} regressed on {', '.join(sets)}" for name, sets in (st.get("regressed") or {}).items())
     return f"{st.get('models')} models on the held-out split, best {st.get('best')}{flagged}"
@@ -111,22 +117,26 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("prepare", inputs=(), sections=("domain", "sources", "cleaning", "validation"), code=("cleaning",),
           call=calls.prepare, extra_key=_source_files, rows=True),
     Stage("attach", inputs=("prepare.rows",),
-          sections=("verifiers.rules", "verifiers.self_check", "verifiers.timeout_s", "verifiers.canaries"),
+          sections=("verifiers.rules", "verifiers.self_check", "verifiers.answer_only_targets", "verifiers.timeout_s",
+                    "verifiers.canaries"),
           code=("verifiers",), call=calls.attach, plan=calls.attach_plan, finish=calls.attach_canaries,
-          extra_key=_verifier_files, rows=True),
+          extra_key=_verifier_files, rows=True, summary=_attach_line),
     Stage("split", inputs=("attach.rows",), sections=("curriculum.eval_fraction", "training.seed",
                                                       "orchestration.max_rows"),
           code=("curriculum",), call=calls.split, rows=True, summary=_split_line),
     Stage("sft", inputs=("attach.rows", "split.train"),
           sections=("training.tiny", "training.sft", "training.seed", "training.device", *MODEL_SETTINGS),
           code=("training",), call=calls.sft, extra_key=_base_model,
-          summary=lambda st: f"{st.get('steps')} steps, final loss {st.get('final_loss')}"),
+          summary=lambda st: f"{st.get('rows_used')} rows with a solution ({st.get('skipped_empty_solution')} "
+          f"outcome-only rows left to RL), {st.get('steps')} steps, final loss {st.get('final_loss')}"),
     Stage("tier", inputs=("split.train", "sft.model"),
           sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
           code=("curriculum", "verifiers"), call=calls.tier, plan=calls.tier_plan, finish=calls.tier_finish,
           extra_key=_verifier_files, rows=True, file="tiers", sort_by="id",
           summary=lambda st: f"{st.get('rows_in')} prompts: " + ", ".join(
-              f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))),
+              f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))
+          + (f"; {st['rl_pool']['sft_rows_in_pool']} of them SFT trained on" if st.get("rl_pool", {}).get(
+              "sft_rows_in_pool") else "; none SFT trained on" if st.get("rl_pool") else "")),
     Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),
           sections=("training.grpo", "training.checkpoint", "training.seed", "training.device", "curriculum",
                     "verifiers.reward", "verifiers.timeout_s", "eval", *MODEL_SETTINGS),

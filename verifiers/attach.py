@@ -2,11 +2,13 @@
 
 For each row: the rule for its `category` gives `verifier` and `verifier_params` (a JSON string;
 relative paths resolved against the spec's folder: the keys `database`, `path`, `*_path`, `*_file`
-always, any other string value when such a file exists). An empty `solution` is filled from the
-reference where the verifier module can build one (`solution_from_reference`): math writes
-`\\boxed{gold}` when the row's prompt asks for \\boxed, `答案：gold` when it is in Chinese, else
-`Answer: gold`; choice writes `Answer: B` (or `答案：B`); sql wraps the gold in a ```sql fence;
-code, json and keyword cannot and leave it empty.
+always, any other string value when such a file exists). With `answer_only_targets` on, an empty
+`solution` is filled from the reference where the verifier module can build one
+(`solution_from_reference`): math writes `\\boxed{gold}` when the row's prompt asks for \\boxed,
+`答案：gold` when it is in Chinese, else `Answer: gold`; choice writes `Answer: B` (or `答案：B`); sql
+wraps the gold in a ```sql fence; code, json and keyword cannot and leave it empty. Off (the
+default), a row without a logged solution keeps an empty one: it is an outcome-only row, which SFT
+skips and GRPO learns from. The stats count both (`answer_only_targets`, `outcome_only_rows`).
 Then the reference self-check, in parallel processes: the module's `check_reference` (gold SQL
 runs, tests compile, gold answer parses, schema is valid) and, when the row has a solution, the
 verifier must accept it. Rejects carry stage=attach and a reason: `no_verifier_rule`,
@@ -85,7 +87,7 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
     n = len(rows)
     verifier, params_json, solution = [""] * n, ["{}"] * n, [""] * n
     reason, detail = [""] * n, [""] * n
-    checks, check_rows, max_timeout = [], [], 0.0
+    checks, check_rows, max_timeout, built = [], [], 0.0, [False] * n
     for i, row in enumerate(rows):
         rule = config.rule_for(str(row.get("category") or ""))
         solution[i] = str(row.get("solution") or "")
@@ -100,8 +102,9 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
         if not reference.strip():
             reason[i], detail[i] = "empty_reference", "the row has no reference to verify against"
             continue
-        if not solution[i].strip():
+        if not solution[i].strip() and config.answer_only_targets:
             solution[i] = _build_solution(rule.verifier, reference, str(row.get("prompt") or ""))
+            built[i] = bool(solution[i].strip())
         if config.self_check:
             max_timeout = max(max_timeout, float(params.get("timeout_s", 0) or 0))
             checks.append((SELF_CHECK, solution[i], reference, {"verifier": rule.verifier, "params": params}))
@@ -120,7 +123,10 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
         pl.Series("reason", [r for r in reason if r], dtype=pl.String),
         pl.Series("detail", [d for r, d in zip(reason, detail) if r], dtype=pl.String))
     by_reason = dict(Counter(r for r in reason if r))
+    outcome_only = sum(1 for r, sol in zip(reason, solution) if not r and not sol.strip())
+    built_kept = sum(1 for r, b in zip(reason, built) if not r and b)
     stats = {"rows_in": n, "rows_kept": kept.height, "rows_rejected": rejects.height,
-             "rejected_by_reason": by_reason, "seconds": round(time.perf_counter() - t0, 3)}
+             "rejected_by_reason": by_reason, "answer_only_targets": built_kept, "outcome_only_rows": outcome_only,
+             "seconds": round(time.perf_counter() - t0, 3)}
     assert stats["rows_in"] == stats["rows_kept"] + stats["rows_rejected"], stats
     return AttachResult(kept, rejects, stats)

@@ -117,6 +117,12 @@ class VerifierConfig(_Frozen):
         "wall-clock limit per verification in seconds, at attach, canaries, tiering, GRPO rewards and evals; "
         "a verdict past it gets status timeout (attach's self-check of the references allows at least 5 s, "
         "and 3x + 5 s of a rule's own params.timeout_s)"))
+    answer_only_targets: bool = Field(False, description=(
+        "give a row without a logged solution an answer-only SFT target built from its reference (math: "
+        "`Answer: gold`, choice: `Answer: B`, sql: the gold query in a fence) and count them in attach's "
+        "stats; off: such rows keep an empty solution, SFT skips them and they are the rows GRPO learns "
+        "from (curriculum.rl_rows). On, SFT memorizes the gold of every row and tiering then calls "
+        "memorized rows learnable"))
     self_check: bool = Field(True, description=(
         "check each row's reference against its own verifier at attach time and reject failures"))
     canaries: CanaryConfig = Field(default_factory=CanaryConfig, description=(

@@ -63,3 +63,25 @@ def test_curves_png_is_written(tmp_path):
     png = plot_curves(metrics, evals, tmp_path / "curves.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_curves([], [], tmp_path / "none.png") is None
+
+
+def _per_prompt(greedy: list[int], sampled: list[float] | None = None, ids=None) -> dict:
+    ids = ids or [f"p{i}" for i in range(len(greedy))]
+    return {**EVAL, "per_prompt": {"ids": ids, "greedy": greedy, "sampled": sampled or [float(g) for g in greedy]}}
+
+
+def test_gain_interval_is_paired_and_brackets_the_gain(tmp_path):
+    from training.report import comparison_table, gain_interval
+
+    base = _per_prompt([0] * 50 + [1] * 50)
+    # the same prompts in another order: 30 more right, none lost -> +30 points, all differences >= 0
+    final = _per_prompt(([1] * 30 + [0] * 20 + [1] * 50)[::-1], ids=[f"p{i}" for i in range(100)][::-1])
+    gain = gain_interval(base, final)
+    assert gain["points"] == 30.0 and gain["prompts"] == 100
+    assert 0 < gain["low"] < 30 < gain["high"] <= 40
+    same = gain_interval(base, base)
+    assert (same["points"], same["low"], same["high"]) == (0.0, 0.0, 0.0)  # paired: no spread without change
+    assert gain_interval(EVAL, final) is None  # no per-prompt results
+    assert "+30.0 points (95% interval" in comparison_table(base, final)
+    rep = build_report(base, final, {}, 0.0, tmp_path)
+    assert rep["gain"]["greedy"]["points"] == 30.0 and rep["gain"]["sampled"]["points"] == 30.0

@@ -44,8 +44,10 @@ def rows() -> pl.DataFrame:
 @pytest.mark.sandbox
 def test_attach_rules_selfcheck_and_counts(tmp_path, shop_db):
     (tmp_path / "shop.db").write_bytes(shop_db.read_bytes())
-    kept, rejects, stats = attach(rows(), config(), tmp_path, workers=2)
+    kept, rejects, stats = attach(rows(), config(answer_only_targets=True), tmp_path, workers=2)
     assert stats["rows_in"] == 13 == stats["rows_kept"] + stats["rows_rejected"]
+    # m1, m2, m3, c1 and s1 got a target built from their reference; k3 (code) could not get one
+    assert (stats["answer_only_targets"], stats["outcome_only_rows"]) == (5, 1)
     reasons = dict(zip(rejects["id"], rejects["reason"]))
     assert reasons == {"m4": "empty_reference", "m5": "reference_self_check", "c2": "reference_self_check",
                        "s2": "reference_self_check", "k2": "reference_self_check", "u1": "no_verifier_rule"}
@@ -59,6 +61,18 @@ def test_attach_rules_selfcheck_and_counts(tmp_path, shop_db):
     assert params["database"] == str((tmp_path / "shop.db").resolve())
     assert list(kept.columns[:6]) == ["id", "category", "question", "reference", "solution", "prompt"]
     assert set(kept["verifier"]) == {"math", "choice", "sql", "code"}
+
+
+def test_rows_without_a_logged_solution_stay_outcome_only_by_default(tmp_path):
+    cfg = VerifierConfig.model_validate({"rules": [{"category": "arithmetic", "verifier": "math"},
+                                                   {"category": "policy", "verifier": "choice"}]})
+    df = rows().filter(pl.col("id").is_in(["m1", "m2", "c1"]))
+    df = pl.concat([df, pl.DataFrame([("m9", "arithmetic", "What is 2+2?", "4", "2+2=4\nAnswer: 4", "")],
+                                     schema=df.schema, orient="row")])
+    kept, _, stats = attach(df, cfg, tmp_path, workers=0)
+    sol = dict(zip(kept["id"], kept["solution"]))
+    assert sol == {"m1": "", "m2": "", "c1": "", "m9": "2+2=4\nAnswer: 4"}  # nothing made up for SFT
+    assert (stats["answer_only_targets"], stats["outcome_only_rows"], stats["rows_kept"]) == (0, 3, 4)
 
 
 def test_attach_without_self_check_and_empty_frame(tmp_path):

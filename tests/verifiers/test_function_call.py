@@ -236,7 +236,7 @@ def test_extract_calls_reports_each_broken_block():
 
 def test_attach_fills_solutions_and_rejects_broken_references(tmp_path):
     cfg = VerifierConfig.model_validate({"rules": [
-        {"category": "refund", "verifier": "function_call", "params": {"tools": TOOLS}}]})
+        {"category": "refund", "verifier": "function_call", "params": {"tools": TOOLS}}], "answer_only_targets": True})
     df = pl.DataFrame([
         ("r1", "refund", "Use <tool_call> tags.", REFUND, ""),
         ("r2", "refund", "Which action?", "[" + LOOKUP_JSON + "]", ""),
