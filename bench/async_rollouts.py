@@ -11,7 +11,7 @@ generator's start nor the final eval), the end-to-end GRPO seconds, the groups d
 held-out greedy and sampled pass@1 of the SFT model and of the final checkpoint; then the steps/s ratio
 async/sync and the mean pass@1 of each arm, with the spread between seeds as the noise to compare with.
 
-    nice -n 5 .venv/bin/python bench/async_rollouts.py                       # ~8 minutes on 2 shared cores
+    nice -n 5 .venv/bin/python bench/async_rollouts.py                       # ~5 minutes on 2 shared cores
     .venv/bin/python bench/async_rollouts.py --steps 60 --seeds 0 1 2 --max-staleness 2
 
 Writes `<out>/async_rollouts.json`. Nothing is downloaded. The timing depends on what else the machine

@@ -8,8 +8,9 @@
 
 Who does what. The curriculum sampler stays in the trainer: it owns online re-tiering, the
 recent-prompt window and their checkpointed state, so a draw and its report happen in one process in
-a known order. The trainer draws prompts into requests (training/rollout_queue.py), at most
-`lookahead_batches` batches ahead of the one it is consuming; the generator (its own spawned process,
+a known order. The trainer draws prompts into requests (training/rollout_queue.py) ahead of the one
+it is consuming: `lookahead_batches` requests (max_staleness + 1 - sync_every), each one step's worth
+of prompts scaled up by the run's zero-variance share so far (at most 4x). That bounds the queue. The generator (its own spawned process,
 one torch thread, the trainer's device) answers them oldest first with the newest weights published,
 samples `group_size` completions per prompt with HF, scores them with the verifier pool and writes the
 groups with its per-token log-probs and the policy version (updates done) that made them.
@@ -160,18 +161,17 @@ class AsyncRollouts:
         return 1
 
     def _top_up(self, sampler, step: int, written: int, run) -> int:
-        """Keep prompts drawn ahead for `lookahead_batches` steps besides the request being consumed:
-        `prompts_per_step` each, scaled up by the run's zero-variance share so far (those groups are
-        dropped, and a refill that waits for a fresh request stalls the step), less the waiting groups that
-        will still be fresh enough next step."""
+        """Keep `lookahead_batches` requests pending besides the one being consumed, each one step's worth:
+        `prompts_per_step` scaled up by the run's zero-variance share so far (those groups are dropped, and a
+        refill that waits for a fresh request stalls the step)."""
         g = self.g
-        if g.lookahead_batches == 0:
-            return written
         kept_share = 1 - run.groups_zero_variance / max(1, run.groups_seen) if g.filter_zero_variance else 1.0
-        want = math.ceil(g.lookahead_batches * g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
-        fresh = sum(step + 1 - grp.version <= g.max_staleness for grp in self.buffer)  # usable next step
-        short = want - fresh - sum(len(r["ids"]) for r in self.pending)
-        return written + (self._request(sampler, short, step, written) if short > 0 else 0)
+        size = math.ceil(g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
+        while len(self.pending) < g.lookahead_batches:
+            if not self._request(sampler, size, step, written):
+                break
+            written += 1
+        return written
 
     def _wait(self, seq: int, run) -> dict:
         while True:

@@ -134,7 +134,7 @@ class GRPOConfig(_Frozen):
         description="async only: the oldest policy a trained group may come from, in versions (updates) behind "
         "the trainer; older groups are dropped and counted (groups_stale). 0 keeps generation in lockstep "
         "with the updates (the synchronous run's numbers). The queue holds max_staleness + 1 - sync_every "
-        "batches ahead of the trainer.",
+        "requests ahead of the trainer, each a step's prompts (more by the share of zero-variance groups).",
     )
     sync_every: int = Field(
         1, ge=1,

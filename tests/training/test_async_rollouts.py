@@ -28,7 +28,7 @@ def test_staleness_0_reproduces_the_synchronous_run(tmp_path, sft_model, toy):
     sync = _train(toy, sft_model, tmp_path / "sync")
     lock = _train(toy, sft_model, tmp_path / "async", rollout_mode="async", max_staleness=0)
     a, b = _metrics(tmp_path / "sync"), _metrics(tmp_path / "async")
-    assert [m["step"] for m in b] == [1, 2, 3]
+    assert [m["step"] for m in b] == [1, 2, 3] and any("loss" in y for y in b)  # at least one update compared
     for x, y in zip(a, b):
         for key in ("reward_mean", "correct_rate", "groups_seen", "groups_zero_variance", "completion_tokens"):
             assert x[key] == pytest.approx(y[key], abs=1e-6), (key, x, y)
