@@ -99,8 +99,8 @@ def summarize(tasks: list[Task], greedy: list, sampled: list[list], lengths: lis
             c: {"n": d["n"], "pass_at_1_greedy": d["greedy"] / d["n"], "pass_at_1_sampled": d["sampled"] / d["n"]}
             for c, d in sorted(per_cat.items())
         },
-        # per prompt, for paired comparisons between models (training.report.gain_interval)
-        "per_prompt": {"ids": [t.id for t in tasks], "greedy": [int(ok) for ok in g_ok],
+        # each prompt's scores, for paired comparisons between models (training.report.gain_interval)
+        "by_prompt": {"ids": [t.id for t in tasks], "greedy": [int(ok) for ok in g_ok],
                        "sampled": [round(r, 4) for r in rates]},
     }
 

@@ -103,7 +103,7 @@ def gain_interval(baseline: dict, final: dict, metric: str = "greedy", n_boot: i
     replacement, both models' scores of a prompt kept together); None without per-prompt results."""
     import random
 
-    a, b = baseline.get("per_prompt"), final.get("per_prompt")
+    a, b = baseline.get("by_prompt"), final.get("by_prompt")
     if not a or not b:
         return None
     first = dict(zip(a["ids"], a[metric]))

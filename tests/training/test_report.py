@@ -67,7 +67,7 @@ def test_curves_png_is_written(tmp_path):
 
 def _per_prompt(greedy: list[int], sampled: list[float] | None = None, ids=None) -> dict:
     ids = ids or [f"p{i}" for i in range(len(greedy))]
-    return {**EVAL, "per_prompt": {"ids": ids, "greedy": greedy, "sampled": sampled or [float(g) for g in greedy]}}
+    return {**EVAL, "by_prompt": {"ids": ids, "greedy": greedy, "sampled": sampled or [float(g) for g in greedy]}}
 
 
 def test_gain_interval_is_paired_and_brackets_the_gain(tmp_path):
