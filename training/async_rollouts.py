@@ -10,8 +10,11 @@ Who does what. The curriculum sampler stays in the trainer: it owns online re-ti
 recent-prompt window and their checkpointed state, so a draw and its report happen in one process in
 a known order. The trainer draws prompts into requests (training/rollout_queue.py) ahead of the one
 it is consuming: `lookahead_batches` requests (max_staleness + 1 - sync_every), each one step's worth
-of prompts scaled up by the run's zero-variance share so far (at most 4x). That bounds the queue. The generator (its own spawned process,
-one torch thread, the trainer's device) answers them oldest first with the newest weights published,
+of prompts (scaled up by the run's zero-variance share so far, at most 4x, when leftover groups can still be
+trained next step), and none past the run's last step. That bounds the queue. The generator (its own
+process, started as `python -m training.async_rollouts` like the verifier pool's helpers, so the
+caller's `__main__` is never re-run and scripts need no `if __name__ == "__main__":` guard; one torch
+thread, the trainer's device) answers them oldest first with the newest weights published,
 samples `group_size` completions per prompt with HF, scores them with the verifier pool and writes the
 groups with its per-token log-probs and the policy version (updates done) that made them.
 
@@ -19,9 +22,10 @@ A step consumes results oldest first: each result's success rates go to the samp
 sees every group, as in sync mode); a result more than `max_staleness` versions older than the
 trainer is dropped (groups_stale); zero-variance groups are dropped (groups_zero_variance) and refilled
 by consuming further results, up to `max_refill_rounds` more, drawing a request of the missing count
-when none is pending. Groups beyond `prompts_per_step` wait for the next step (staleness checked
-again then). With max_staleness 0 nothing is drawn ahead and the generator waits for each update's
-weights: the same draws, seeds and tokens as the synchronous loop.
+when none is pending. Groups beyond `prompts_per_step` wait for the next step if they will still be
+fresh then; the others are dropped and counted stale at once. With max_staleness 0 nothing is drawn
+ahead and the generator waits for each update's weights: the same draws, seeds and tokens as the
+synchronous loop.
 
 Crash semantics. A checkpoint saves, with the sampler, the requests drawn but not consumed and the
 groups waiting to be trained (`RunState.queue`). A resume (after `kill -9` of the trainer, or a
@@ -39,6 +43,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import pickle
+import subprocess
+import sys
 import time
 import traceback
 from dataclasses import asdict
@@ -46,17 +53,32 @@ from pathlib import Path
 
 from training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
 from training.rollout_queue import QUEUE_DIR, RolloutQueue
+from verifiers._proc import die_with_parent
 
 log = logging.getLogger("rlvrflow.training")
 
 GENERATOR_RESTARTS = 3  # a generator killed from outside is restarted this often before the run fails
 POLL_S = 0.005  # how often the trainer looks for a result and the idle generator for a request
 MIN_KEPT_SHARE = 0.25  # draw ahead at most 4x the prompts a step needs, however many groups were zero-variance
-STOP_GRACE_S = 60.0  # how long the trainer waits at the end for the generator to finish its request
+SETUP_FILE = "generator_setup.pkl"  # in the epoch folder: what the generator process is started with
 
 
 class GeneratorFailed(RuntimeError):
     """The rollout generator process raised, or kept dying."""
+
+
+def check_dtype(cfg, dtype) -> None:
+    """Refuse LoRA in a 16-bit dtype (resolved, so `auto` counts as what it became on this device): the
+    generator gets the merged weights rounded to the base's dtype, so small adapter updates vanish and its
+    log-probs (the loss's old_logp) differ systematically from the trainer's unmerged policy."""
+    import torch
+
+    from training.precision import dtype_name
+
+    if cfg.lora is not None and dtype != torch.float32:
+        raise ValueError(f"training.grpo.rollout_mode 'async' with LoRA needs training.dtype float32 (this run "
+                         f"trains in {dtype_name(dtype)}): the generator gets the merged weights, rounded to the "
+                         "base's dtype; set training.dtype: float32, or rollout_mode: sync")
 
 
 class AsyncRollouts:
@@ -110,12 +132,7 @@ class AsyncRollouts:
 
         g = self.g
         kept, stale, tally = [], 0, Tally()
-        for grp in self.buffer:  # scored, counted and reported in an earlier step
-            if step - grp.version > g.max_staleness:
-                stale += 1
-            else:
-                kept.append(grp)
-        self.buffer, written = [], 0
+        kept, self.buffer, written = self.buffer, [], 0  # scored, counted and reported in an earlier step, fresh
         for _ in range(1 + g.max_refill_rounds):
             need = g.prompts_per_step - len(kept)
             if need <= 0:
@@ -140,7 +157,9 @@ class AsyncRollouts:
                 if tally.add(r, grp.correct, grp.completion_ids, zero and g.filter_zero_variance and not too_old) \
                         and not too_old:
                     kept.append(grp)
-        kept, self.buffer = kept[: g.prompts_per_step], kept[g.prompts_per_step:]
+        kept, left = kept[: g.prompts_per_step], kept[g.prompts_per_step:]
+        self.buffer = [grp for grp in left if step + 1 - grp.version <= g.max_staleness]  # fresh next step
+        stale += len(left) - len(self.buffer)
         self._top_up(sampler, step, written, run)
         run.groups_stale += stale
         info = {**tally.info(len(kept)), "groups_stale": stale, "groups_waiting": len(self.buffer),
@@ -161,13 +180,19 @@ class AsyncRollouts:
         return 1
 
     def _top_up(self, sampler, step: int, written: int, run) -> int:
-        """Keep `lookahead_batches` requests pending besides the one being consumed, each one step's worth:
-        `prompts_per_step` scaled up by the run's zero-variance share so far (those groups are dropped, and a
-        refill that waits for a fresh request stalls the step)."""
+        """Keep `lookahead_batches` requests pending besides the one being consumed (none past the last step:
+        they would never be consumed, yet advance the sampler), each one step's worth: `prompts_per_step`,
+        scaled up by the run's zero-variance share so far (those groups are dropped, and a refill that waits
+        for a fresh request stalls the step) only when the extra groups can still be trained the step after.
+        A request drawn now is made with weights of version >= step and consumed by step + lookahead_batches,
+        so its leftovers are at most lookahead_batches + 1 versions old at the next step."""
         g = self.g
-        kept_share = 1 - run.groups_zero_variance / max(1, run.groups_seen) if g.filter_zero_variance else 1.0
-        size = math.ceil(g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
-        while len(self.pending) < g.lookahead_batches:
+        size = g.prompts_per_step
+        if g.filter_zero_variance and g.lookahead_batches + 1 <= g.max_staleness:
+            scored = run.groups_seen - run.groups_stale  # stale groups never reach the zero-variance check
+            kept_share = 1 - run.groups_zero_variance / max(1, scored)
+            size = math.ceil(g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
+        while len(self.pending) < min(g.lookahead_batches, g.steps - 1 - step):
             if not self._request(sampler, size, step, written):
                 break
             written += 1
@@ -181,49 +206,54 @@ class AsyncRollouts:
             error = self.queue.error()
             if error is not None:
                 raise GeneratorFailed(f"the rollout generator failed (training.grpo.rollout_mode: async):\n{error}")
-            if not self.proc.is_alive() and self.queue.read_result(seq) is None:
+            if self.proc.poll() is not None and self.queue.read_result(seq) is None:
                 run.generator_restarts += 1
                 if run.generator_restarts > GENERATOR_RESTARTS:
                     raise GeneratorFailed(f"the rollout generator died {run.generator_restarts} times (exit code "
-                                          f"{self.proc.exitcode}); see the log, or set rollout_mode: sync")
-                log.warning("async rollouts: the generator died (exit code %s); restarting it", self.proc.exitcode)
+                                          f"{self.proc.returncode}); see the log, or set rollout_mode: sync")
+                log.warning("async rollouts: the generator died (exit code %s); restarting it", self.proc.returncode)
                 self._spawn()
             time.sleep(POLL_S)
 
     def _spawn(self) -> None:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")  # no forked torch or CUDA state
-        self.proc = ctx.Process(target=generator_main, args=(str(self.queue.dir), os.getpid(), self.setup),
-                                name="rlvrflow-rollout-generator", daemon=True)
-        self.proc.start()
+        """A fresh interpreter (no forked torch or CUDA state, the caller's `__main__` not re-run) with the
+        caller's sys.path, reading its setup from the epoch folder."""
+        setup = self.queue.dir / SETUP_FILE
+        if not setup.is_file():
+            tmp = setup.with_name(f".tmp-{setup.name}")
+            tmp.write_bytes(pickle.dumps(self.setup))
+            os.replace(tmp, setup)
+        path = [p for p in sys.path if p] + [os.getcwd()]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "training.async_rollouts", str(self.queue.dir),
+                                      str(os.getpid())], env=env, stdin=subprocess.DEVNULL, close_fds=True)
 
     def __enter__(self) -> "AsyncRollouts":
         return self
 
     def __exit__(self, *exc) -> None:
-        """Count the groups scored but never trained (groups_unused), remove the epoch: the generator sees it
-        gone and returns after its current request (killed if it has not within STOP_GRACE_S)."""
+        """Count the groups scored but never trained (groups_unused), remove the epoch, kill the generator
+        (its current request, if any, would never be consumed)."""
         if self.queue is not None:
             self.unused = len(self.buffer) + self.queue.result_groups()
             self.queue.remove()
         if self.proc is not None:
-            self.proc.join(STOP_GRACE_S)
-            if self.proc.is_alive():
+            if self.proc.poll() is None:
                 self.proc.kill()
-                self.proc.join()
+            self.proc.wait()
 
 
 # ----- the generator process ----------------------------------------------------------------------
 
 
-def generator_main(queue_dir: str, parent_pid: int, setup: dict) -> None:
+def generator_main(queue_dir: str, parent_pid: int) -> None:
     """Answer the queue's requests until the trainer is gone or its epoch folder is removed."""
-    _die_with_parent()
+    die_with_parent()
     path = Path(queue_dir)
     queue = RolloutQueue(path.parent, path.name)
     try:
         queue.write_pid(os.getpid())
+        setup = pickle.loads((path / SETUP_FILE).read_bytes())
         _serve(queue, parent_pid, **setup)
     except Exception:
         if queue.exists() and os.getppid() == parent_pid:  # a real failure, not the trainer tidying up
@@ -242,8 +272,8 @@ def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dic
 
     torch.set_num_threads(1)
     g, dev, compute = cfg.grpo, torch.device(device), DTYPES[dtype]
-    # full fine-tuning publishes float32 master weights (forwards autocast, as in the trainer); LoRA the
-    # merged weights in the frozen base's dtype
+    # full fine-tuning publishes float32 master weights (forwards autocast, as in the trainer); LoRA (float32
+    # only) the merged weights in the frozen base's dtype
     model, tokenizer = load_model_and_tokenizer(sft_model, dev, trainable=False,
                                                 dtype=compute if cfg.lora is not None else torch.float32)
     fmt = PromptFormat.for_tokenizer(tokenizer, cfg.prompt_format, cfg.system_prompt)
@@ -284,12 +314,5 @@ def _load_weights(model, state: dict) -> None:
                            f"unexpected {unexpected}")
 
 
-def _die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when the trainer dies (Linux; elsewhere the pid check remains)."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+if __name__ == "__main__":  # started by AsyncRollouts._spawn
+    generator_main(sys.argv[1], int(sys.argv[2]))

@@ -127,14 +127,16 @@ class GRPOConfig(_Frozen):
         description="sync: rollouts and updates take turns in one process. async: a generator process samples and "
         "scores groups with a slightly older copy of the policy while the trainer updates, through a bounded queue "
         "under the run folder (rollout_queue/; training/async_rollouts.py); the loss uses the generator's "
-        "log-probs as the old policy. async needs rollout: hf and backend: torch in one process.",
+        "log-probs as the old policy. async needs rollout: hf and backend: torch in one process, and with LoRA "
+        "training.dtype float32.",
     )
     max_staleness: int = Field(
         1, ge=0,
         description="async only: the oldest policy a trained group may come from, in versions (updates) behind "
         "the trainer; older groups are dropped and counted (groups_stale). 0 keeps generation in lockstep "
         "with the updates (the synchronous run's numbers). The queue holds max_staleness + 1 - sync_every "
-        "requests ahead of the trainer, each a step's prompts (more by the share of zero-variance groups).",
+        "requests ahead of the trainer (none past the last step), each a step's prompts (more by the share of "
+        "zero-variance groups when leftovers stay fresh a step longer: sync_every >= 2).",
     )
     sync_every: int = Field(
         1, ge=1,

@@ -104,6 +104,10 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     if g.backend == "deepspeed" or dist_env().is_distributed:
         device = bind_local_device(device)  # this rank's GPU, before any model is loaded
     dtype = resolve_dtype(cfg.dtype, device)
+    if g.rollout_mode == "async":
+        from training.async_rollouts import check_dtype
+
+        check_dtype(cfg, dtype)  # before any model is loaded
     torch.manual_seed(seed)
     resume = ckpt.latest_checkpoint(out)
     policy, tokenizer = load_policy(resume or sft_model, device, dtype, cfg.lora, base=sft_model)

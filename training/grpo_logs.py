@@ -34,7 +34,9 @@ def report_step(out: Path, metrics: dict, seconds: float, groups: list, tasks: d
     scalars and a step line in the log; every `log_samples_every` steps the rollout samples.
 
     The step's wall time (`seconds`) goes to the log and TensorBoard only: metrics.jsonl holds what
-    the seed decides, so a resumed run's file equals an uninterrupted run's.
+    the seed decides, so with synchronous rollouts a resumed run's file equals an uninterrupted run's.
+    With async rollouts it does not: which policy version made a group depends on timing, and a resume
+    discards the dead run's queued results and asks for its requests again.
     """
     step = metrics["step"]
     if step % g.log_every == 0 or step == g.steps:

@@ -4,6 +4,7 @@
         weights/v000012.pt      the policy after 12 updates, {name: tensor} (LoRA: merged); the newest only
         requests/r000031.json   prompts the trainer's sampler drew: {seq, ids, seed, min_version}
         results/r000031.json    the generator's scored groups for request 31 and the policy version that made them
+        generator_setup.pkl     what the generator process is started with (model, config, tasks)
         generator.pid           the generator process's pid
         error.txt               the generator's traceback, when it failed
 

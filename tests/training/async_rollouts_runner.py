@@ -2,8 +2,9 @@
 
     python async_rollouts_runner.py SFT_DIR OUT_DIR KILL_AFTER_STEP trainer|generator   (0 = never kill)
 
-`trainer`: the process SIGKILLs itself right after that step (what `kill -9` of the trainer does; its
-generator must die with it). `generator`: it SIGKILLs the generator process after that step and
+`trainer`: the process SIGKILLs itself right after that step, once the generator has written at least
+one result that the run will not consume (what `kill -9` of the trainer does; its generator must die
+with it, and the rerun must discard those results). `generator`: it SIGKILLs the generator process after that step and
 trains on (the trainer restarts the generator). The summary goes to OUT_DIR/summary.json as usual.
 """
 
@@ -11,6 +12,7 @@ import importlib.util
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 spec = importlib.util.spec_from_file_location("toy_conftest", Path(__file__).with_name("conftest.py"))
@@ -25,6 +27,12 @@ def generator_pid(out: Path) -> int:
     return int(pid_file.read_text())
 
 
+def wait_for_a_result(out: Path) -> None:
+    """Until the queue's results/ holds a result file (the generator is working on the pending requests)."""
+    while not list((Path(out) / "rollout_queue").glob("*/results/r*.json")):
+        time.sleep(0.01)
+
+
 def main() -> None:
     from curriculum import CurriculumConfig
     from training.config import EvalConfig
@@ -37,6 +45,8 @@ def main() -> None:
 
     def progress(step, total, metrics):
         if step == kill_after:
+            if who == "trainer":
+                wait_for_a_result(out)
             os.kill(os.getpid() if who == "trainer" else generator_pid(out), signal.SIGKILL)
 
     train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1, retier_window=1000), RewardConfig(),

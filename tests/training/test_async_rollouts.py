@@ -42,7 +42,6 @@ def test_staleness_0_reproduces_the_synchronous_run(tmp_path, sft_model, toy):
 def test_a_stale_run_clips_and_counts_every_group(tmp_path, sft_model, toy):
     result = _train(toy, sft_model, tmp_path, rollout_mode="async", max_staleness=2, steps=5, lr=3e-2)
     m = _metrics(tmp_path)
-    print([(x["staleness_mean"], x.get("clip_fraction"), x["groups_stale"]) for x in m])
     assert max(x["staleness_mean"] for x in m) > 0
     assert max(x.get("clip_fraction", 0.0) for x in m) > 0  # the ratio to the generator's policy is clipped
     assert result["groups_seen"] == (result["groups_trained"] + result["groups_zero_variance"]
@@ -115,11 +114,14 @@ def test_kill_9_of_the_trainer_takes_the_generator_with_it_and_a_rerun_resumes(t
     assert crash.returncode == -9, crash.stderr[-2000:]
     assert _gone(_generator_pid(out))  # no orphan: the generator died with its trainer
     assert sorted(p.name for p in out.glob("step_*")) == ["step_000002"]
+    left = [json.loads(p.read_text()) for p in (out / "rollout_queue").glob("*/results/r*.json")]
+    assert left  # the runner killed the trainer only once the generator had written a result
     resumed = _run(sft_model, out, 0, "trainer")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     _check_lineage(out, summary)
-    assert summary["steps"] == STEPS and summary["groups_discarded"] >= 0
+    assert summary["steps"] == STEPS
+    assert summary["groups_discarded"] == sum(len(r["groups"]) for r in left)
     assert [p.name for p in (out / "rollout_queue").iterdir()] == []
 
 
@@ -217,4 +219,71 @@ def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy)
         rollouts.start(run, NoWeights())
         rollouts.queue.put_request({"seq": 0, "ids": ["x"], "seed": 0, "min_version": 0})
         rollouts._wait(0, run)
-    assert run.generator_restarts == 0 and not rollouts.proc.is_alive()
+    assert run.generator_restarts == 0 and rollouts.proc.poll() is not None
+
+
+UNGUARDED = '''
+import importlib.util, sys
+from pathlib import Path
+
+import torch
+
+from training.async_rollouts import AsyncRollouts
+from training.grpo import RunState
+from verifiers import RewardConfig
+
+print("top level ran", flush=True)
+spec = importlib.util.spec_from_file_location("toy_conftest", sys.argv[1])
+toy = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(toy)
+
+
+class NoWeights:
+    def named_parameters(self):
+        return iter(())
+
+
+out = Path(sys.argv[2])
+cfg = toy.training_cfg(grpo={"rollout_mode": "async"})
+rollouts = AsyncRollouts(out, out / "no_such_model", cfg, {}, RewardConfig(), 0, torch.device("cpu"), torch.float32,
+                         1, 5.0)
+run = RunState()
+with rollouts:
+    rollouts.start(run, NoWeights())
+    rollouts.queue.put_request({"seq": 0, "ids": ["x"], "seed": 0, "min_version": 0})
+    rollouts._wait(0, run)
+'''
+
+
+def test_a_script_without_a_main_guard_starts_the_generator_once(tmp_path):
+    """The generator is a fresh `python -m training.async_rollouts`, not a multiprocessing spawn: a script
+    without `if __name__ == "__main__":` is not re-run in it, and the generator's own error reaches the trainer
+    (a spawn would re-run the script's top level in the child, which then dies without a word)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, str(script), str(Path(__file__).with_name("conftest.py")),
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=600)
+    assert done.stdout.count("top level ran") == 1, done.stdout
+    assert "GeneratorFailed" in done.stderr and "no_such_model" in done.stderr, done.stderr[-3000:]
+    assert "died" not in done.stderr
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_async_lora_in_a_16_bit_dtype_is_refused_before_a_model_loads(tmp_path, toy, dtype):
+    """The generator would get merged weights rounded to the 16-bit base: small adapter updates vanish and its
+    log-probs (old_logp) differ from the trainer's unmerged policy. train_grpo refuses before loading anything."""
+    import torch
+
+    from training.async_rollouts import check_dtype
+
+    cfg = toy.cfg(grpo={"rollout_mode": "async"}, lora={"r": 4, "alpha": 8}, dtype=dtype)
+    with pytest.raises(ValueError, match="training.dtype float32"):
+        train_grpo(tmp_path / "no_such_model", toy.copy_rows(4, 1), cfg, CurriculumConfig(), RewardConfig(),
+                   toy.copy_rows(2, 1, split="eval"), EvalConfig(k=1, n_samples=1), tmp_path / "out", seed=0)
+    check_dtype(cfg, torch.float32)  # LoRA in float32, and full fine-tuning in any dtype, run async
+    check_dtype(toy.cfg(grpo={"rollout_mode": "async"}), getattr(torch, dtype))
