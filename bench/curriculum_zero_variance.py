@@ -12,13 +12,16 @@ held-out pass@1 (sampled) before and after, and the gain per 1,000 rollouts; the
 zero-variance fractions against the goal (curriculum <= 1/3 of uniform).
 
 The data and SFT model come from the stage runner's cached stages (prepare, attach, split, sft)
-under --root, built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The train split (or a
-seeded subset of --pool prompts) is tiered with `curriculum.tier_to_dir` (the curriculum's n_samples,
+under --root, built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The pool is
+what `rlvrflow run` tiers: the train rows of `curriculum.rl_rows` (the outcome-only rows SFT did not
+train on) capped at `curriculum.max_rows` (curriculum.pool.rl_pool), or a seeded subset of --pool
+prompts of it. It is tiered with `curriculum.tier_to_dir` (the curriculum's n_samples,
 k, boundaries; about a minute for the retail split's 2,303 prompts x 8) and cached per SFT model; both
 arms sample from that same pool. Offline tiering costs n_samples rollouts per pool prompt once; that
 cost is printed too, apart from the GRPO budget that the comparison holds equal.
 
     .venv/bin/python bench/curriculum_zero_variance.py                  # defaults: 30 steps, 8 x 8
+    .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec --seeds 0,1,2   # the issue's measurement
     .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200 --seed 1
     .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec      # the retail spec's wider pool
     .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec --set curriculum.n_samples=4 --weights 0.8,0.1,0.1
@@ -51,6 +54,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=None, help="default: the spec's grpo.group_size")
     p.add_argument("--eval-prompts", type=int, default=96, help="held-out prompts for the pass@1 before/after")
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
+    p.add_argument("--seeds", default=None, help="several seeds, comma-separated: each runs both arms (own pool "
+                   "sample, tiering and RNG; the SFT model is the spec seed's), then the mean is printed")
     p.add_argument("--pool", type=int, default=0, help="train prompts to tier and sample from (0 = the whole train split)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     p.add_argument("--curriculum", default="focused", choices=["focused", "spec"],
@@ -101,7 +106,11 @@ def tiered_pool(paths: dict, c, pool_size: int, seed: int, root: Path):
 
     from curriculum import tier_to_dir
 
-    train = pl.read_parquet(paths["train"]).sort("id")
+    from curriculum.pool import rl_pool
+
+    train, info = rl_pool(pl.read_parquet(paths["train"]), c.rl_rows, c.max_rows, seed)
+    train = train.sort("id")
+    print(f"[bench] pool: {info}", flush=True)
     if 0 < pool_size < train.height:
         train = train.sample(n=pool_size, seed=seed).sort("id")
     out = root / f"tiers_pool{pool_size}_seed{seed}_n{c.n_samples}_{_tiering_key(paths['sft'], c)}"
@@ -182,36 +191,18 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
             "final": {k: v for k, v in final.items() if k != "per_category"}}
 
 
-def main() -> int:
+def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
+    """Both arms on one seed's pool; the report of that seed."""
     import polars as pl
 
     from curriculum import StratifiedSampler, UniformSampler
-    from flows.spec import load_spec
     from training.eval import evaluate
 
-    args = parse_args()
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    spec = load_spec(args.spec)
-    if args.set:
-        from demo_target import _override
-
-        spec = _override(spec, args.set)
-    seed = spec.training.seed if args.seed is None else args.seed
-    root = Path(args.root)
-    root.mkdir(parents=True, exist_ok=True)
-    if args.sft and args.split:
-        split_dir = Path(args.split)
-        paths = {"train": split_dir / "train.parquet", "eval": split_dir / "eval.parquet", "sft": Path(args.sft)}
-    else:
-        paths = build_stages(spec, root)
     cur = curriculum_settings(spec, args)
     tiers, eval_df = tiered_pool(paths, cur, args.pool, seed, root), pl.read_parquet(paths["eval"])
     g = grpo_settings(spec, args)
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts})
-    print(f"[bench] train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
+    print(f"[bench] seed {seed}: train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
           f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.group_size} samples", flush=True)
     baseline = evaluate(paths["sft"], eval_df, eval_cfg, seed, device=spec.training.device)
     base_p1 = baseline["pass_at_1_sampled"]
@@ -226,14 +217,63 @@ def main() -> int:
         r["pass_at_1_gain"] = r["final"]["pass_at_1_sampled"] - base_p1
         r["gain_per_1k_rollouts"] = 1000 * r["pass_at_1_gain"] / max(1, r["rollouts"])
     ratio = results["curriculum"]["zero_variance_fraction"] / max(1e-12, results["uniform"]["zero_variance_fraction"])
-    report = {"seed": seed, "curriculum": cur.model_dump(), "baseline_pass_at_1_sampled": base_p1, "arms": results, "zero_variance_ratio": ratio,
-              "goal_ratio": GOAL_RATIO, "goal_met": ratio <= GOAL_RATIO,
+    report = {"seed": seed, "curriculum": cur.model_dump(), "baseline_pass_at_1_sampled": base_p1, "arms": results,
+              "zero_variance_ratio": ratio, "goal_ratio": GOAL_RATIO, "goal_met": ratio <= GOAL_RATIO,
+              "gain_goal_met": results["curriculum"]["gain_per_1k_rollouts"] >= results["uniform"]["gain_per_1k_rollouts"],
               "tiering_rollouts": int(tiers["n_samples"].sum()),
               "curriculum_fallbacks": dict(arms["curriculum"].fallback_counts),
               "curriculum_moves": arms["curriculum"].moves}
-    (root / "curriculum_zero_variance.json").write_text(json.dumps(report, indent=2))
     print_table(report)
+    return report
+
+
+def main() -> int:
+    from flows.cli import parse_overrides
+    from flows.common import with_overrides
+    from flows.spec import load_spec
+
+    args = parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    spec = load_spec(args.spec)
+    if args.set:
+        spec = with_overrides(spec, parse_overrides(args.set))
+    seeds = ([int(x) for x in args.seeds.split(",")] if args.seeds
+             else [spec.training.seed if args.seed is None else args.seed])
+    root = Path(args.root)
+    root.mkdir(parents=True, exist_ok=True)
+    if args.sft and args.split:
+        split_dir = Path(args.split)
+        paths = {"train": split_dir / "train.parquet", "eval": split_dir / "eval.parquet", "sft": Path(args.sft)}
+    else:
+        paths = build_stages(spec, root)
+    reports = [measure(spec, args, paths, seed, root) for seed in seeds]
+    summary = {"seeds": seeds, "reports": reports}
+    if len(reports) > 1:
+        summary.update(mean_of_seeds(reports))
+    (root / "curriculum_zero_variance.json").write_text(json.dumps(summary if len(reports) > 1 else reports[0], indent=2))
     return 0
+
+
+def mean_of_seeds(reports: list[dict]) -> dict:
+    """The two goals over the seeds: mean zero-variance ratio <= 1/3, and the curriculum's mean held-out
+    gain per 1,000 rollouts at least uniform's."""
+    import statistics
+
+    ratio = statistics.mean(r["zero_variance_ratio"] for r in reports)
+    gain = {arm: statistics.mean(r["arms"][arm]["gain_per_1k_rollouts"] for r in reports) for arm in ("uniform", "curriculum")}
+    zero = {arm: statistics.mean(r["arms"][arm]["zero_variance_fraction"] for r in reports) for arm in ("uniform", "curriculum")}
+    print(f"\nover seeds {[r['seed'] for r in reports]}:")
+    for arm in ("uniform", "curriculum"):
+        print(f"  {arm:<11} zero-variance {zero[arm]:.3f}, held-out sampled pass@1 gain per 1k rollouts {gain[arm]:+.4f} "
+              f"(per seed {', '.join(format(r['arms'][arm]['gain_per_1k_rollouts'], '+.4f') for r in reports)})")
+    ok_ratio, ok_gain = ratio <= GOAL_RATIO, gain["curriculum"] >= gain["uniform"]
+    print(f"  zero-variance ratio {ratio:.3f} (goal <= {GOAL_RATIO:.3f}): {'MET' if ok_ratio else 'NOT MET'}; "
+          f"curriculum gain/1k >= uniform's: {'MET' if ok_gain else 'NOT MET'}")
+    return {"mean_zero_variance_ratio": ratio, "mean_gain_per_1k": gain, "mean_zero_variance": zero,
+            "goal_met": ok_ratio, "gain_goal_met": ok_gain}
 
 
 def print_table(report: dict) -> None:

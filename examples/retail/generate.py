@@ -1,6 +1,6 @@
 """Generates the retail sample domain's raw logs: realistic, messy, and deterministic by seed.
 
-    python examples/retail/generate.py --out examples/retail/raw --seed 0 [--rows 3000]
+    python examples/retail/generate.py --out examples/retail/raw --seed 0 [--rows 5000] [--worked-fraction 0.2]
 
 Writes three ticket JSONL files, a GBK-encoded ERP CSV and a Parquet file of SQL report requests
 (see rawfiles.py for their layouts), builds shop.db beside this script (build_db.py), and writes
@@ -10,8 +10,9 @@ pipeline's reject counts against it. Rows given personal data list it (`pii`: ki
 totals in `pii_by_kind`), and rows given near misses list what must survive scrubbing (`kept`).
 `--rows` is the number of raw records written before the tool-call rows (tasks_tools.py), which
 come on top (TOOL_CALL_RATE of it) from a random stream of their own, so every other line is what
-it was before they existed; about 72% of the clean rows are short arithmetic in English and
-Chinese (see tasks_math.py). Stdlib only, except the Parquet file, which is skipped (and noted in
+it was before they existed; about 80% of the clean rows are short arithmetic in English and
+Chinese, built from a few shared skills (see tasks_math.py). `--worked-fraction` (default 0.2) of the
+rows carry the agent's worked reply; every row carries its gold outcome. Stdlib only, except the Parquet file, which is skipped (and noted in
 the manifest) when pyarrow is missing.
 """
 from __future__ import annotations
@@ -41,20 +42,20 @@ from catalog import CUSTOMERS_EN, STORES  # noqa: E402
 from tasks_sql import SqlTasks  # noqa: E402
 
 # SQL and code stay few: their replies are ~10x longer than a math reply, so in a token-mean SFT
-# loss even 5% of rows weigh as much as a third of the math rows
-CATEGORY_WEIGHTS = {"arithmetic": 0.28, "discount": 0.17, "order_total": 0.17, "unit_conversion": 0.15,
-                    "policy_choice": 0.09, "sql": 0.05, "code": 0.05, "reply_format": 0.04}
+# loss even 5% of rows weigh as much as a third of the math rows; with tool calls they are the
+# too-hard tier the tiny model shows, so a few of each is enough
+CATEGORY_WEIGHTS = {"arithmetic": 0.29, "discount": 0.19, "order_total": 0.19, "unit_conversion": 0.15,
+                    "policy_choice": 0.07, "sql": 0.03, "code": 0.03, "reply_format": 0.05}
 MATH = ("arithmetic", "discount", "order_total", "unit_conversion")
-# share of rows whose log has the agent's reply (the SFT target). Chinese math and choice rows always
-# have one: a row without one gets an English `Answer: N` built from the template at attach time.
-# Most code asks carry no reply (developers answer in the code review), which keeps their long
-# replies out of the SFT loss; a SQL row without one gets the gold query as its reply at attach time.
-SOLUTION_RATE = {"policy_choice": 0.7, "sql": 0.5, "code": 0.4, "reply_format": 1.0,
-                 "tool_call": 0.7}  # math: 0.75
+# Share of rows whose log has the agent's worked reply (the SFT target), the same in every category:
+# a desk records the outcome of every ticket (the refund, the total, the chosen option, the query's
+# result) but a written-out reply for a minority. The rest are outcome-only rows: SFT cannot learn
+# from them, RL with a verifier can (`--worked-fraction`; the manifest records it).
+WORKED_FRACTION = 0.2
 # tool-call rows (support-desk actions), as a fraction of --rows, written on top of them into the
 # ticket files; January and February log the action in call syntax, March's export as JSON. A few
 # of them are exported twice (exact duplicates, as a fraction of the tool-call rows).
-TOOL_CALL_RATE = 0.06
+TOOL_CALL_RATE = 0.03
 TOOL_CALL_DUPLICATE_RATE = 0.04
 JSON_ACTIONS_FILE = rf.TICKET_FILES[2]
 # fixable noise, as a fraction of --rows; each hits a disjoint set of clean rows
@@ -206,9 +207,10 @@ def lang_for(file: str, rng: random.Random) -> str:
 class RecordMaker:
     """Turns a Task into a Record with the target system's field names and side columns."""
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, worked_fraction: float = WORKED_FRACTION):
         self.rng = rng
         self.counter = 0
+        self.worked_fraction = worked_fraction
 
     def next_id(self, file: str) -> str:
         self.counter += 1
@@ -222,8 +224,7 @@ class RecordMaker:
         row_id = self.next_id(file)
         month = int(file[13:15]) if source == "tickets" else rng.randint(1, 3)
         stamp = f"2026-{month:02d}-{rng.randint(1, 28):02d}T{rng.randint(8, 21):02d}:{rng.randint(0, 59):02d}:00+08:00"
-        keep = rng.random() < SOLUTION_RATE.get(task.category, 0.75) or (
-            task.lang == "zh" and task.category in MATH + ("policy_choice",))
+        keep = rng.random() < self.worked_fraction
         solution = task.solution if keep else None
         if source == "tickets":
             fields = {"ticket_id": row_id, "created_at": stamp,
@@ -432,11 +433,11 @@ def apply_pii(base: list[rf.Record], counts: dict[str, int], rng: random.Random)
 
 
 def add_tool_calls(by_file: dict[str, list[rf.Record]], drawer: Drawer, first_id: int, n: int,
-                   rng: random.Random) -> list[rf.Record]:
+                   rng: random.Random, worked_fraction: float = WORKED_FRACTION) -> list[rf.Record]:
     """Insert n tool-call rows at random lines of the ticket files, and a few exact duplicates of
     them after their originals; every draw comes from `rng`, so the other rows keep their bytes and
     order. Returns the records added."""
-    maker = RecordMaker(rng)
+    maker = RecordMaker(rng, worked_fraction)
     maker.counter = first_id  # ids continue after the other rows'
     added = []
     for _ in range(n):
@@ -499,7 +500,7 @@ def _file_info(name: str, records: list[rf.Record]) -> dict:
 
 def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_applied: dict,
                    db_path: Path, skipped: dict, pii: dict[int, dict], tools: list[rf.Record]) -> dict:
-    rejects, noisy, by_cat, injected = [], [], {}, dict(noise_applied)
+    rejects, noisy, by_cat, worked, injected = [], [], {}, {}, dict(noise_applied)
     pii_by_kind = dict.fromkeys(PII_KINDS, 0)
     where = {id(r): _where(name, pos) for name, records in by_file.items()
              for r, pos in zip(records, positions[name])}
@@ -516,6 +517,8 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
                 rejects.append(entry)
             else:
                 by_cat[record.category] = by_cat.get(record.category, 0) + 1
+                if record.get("solution") not in (None, "", rf.ABSENT):
+                    worked[record.category] = worked.get(record.category, 0) + 1
                 if record.noise:
                     noisy.append({**_where(name, pos), "kinds": record.noise, **pii.get(id(record), {})})
                 for found in pii.get(id(record), {}).get("pii", []):
@@ -528,6 +531,7 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
             "call": sum(r.kind == "clean" and r.file != JSON_ACTIONS_FILE for r in tools),
             "json": sum(r.kind == "clean" and r.file == JSON_ACTIONS_FILE for r in tools)}},
         "clean_rows": clean, "clean_by_category": dict(sorted(by_cat.items())),
+        "worked_by_category": dict(sorted(worked.items())),
         "math_share": round(sum(by_cat.get(c, 0) for c in MATH) / max(clean, 1), 3),
         "files": {name: _file_info(name, recs) for name, recs in by_file.items()},
         "skipped_files": skipped,
@@ -537,7 +541,8 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
     }
 
 
-def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = None) -> dict:
+def generate(out: Path, seed: int = 0, rows: int = 5000, db_path: Path | None = None,
+             worked_fraction: float = WORKED_FRACTION) -> dict:
     """Write the raw files and manifest.json under `out` (and shop.db); return the manifest."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -549,7 +554,7 @@ def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = 
     else:
         skipped[rf.PARQUET_FILE] = "pyarrow is not installed: pip install pyarrow"
     rng = random.Random(f"retail:{seed}")
-    drawer, maker = Drawer(rng, db_path), RecordMaker(rng)
+    drawer, maker = Drawer(rng, db_path), RecordMaker(rng, worked_fraction)
     reject_counts = {**_counts(REJECT_RATES, rows), **FIXED_REJECTS}
     base = draw_base(drawer, maker, rows - sum(reject_counts.values()), files)
     noise_applied = inject.apply_noise(base, _counts(NOISE_RATES, rows), rng)
@@ -578,9 +583,10 @@ def generate(out: Path, seed: int = 0, rows: int = 3000, db_path: Path | None = 
     noise_applied.update({k: sum(k in r.noise for r in base) for k in pii_counts})
     by_file = order_files(base + extras, rng)
     tools = add_tool_calls(by_file, drawer, maker.counter, round(TOOL_CALL_RATE * rows),
-                           random.Random(f"retail-tools:{seed}"))
+                           random.Random(f"retail-tools:{seed}"), worked_fraction)
     positions = write_files(out, by_file)
     manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped, pii, tools)
+    manifest["worked_fraction"] = worked_fraction
     rf.write_atomic(out / "manifest.json",
                     (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
     return manifest
@@ -590,14 +596,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "raw", help="folder for the raw files")
     parser.add_argument("--seed", type=int, default=0, help="same seed, same bytes (default 0)")
-    parser.add_argument("--rows", type=int, default=3000,
-                        help="raw records to write before the tool-call rows, which add 6%% (default 3000)")
+    parser.add_argument("--rows", type=int, default=5000,
+                        help="raw records to write before the tool-call rows, which add 3%% (default 5000)")
     parser.add_argument("--db", type=Path, default=HERE / "shop.db", help="where to build shop.db")
+    parser.add_argument("--worked-fraction", type=float, default=WORKED_FRACTION,
+                        help=f"share of rows logged with the agent's worked reply (default {WORKED_FRACTION}); "
+                             "the rest carry only their outcome")
     args = parser.parse_args(argv)
+    if not 0 <= args.worked_fraction <= 1:
+        parser.error(f"--worked-fraction {args.worked_fraction}: a share between 0 and 1")
     if args.rows < 100:
         parser.error(f"--rows {args.rows}: need at least 100 so every kind of messiness fits")
     start = time.perf_counter()
-    manifest = generate(args.out, args.seed, args.rows, args.db)
+    manifest = generate(args.out, args.seed, args.rows, args.db, args.worked_fraction)
     print(f"wrote {manifest['records_total']} records ({manifest['clean_rows']} clean) in "
           f"{len(manifest['files'])} files to {args.out} in {time.perf_counter() - start:.1f}s")
     return 0

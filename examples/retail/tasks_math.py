@@ -1,11 +1,17 @@
 """Short-answer arithmetic tasks of a retail support desk, in English and Chinese.
 
 Four categories, all checked by the `math` verifier with the gold number as reference:
-`arithmetic` (refunds, change, store credit), `discount` (percent off, coupons),
-`order_total` (sums of 2-3 lines, shipping) and `unit_conversion` (kg/g, m/cm, dozens, boxes).
-Operands are small (quantities 1-9, round prices, discounts of 10/20/25/50%) and the worked reply
-is one compact line of arithmetic (`3*12=36`) plus `Answer: N` (English) or `答案: N` (Chinese),
-at most ~35 characters, so a ~1M-parameter character model can learn it within a short budget. Each generator takes a `random.Random` and returns a `Task`.
+`arithmetic` (refunds, restocking fees, change, store credit), `discount` (percent off, coupons),
+`order_total` (sums of lines, shipping) and `unit_conversion` (kg/g, m/cm, dozens, boxes).
+
+Every question is built from a few shared skills at graded depth, so what a model learns on one
+prompt carries over to others: `q*p` (a quantity of 1-9 times a catalog price), `a+b` and `a-b`
+(two- and three-digit sums and differences), `p*d%` (10/20/25/50% of a round price) and a unit
+factor (x1000, x100, x12, a box size). Depth 1 is one of them (a refund of `q` items at `p`), depth
+2 chains two (a refund net of a restocking fee: `q*p-f`), depth 3 three (two order lines plus
+shipping). The worked reply is one compact line of that arithmetic (`3*12-5=36-5=31`) plus `Answer: N`
+(English) or `答案: N` (Chinese), at most ~40 characters, so a ~1M-parameter character model can
+learn it within a short budget. Each generator takes a `random.Random` and returns a `Task`.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ class Task:
     question: str
     answer: str                # the reference, as the verifiers contract wants it
     solution: str              # a worked reply the category's verifier accepts
+    depth: int = 1             # how many shared skills the answer chains (math tasks)
 
 
 def fmt(x: float | Fraction | int) -> str:
@@ -54,122 +61,144 @@ def _order_no(rng: random.Random) -> str:
     return f"SO{rng.randint(10000, 99999)}"
 
 
-def _task(category: str, lang: str, question: str, work: str, answer) -> Task:
+def _task(category: str, lang: str, question: str, work: str, answer, depth: int) -> Task:
     ans = fmt(answer)
-    return Task(category, lang, question, ans, f"{work}\n{ANSWER_PREFIX[lang]}{ans}")
+    return Task(category, lang, question, ans, f"{work}\n{ANSWER_PREFIX[lang]}{ans}", depth)
+
+
+def _pick(rng: random.Random, lang: str, en: list[str], zh: list[str]) -> str:
+    return rng.choice(en if lang == "en" else zh)
 
 
 def arithmetic(rng: random.Random, lang: str) -> Task:
-    kind = rng.choice(["refund", "refund", "partial", "change", "credit"])
+    """Refunds (q*p; net of a restocking fee: q*p-f), change (a-b) and store credit (a+b)."""
+    kind = rng.choice(["refund", "refund", "fee", "fee", "change", "credit"])
     name, oid = _who(rng, lang), _order_no(rng)
     product = _cheap(rng)
     p, prod = product[4], _pname(rng, product, lang)
+    q = rng.randint(1, 9)
     if kind == "refund":
-        q = rng.randint(1, 9)
-        question = rng.choice({
-            "en": [f"Customer {name} returned {q} {prod} bought at {p} yuan each. How much should we refund?",
-                   f"Refund request on order {oid}: {q} x {prod} at {p} yuan each, all returned. Refund amount?",
-                   f"{name} sends back {q} {prod} ({p} yuan each). What is the refund in yuan?"],
-            "zh": [f"顾客{name}退回{q}个{prod}，单价{p}元，应退款多少元？",
-                   f"订单{oid}：退货{q}件{prod}，每件{p}元，退款金额是多少？",
-                   f"{name}买了{q}个{prod}（每个{p}元），现在全部退货，要退多少钱？"]}[lang])
-        return _task("arithmetic", lang, question, f"{q}*{p}={q * p}", q * p)
-    if kind == "partial":
-        q = rng.randint(2, 9)
-        r = rng.randint(1, q - 1)
-        question = rng.choice({
-            "en": [f"{name} bought {q} {prod} at {p} yuan each and returned {r} of them. How much is refunded?",
-                   f"Order {oid} had {q} {prod} ({p} yuan each); {r} came back damaged. Refund amount?"],
-            "zh": [f"{name}买了{q}个{prod}，单价{p}元，退回其中{r}个，应退多少元？",
-                   f"订单{oid}共{q}件{prod}，每件{p}元，有{r}件破损退回，退款多少？"]}[lang])
-        return _task("arithmetic", lang, question, f"{r}*{p}={r * p}", r * p)
+        question = _pick(rng, lang, [
+            f"Customer {name} returned {q} {prod} bought at {p} yuan each. How much should we refund?",
+            f"Refund request on order {oid}: {q} x {prod} at {p} yuan each, all returned. Refund amount?",
+            f"{name} sends back {q} {prod} ({p} yuan each). What is the refund in yuan?"], [
+            f"顾客{name}退回{q}个{prod}，单价{p}元，应退款多少元？",
+            f"订单{oid}：退货{q}件{prod}，每件{p}元，退款金额是多少？",
+            f"{name}买了{q}个{prod}（每个{p}元），现在全部退货，要退多少钱？"])
+        return _task("arithmetic", lang, question, f"{q}*{p}={q * p}", q * p, 1)
+    if kind == "fee":
+        f = rng.choice([2, 3, 5, 8, 10])
+        if q * p <= f:
+            q = rng.randint(2, 9)
+        question = _pick(rng, lang, [
+            f"{name} returned {q} {prod} at {p} yuan each; a {f}-yuan restocking fee applies. Refund?",
+            f"Order {oid}: {q} x {prod} ({p} yuan each) sent back, minus a {f} yuan return fee. How much is refunded?"], [
+            f"{name}退回{q}个{prod}，单价{p}元，扣{f}元手续费，退款多少元？",
+            f"订单{oid}退货{q}件{prod}，每件{p}元，需扣除{f}元退货费，应退多少？"])
+        return _task("arithmetic", lang, question, f"{q}*{p}-{f}={q * p}-{f}={q * p - f}", q * p - f, 2)
     if kind == "change":
-        paid = rng.choice([20, 50, 100])
-        cost = rng.randint(1, paid - 1)
-        question = rng.choice({
-            "en": [f"{name} paid {paid} yuan in cash for a {cost}-yuan order. How much change is due?",
-                   f"Cash sale on {oid}: total {cost} yuan, customer hands over {paid} yuan. Change?"],
-            "zh": [f"{name}用{paid}元现金支付了{cost}元的订单，应找零多少元？",
-                   f"订单{oid}合计{cost}元，顾客付了{paid}元，找零多少？"]}[lang])
-        return _task("arithmetic", lang, question, f"{paid}-{cost}={paid - cost}", paid - cost)
-    x, y = rng.randint(1, 60), rng.choice([5, 10, 15, 20, 25, 30])
-    question = rng.choice({
-        "en": [f"{name} has {x} yuan of store credit and we add {y} yuan for a late delivery. New balance?",
-               f"Store credit for {name}: {x} yuan now, plus a {y}-yuan goodwill credit. Total credit?"],
-        "zh": [f"{name}的账户余额{x}元，因延迟发货补偿{y}元，现在余额多少？",
-               f"{name}有{x}元购物金，又获得{y}元补偿，共有多少元？"]}[lang])
-    return _task("arithmetic", lang, question, f"{x}+{y}={x + y}", x + y)
+        paid = rng.choice([50, 100, 200])
+        cost = rng.randint(11, paid - 1)
+        question = _pick(rng, lang, [
+            f"{name} paid {paid} yuan in cash for a {cost}-yuan order. How much change is due?",
+            f"Cash sale on {oid}: total {cost} yuan, customer hands over {paid} yuan. Change?"], [
+            f"{name}用{paid}元现金支付了{cost}元的订单，应找零多少元？",
+            f"订单{oid}合计{cost}元，顾客付了{paid}元，找零多少？"])
+        return _task("arithmetic", lang, question, f"{paid}-{cost}={paid - cost}", paid - cost, 1)
+    x, y = rng.randint(11, 99), rng.choice([5, 10, 15, 20, 25, 30])
+    question = _pick(rng, lang, [
+        f"{name} has {x} yuan of store credit and we add {y} yuan for a late delivery. New balance?",
+        f"Store credit for {name}: {x} yuan now, plus a {y}-yuan goodwill credit. Total credit?"], [
+        f"{name}的账户余额{x}元，因延迟发货补偿{y}元，现在余额多少？",
+        f"{name}有{x}元购物金，又获得{y}元补偿，共有多少元？"])
+    return _task("arithmetic", lang, question, f"{x}+{y}={x + y}", x + y, 1)
 
 
 def discount(rng: random.Random, lang: str) -> Task:
-    kind = rng.choice(["price", "price", "saving", "coupon"])
+    """Percent off a round price (p*d%), the same on q items (q*p, then d% off) and threshold coupons."""
+    kind = rng.choice(["price", "price", "saving", "lines", "coupon"])
     name = _who(rng, lang)
+    d = rng.choice([10, 20, 25, 50])
     if kind in ("price", "saving"):
-        d = rng.choice([10, 20, 25, 50])
         p = rng.choice([x for x in (20, 40, 60, 80, 100, 120, 150, 200) if x * d % 100 == 0])
         prod = _pname(rng, rng.choice(PRODUCTS), lang)
         cut = p * d // 100
         if kind == "price":
-            question = rng.choice({
-                "en": [f"The {prod} is listed at {p} yuan and is {d}% off this week. What is the sale price?",
-                       f"{name} asks: {prod}, {p} yuan, {d}% discount. How much do I pay?"],
-                "zh": [f"{prod}原价{p}元，本周打{fmt((100 - d) / 10)}折（减{d}%），现价多少元？",
-                       f"{name}问：{prod}标价{p}元，优惠{d}%，实付多少钱？"]}[lang])
-            return _task("discount", lang, question, f"{p}*{100 - d}%={p - cut}", p - cut)
-        question = rng.choice({
-            "en": [f"With {d}% off a {p}-yuan {prod}, how many yuan does {name} save?",
-                   f"{prod} at {p} yuan, {d}% off. How much is the saving?"],
-            "zh": [f"{p}元的{prod}优惠{d}%，{name}能省多少元？",
-                   f"{prod}标价{p}元，降价{d}%，便宜了多少钱？"]}[lang])
-        return _task("discount", lang, question, f"{p}*{d}%={cut}", cut)
+            question = _pick(rng, lang, [
+                f"The {prod} is listed at {p} yuan and is {d}% off this week. What is the sale price?",
+                f"{name} asks: {prod}, {p} yuan, {d}% discount. How much do I pay?"], [
+                f"{prod}原价{p}元，本周打{fmt((100 - d) / 10)}折（减{d}%），现价多少元？",
+                f"{name}问：{prod}标价{p}元，优惠{d}%，实付多少钱？"])
+            return _task("discount", lang, question, f"{p}*{100 - d}%={p - cut}", p - cut, 1)
+        question = _pick(rng, lang, [
+            f"With {d}% off a {p}-yuan {prod}, how many yuan does {name} save?",
+            f"{prod} at {p} yuan, {d}% off. How much is the saving?"], [
+            f"{p}元的{prod}优惠{d}%，{name}能省多少元？",
+            f"{prod}标价{p}元，降价{d}%，便宜了多少钱？"])
+        return _task("discount", lang, question, f"{p}*{d}%={cut}", cut, 1)
+    if kind == "lines":
+        product = rng.choice([x for x in PRODUCTS if x[4] in (10, 20, 40, 60)])
+        p, prod = product[4], _pname(rng, product, lang)
+        q = rng.choice([x for x in range(1, 10) if x * p * d % 100 == 0])
+        total, cut = q * p, q * p * d // 100
+        question = _pick(rng, lang, [
+            f"{name} buys {q} {prod} at {p} yuan each with {d}% off the order. Amount to pay?",
+            f"{q} x {prod} ({p} yuan each), {d}% off for members. What does {name} pay?"], [
+            f"{name}买{q}个{prod}，每个{p}元，整单优惠{d}%，实付多少元？",
+            f"{prod}单价{p}元，{name}买了{q}个，会员减{d}%，要付多少？"])
+        return _task("discount", lang, question, f"{q}*{p}*{100 - d}%={total}*{100 - d}%={total - cut}",
+                     total - cut, 2)
     t = rng.choice([50, 100, 200])
     c = rng.choice([5, 10, 20]) if t == 50 else rng.choice([10, 20, 30, 50])
     total = rng.randint(t - 20, t + 60)
-    question = rng.choice({
-        "en": [f"Coupon: {c} yuan off orders of {t} yuan or more. {name}'s cart is {total} yuan. Amount to pay?",
-               f"{name} has a '{c} off {t}' voucher and a {total}-yuan basket. What is the final price?"],
-        "zh": [f"满{t}减{c}的优惠券，{name}的购物车是{total}元，实付多少元？",
-               f"{name}购物车{total}元，使用满{t}减{c}券后要付多少？"]}[lang])
+    question = _pick(rng, lang, [
+        f"Coupon: {c} yuan off orders of {t} yuan or more. {name}'s cart is {total} yuan. Amount to pay?",
+        f"{name} has a '{c} off {t}' voucher and a {total}-yuan basket. What is the final price?"], [
+        f"满{t}减{c}的优惠券，{name}的购物车是{total}元，实付多少元？",
+        f"{name}购物车{total}元，使用满{t}减{c}券后要付多少？"])
     if total >= t:
-        return _task("discount", lang, question, f"{total}-{c}={total - c}", total - c)
-    return _task("discount", lang, question, f"{total}<{t}", total)
+        return _task("discount", lang, question, f"{total}-{c}={total - c}", total - c, 2)
+    return _task("discount", lang, question, f"{total}<{t}", total, 2)
 
 
 def order_total(rng: random.Random, lang: str) -> Task:
-    kind = rng.choice(["lines", "lines", "items", "shipping"])
+    """One of each item (a+b(+c)), a line plus shipping (q*p+s), two lines (q1*p1+q2*p2), two lines plus shipping."""
+    kind = rng.choice(["items", "line_ship", "lines", "lines", "lines_ship"])
     oid = _order_no(rng)
-    if kind == "lines":
-        first, second = rng.sample([p for p in PRODUCTS if p[4] <= 50], 2)
-        (e1, p1), (e2, p2) = (first[1], first[4]), (second[1], second[4])
-        z1, z2 = _pname(rng, first, "zh"), _pname(rng, second, "zh")
-        q1, q2 = rng.randint(1, 3), rng.randint(1, 3)
-        a, b = q1 * p1, q2 * p2
-        question = rng.choice({
-            "en": [f"Order {oid}: {q1} {e1} at {p1} yuan and {q2} {e2} at {p2} yuan. What is the order total?",
-                   f"What does {oid} come to? {q1} x {e1} ({p1} yuan each), {q2} x {e2} ({p2} yuan each)."],
-            "zh": [f"订单{oid}：{z1}{q1}个，单价{p1}元；{z2}{q2}个，单价{p2}元。订单总额多少元？",
-                   f"{q1}个{z1}（每个{p1}元）加{q2}个{z2}（每个{p2}元），一共多少钱？"]}[lang])
-        work = f"{q1}*{p1}+{q2}*{p2}={a}+{b}={a + b}"
-        return _task("order_total", lang, question, work, a + b)
-    items = rng.sample([p for p in PRODUCTS if p[4] <= 60], rng.choice([2, 3]))
-    prices = [p[4] for p in items]
-    names = [_pname(rng, p, lang) for p in items]
-    listing = (", ".join(f"{n} ({p} yuan)" for n, p in zip(names, prices)) if lang == "en"
-               else "、".join(f"{n}{p}元" for n, p in zip(names, prices)))
     if kind == "items":
-        question = rng.choice({
-            "en": [f"Order {oid} contains one of each: {listing}. Total?",
-                   f"Please total this receipt: {listing}."],
-            "zh": [f"订单{oid}各买一件：{listing}，合计多少元？",
-                   f"帮忙算一下小票总额：{listing}。"]}[lang])
+        items = rng.sample([p for p in PRODUCTS if p[4] <= 60], rng.choice([2, 3]))
+        prices = [p[4] for p in items]
+        names = [_pname(rng, p, lang) for p in items]
+        listing = (", ".join(f"{n} ({p} yuan)" for n, p in zip(names, prices)) if lang == "en"
+                   else "、".join(f"{n}{p}元" for n, p in zip(names, prices)))
+        question = _pick(rng, lang, [f"Order {oid} contains one of each: {listing}. Total?",
+                                     f"Please total this receipt: {listing}."],
+                         [f"订单{oid}各买一件：{listing}，合计多少元？", f"帮忙算一下小票总额：{listing}。"])
         return _task("order_total", lang, question, "+".join(map(str, prices)) + f"={sum(prices)}",
-                     sum(prices))
+                     sum(prices), 1)
     fee = rng.choice([6, 8, 10])
-    question = rng.choice({
-        "en": [f"Order {oid}: {listing}, plus {fee} yuan shipping. What is charged in total?"],
-        "zh": [f"订单{oid}：{listing}，另加运费{fee}元，总共收多少元？"]}[lang])
-    work = "+".join(map(str, prices + [fee])) + f"={sum(prices) + fee}"
-    return _task("order_total", lang, question, work, sum(prices) + fee)
+    if kind == "line_ship":
+        product = _cheap(rng)
+        p, q, prod = product[4], rng.randint(2, 9), _pname(rng, product, lang)
+        question = _pick(rng, lang, [f"Order {oid}: {q} {prod} at {p} yuan each, plus {fee} yuan shipping. Total charged?"],
+                         [f"订单{oid}：{prod}{q}个，单价{p}元，另加运费{fee}元，总共收多少元？"])
+        return _task("order_total", lang, question, f"{q}*{p}+{fee}={q * p}+{fee}={q * p + fee}", q * p + fee, 2)
+    first, second = rng.sample([p for p in PRODUCTS if p[4] <= 50], 2)
+    (p1, p2), (q1, q2) = (first[4], second[4]), (rng.randint(1, 3), rng.randint(1, 3))
+    n1, n2 = _pname(rng, first, lang), _pname(rng, second, lang)
+    a, b = q1 * p1, q2 * p2
+    if kind == "lines":
+        question = _pick(rng, lang, [
+            f"Order {oid}: {q1} {n1} at {p1} yuan and {q2} {n2} at {p2} yuan. What is the order total?",
+            f"What does {oid} come to? {q1} x {n1} ({p1} yuan each), {q2} x {n2} ({p2} yuan each)."], [
+            f"订单{oid}：{n1}{q1}个，单价{p1}元；{n2}{q2}个，单价{p2}元。订单总额多少元？",
+            f"{q1}个{n1}（每个{p1}元）加{q2}个{n2}（每个{p2}元），一共多少钱？"])
+        return _task("order_total", lang, question, f"{q1}*{p1}+{q2}*{p2}={a}+{b}={a + b}", a + b, 2)
+    question = _pick(rng, lang, [
+        f"Order {oid}: {q1} {n1} at {p1} yuan, {q2} {n2} at {p2} yuan, shipping {fee} yuan. Total?"], [
+        f"订单{oid}：{n1}{q1}个单价{p1}元，{n2}{q2}个单价{p2}元，运费{fee}元，共多少元？"])
+    return _task("order_total", lang, question, f"{q1}*{p1}+{q2}*{p2}+{fee}={a}+{b}+{fee}={a + b + fee}",
+                 a + b + fee, 3)
 
 
 # (kind, factor, en question, zh question, allowed quantities)
@@ -190,19 +219,25 @@ _UNITS = [
 
 
 def unit_conversion(rng: random.Random, lang: str) -> Task:
-    if rng.random() < 0.25:  # boxes of k units: a unit conversion the support desk meets daily
+    """A unit factor (x1000, /100, x12), boxes of k (n*k) and boxes less the units sold (n*k-s)."""
+    if rng.random() < 0.4:  # boxes of k units: a unit conversion the support desk meets daily
         n, k = rng.randint(2, 9), rng.choice([6, 12, 24])
         prod = _pname(rng, rng.choice(PRODUCTS), lang)
-        question = (f"{n} boxes of {prod}, {k} per box. How many units in total?" if lang == "en"
-                    else f"{n}箱{prod}，每箱{k}个，一共多少个？")
-        return _task("unit_conversion", lang, question, f"{n}*{k}={n * k}", n * k)
+        if rng.random() < 0.5:
+            question = (f"{n} boxes of {prod}, {k} per box. How many units in total?" if lang == "en"
+                        else f"{n}箱{prod}，每箱{k}个，一共多少个？")
+            return _task("unit_conversion", lang, question, f"{n}*{k}={n * k}", n * k, 1)
+        s = rng.randint(1, k - 1)
+        question = (f"We had {n} boxes of {prod}, {k} per box, and sold {s} units. How many units are left?"
+                    if lang == "en" else f"库存{n}箱{prod}，每箱{k}个，卖出{s}个，还剩多少个？")
+        return _task("unit_conversion", lang, question, f"{n}*{k}-{s}={n * k}-{s}={n * k - s}", n * k - s, 2)
     kind, factor, en, zh, quantities = rng.choice(_UNITS)
     q = rng.choice(quantities)
     prod = _pname(rng, rng.choice(PRODUCTS), lang)
     question = (en if lang == "en" else zh).format(q=fmt(q), prod=prod, name=_who(rng, lang))
     value = Fraction(q).limit_denominator(1000) * factor
     op = f"*{factor}" if isinstance(factor, int) else f"/{factor.denominator}"
-    return _task("unit_conversion", lang, question, f"{fmt(q)}{op}={fmt(value)}", value)
+    return _task("unit_conversion", lang, question, f"{fmt(q)}{op}={fmt(value)}", value, 1)
 
 
 GENERATORS = {
