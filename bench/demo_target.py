@@ -66,6 +66,8 @@ def make_sample(out: Path) -> tuple[float, float]:
 def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     """The run's SFT checkpoint trained on its worked replies for the GRPO stage's seconds, evaluated
     like the run's models; its eval result (with per-prompt scores)."""
+    import shutil
+
     import polars as pl
 
     from training.eval import evaluate
@@ -74,15 +76,22 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     stages = report["stages"]
     sft_dir = Path(stages["sft"]["dir"]) / "sft"
     sft_stats = json.loads((sft_dir / "sft_stats.json").read_text())
+    if not sft_stats.get("steps"):
+        raise SystemExit(f"control arm: the run's SFT trained 0 steps ({sft_stats.get('rows_used')} rows with a "
+                         "solution): there is no SFT pace to give the control GRPO's time")
+    trained = report.get("algorithm", "grpo")
     pace = sft_stats["steps"] / max(sft_stats["seconds"], 1e-9)
-    steps = max(1, round(stages["grpo"]["seconds"] * pace))
+    steps = max(1, round(stages[trained]["seconds"] * pace))
     split = Path(stages["split"]["dir"])
     tc = spec.training
     cfg = tc.model_copy(update={"seed": seed, "sft": tc.sft.model_copy(update={"steps": steps, "warmup_steps": 0})})
+    shutil.rmtree(out / "control", ignore_errors=True)  # run_sft would reuse an earlier control of this path
     t = time.perf_counter()
     model = run_sft(sft_dir, pl.read_parquet(split / "train.parquet"), cfg, out / "control", seed)
     seconds = time.perf_counter() - t
-    result = evaluate(model, pl.read_parquet(split / "eval.parquet"), spec.eval, seed, device="cpu",
+    # as the run's evaluate stage calls it (flows/calls.py evaluate): same device, dtype, pool and reward
+    result = evaluate(model, pl.read_parquet(split / "eval.parquet"), spec.eval, seed, workers=spec.verifiers.workers,
+                      device=tc.device, dtype=tc.dtype, reward_cfg=spec.verifiers.reward,
                       timeout_s=spec.verifiers.timeout_s)
     return {**result, "steps": steps, "seconds": round(seconds, 1)}
 

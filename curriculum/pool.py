@@ -20,11 +20,12 @@ MIN_UNSEEN_SHARE = 0.1
 
 
 def _has_solution(df):
+    """Whether SFT trains on each row: the same test as training.sft's (a solution that is not blank)."""
     import polars as pl
 
     if "solution" not in df.columns:
         return pl.Series([False] * df.height)
-    return df["solution"].fill_null("").str.strip_chars().str.len_chars() > 0
+    return pl.Series([bool(s is not None and str(s).strip()) for s in df["solution"].to_list()], dtype=pl.Boolean)
 
 
 def rl_pool(train_df, mode: str, max_rows: int | None, seed: int):

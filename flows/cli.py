@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("tier", help="tier prompts by a model's pass@k", description="Prepare, attach "
-                       "verifiers, split, then tier the train split by MODEL's pass@k into DIR. Example: "
+                       "verifiers, split, then tier the train rows tiering and GRPO use (curriculum.rl_rows, "
+                       "curriculum.max_rows) by MODEL's pass@k into DIR. Example: "
                        "rlvrflow tier examples/retail/spec.yaml --model runs/demo/model --out runs/tiers")
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.add_argument("--model", type=Path, required=True, help="local Hugging Face causal-LM directory")

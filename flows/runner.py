@@ -204,7 +204,7 @@ def sum_stats(parts: list[dict]) -> dict:
         for k in ("rows_in", "rows_kept", "rows_rejected"):
             total[k] += int(st.get(k, 0))
         for k, v in st.items():
-            if k not in ("rows_in", "rows_kept", "rows_rejected") and isinstance(v, int) and not isinstance(v, bool):
+            if k not in ("rows_in", "rows_kept", "rows_rejected", "seconds") and isinstance(v, int) and not isinstance(v, bool):
                 total[k] = total.get(k, 0) + v
         total["seconds"] += float(st.get("seconds", 0.0))
         for reason, n in st.get("rejected_by_reason", {}).items():

@@ -244,7 +244,7 @@ def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dty
         result = evaluate_model(policy, tokenizer, eval_df, eval_cfg, seed, device=str(device), prompt_format=fmt,
                                 samples_path=out / "samples" / f"step_{step:06d}.jsonl", reward_cfg=reward_cfg,
                                 workers=workers, timeout_s=timeout_s)
-    record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
+    record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
     append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     return record
 

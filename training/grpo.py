@@ -216,7 +216,7 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
             result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device),
                                     prompt_format=fmt, samples_path=out / "samples" / f"step_{step:06d}.jsonl",
                                     workers=workers, timeout_s=timeout_s)
-        record = {"step": step, **{k: v for k, v in result.items() if k != "per_category"}}
+        record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     record = backend.broadcast(record)
     run.evals.append(record)

@@ -113,8 +113,8 @@ def gain_interval(baseline: dict, final: dict, metric: str = "greedy", n_boot: i
     diffs = [s - f for f, s in pairs]
     n, rng = len(diffs), random.Random(seed)
     boots = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
-    tail = (1 - level) / 2
-    lo, hi = boots[int(tail * n_boot)], boots[min(n_boot - 1, int((1 - tail) * n_boot))]
+    j = round((1 - level) / 2 * n_boot)
+    lo, hi = boots[j], boots[n_boot - 1 - j]
     return {"points": round(100 * sum(diffs) / n, 2), "low": round(100 * lo, 2), "high": round(100 * hi, 2),
             "level": level, "prompts": n, "metric": f"pass_at_1_{metric}"}
 
@@ -163,14 +163,13 @@ def write_report(path: str | Path, report: dict) -> Path:
     return atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def comparison_table(baseline: dict, final: dict) -> str:
-    """A small text table of the headline metrics, SFT baseline beside the final checkpoint, then the
-    greedy gain with its interval when both carry per-prompt results."""
+def comparison_table(baseline: dict, final: dict, gain: dict | None = None) -> str:
+    """A small text table of the headline metrics, SFT baseline beside the final checkpoint, then
+    `gain` (a `gain_interval`) when given."""
     lines = [f"{'metric':<20}{'sft':>8}{'final':>8}{'delta':>8}"]
     for k in HEADLINE + ("length_mean",):
         if k in baseline and k in final:
             lines.append(f"{k:<20}{baseline[k]:>8.3f}{final[k]:>8.3f}{final[k] - baseline[k]:>+8.3f}")
-    gain = gain_interval(baseline, final)
     if gain is not None:
         lines.append(gain_line(gain))
     return "\n".join(lines)

@@ -128,6 +128,9 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     base_model, out = Path(base_model), Path(out_dir)
     sc = cfg.sft
     pairs, skipped = sft_examples(train_df)
+    if not pairs and skipped:
+        log.warning("SFT: none of the %d train rows has a solution (all outcome-only), so the base model is saved "
+                    "unchanged; log worked replies for some rows, or set verifiers.answer_only_targets: true", skipped)
     key = _input_key(base_model, pairs, cfg, seed)
     stats_path = out / "sft_stats.json"
     if stats_path.exists() and json.loads(stats_path.read_text()).get("input_key") == key:

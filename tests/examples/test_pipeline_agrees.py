@@ -88,7 +88,7 @@ def test_a_fraction_reference_has_one_form_and_the_math_verifier_takes_both(reta
 
 def test_attach_keeps_every_tool_call_row(generated, retail, tmp_path):
     """The tool-call rows, in both reference forms, survive attach's reference self-check with the
-    spec's tools; a row whose log has no reply gets a <tool_call> reply built from its reference."""
+    spec's tools; a row whose log has no reply stays outcome-only (no reply made up for SFT)."""
     from cleaning import clean_stage, dedup, ingest
     from flows.spec import load_spec
     from verifiers import attach

@@ -82,6 +82,7 @@ def test_gain_interval_is_paired_and_brackets_the_gain(tmp_path):
     same = gain_interval(base, base)
     assert (same["points"], same["low"], same["high"]) == (0.0, 0.0, 0.0)  # paired: no spread without change
     assert gain_interval(EVAL, final) is None  # no per-prompt results
-    assert "+30.0 points (95% interval" in comparison_table(base, final)
+    assert "+30.0 points (95% interval" in comparison_table(base, final, gain)
+    assert "interval" not in comparison_table(base, final)
     rep = build_report(base, final, {}, 0.0, tmp_path)
     assert rep["gain"]["greedy"]["points"] == 30.0 and rep["gain"]["sampled"]["points"] == 30.0
