@@ -10,8 +10,8 @@ Who does what. The curriculum sampler stays in the trainer: it owns online re-ti
 recent-prompt window and their checkpointed state, so a draw and its report happen in one process in
 a known order. The trainer draws prompts into requests (training/rollout_queue.py) ahead of the one
 it is consuming: `lookahead_batches` requests (max_staleness + 1 - sync_every), each one step's worth
-of prompts (scaled up by the run's zero-variance share so far, at most 4x, when leftover groups can still be
-trained next step), and none past the run's last step. That bounds the queue. The generator (its own
+of prompts scaled up by the run's zero-variance share so far (at most 4x), and none past the run's
+last step. That bounds the queue. The generator (its own
 process, started as `python -m training.async_rollouts` like the verifier pool's helpers, so the
 caller's `__main__` is never re-run and scripts need no `if __name__ == "__main__":` guard; one torch
 thread, the trainer's device) answers them oldest first with the newest weights published,
@@ -181,17 +181,14 @@ class AsyncRollouts:
 
     def _top_up(self, sampler, step: int, written: int, run) -> int:
         """Keep `lookahead_batches` requests pending besides the one being consumed (none past the last step:
-        they would never be consumed, yet advance the sampler), each one step's worth: `prompts_per_step`,
-        scaled up by the run's zero-variance share so far (those groups are dropped, and a refill that waits
-        for a fresh request stalls the step) only when the extra groups can still be trained the step after.
-        A request drawn now is made with weights of version >= step and consumed by step + lookahead_batches,
-        so its leftovers are at most lookahead_batches + 1 versions old at the next step."""
+        they would never be consumed, yet advance the sampler), each one step's worth: `prompts_per_step`
+        scaled up by the run's zero-variance share so far. Those groups are dropped; without the extra prompts
+        a step refills from the next step's whole request, whose leftovers are mostly too old by the step
+        after (bench/README.md: more stale groups and a slower loop at max_staleness 1)."""
         g = self.g
-        size = g.prompts_per_step
-        if g.filter_zero_variance and g.lookahead_batches + 1 <= g.max_staleness:
-            scored = run.groups_seen - run.groups_stale  # stale groups never reach the zero-variance check
-            kept_share = 1 - run.groups_zero_variance / max(1, scored)
-            size = math.ceil(g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
+        scored = run.groups_seen - run.groups_stale  # stale groups never reach the zero-variance check
+        kept_share = 1 - run.groups_zero_variance / max(1, scored) if g.filter_zero_variance else 1.0
+        size = math.ceil(g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
         while len(self.pending) < min(g.lookahead_batches, g.steps - 1 - step):
             if not self._request(sampler, size, step, written):
                 break

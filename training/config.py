@@ -136,7 +136,7 @@ class GRPOConfig(_Frozen):
         "the trainer; older groups are dropped and counted (groups_stale). 0 keeps generation in lockstep "
         "with the updates (the synchronous run's numbers). The queue holds max_staleness + 1 - sync_every "
         "requests ahead of the trainer (none past the last step), each a step's prompts (more by the share of "
-        "zero-variance groups when leftovers stay fresh a step longer: sync_every >= 2).",
+        "zero-variance groups).",
     )
     sync_every: int = Field(
         1, ge=1,
