@@ -311,6 +311,17 @@ class TrainingConfig(_Frozen):
         return self
 
     @model_validator(mode="after")
+    def _async_lora_in_float32(self) -> "TrainingConfig":
+        # `auto` may still resolve to bf16 on a GPU: train_grpo checks the resolved dtype (async_rollouts.check_dtype)
+        if self.grpo.rollout_mode == "async" and self.lora is not None and self.dtype in ("bfloat16", "float16"):
+            raise ValueError(
+                f"grpo.rollout_mode async with lora and dtype {self.dtype}: the generator gets the adapter merged into "
+                "16-bit base weights, which rounds small updates away and skews the old log-probs; set dtype: float32, "
+                "or rollout_mode: sync"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _system_needs_chat(self) -> "TrainingConfig":
         if self.system_prompt is not None and self.prompt_format == "raw":
             raise ValueError(

@@ -281,9 +281,11 @@ def test_async_lora_in_a_16_bit_dtype_is_refused_before_a_model_loads(tmp_path, 
 
     from training.async_rollouts import check_dtype
 
-    cfg = toy.cfg(grpo={"rollout_mode": "async"}, lora={"r": 4, "alpha": 8}, dtype=dtype)
+    with pytest.raises(ValidationError, match="dtype: float32"):  # a 16-bit dtype named in the spec: at load
+        toy.cfg(grpo={"rollout_mode": "async"}, lora={"r": 4, "alpha": 8}, dtype=dtype)
+    # `auto` resolves to bf16 on a GPU: train_grpo checks the resolved dtype before a model loads
+    cfg = toy.cfg(grpo={"rollout_mode": "async"}, lora={"r": 4, "alpha": 8}, dtype="auto")
     with pytest.raises(ValueError, match="training.dtype float32"):
-        train_grpo(tmp_path / "no_such_model", toy.copy_rows(4, 1), cfg, CurriculumConfig(), RewardConfig(),
-                   toy.copy_rows(2, 1, split="eval"), EvalConfig(k=1, n_samples=1), tmp_path / "out", seed=0)
+        check_dtype(cfg, getattr(torch, dtype))
     check_dtype(cfg, torch.float32)  # LoRA in float32, and full fine-tuning in any dtype, run async
     check_dtype(toy.cfg(grpo={"rollout_mode": "async"}), getattr(torch, dtype))
