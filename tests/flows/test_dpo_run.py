@@ -123,3 +123,21 @@ def test_run_with_dpo_reports_dpo_checkpoints_the_eval_matrix_samples_and_doctor
     assert table is not None and table.type == "table"
     page = read_artifact("letters-samples-step-000002")
     assert page is not None and "sft vs step_000002" in page.data
+
+
+@pytest.mark.slow
+def test_run_with_async_rollouts_by_a_spec_switch(prefect_harness, letters, capsys):
+    """`training.grpo.rollout_mode: async` through `rlvrflow run`: the GRPO stage trains from the generator
+    process's queue (its counters in summary.json), and the run ends with the gain over SFT."""
+    from flows.cli import main
+
+    spec, cache = letters
+    assert main(["run", str(spec), "--out", str(cache), "--smoke", "--set", "training.grpo.rollout_mode=async"]) == 0
+    text = capsys.readouterr().out
+    report = json.loads(Path(json.loads((cache / "latest.json").read_text())["report"]).read_text())
+    grpo_dir = Path(report["stages"]["grpo"]["dir"])
+    summary = json.loads((grpo_dir / "summary.json").read_text())
+    assert report["algorithm"] == "grpo" and summary["steps"] == 2
+    assert summary["groups_seen"] >= summary["groups_trained"] > 0 and "groups_stale" in summary
+    assert (grpo_dir / "rollout_queue").is_dir()  # the queue lives under the run folder
+    assert text.rstrip().splitlines()[-1].startswith("GRPO over SFT, held-out greedy pass@1 gain:")
