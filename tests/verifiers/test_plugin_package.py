@@ -72,7 +72,8 @@ import json, sys
 import polars as pl
 from verifiers import VerifierConfig, attach, available
 assert "ticket_status" in available()
-cfg = VerifierConfig.model_validate({"rules": [{"category": "tickets", "verifier": "ticket_status"}]})
+cfg = VerifierConfig.model_validate({"rules": [{"category": "tickets", "verifier": "ticket_status"}],
+                                  "answer_only_targets": True})  # so the plugin's solution hook runs
 df = pl.DataFrame({"id": ["t1", "t2", "t3"], "category": ["tickets"] * 3, "prompt": ["Update the customer."] * 3,
                    "reference": [sys.argv[1], json.dumps({"ticket": "TCK-7", "status": "resolved"}), sys.argv[1]],
                    "solution": ["", "", "TCK-10442 is now open."]})
