@@ -42,12 +42,9 @@ def rl_pool(train_df, mode: str, max_rows: int | None, seed: int):
     pool = train_df.filter(~seen) if chosen == "unseen" else train_df
     capped_from = None
     if max_rows is not None and pool.height > max_rows:
-        import polars as pl
-
         keys = [hashlib.sha256(f"{seed}:{i}".encode()).digest() for i in pool["id"].to_list()]
         order = sorted(range(pool.height), key=keys.__getitem__)[:max_rows]
         capped_from, pool = pool.height, pool[sorted(order)]
-        assert isinstance(pool, pl.DataFrame)
     overlap = int(_has_solution(pool).sum())
     info = {"rl_rows": chosen, "requested": mode, "train_rows": n, "outcome_only_rows": unseen,
             "pool_rows": pool.height, "sft_rows_in_pool": overlap, "capped_from": capped_from}
