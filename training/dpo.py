@@ -120,8 +120,20 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
     return out
 
 
+def _weights_identity(sft_model) -> list:
+    """The SFT checkpoint's weight files as (name, size, mtime_ns): a model retrained into the same folder
+    changes them, so the cached reference log-probs of the old weights are not reused. Stat, not a hash:
+    hashing a 15 GB checkpoint on every start would cost more than the cache saves."""
+    root = Path(sft_model)
+    if not root.is_dir():
+        return []
+    files = sorted(f for f in root.iterdir() if f.suffix in {".safetensors", ".bin", ".pt", ".json"})
+    return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files if f.is_file()]
+
+
 def _data_key(sft_model, data: list[tuple], cfg: TrainingConfig) -> str:
-    h = hashlib.sha256(json.dumps([str(Path(sft_model).resolve()), cfg.dtype, cfg.lora is not None]).encode())
+    h = hashlib.sha256(json.dumps([str(Path(sft_model).resolve()), _weights_identity(sft_model), cfg.dtype,
+                                   cfg.lora is not None]).encode())
     for p, c, r in data:
         h.update(json.dumps([p, c, r]).encode())
     return h.hexdigest()[:16]

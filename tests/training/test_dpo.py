@@ -86,6 +86,36 @@ def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, 
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["final_checkpoint"] == str(step)
 
 
+def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folder(sft_model, toy, tmp_path):
+    """The cached reference log-probs belong to one set of SFT weights, not to a folder name."""
+    from curriculum.engines import PromptFormat
+    from training.dpo import REFERENCE_FILE, _data_key, _load_reference
+    from training.modeling import load_model_and_tokenizer
+
+    sft = tmp_path / "sft"
+    shutil.copytree(sft_model, sft)
+    cfg = toy.cfg(algorithm="dpo", dpo={"steps": 1, "batch_size": 3})
+    cpu = torch.device("cpu")
+
+    def reference():
+        model, tok = load_model_and_tokenizer(sft, cpu, trainable=False)
+        data, _ = encode_pairs(tok, _pairs(3), PromptFormat(), 64)
+        return model, _load_reference(tmp_path / "out", _data_key(sft, data, cfg), model, sft, False, data,
+                                      tok.pad_token_id, cpu, torch.float32, cfg)
+
+    (tmp_path / "out").mkdir()
+    model, first = reference()
+    assert torch.equal(reference()[1], first)  # same weights: read back from the cache
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model.save_pretrained(sft)  # "SFT retrained": new weights, same folder
+    _, again = reference()
+    assert not torch.allclose(again, first)
+    (tmp_path / "out" / REFERENCE_FILE).unlink()  # no cache: computed from the retrained weights
+    assert torch.allclose(again, reference()[1], atol=1e-6)
+
+
 def test_no_pairs_is_an_error_that_says_where_to_look(sft_model, toy, tmp_path):
     with pytest.raises(ValueError, match="rejected_by_reason"):
         train_dpo(sft_model, [], toy.cfg(algorithm="dpo"), toy.copy_rows(2, 3, split="eval"), EVAL, tmp_path, 0)
