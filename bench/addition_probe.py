@@ -25,6 +25,21 @@ Measured (4,000 training pairs, 400 held-out, the 0.8M-parameter default model, 
     every weight by ~lr per step whatever the signal's size, so a ~1M-parameter policy wants ~1e-4.
   - SFT lr, 1,500 steps at batch 32: 3e-3 reaches 18% held-out (it never learns the carry), 1e-3
     100%. The retail demo had the same problem (its SFT lr was 5e-3).
+
+Outcome-only mode (issue 15's question: does RL learn from rows that carry only the gold outcome,
+more than SFT trained on for the same time?): `--worked N` keeps the worked reply on N training
+pairs (SFT's rows) and gives tiering and GRPO the others with the gold sum only; `--control` trains
+the SFT model on for GRPO's seconds on the same N pairs and evaluates it the same way.
+
+    .venv/bin/python bench/addition_probe.py --worked 400 --control [--grpo-steps 600]
+
+Measured (seed 0, defaults otherwise, 2 cores shared with one other job):
+  - N=400: SFT 11.0% held-out greedy; GRPO 150 steps 14.2% (+3.2), control (682 more SFT steps)
+    13.3%: GRPO +1.0 over it. 600 GRPO steps: 19.3% (+8.2, rising steadily), control (2,395 more
+    steps) 21.5%: GRPO -2.2 under it. Only 687 of the 3,600 outcome-only pairs were learnable.
+  - N=1000: SFT 77.7%; GRPO 87.5% (+9.8); control (558 more steps) 99.3%: GRPO -11.8 under it.
+  On this model, more SFT on the few worked pairs keeps generalizing, and per second it beats RL on
+  the outcome-only pairs at every N tried.
 """
 
 from __future__ import annotations
@@ -77,11 +92,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sft-batch", type=int, default=64)
     ap.add_argument("--grpo-steps", type=int, default=150)
     ap.add_argument("--lr", type=float, default=1e-4, help="GRPO learning rate")
+    ap.add_argument("--worked", type=int, default=None,
+                    help="outcome-only mode: only the first N training pairs keep their worked reply (SFT trains on "
+                         "them); tiering and GRPO use the other pairs, which carry the gold sum only (issue 15's "
+                         "setting). Default: every pair is worked and GRPO draws from all of them")
+    ap.add_argument("--control", action="store_true",
+                    help="also train the SFT model on for GRPO's seconds on the same worked pairs and evaluate it "
+                         "like GRPO's final checkpoint: is the gain from the outcome-only pairs or from more compute?")
     args = ap.parse_args(argv)
     n_pairs = 90 * 90
     if args.train < 1 or args.eval < 1 or args.train + args.eval > n_pairs:
         ap.error(f"--train {args.train} and --eval {args.eval} must be positive and together at most {n_pairs:,} "
                  "(the 2-digit pairs there are)")
+    if args.worked is not None and not 0 < args.worked < args.train:
+        ap.error(f"--worked {args.worked} must be between 1 and --train - 1 ({args.train - 1}): some pairs must be "
+                 "worked (for SFT) and some outcome-only (for GRPO)")
 
     import polars as pl
 
@@ -96,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     train_pairs, eval_pairs = split_pairs(args.seed, args.train, args.eval)
     train_df, eval_df = addition_rows(train_pairs, "train"), addition_rows(eval_pairs, "eval")
+    # outcome-only mode: SFT sees the worked pairs only; the pool that tiering and GRPO use is the rest
+    sft_df = train_df if args.worked is None else train_df.head(args.worked)
+    rl_df = train_df if args.worked is None else train_df.slice(args.worked).with_columns(solution=pl.lit(None, pl.Utf8))
     cfg = TrainingConfig.model_validate({
         "tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 352, "max_positions": 64},
         "sft": {"steps": args.sft_steps, "lr": args.sft_lr, "batch_size": args.sft_batch, "warmup_steps": 20, "max_length": 32},
@@ -111,17 +139,25 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     corpus = train_df["prompt"].to_list() + train_df["solution"].to_list()
     base = build_tiny_model(corpus + eval_df["prompt"].to_list(), out / "base", args.seed, cfg.tiny)
-    sft = run_sft(base, train_df, cfg, out / "sft", args.seed)
+    sft = run_sft(base, sft_df, cfg, out / "sft", args.seed)
     seconds["sft"] = time.perf_counter() - t
     t = time.perf_counter()
     model, tok = load_model_and_tokenizer(sft, "cpu", trainable=False)
-    tiered = tier_rows(train_df, HFEngine(model, tok, device="cpu"), cur, args.seed)
+    tiered = tier_rows(rl_df, HFEngine(model, tok, device="cpu"), cur, args.seed)
     tiers = dict(zip(*tiered["tier"].value_counts().to_dict(as_series=False).values()))
     seconds["tier"] = time.perf_counter() - t
     t = time.perf_counter()
     result = train_grpo(sft, tiered, cfg, cur, RewardConfig(), eval_df, eval_cfg, out / "grpo", args.seed)
     seconds["grpo"] = time.perf_counter() - t
 
+    control = None
+    if args.control:  # the same SFT settings, continued for GRPO's seconds at SFT's own pace
+        sft_stats = json.loads((Path(sft) / "sft_stats.json").read_text())
+        steps = max(1, round(seconds["grpo"] * sft_stats["steps"] / max(sft_stats["seconds"], 1e-9)))
+        ccfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"steps": steps, "warmup_steps": 0})})
+        shutil.rmtree(out / "control", ignore_errors=True)
+        cmodel = run_sft(sft, sft_df, ccfg, out / "control", args.seed)
+        control = {"steps": steps, **evaluate(cmodel, eval_df, eval_cfg, args.seed, device="cpu")}
     # the same metrics on training-split pairs (SFT trained on all of them, GRPO drew from them): what a
     # probe without a held-out split would report
     seen_df = train_df.sample(n=min(args.eval, len(train_df)), seed=args.seed).with_columns(split=pl.lit("eval"))
@@ -129,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             "final": evaluate(result["final_checkpoint"], seen_df, eval_cfg, args.seed, device="cpu")}
     base_m, final = result["baseline"], result["final"]
     summary = {
-        "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs), "sft_steps": args.sft_steps,
+        "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs), "worked_pairs": len(sft_df),
+        "rl_pool_pairs": len(rl_df), "sft_steps": args.sft_steps,
         "grpo_steps": args.grpo_steps, "grpo_lr": args.lr, "tiers": {str(k): int(v) for k, v in tiers.items()},
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "sft": {k: base_m[k] for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")},
@@ -138,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                              for k, v in seen.items()},
         "evals": [{"step": e["step"], "greedy": e["pass_at_1_greedy"], "sampled": e["pass_at_1_sampled"]}
                   for e in result["evals"]],
+        "control": None if control is None else {"steps": control["steps"], **{
+            k: control[k] for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")}},
     }
     (out / "probe.json").write_text(json.dumps(summary, indent=2) + "\n")
     gain = final["pass_at_1_greedy"] - base_m["pass_at_1_greedy"]
@@ -146,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[probe] step {e['step']:4d}: held-out greedy {e['greedy']:.3f} sampled {e['sampled']:.3f}")
     print(f"[probe] held-out greedy pass@1: SFT {base_m['pass_at_1_greedy']:.3f} -> GRPO {final['pass_at_1_greedy']:.3f} "
           f"({gain * 100:+.1f} points); sampled {base_m['pass_at_1_sampled']:.3f} -> {final['pass_at_1_sampled']:.3f}")
+    if control is not None:
+        c = control["pass_at_1_greedy"]
+        print(f"[probe] control ({control['steps']} more SFT steps on the {len(sft_df)} worked pairs): held-out greedy "
+              f"{c:.3f}; GRPO over it {(final['pass_at_1_greedy'] - c) * 100:+.1f} points")
     s0, s1 = seen["sft"]["pass_at_1_greedy"], seen["final"]["pass_at_1_greedy"]
     print(f"[probe] greedy pass@1 on {len(seen_df)} training-split pairs: SFT {s0:.3f} -> GRPO {s1:.3f} "
           f"({(s1 - s0) * 100:+.1f} points)")

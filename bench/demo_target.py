@@ -1,6 +1,7 @@
 """The demo's targets, measured: `make demo` on three seeds, with a control arm of more SFT.
 
     .venv/bin/python bench/demo_target.py [--seeds 0,1,2] [--out runs/demo_target] [--set FIELD=VALUE ...]
+                                          [--worked-fraction 0.2] [--no-control]
 
 `make demo` is `make sample` (examples/retail/generate.py and eval_sets.py, seed 0) then
 `rlvrflow run examples/retail/spec.yaml`. This bench writes the sample once (its time counts in every
@@ -55,10 +56,13 @@ def timed(cmd: list[str], log: Path) -> tuple[float, float]:
     return time.perf_counter() - w, _children_cpu() - c
 
 
-def make_sample(out: Path) -> tuple[float, float]:
-    """What `make sample` does (seed 0); (wall, CPU) seconds."""
+def make_sample(out: Path, worked_fraction: float | None = None) -> tuple[float, float]:
+    """What `make sample` does (seed 0); (wall, CPU) seconds. worked_fraction: the generator's
+    `--worked-fraction` (None: its default, as `make sample`)."""
     py, retail = sys.executable, ROOT / "examples/retail"
-    w1, c1 = timed([py, str(retail / "generate.py"), "--out", str(retail / "raw"), "--seed", "0"], out / "sample.log")
+    extra = [] if worked_fraction is None else ["--worked-fraction", str(worked_fraction)]
+    w1, c1 = timed([py, str(retail / "generate.py"), "--out", str(retail / "raw"), "--seed", "0", *extra],
+                   out / "sample.log")
     w2, c2 = timed([py, str(retail / "eval_sets.py"), "--out", str(retail / "eval"), "--seed", "0"], out / "eval_sets.log")
     return w1 + w2, c1 + c2
 
@@ -160,10 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="a spec override passed to every run (tuning experiments)")
     ap.add_argument("--no-control", action="store_true", help="skip the control arm")
+    ap.add_argument("--worked-fraction", type=float, default=None,
+                    help="the sample's share of rows with a worked reply (generate.py's option; default: its own, "
+                         "as make sample). The sample in examples/retail/raw is rewritten: run make sample after")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sample = make_sample(out)
+    sample = make_sample(out, args.worked_fraction)
     print(f"[demo] make sample: {sample[0]:.1f} s wall, {sample[1]:.1f} s CPU", flush=True)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
