@@ -37,6 +37,7 @@ Measured (seed 0, defaults otherwise, 2 cores shared with one other job):
   - N=400: SFT 11.0% held-out greedy; GRPO 150 steps 14.2% (+3.2), control (682 more SFT steps)
     13.3%: GRPO +1.0 over it. 600 GRPO steps: 19.3% (+8.2, rising steadily), control (2,395 more
     steps) 21.5%: GRPO -2.2 under it. Only 687 of the 3,600 outcome-only pairs were learnable.
+    GRPO lr 3e-4 (150 steps): 14.2% again, control 14.7% (-0.5); lr 1e-3 collapsed to 2.2%.
   - N=1000: SFT 77.7%; GRPO 87.5% (+9.8); control (558 more steps) 99.3%: GRPO -11.8 under it.
   On this model, more SFT on the few worked pairs keeps generalizing, and per second it beats RL on
   the outcome-only pairs at every N tried.
