@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[demo]   stages: {json.dumps(row['stage_seconds'])}", flush=True)
     lines, ok = verdicts(rows)
     print("\n".join(lines))
-    (out / "demo_target.json").write_text(json.dumps({"rows": rows, "verdicts": lines, "ok": ok}, indent=1) + "\n")
+    (out / "demo_target.json").write_text(json.dumps({"rows": rows, "verdicts": lines, "ok": ok,
+                                                      "worked_fraction": args.worked_fraction}, indent=1) + "\n")
     return 0 if ok else 1
 
 

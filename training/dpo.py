@@ -10,7 +10,9 @@ The loss is the sigmoid DPO loss of Rafailov et al. on token-summed log-probs,
 
 (`dpo_loss`, a pure tensor function). The reference is the SFT model; its log-probs of every pair
 are computed once before the first step and kept in `reference_logps.pt` (a resumed run reads them
-back). With `training.lora` the reference is the policy with its adapter switched off, as in GRPO; in
+back; the cache is keyed on the pairs and on the SFT folder's weight and config files by name, size
+and mtime, so SFT retrained into the same folder is recomputed, and so is a copy that lost its file
+times). With `training.lora` the reference is the policy with its adapter switched off, as in GRPO; in
 full fine-tuning it is the policy itself before any update (a run resumed without the cache loads
 the SFT weights once to recompute it). Prompts are rendered in the run's prompt format and responses
 end with the format's end token when the sampled response ended there (`*_finish == "stop"`),

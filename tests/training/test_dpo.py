@@ -105,7 +105,9 @@ def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folde
 
     (tmp_path / "out").mkdir()
     model, first = reference()
-    assert torch.equal(reference()[1], first)  # same weights: read back from the cache
+    cached = (tmp_path / "out" / REFERENCE_FILE).stat().st_mtime_ns
+    assert torch.equal(reference()[1], first)  # same weights: read back from the cache, not rewritten
+    assert (tmp_path / "out" / REFERENCE_FILE).stat().st_mtime_ns == cached
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
