@@ -87,9 +87,10 @@ def release(engine) -> None:
 
 def _load_hf(path: Path, device: str, dtype: str):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with HF_LOAD_LOCK:  # from_pretrained is not thread-safe (see curriculum.engines)
+    with HF_LOAD_LOCK:  # importing transformers and from_pretrained are not thread-safe (see curriculum.engines)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype if dtype == "auto" else getattr(torch, dtype))
     return model.to(device).eval(), tokenizer
@@ -116,10 +117,10 @@ def _vllm_engine(path: Path, device: str, dtype: str, prompt_format, max_model_l
 def vllm_prompting(path: str | Path, prompt_format: PromptFormat | None = None):
     """(tokenizer, prompt format, stop token ids) for a vLLM engine over `path`: the same format and
     stop ids `HFEngine` gets for that directory, read without loading the weights."""
-    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
-
     path = Path(path)
     with HF_LOAD_LOCK:
+        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
         tokenizer = AutoTokenizer.from_pretrained(path)
         if (path / "generation_config.json").is_file():
             gen = GenerationConfig.from_pretrained(path)

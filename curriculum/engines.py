@@ -43,7 +43,10 @@ from typing import Protocol, runtime_checkable
 # transformers' from_pretrained is not thread-safe (5.x builds the model on the meta device through
 # process-wide state; two threads loading at once fail with "Cannot copy out of meta tensor"), and
 # the flows' threads runner tiers chunks in parallel: every load in this package and in training
-# goes through this lock.
+# goes through this lock. So does the first `from transformers import AutoModelForCausalLM`: two threads
+# resolving transformers' lazy attributes at once fail with "cannot import name 'AutoModelForCausalLM'"
+# and leave the module broken for the rest of the process (a rerun whose stages before tier were
+# cached imported transformers first in the tier chunks' threads and failed twice).
 HF_LOAD_LOCK = threading.Lock()
 PROMPT_FORMAT_FILE = "rlvrflow_prompt.json"  # in a model directory: the format it was trained with
 

@@ -72,14 +72,14 @@ def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: 
     A LoRA adapter directory loads its base (in `dtype`, frozen) with the adapter on top (trainable
     when `trainable`). The tokenizer gets a pad token (EOS) when it has none, so batching always works.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from curriculum.engines import HF_LOAD_LOCK
     from training import lora
 
     adapter = lora.is_adapter_dir(path)
     weights = lora.adapter_base(path) if adapter else path
-    with HF_LOAD_LOCK:  # from_pretrained is not thread-safe (see curriculum.engines)
+    with HF_LOAD_LOCK:  # importing transformers and from_pretrained are not thread-safe (see curriculum.engines)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype).to(device)
     if adapter:

@@ -151,3 +151,31 @@ def test_missing_model_directory(tmp_path):
 ])
 def test_checkpoint_dtype(config, want):
     assert checkpoint_dtype(config) == want
+
+
+def test_first_loads_from_several_threads_at_once(tiny_model_dir):
+    """The tier stage's chunks load the model in threads; when the stages before it came from the cache,
+    those threads are the first to import transformers in the process. Unlocked, that import fails
+    ("cannot import name 'AutoModelForCausalLM'") nearly every time. A fresh interpreter, so the
+    import really is the first."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, threading\n"
+        "from curriculum.engine_factory import make_engine\n"
+        "from training.modeling import load_model_and_tokenizer\n"
+        "errors = []\n"
+        "def load(i):\n"
+        "    try:\n"
+        "        make_engine('hf', sys.argv[1]) if i % 2 else load_model_and_tokenizer(sys.argv[1], 'cpu')\n"
+        "    except Exception as exc:\n"
+        "        errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=load, args=(i,)) for i in range(4)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(errors); sys.exit(1 if errors else 0)\n"
+    )
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script, str(tiny_model_dir)], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
