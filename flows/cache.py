@@ -49,11 +49,13 @@ def file_digest(path: str | Path) -> str:
     return _digest_memo[memo_key]
 
 
-def tree_digest(root: str | Path, suffixes: set[str] | None = None) -> str:
-    """sha256 over the relative paths and contents of the files under `root` (sorted)."""
+def tree_digest(root: str | Path, suffixes: set[str] | None = None, skip: frozenset[str] = frozenset()) -> str:
+    """sha256 over the relative paths and contents of the files under `root` (sorted), leaving out
+    `__pycache__` and the folders named in `skip`."""
     root = Path(root)
     h = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files = sorted(p for p in root.rglob("*")
+                   if p.is_file() and not ({"__pycache__", *skip} & set(p.relative_to(root).parts)))
     for p in files:
         if suffixes is not None and p.suffix not in suffixes:
             continue
@@ -68,7 +70,9 @@ def code_version(packages: list[str]) -> str:
     for name in sorted(packages):
         pkg = _REPO / name
         h.update(name.encode())
-        h.update(tree_digest(pkg, _CODE_SUFFIXES).encode() if pkg.is_dir() else b"missing")
+        # assets are data, not code: the tiny base's files enter the keys of the runs that use it
+        # (flows.calls.model_identity), not of every run
+        h.update(tree_digest(pkg, _CODE_SUFFIXES, frozenset({"assets"})).encode() if pkg.is_dir() else b"missing")
     return h.hexdigest()[:16]
 
 

@@ -161,8 +161,13 @@ def training_config(spec: DomainSpec):
 
 
 def model_identity(spec: DomainSpec) -> Any:
-    """What identifies the base model cheaply: 'embedded', or each file's name, size and mtime."""
+    """What identifies the base model cheaply: 'embedded'; for 'embedded-base' the digest of the shipped
+    base's weights and tokenizer (a rebuilt base is another model); else each file's name, size and mtime."""
     cfg = training_config(spec)
+    if cfg.model == "embedded-base":
+        from training.tiny_base import BASE_DIR, base_digest
+
+        return ["embedded-base", base_digest(BASE_DIR)]
     if cfg.is_embedded:
         return "embedded"
     root = Path(cfg.model)

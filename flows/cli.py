@@ -37,9 +37,11 @@ commands and examples:
                 rlvrflow run examples/retail/spec.yaml --out runs/demo --force   # ignore cached stages
                 rlvrflow run examples/retail/spec.yaml --out runs/demo --set training.torch_threads=1
                 rlvrflow run examples/retail/spec.yaml --out runs/dpo --set training.algorithm=dpo
-  make-model  build a small random test model (Qwen2, BPE tokenizer trained on a corpus, chat template)
+  make-model  build a small random test model (Qwen2, BPE tokenizer trained on a corpus, chat template),
+              or rebuild the pretrained tiny base that training.model: embedded-base starts from
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny --corpus my_logs.jsonl
+                rlvrflow make-model --arch tiny-base --out runs/tiny-base   # ~55 min on one core
   export      a training checkpoint as a plain Hugging Face model (or its LoRA adapter)
                 rlvrflow export runs/demo/stages/grpo/KEY/step_000200 --out models/mine --merge
   export-dpo  DPO pairs (chosen = correct, rejected = wrong sample of a prompt) from tiering's samples,
@@ -120,16 +122,21 @@ def build_parser() -> argparse.ArgumentParser:
                    "--set training.grpo.steps=20 --set training.torch_threads=1")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("make-model", help="build a small random test model", description="Build a randomly "
-                       "initialized model with a byte-level BPE tokenizer trained on the corpus and a ChatML chat "
-                       "template, saved as a Hugging Face directory (training/qwen_model.py). Example: "
-                       "rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny")
-    p.add_argument("--arch", choices=["qwen2"], default="qwen2", help="architecture (default qwen2)")
+    p = sub.add_parser("make-model", help="build a small test model or the tiny base", description="qwen2: build a "
+                       "randomly initialized model with a byte-level BPE tokenizer trained on the corpus and a ChatML "
+                       "chat template, saved as a Hugging Face directory (training/qwen_model.py). tiny-base: train the "
+                       "embedded architecture on generic arithmetic and number reading (training/tiny_base.py; the "
+                       "shipped base that training.model: embedded-base uses was built this way). Examples: "
+                       "rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny; "
+                       "rlvrflow make-model --arch tiny-base --out runs/tiny-base")
+    p.add_argument("--arch", choices=["qwen2", "tiny-base"], default="qwen2", help="architecture (default qwen2)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--corpus", type=Path, action="append", default=None, metavar="FILE",
                    help="JSONL or text file to train the tokenizer on; repeatable (default: the retail sample)")
-    p.add_argument("--vocab-size", type=int, default=2048, help="BPE vocabulary size, at most (default 2048)")
-    p.add_argument("--seed", type=int, default=0, help="weight init seed (default 0)")
+    p.add_argument("--vocab-size", type=int, default=None, help="qwen2: BPE vocabulary size, at most (default 2048)")
+    p.add_argument("--seed", type=int, default=0, help="weight init seed; tiny-base: the corpus's too (default 0)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="tiny-base: training steps of 64 sequences (default 20000, ~55 min on one CPU core)")
     p.set_defaults(func=cmd_make_model)
 
     p = sub.add_parser("export", help="checkpoint -> plain Hugging Face model", description="Write a "
@@ -344,11 +351,30 @@ def cmd_run(args) -> int:
 def cmd_make_model(args) -> int:
     from training.qwen_model import Qwen2Dims, make_model
 
+    if args.arch == "tiny-base":
+        if args.corpus:
+            raise UserError("--corpus: the tiny base trains on its own generic corpus (training/tiny_base.py); "
+                            "drop --corpus, or use --arch qwen2", EXIT_USAGE)
+        if args.vocab_size is not None:
+            raise UserError("--vocab-size: the tiny base's vocabulary is its corpus's characters; drop it", EXIT_USAGE)
+        steps = 20000 if args.steps is None else args.steps
+        if steps < 1:
+            raise UserError(f"--steps {steps}: at least 1", EXIT_USAGE)
+        from training.tiny_base import build_base_model
+
+        out = build_base_model(args.out, steps=steps, seed=args.seed)
+        print((out / "rlvrflow_model.json").read_text())
+        print(f"wrote {args.out}")
+        return 0
+    if args.steps is not None:
+        raise UserError("--steps: qwen2 builds a random model (no training); drop it, or use --arch tiny-base",
+                        EXIT_USAGE)
     for f in args.corpus or []:
         if not f.is_file():
             raise UserError(f"--corpus {f}: file not found", EXIT_USAGE)
+    dims = Qwen2Dims() if args.vocab_size is None else Qwen2Dims(vocab_size=args.vocab_size)
     try:
-        card = make_model(args.arch, args.out, args.corpus, args.seed, Qwen2Dims(vocab_size=args.vocab_size))
+        card = make_model(args.arch, args.out, args.corpus, args.seed, dims)
     except (ValueError, FileNotFoundError) as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
     print(json.dumps(card, indent=1))

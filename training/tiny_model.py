@@ -31,10 +31,14 @@ def char_vocab(corpus: Iterable[str], min_count: int = 1) -> dict[str, int]:
 
 def build_tokenizer(corpus: Iterable[str], min_count: int = 1):
     """A `PreTrainedTokenizerFast` with one token per character and `<s>` prepended to each text."""
+    return tokenizer_from_vocab(char_vocab(corpus, min_count))
+
+
+def tokenizer_from_vocab(vocab: dict[str, int]):
+    """The character tokenizer of `vocab` (the special tokens, then one id per character)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = char_vocab(corpus, min_count)
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     # Every character (newlines included) is its own pre-token; nothing is normalized away.
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
@@ -113,8 +117,8 @@ def check_hf_model_dir(path: str | Path) -> Path:
     p = Path(path)
     if not p.is_dir():
         raise ValueError(
-            f"training.model: '{p}' is not a directory; set it to 'embedded' or to a local Hugging Face "
-            "causal-LM directory (config.json, weights, tokenizer files)"
+            f"training.model: '{p}' is not a directory; set it to 'embedded', 'embedded-base' or to a local "
+            "Hugging Face causal-LM directory (config.json, weights, tokenizer files)"
         )
     try:
         AutoConfig.from_pretrained(p)
@@ -131,11 +135,16 @@ def resolve_base_model(cfg: TrainingConfig, texts: Iterable[str], out_dir: str |
     """The base model directory for a run.
 
     embedded: builds the tiny Llama + tokenizer from `texts` into `out_dir` (reused when `out_dir`
-    already holds a finished build); otherwise checks that `cfg.model` is a loadable local HF directory
+    already holds a finished build); embedded-base: the pretrained tiny base with the characters of
+    `texts` it lacks added (training.tiny_base.adapt_base); otherwise checks that `cfg.model` is a loadable local HF directory
     and returns it unchanged.
     """
     if not cfg.is_embedded:
         return check_hf_model_dir(cfg.model)
+    if cfg.model == "embedded-base":
+        from training.tiny_base import BASE_DIR, adapt_base
+
+        return adapt_base(BASE_DIR, texts, out_dir, seed)
     out = Path(out_dir)
     texts = list(texts)
     key = _build_key(texts, cfg.tiny, seed)
