@@ -1,6 +1,6 @@
 """Generates the retail sample domain's raw logs: realistic, messy, and deterministic by seed.
 
-    python examples/retail/generate.py --out examples/retail/raw --seed 0 [--rows 5000] [--worked-fraction 0.2]
+    python examples/retail/generate.py --out examples/retail/raw --seed 0 [--rows 5000] [--worked-fraction 0.06]
 
 Writes three ticket JSONL files, a GBK-encoded ERP CSV and a Parquet file of SQL report requests
 (see rawfiles.py for their layouts), builds shop.db beside this script (build_db.py), and writes
@@ -11,7 +11,7 @@ totals in `pii_by_kind`), and rows given near misses list what must survive scru
 `--rows` is the number of raw records written before the tool-call rows (tasks_tools.py), which
 come on top (TOOL_CALL_RATE of it) from a random stream of their own, so every other line is what
 it was before they existed; about 80% of the clean rows are short arithmetic in English and
-Chinese, built from a few shared skills (see tasks_math.py). `--worked-fraction` (default 0.2) of the
+Chinese, built from a few shared skills (see tasks_math.py). `--worked-fraction` (default 0.06) of the
 rows carry the agent's worked reply; every row carries its gold outcome. Stdlib only, except the Parquet file, which is skipped (and noted in
 the manifest) when pyarrow is missing.
 """
@@ -51,7 +51,7 @@ MATH = ("arithmetic", "discount", "order_total", "unit_conversion")
 # a desk records the outcome of every ticket (the refund, the total, the chosen option, the query's
 # result) but a written-out reply for a minority. The rest are outcome-only rows: SFT cannot learn
 # from them, RL with a verifier can (`--worked-fraction`; the manifest records it).
-WORKED_FRACTION = 0.2
+WORKED_FRACTION = 0.06
 # tool-call rows (support-desk actions), as a fraction of --rows, written on top of them into the
 # ticket files; January and February log the action in call syntax, March's export as JSON. A few
 # of them are exported twice (exact duplicates, as a fraction of the tool-call rows).

@@ -35,9 +35,11 @@ def retail():
         sys.modules.update(saved)
 
 
-def run_generate(out: Path, seed: int = 0, rows: int = ROWS, *flags: str) -> subprocess.CompletedProcess:
+def run_generate(out: Path, seed: int = 0, rows: int = ROWS, *flags: str, args: tuple[str, ...] = ()
+                 ) -> subprocess.CompletedProcess:
+    """generate.py into `out`; `flags` go to the interpreter, `args` to the generator."""
     cmd = [sys.executable, *flags, str(RETAIL / "generate.py"), "--out", str(out), "--seed", str(seed),
-           "--rows", str(rows), "--db", str(out / "shop.db")]
+           "--rows", str(rows), "--db", str(out / "shop.db"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
 
 

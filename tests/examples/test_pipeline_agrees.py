@@ -6,8 +6,10 @@ Great Expectations suite, tested in tests/cleaning) on the 400-row fixture with 
 attach on the tool-call rows: each one's reference passes its own verifier's self-check."""
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
@@ -86,16 +88,18 @@ def test_a_fraction_reference_has_one_form_and_the_math_verifier_takes_both(reta
     assert verdict.status == "correct", verdict
 
 
-def test_attach_keeps_every_tool_call_row(generated, retail, tmp_path):
+def test_attach_keeps_every_tool_call_row(retail, generator_cli, tmp_path):
     """The tool-call rows, in both reference forms, survive attach's reference self-check with the
-    spec's tools; a row whose log has no reply stays outcome-only (no reply made up for SFT)."""
+    spec's tools; a row whose log has no reply stays outcome-only (no reply made up for SFT). A third
+    of the rows are worked here: at the default 6%, 400 rows give about one worked tool call."""
     from cleaning import clean_stage, dedup, ingest
     from flows.spec import load_spec
     from verifiers import attach
 
+    generator_cli(tmp_path / "raw", args=("--worked-fraction", "0.33"))
+    generated = SimpleNamespace(manifest=json.loads((tmp_path / "raw" / "manifest.json").read_text(encoding="utf-8")))
     spec_file = tmp_path / "spec.yaml"
     shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
-    shutil.copytree(generated.out, tmp_path / "raw")
     spec = load_spec(spec_file)
     ingested = ingest(list(spec.sources), spec.domain, spec.base_dir)
     cleaned = dedup(clean_stage(ingested.kept, spec.cleaning, spec.domain).kept, spec.cleaning.dedup).kept
