@@ -34,7 +34,6 @@ import random
 import shutil
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,42 +75,12 @@ def worked(rows: list[dict], how: str, fraction: float, chinese_share: float, se
 
 
 def arithmetic_lines(n: int, seed: int) -> list[str]:
-    """Generic arithmetic in the worked replies' notation, random operands: what a pretrained model knows."""
+    """Generic arithmetic in the worked replies' notation, random operands (the tiny base's own lines,
+    training.tiny_base.arithmetic_line): what a pretrained model knows."""
+    from training.tiny_base import arithmetic_line
+
     rng = random.Random(f"retail-math-probe-arith:{seed}")
-    prices = [5, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200]
-    lines = []
-    for _ in range(n):
-        k = rng.random()
-        if k < 0.25:  # two-step chains, as the depth-2 replies write them
-            q1, p1 = rng.randint(1, 9), rng.choice(prices[:10])
-            a = q1 * p1
-            if rng.random() < 0.5:
-                b = rng.choice([2, 3, 5, 6, 8, 10, rng.randint(1, 30)])
-                op = "-" if b < a and rng.random() < 0.5 else "+"
-                lines.append(f"{q1}*{p1}{op}{b}={a}{op}{b}={a + b if op == '+' else a - b}")
-            else:
-                q2, p2 = rng.randint(1, 9), rng.choice(prices[:10])
-                lines.append(f"{q1}*{p1}+{q2}*{p2}={a}+{q2 * p2}={a + q2 * p2}")
-        elif k < 0.6:
-            a, b = rng.randint(1, 499), rng.randint(1, 199)
-            lines.append(f"{a}+{b}={a + b}")
-        elif k < 0.72:
-            a = rng.randint(10, 500)
-            b = rng.randint(1, a)
-            lines.append(f"{a}-{b}={a - b}")
-        elif k < 0.88:
-            q, p = rng.randint(1, 24), rng.choice(prices + [rng.randint(1, 99)])
-            lines.append(f"{q}*{p}={q * p}")
-        elif k < 0.95:
-            p, d = rng.choice(prices + [rng.randint(1, 20) * 10]), rng.choice([10, 20, 25, 50, 75, 80, 90])
-            lines.append(f"{p}*{d}%={tasks_math.fmt(Fraction(p * d, 100))}")
-        elif rng.random() < 0.5:
-            q, f = rng.choice([0.25, 0.5, 0.75, 1.5, 2.5, *range(1, 10)]), rng.choice([100, 1000])
-            lines.append(f"{tasks_math.fmt(q)}*{f}={tasks_math.fmt(Fraction(q).limit_denominator(100) * f)}")
-        else:
-            v, f = rng.choice([25, 50, 75, 120, 150, 250, 300, 500, 750, 1200, 1500, 2500]), rng.choice([100, 1000])
-            lines.append(f"{v}/{f}={tasks_math.fmt(Fraction(v, f))}")
-    return lines
+    return [arithmetic_line(rng) for _ in range(n)]
 
 
 def frame(rows: list[dict], split: str, outcome_only: bool = False):

@@ -136,8 +136,8 @@ def resolve_base_model(cfg: TrainingConfig, texts: Iterable[str], out_dir: str |
 
     embedded: builds the tiny Llama + tokenizer from `texts` into `out_dir` (reused when `out_dir`
     already holds a finished build); embedded-base: the pretrained tiny base with the characters of
-    `texts` it lacks added (training.tiny_base.adapt_base); otherwise checks that `cfg.model` is a loadable local HF directory
-    and returns it unchanged.
+    `texts` it lacks added (training.tiny_base.adapt_base); otherwise checks that `cfg.model` is a
+    loadable local HF directory and returns it unchanged.
     """
     if not cfg.is_embedded:
         return check_hf_model_dir(cfg.model)
