@@ -215,8 +215,25 @@ def check_base(model_dir: str | Path, rows: list[dict], seed: int = 0) -> dict[s
     return {k: round(v["pass_at_1_greedy"], 4) for k, v in m["per_category"].items()}
 
 
+BASE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "rlvrflow_model.json")
+
+
+def require_base(base_dir: str | Path) -> Path:
+    """`base_dir` if it holds a whole base; else FileNotFoundError naming what is missing and the fix."""
+    base = Path(base_dir)
+    missing = [name for name in BASE_FILES if not (base / name).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"training.model: embedded-base needs the pretrained tiny base in {base}, which lacks "
+            f"{', '.join(missing)}. It ships with rlvrflow as package data: reinstall (pip install -e .) or "
+            f"restore {base.name}/ from the repository, or rebuild it (rlvrflow make-model --arch tiny-base "
+            f"--out {base}, about an hour on one core); or set training.model to embedded or a model folder")
+    return base
+
+
 def base_digest(base_dir: str | Path) -> str:
     """sha256 of a base's weights and tokenizer: what tells one build of it from another."""
+    require_base(base_dir)
     h = hashlib.sha256()
     for name in ("model.safetensors", "tokenizer.json"):
         h.update(name.encode() + b"\0" + (Path(base_dir) / name).read_bytes())
@@ -237,7 +254,7 @@ def adapt_base(base_dir: str | Path, texts, out_dir: str | Path, seed: int = 0) 
     from training.checkpoint import save_pretrained_atomic
     from training.tiny_model import SPECIAL_TOKENS, tokenizer_from_vocab
 
-    base, out = Path(base_dir), Path(out_dir)
+    base, out = require_base(base_dir), Path(out_dir)
     base_card = json.loads((base / "rlvrflow_model.json").read_text())
     texts = list(texts)
     h = hashlib.sha256(json.dumps([base_digest(base), seed]).encode())

@@ -203,3 +203,25 @@ def test_build_base_model_small(tmp_path):
     assert card["recipe"]["steps"] == 3 and set(card["held_out_greedy"]) == {"calc", "reading"}
     assert not (tmp_path / "b.init").exists()
     assert adapt_base(out, ["新字"], tmp_path / "c").is_dir()
+
+
+def test_a_missing_base_names_the_files_and_the_fix(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from flows.calls import model_identity
+    from flows.errors import classify
+    from flows.spec import load_spec
+
+    partial = tmp_path / "tiny_base"  # a partial checkout: the config came along, the rest did not
+    partial.mkdir()
+    (partial / "config.json").write_text("{}")
+    monkeypatch.setattr("training.tiny_base.BASE_DIR", partial)
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples/retail/spec.yaml")
+    with pytest.raises(FileNotFoundError) as err:
+        model_identity(spec)  # the first thing a run asks of the base (its stage keys)
+    msg = str(err.value)
+    assert "embedded-base" in msg and "lacks model.safetensors, tokenizer.json, rlvrflow_model.json." in msg
+    assert "make-model --arch tiny-base" in msg and "pip install" in msg
+    assert classify(err.value) == "data"  # the CLI prints the message and exits 1, no traceback
+    with pytest.raises(FileNotFoundError, match="lacks model.safetensors"):
+        adapt_base(partial, ["abc"], tmp_path / "adapted")
