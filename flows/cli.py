@@ -43,7 +43,7 @@ commands and examples:
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny --corpus my_logs.jsonl
                 rlvrflow make-model --arch tiny-base --out runs/tiny-base   # ~55 min on one core
   export      a training checkpoint as a plain Hugging Face model (or its LoRA adapter)
-                rlvrflow export runs/demo/stages/grpo/KEY/step_000200 --out models/mine --merge
+                rlvrflow export runs/demo/stages/grpo/KEY/step_000180 --out models/mine --merge
   export-dpo  DPO pairs (chosen = correct, rejected = wrong sample of a prompt) from tiering's samples,
               as JSONL and a Hugging Face dataset (prompt, chosen, rejected); reuses a run's stages
                 rlvrflow export-dpo examples/retail/spec.yaml --out runs/dpo-data --cache runs/demo

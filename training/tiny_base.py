@@ -215,7 +215,7 @@ def check_base(model_dir: str | Path, rows: list[dict], seed: int = 0) -> dict[s
     return {k: round(v["pass_at_1_greedy"], 4) for k, v in m["per_category"].items()}
 
 
-BASE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "rlvrflow_model.json")
+BASE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "rlvrflow_model.json")
 
 
 def require_base(base_dir: str | Path) -> Path:
@@ -225,7 +225,7 @@ def require_base(base_dir: str | Path) -> Path:
     if missing:
         raise FileNotFoundError(
             f"training.model: embedded-base needs the pretrained tiny base in {base}, which lacks "
-            f"{', '.join(missing)}. It ships with rlvrflow as package data: reinstall (pip install -e .) or "
+            f"{', '.join(missing)}. It ships with rlvrflow as package data: reinstall rlvrflow (pip install -e . in a checkout), "
             f"restore {base.name}/ from the repository, or rebuild it (rlvrflow make-model --arch tiny-base "
             f"--out {base}, about an hour on one core); or set training.model to embedded or a model folder")
     return base
