@@ -41,7 +41,7 @@ commands and examples:
               or rebuild the pretrained tiny base that training.model: embedded-base starts from
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny
                 rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny --corpus my_logs.jsonl
-                rlvrflow make-model --arch tiny-base --out runs/tiny-base   # ~55 min on one core
+                rlvrflow make-model --arch tiny-base --out runs/tiny-base   # 40-60 min on one core
   export      a training checkpoint as a plain Hugging Face model (or its LoRA adapter)
                 rlvrflow export runs/demo/stages/grpo/KEY/step_000180 --out models/mine --merge
   export-dpo  DPO pairs (chosen = correct, rejected = wrong sample of a prompt) from tiering's samples,
@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, default=None, help="qwen2: BPE vocabulary size, at most (default 2048)")
     p.add_argument("--seed", type=int, default=0, help="weight init seed; tiny-base: the corpus's too (default 0)")
     p.add_argument("--steps", type=int, default=None,
-                   help="tiny-base: training steps of 64 sequences (default 20000, ~55 min on one CPU core)")
+                   help="tiny-base: training steps of 64 sequences (default 20000, 40-60 min on one CPU core)")
     p.set_defaults(func=cmd_make_model)
 
     p = sub.add_parser("export", help="checkpoint -> plain Hugging Face model", description="Write a "

@@ -6,7 +6,8 @@ which is what RL with a verifier needs. The embedded model starts from random we
 none of that. This module builds the stand-in, in-project and without a download: the embedded
 architecture trained on a generic corpus of
   - arithmetic in the replies' compact notation (`37+25=62`, `6*15=90`, `200*80%=160`, `2.5*1000=2500`,
-    two-step chains `4*12-5=48-5=43`), behind the prompt `calc: `;
+    three-term sums `12+25+40=77`, chains of two and three steps `4*12-5=48-5=43`,
+    `2*40+3*5+8=80+15+8=103`, `3*20*90%=60*90%=54`), behind the prompt `calc: `;
   - numbers read from random English or Chinese word salad, the operation given by a cue word
     (`plus`, `left`, `each`, `一共`, `减去`, `每个`, ...), answered as the chain and `Answer: N` /
     `答案: N`.
@@ -15,7 +16,7 @@ sample's worked replies do (the chain, then `Answer: N`). Its vocabulary is the 
 `adapt_base` extends it with a domain's own characters (new embedding rows, which SFT trains), so any
 domain can start from it (`training.model: embedded-base`).
 
-    rlvrflow make-model --arch tiny-base --out DIR [--steps 20000]   # ~55 min on one CPU core
+    rlvrflow make-model --arch tiny-base --out DIR [--steps 20000]   # 40-60 min on one CPU core
 
 The shipped base (`BASE_DIR`) was built with that command's defaults; its `rlvrflow_model.json` records
 the recipe and its held-out accuracy. Left out: natural language (the word salad teaches where the
@@ -28,6 +29,7 @@ import hashlib
 import json
 import random
 import shutil
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -70,15 +72,25 @@ def fmt(x) -> str:
 def arithmetic_line(rng: random.Random) -> str:
     """One line of arithmetic in the compact notation, random operands."""
     k = rng.random()
-    if k < 0.25:  # two-step chains
+    if k < 0.3:  # chains of two and three steps
+        kind = rng.random()
         q1, p1 = rng.randint(1, 9), rng.choice(ROUND_PRICES[:10])
         a = q1 * p1
-        if rng.random() < 0.5:
+        if kind < 0.3:
             b = rng.choice([2, 3, 5, 6, 8, 10, rng.randint(1, 30)])
             op = "-" if b < a and rng.random() < 0.5 else "+"
             return f"{q1}*{p1}{op}{b}={a}{op}{b}={a + b if op == '+' else a - b}"
-        q2, p2 = rng.randint(1, 9), rng.choice(ROUND_PRICES[:10])
-        return f"{q1}*{p1}+{q2}*{p2}={a}+{q2 * p2}={a + q2 * p2}"
+        if kind < 0.55:
+            q2, p2 = rng.randint(1, 9), rng.choice(ROUND_PRICES[:10])
+            if rng.random() < 0.5:
+                return f"{q1}*{p1}+{q2}*{p2}={a}+{q2 * p2}={a + q2 * p2}"
+            c = rng.choice([5, 6, 8, 10, 12, 15, rng.randint(1, 30)])
+            return f"{q1}*{p1}+{q2}*{p2}+{c}={a}+{q2 * p2}+{c}={a + q2 * p2 + c}"
+        if kind < 0.8:  # three-term sums
+            terms = [rng.choice(ROUND_PRICES[:12] + (rng.randint(1, 99),)) for _ in range(3)]
+            return "+".join(map(str, terms)) + f"={sum(terms)}"
+        d = rng.choice([10, 20, 25, 50, 75, 80, 90])  # a percentage of a product
+        return f"{q1}*{p1}*{d}%={a}*{d}%={fmt(Fraction(a * d, 100))}"
     if k < 0.6:
         a, b = rng.randint(1, 499), rng.randint(1, 199)
         return f"{a}+{b}={a + b}"
@@ -180,6 +192,7 @@ def build_base_model(out_dir: str | Path, steps: int = 20000, seed: int = 0, cor
     from training.sft import run_sft
     from training.tiny_model import build_tiny_model
 
+    started = time.perf_counter()
     out = Path(out_dir).resolve()
     pairs = base_corpus(corpus_size, seed)
     check = held_out(check_rows, seed, pairs)
@@ -196,7 +209,7 @@ def build_base_model(out_dir: str | Path, steps: int = 20000, seed: int = 0, cor
         shutil.rmtree(init_dir, ignore_errors=True)
     card.update(kind="embedded-tiny-base", recipe={"steps": steps, "seed": seed, "corpus_size": corpus_size,
                                                    "batch_size": batch_size, "lr": 1e-3},
-                held_out_greedy=check_base(model, check, seed))
+                held_out_greedy=check_base(model, check, seed), build_seconds=round(time.perf_counter() - started))
     (out / "rlvrflow_model.json").write_text(json.dumps(card, indent=1) + "\n")
     return out
 
