@@ -13,7 +13,7 @@ worked reply:
   - `--base embedded-base` (default): the shipped pretrained tiny base (training/tiny_base.py: generic
     arithmetic and number reading) adapted to the rows' characters, as the demo starts;
     `--base random`: the same architecture from random weights, optionally `--pretrain N` steps on
-    generic arithmetic in the replies' notation (`37+25=62`, `3*12-5=36-5=31`; no reading);
+    generic arithmetic in the replies' notation (`37+25=62`, `3*12-5=36-5=31`, `12+25+40=77`; no reading);
     `--base DIR`: any model folder;
   - `--worked uniform`: a worked reply on `--fraction` of the rows, whatever their language (the demo's
     sample); `english`: on English rows only (twice the fraction, the same count), so Chinese tickets
@@ -91,7 +91,7 @@ def frame(rows: list[dict], split: str, outcome_only: bool = False):
 
 
 def pretrain(base: Path, lines: list[str], cfg, steps: int, out: Path, seed: int) -> tuple[Path, float]:
-    """The base trained on generic arithmetic; (its folder, held-out single-step accuracy)."""
+    """The base trained on generic arithmetic; (its folder, held-out accuracy on lines with one `=`)."""
     import polars as pl
 
     from training import evaluate, run_sft
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         model, summary["pretrain_accuracy"] = pretrain(model, lines, cfg, args.pretrain, out / "pretrain", args.seed)
         clock("pretrain", t)
         print(f"[probe] pretrained {args.pretrain} steps on generic arithmetic ({secs['pretrain']} s): held-out "
-              f"single-step accuracy {summary['pretrain_accuracy']:.3f}", flush=True)
+              f"one-line accuracy {summary['pretrain_accuracy']:.3f}", flush=True)
     t = time.perf_counter()
     # run_sft reuses a folder by the base's path, not its weights: another --base into the same --out
     # must not find the last one's SFT model

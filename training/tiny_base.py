@@ -160,7 +160,8 @@ def base_corpus(n: int, seed: int) -> list[tuple[str, str]]:
 
 def held_out(n: int, seed: int, corpus: list[tuple[str, str]] | None = None) -> list[dict]:
     """Rows (id, category, prompt, reference) for the base's own check, from a random stream of their
-    own: `calc` gives the left side of a one-step line, `reading` a reading example. With `corpus`,
+    own: `calc` gives the left side of a line with one `=` (a one-step line or a three-term sum),
+    `reading` a reading example. With `corpus`,
     a line or text that occurs in it is skipped (many short sums do: the operand space is small)."""
     rng = random.Random(f"rlvrflow-tiny-base-held-out:{seed}")
     seen = {p + r for p, r in corpus} if corpus else set()
@@ -240,7 +241,7 @@ def require_base(base_dir: str | Path) -> Path:
             f"training.model: embedded-base needs the pretrained tiny base in {base}, which lacks "
             f"{', '.join(missing)}. It ships with rlvrflow as package data: reinstall rlvrflow (pip install -e . in a checkout), "
             f"restore {base.name}/ from the repository, or rebuild it (rlvrflow make-model --arch tiny-base "
-            f"--out {base}, about an hour on one core); or set training.model to embedded or a model folder")
+            f"--out {base}, 40-60 minutes on one core); or set training.model to embedded or a model folder")
     return base
 
 

@@ -62,8 +62,9 @@ def test_corpus_is_seeded_and_half_arithmetic():
     assert sum(p == CALC_PROMPT for p, _ in a) == 200
     rng = random.Random(0)
     lines = [arithmetic_line(rng) for _ in range(400)]
-    for form in (r"^\d+\+\d+=\d+$", r"^\d+-\d+=\d+$", r"^[\d.]+\*[\d.]+=[\d.]+$", r"%=", r"/",
-                 r"^[^=]+=[^=]+=[^=]+$",  # sums, differences, products, percentages, divisions, two-step chains
+    for form in (r"^\d+\+\d+=\d+$", r"^\d+-\d+=\d+$", r"^[\d.]+\*[\d.]+=[\d.]+$",  # sums, differences, products
+                 r"^\d+\*\d+%=[\d.]+$", r"^\d+/\d+=[\d.]+$",  # percentages, divisions
+                 r"^\d+\*\d+[+-]\d+=\d+[+-]\d+=\d+$", r"^\d+\*\d+\+\d+\*\d+=\d+\+\d+=\d+$",  # two-step chains
                  r"^\d+\+\d+\+\d+=\d+$",  # three-term sums
                  r"^\d+\*\d+\+\d+\*\d+\+\d+=\d+\+\d+\+\d+=\d+$",  # three-step chains
                  r"^\d+\*\d+\*\d+%=\d+\*\d+%=[\d.]+$"):  # a percentage of a product
