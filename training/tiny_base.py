@@ -161,8 +161,8 @@ def base_corpus(n: int, seed: int) -> list[tuple[str, str]]:
 def held_out(n: int, seed: int, corpus: list[tuple[str, str]] | None = None) -> list[dict]:
     """Rows (id, category, prompt, reference) for the base's own check, from a random stream of their
     own: `calc` gives the left side of a line with one `=` (a one-step line or a three-term sum),
-    `reading` a reading example. With `corpus`,
-    a line or text that occurs in it is skipped (many short sums do: the operand space is small)."""
+    `reading` a reading example. With `corpus`, a line or text that occurs in it is skipped (many
+    short sums do: the operand space is small)."""
     rng = random.Random(f"rlvrflow-tiny-base-held-out:{seed}")
     seen = {p + r for p, r in corpus} if corpus else set()
     rows: list[dict] = []
