@@ -7,7 +7,8 @@ refill rounds, so the budget is exact and both arms see the same number of group
   - curriculum: prompts drawn by `curriculum.StratifiedSampler` over the SFT model's pass@k tiers,
                 with the recent-prompt window and online re-tiering from each group's success rate.
 A group is zero-variance when all its rewards are equal (`training.grpo_math.zero_variance_groups`);
-such groups are dropped from the update in both arms. Printed per arm: the zero-variance fraction, the
+such groups are dropped from the update in both arms, and counted as all wrong or all right (a prompt
+too hard for the model, or one it has learned since tiering). Printed per arm: the zero-variance fraction, the
 held-out pass@1 (sampled) before and after, and the gain per 1,000 rollouts; then the ratio of the
 zero-variance fractions against the goal (curriculum <= 1/3 of uniform).
 
@@ -171,13 +172,14 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
     backend = make_backend(policy, g)
     engine = HFEngine(backend.module, tokenizer, device=str(device), batch_size=g.prompts_per_step * g.group_size)
     tasks = {t.id: t for t in tasks_from_df(train_df)}
-    seen = zero = 0
+    seen = zero = solved = 0
     per_step = []
     t0 = time.perf_counter()
     for step in range(g.steps):
         groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, spec.verifiers.reward, seed, step)
         seen += info["groups_seen"]
         zero += info["groups_zero_variance"]
+        solved += info["groups_zero_solved"]
         per_step.append(info["zero_variance_fraction"])
         if groups:
             update_policy(backend, None, groups, g, tokenizer.pad_token_id, device)
@@ -187,6 +189,7 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
     seconds = time.perf_counter() - t0
     final = evaluate_model(backend.module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
     return {"groups": seen, "zero_variance_groups": zero, "zero_variance_fraction": zero / max(1, seen),
+            "zero_variance_solved": solved, "zero_variance_failed": zero - solved,
             "zero_variance_by_step": per_step, "rollouts": seen * g.group_size, "seconds": round(seconds, 1),
             "final": {k: v for k, v in final.items() if k != "per_category"}}
 
@@ -281,9 +284,11 @@ def print_table(report: dict) -> None:
     c = report["curriculum"]
     print(f"curriculum: weights {c['weights']}, fallback {c['fallback']}, dedup_window {c['dedup_window']}")
     print(f"SFT baseline pass@1 (sampled, held-out): {report['baseline_pass_at_1_sampled']:.4f}")
-    print(f"{'arm':<12}{'groups':>8}{'zero-var':>10}{'frac':>8}{'pass@1 after':>14}{'gain/1k rollouts':>18}{'s':>7}")
+    print(f"{'arm':<12}{'groups':>8}{'zero-var':>10}{'frac':>8}{'all wrong':>11}{'all right':>11}{'pass@1 after':>14}"
+          f"{'gain/1k rollouts':>18}{'s':>7}")
     for name, r in report["arms"].items():
         print(f"{name:<12}{r['groups']:>8}{r['zero_variance_groups']:>10}{r['zero_variance_fraction']:>8.3f}"
+              f"{r['zero_variance_failed']:>11}{r['zero_variance_solved']:>11}"
               f"{r['final']['pass_at_1_sampled']:>14.4f}{r['gain_per_1k_rollouts']:>18.4f}{r['seconds']:>7.0f}")
     verdict = "MET" if report["goal_met"] else "NOT MET"
     print(f"zero-variance ratio curriculum/uniform = {report['zero_variance_ratio']:.3f} "

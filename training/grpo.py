@@ -58,6 +58,7 @@ class RunState:
     step: int = 0
     groups_seen: int = 0
     groups_zero_variance: int = 0
+    groups_zero_solved: int = 0  # of those, groups all correct (the rest were all wrong)
     groups_trained: int = 0
     groups_stale: int = 0  # async: dropped as older than max_staleness
     groups_discarded: int = 0  # async: results of a killed run's queue, thrown away at the resume
@@ -164,6 +165,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                                                   dp=backend, prompt_format=fmt, workers=workers, timeout_s=timeout_s)
             run.groups_seen += info["groups_seen"]
             run.groups_zero_variance += info["groups_zero_variance"]
+            run.groups_zero_solved += info["groups_zero_solved"]
             run.groups_trained += len(groups)
             # 2. the policy update on whatever signal the step found
             upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
@@ -418,7 +420,8 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
         "final": run.evals[-1] if run.evals else None,
         "evals": run.evals,
         "zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
-        **{k: getattr(run, k) for k in ("groups_seen", "groups_zero_variance", "groups_trained", "groups_stale",
+        **{k: getattr(run, k) for k in ("groups_seen", "groups_zero_variance", "groups_zero_solved", "groups_trained",
+                                        "groups_stale",
                                         "groups_discarded", "generator_restarts")},
         "steps": run.step,
         "seconds": round(seconds, 2),

@@ -49,6 +49,7 @@ class Tally:
 
     seen: int = 0
     zero: int = 0
+    zero_solved: int = 0  # zero-variance groups whose completions were all correct (the rest: all wrong)
     correct: int = 0
     done: int = 0
     tokens: int = 0
@@ -62,11 +63,13 @@ class Tally:
         self.reward += sum(rewards)
         self.tokens += sum(len(x) for x in completions)
         self.zero += drop_zero
+        self.zero_solved += drop_zero and all(correct)
         return not drop_zero
 
     def info(self, used: int) -> dict:
         n = max(1, self.done)
-        return {"groups_seen": self.seen, "groups_zero_variance": self.zero, "groups_used": used,
+        return {"groups_seen": self.seen, "groups_zero_variance": self.zero, "groups_zero_solved": self.zero_solved,
+                "groups_used": used,
                 "zero_variance_fraction": self.zero / max(1, self.seen), "reward_mean": self.reward / n,
                 "correct_rate": self.correct / n, "completion_tokens_mean": self.tokens / n,
                 "completion_tokens": self.tokens}

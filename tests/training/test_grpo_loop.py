@@ -64,6 +64,7 @@ def test_zero_variance_groups_are_filtered_and_refilled(toy, tokenizer):
     groups, info = collect_groups(DigitEngine(), sampler, tasks, tokenizer, g, RewardConfig(), 0, 0)
     assert [grp.task_id for grp in groups] == ["p1", "p3"]
     assert info["groups_seen"] == 4 and info["groups_zero_variance"] == 2 and info["zero_variance_fraction"] == 0.5
+    assert info["groups_zero_solved"] == 2  # p0 and p2 were all correct, not all wrong
     assert sampler.reports == [(["p0", "p2"], [1.0, 1.0]), (["p1", "p3"], [0.5, 0.5])]  # re-tiering sees all
     assert groups[0].correct == [True, False, True, False]
     assert groups[0].rewards[0] > groups[0].rewards[1]
@@ -200,3 +201,15 @@ def test_weight_sync_to_vllm_survives_zero3_gathers_and_non_main_ranks_take_part
     untouched = _ShardedParams(weights)
     _sync_weights(object(), untouched, "hf")  # HF rollouts generate with the module itself: no sync
     assert untouched.iterated == 0
+
+
+def test_the_tally_tells_all_wrong_from_all_right_zero_variance_groups():
+    from training.grpo_groups import Tally
+
+    tally = Tally()
+    assert not tally.add([1.1, 1.1], [True, True], [[1], [2]], drop_zero=True)  # learned since tiering
+    assert not tally.add([0.0, 0.0], [False, False], [[1], [2]], drop_zero=True)  # too hard
+    assert not tally.add([0.1, 0.1], [False, False], [[1], [2]], drop_zero=True)
+    assert tally.add([1.1, 0.0], [True, False], [[1], [2]], drop_zero=False)
+    info = tally.info(used=1)
+    assert (info["groups_seen"], info["groups_zero_variance"], info["groups_zero_solved"]) == (4, 3, 1)
