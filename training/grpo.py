@@ -58,7 +58,7 @@ class RunState:
     step: int = 0
     groups_seen: int = 0
     groups_zero_variance: int = 0
-    groups_zero_solved: int = 0  # of those, groups all correct (the rest were all wrong)
+    groups_zero_solved: int = 0  # of those, groups whose completions were all correct
     groups_trained: int = 0
     groups_stale: int = 0  # async: dropped as older than max_staleness
     groups_discarded: int = 0  # async: results of a killed run's queue, thrown away at the resume

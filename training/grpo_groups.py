@@ -49,7 +49,7 @@ class Tally:
 
     seen: int = 0
     zero: int = 0
-    zero_solved: int = 0  # zero-variance groups whose completions were all correct (the rest: all wrong)
+    zero_solved: int = 0  # zero-variance groups whose completions were all correct
     correct: int = 0
     done: int = 0
     tokens: int = 0

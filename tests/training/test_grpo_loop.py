@@ -211,5 +211,6 @@ def test_the_tally_tells_all_wrong_from_all_right_zero_variance_groups():
     assert not tally.add([0.0, 0.0], [False, False], [[1], [2]], drop_zero=True)  # too hard
     assert not tally.add([0.1, 0.1], [False, False], [[1], [2]], drop_zero=True)
     assert tally.add([1.1, 0.0], [True, False], [[1], [2]], drop_zero=False)
-    info = tally.info(used=1)
-    assert (info["groups_seen"], info["groups_zero_variance"], info["groups_zero_solved"]) == (4, 3, 1)
+    assert tally.add([1.1, 1.1], [True, True], [[1], [2]], drop_zero=False)  # kept: filtering is off
+    info = tally.info(used=2)
+    assert (info["groups_seen"], info["groups_zero_variance"], info["groups_zero_solved"]) == (5, 3, 1)
