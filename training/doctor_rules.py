@@ -36,6 +36,9 @@ KL_GROWTH = 5.0
 ZERO_VARIANCE_MOST = 0.5  # more than half the groups all right or all wrong: half the rollouts teach nothing
 TOO_HARD_CORRECT = 0.3  # with most groups flat, a correct rate below this means they are flat at 0
 TOO_EASY_CORRECT = 0.7  # ... and above this, flat at 1
+# where the run counted its all-right flat groups (groups_zero_solved): at most this share of them all
+# right means flat at 0, at least 1 minus it flat at 1; the count decides before the correct rate does
+FLAT_SIDE_MINORITY = 1 / 3
 # ... unless the training correct rate itself fell by this much from the first to the last quarter: then
 # the groups went flat because the policy collapsed, and re-tiering would treat the symptom
 COLLAPSE_DROP = 0.1
@@ -247,16 +250,25 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     if rate is not None:
         evidence.append(f"training correct rate {rate:.3f} on average" +
                         (f", {trend[1]:.3f} ({trend[0]}) -> {trend[3]:.3f} ({trend[2]})" if trend else ""))
+    # which side the flat groups are on: counted where the run logged it, else read off the correct rate
+    flat, solved = (sum(v for _, v in _series(rec.metrics, k)) for k in ("groups_zero_variance", "groups_zero_solved"))
+    side = None
+    if flat > 0 and _series(rec.metrics, "groups_zero_solved"):
+        right = solved / flat
+        evidence.append(f"of those groups {right:.0%} all right, {1 - right:.0%} not (in the logged steps)")
+        side = "hard" if right <= FLAT_SIDE_MINORITY else "easy" if right >= 1 - FLAT_SIDE_MINORITY else "both"
+    elif rate is not None:
+        side = "hard" if rate < TOO_HARD_CORRECT else "easy" if rate > TOO_EASY_CORRECT else "both"
     if rec.evals and rec.evals[0].get("zero_variance_prompts") is not None:
         evidence.append(f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right "
                         "or all wrong")
     if trend is not None and trend[1] - trend[3] > COLLAPSE_DROP:
         change = ("the policy collapsed during training (its correct rate fell), which emptied the groups: lower "
                   "training.grpo.lr, restart from SFT or the best checkpoint; the tiers are not the cause")
-    elif rate is not None and rate < TOO_HARD_CORRECT:
+    elif side == "hard":
         change = ("the groups are flat at 0: the task is too hard for this SFT model; train SFT longer or on more "
                   "solutions, then re-tier (rlvrflow tier) so GRPO draws prompts it sometimes solves")
-    elif rate is not None and rate > TOO_EASY_CORRECT:
+    elif side == "easy":
         change = ("the groups are flat at 1: the prompts are too easy; re-tier (the tiers are stale after SFT "
                   "changed) and give curriculum.weights.too_easy 0")
     else:

@@ -94,6 +94,17 @@ def test_mostly_zero_variance_names_the_side(correct, advice):
     assert R.mostly_zero_variance(healthy()) is None
 
 
+@pytest.mark.parametrize("correct,solved,advice", [(0.5, 1, "too hard"), (0.5, 5, "too easy"), (0.5, 3, "re-tier"),
+                                                    (0.1, 5, "too easy")])
+def test_counted_all_right_groups_decide_the_side_before_the_correct_rate(correct, solved, advice):
+    """With groups_zero_solved logged, the count of all-right flat groups says which side they are on."""
+    rec = healthy(metrics=metrics(zero_variance_fraction=lambda s: 0.75, correct_rate=lambda s: correct,
+                                  groups_zero_variance=lambda s: 6, groups_zero_solved=lambda s: solved))
+    f = R.mostly_zero_variance(rec)
+    assert f is not None and advice in f.change
+    assert f"{solved / 6:.0%} all right, {1 - solved / 6:.0%} not" in f.evidence[2]
+
+
 def test_zero_variance_after_a_collapse_blames_the_update_not_the_tiers():
     rec = healthy(metrics=metrics(zero_variance_fraction=lambda s: 0.8, correct_rate=lambda s: 0.4 if s <= 10 else 0.0))
     f = R.mostly_zero_variance(rec)
