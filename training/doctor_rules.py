@@ -251,10 +251,11 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
         evidence.append(f"training correct rate {rate:.3f} on average" +
                         (f", {trend[1]:.3f} ({trend[0]}) -> {trend[3]:.3f} ({trend[2]})" if trend else ""))
     # which side the flat groups are on: counted where the run logged it, else read off the correct rate
-    flat, solved = (sum(v for _, v in _series(rec.metrics, k)) for k in ("groups_zero_variance", "groups_zero_solved"))
+    flat = sum(v for _, v in _series(rec.metrics, "groups_zero_variance"))
+    solved = _series(rec.metrics, "groups_zero_solved")
     side = None
-    if flat > 0 and _series(rec.metrics, "groups_zero_solved"):
-        right = solved / flat
+    if flat > 0 and solved:
+        right = sum(v for _, v in solved) / flat
         evidence.append(f"of those groups {right:.0%} all right, {1 - right:.0%} not (in the logged steps)")
         side = "hard" if right <= FLAT_SIDE_MINORITY else "easy" if right >= 1 - FLAT_SIDE_MINORITY else "both"
     elif rate is not None:

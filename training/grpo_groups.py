@@ -69,8 +69,8 @@ class Tally:
     def info(self, used: int) -> dict:
         n = max(1, self.done)
         return {"groups_seen": self.seen, "groups_zero_variance": self.zero, "groups_zero_solved": self.zero_solved,
-                "groups_used": used,
-                "zero_variance_fraction": self.zero / max(1, self.seen), "reward_mean": self.reward / n,
+                "groups_used": used, "zero_variance_fraction": self.zero / max(1, self.seen),
+                "reward_mean": self.reward / n,
                 "correct_rate": self.correct / n, "completion_tokens_mean": self.tokens / n,
                 "completion_tokens": self.tokens}
 
