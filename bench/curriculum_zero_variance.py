@@ -5,7 +5,9 @@ weights with the same seed and the same rollout budget (steps x prompts_per_step
 refill rounds, so the budget is exact and both arms see the same number of groups):
   - uniform:    prompts drawn uniformly (shuffled epochs) from the train split;
   - curriculum: prompts drawn by `curriculum.StratifiedSampler` over the SFT model's pass@k tiers,
-                with the recent-prompt window and online re-tiering from each group's success rate.
+                with the recent-prompt window and online re-tiering from each group's success rate
+                (--curriculum adaptive: `curriculum.AdaptiveSampler`, each prompt weighted by the learned
+                chance that its group comes back mixed).
 A group is zero-variance when all its rewards are equal (`training.grpo_math.zero_variance_groups`);
 such groups are dropped from the update in both arms, and counted as all wrong or all right (a prompt
 too hard for the model, or one it has learned since tiering). Printed per arm: the zero-variance fraction, the
@@ -25,6 +27,7 @@ cost is printed too, apart from the GRPO budget that the comparison holds equal.
     .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec --seeds 0,1,2   # the issue's measurement
     .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200 --seed 1
     .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec      # the retail spec's wider pool
+    .venv/bin/python bench/curriculum_zero_variance.py --curriculum adaptive --set curriculum.max_rows=4000
     .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec --set curriculum.n_samples=4 --weights 0.8,0.1,0.1
     .venv/bin/python bench/curriculum_zero_variance.py --sft runs/demo/.../sft --split runs/demo/.../split
 """
@@ -44,6 +47,9 @@ GOAL_RATIO = 1 / 3
 # --curriculum spec measures the spec's settings instead.
 FOCUSED = {"n_samples": 8, "boundaries": {"too_hard_max": 0.25, "too_easy_min": 0.75},
            "weights": {"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0}, "fallback": "tier_first"}
+# --curriculum adaptive: curriculum/adaptive.py over every tier (its arm values, not the tiers, decide).
+ADAPTIVE = {"n_samples": 8, "sampler": "adaptive", "weights": {"learnable": 1.0, "too_hard": 1.0, "too_easy": 1.0}}
+PRESETS = {"focused": FOCUSED, "adaptive": ADAPTIVE, "spec": {}}
 
 
 def parse_args() -> argparse.Namespace:
@@ -59,8 +65,9 @@ def parse_args() -> argparse.Namespace:
                    "sample, tiering and RNG; the SFT model is the spec seed's), then the mean is printed")
     p.add_argument("--pool", type=int, default=0, help="train prompts to tier and sample from (0 = the whole train split)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
-    p.add_argument("--curriculum", default="focused", choices=["focused", "spec"],
-                   help="focused: the settings the goal was measured with (FOCUSED); spec: the spec's curriculum")
+    p.add_argument("--curriculum", default="focused", choices=sorted(PRESETS),
+                   help="focused: the settings the goal was measured with (FOCUSED); adaptive: the adaptive "
+                   "sampler (ADAPTIVE); spec: the spec's curriculum")
     p.add_argument("--weights", default=None,
                    help="tier weights learnable,too_hard,too_easy (default: FOCUSED's, or the spec's with --curriculum spec)")
     p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"],
@@ -141,11 +148,11 @@ def grpo_settings(spec, args):
 
 
 def curriculum_settings(spec, args):
-    """FOCUSED (or the spec's curriculum with --curriculum spec), then --weights / --fallback when given."""
-    update = dict(FOCUSED) if args.curriculum == "focused" else {}
-    pinned = [a for a in args.set if a.split("=", 1)[0].split(".")[:2] in [["curriculum", k] for k in FOCUSED]]
-    if update and pinned:
-        raise SystemExit(f"--set {', '.join(pinned)}: --curriculum focused pins {sorted(FOCUSED)}; "
+    """The --curriculum preset over the spec's curriculum, then --weights / --fallback when given."""
+    update = dict(PRESETS[args.curriculum])
+    pinned = [a for a in args.set if a.split("=", 1)[0].split(".")[:2] in [["curriculum", k] for k in update]]
+    if pinned:
+        raise SystemExit(f"--set {', '.join(pinned)}: --curriculum {args.curriculum} pins {sorted(update)}; "
                          "add --curriculum spec to measure other values")
     if args.weights:
         learnable, too_hard, too_easy = (float(x) for x in args.weights.split(","))
@@ -198,7 +205,7 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
     """Both arms on one seed's pool; the report of that seed."""
     import polars as pl
 
-    from curriculum import StratifiedSampler, UniformSampler
+    from curriculum import UniformSampler, make_sampler
     from training.eval import evaluate
 
     cur = curriculum_settings(spec, args)
@@ -211,7 +218,7 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
     base_p1 = baseline["pass_at_1_sampled"]
     arms = {
         "uniform": UniformSampler(tiers, seed, g.prompts_per_step),
-        "curriculum": StratifiedSampler(tiers, cur, seed, g.prompts_per_step),
+        "curriculum": make_sampler(tiers, cur, seed, g.prompts_per_step, g.group_size),
     }
     results = {}
     for name, sampler in arms.items():
@@ -225,7 +232,8 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
               "gain_goal_met": results["curriculum"]["gain_per_1k_rollouts"] >= results["uniform"]["gain_per_1k_rollouts"],
               "tiering_rollouts": int(tiers["n_samples"].sum()),
               "curriculum_fallbacks": dict(arms["curriculum"].fallback_counts),
-              "curriculum_moves": arms["curriculum"].moves}
+              "curriculum_moves": getattr(arms["curriculum"], "moves", None),
+              "curriculum_retired": len(getattr(arms["curriculum"], "retired", ()))}
     print_table(report)
     return report
 
@@ -282,7 +290,8 @@ def mean_of_seeds(reports: list[dict]) -> dict:
 def print_table(report: dict) -> None:
     print()
     c = report["curriculum"]
-    print(f"curriculum: weights {c['weights']}, fallback {c['fallback']}, dedup_window {c['dedup_window']}")
+    print(f"curriculum: sampler {c['sampler']}, weights {c['weights']}, fallback {c['fallback']}, "
+          f"dedup_window {c['dedup_window']}" + (f", adaptive {c['adaptive']}" if c["sampler"] == "adaptive" else ""))
     print(f"SFT baseline pass@1 (sampled, held-out): {report['baseline_pass_at_1_sampled']:.4f}")
     print(f"{'arm':<12}{'groups':>8}{'zero-var':>10}{'frac':>8}{'all wrong':>11}{'all right':>11}{'pass@1 after':>14}"
           f"{'gain/1k rollouts':>18}{'s':>7}")
@@ -294,7 +303,9 @@ def print_table(report: dict) -> None:
     print(f"zero-variance ratio curriculum/uniform = {report['zero_variance_ratio']:.3f} "
           f"(goal <= {report['goal_ratio']:.3f}: {verdict})")
     print(f"offline tiering cost (not in the budget above): {report['tiering_rollouts']} rollouts; "
-          f"curriculum fallbacks {report['curriculum_fallbacks']}, re-tiering moves {report['curriculum_moves']}")
+          f"curriculum fallbacks {report['curriculum_fallbacks']}, re-tiering moves "
+          f"{'n/a' if report['curriculum_moves'] is None else report['curriculum_moves']}, "
+          f"prompts retired as solved {report['curriculum_retired']}")
 
 
 if __name__ == "__main__":

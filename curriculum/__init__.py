@@ -1,15 +1,16 @@
-"""Curriculum: rollout engines, pass@k tiers of the SFT model, and the stratified deduplicated sampler.
+"""Curriculum: rollout engines, pass@k tiers of the SFT model, and the samplers GRPO draws from.
 
     rows = assign_split(rows, cfg.eval_fraction, seed)
     tiered = tier_to_dir(rows.filter(split == "train"), sft_dir, cfg, out_dir, seed)   # or tier_rows(...)
-    sampler = StratifiedSampler(tiered, cfg, seed, batch_size)
+    sampler = make_sampler(tiered, cfg, seed, batch_size, group_size)   # quota, or adaptive (cfg.sampler)
 
 Heavy dependencies (torch, transformers, vllm, matplotlib) are imported inside the functions that use
 them, so `import curriculum` is cheap; `VLLMEngine` lives in `curriculum.vllm_engine` and is loaded on
 first access. See docs/DESIGN.md for where this sits in the pipeline.
 """
 
-from curriculum.config import CurriculumConfig, TierBoundaries, TierWeights
+from curriculum.adaptive import AdaptiveSampler, make_sampler
+from curriculum.config import AdaptiveSampling, CurriculumConfig, TierBoundaries, TierWeights
 from curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
 from curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
 from curriculum.report import tier_report
@@ -18,6 +19,8 @@ from curriculum.split import assign_split
 from curriculum.tiering import tier_rows, tier_to_dir, tier_with_rollouts
 
 __all__ = [
+    "AdaptiveSampler",
+    "AdaptiveSampling",
     "Completion",
     "CurriculumConfig",
     "HFEngine",
@@ -29,6 +32,7 @@ __all__ = [
     "UniformSampler",
     "VLLMEngine",
     "assign_split",
+    "make_sampler",
     "pass_at_k",
     "pass_at_k_array",
     "pass_at_k_by_category",

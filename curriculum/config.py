@@ -71,6 +71,23 @@ class TierWeights(_Frozen):
         return {t: getattr(self, t) / total for t in TIERS}
 
 
+class AdaptiveSampling(_Frozen):
+    """How `sampler: adaptive` values and draws prompts (curriculum/adaptive.py)."""
+
+    step: float = Field(
+        0.3, gt=0.0, le=1.0, description="How far one batch moves an arm's value towards the share of its "
+        "groups that came back mixed (an exponential moving average; 1 keeps only the last batch)."
+    )
+    sharpness: float = Field(
+        4.0, ge=0.0, le=16.0, description="A prompt's draw weight is its arm's value to this power (0 draws every "
+        "eligible prompt alike; higher concentrates the batch on the arms most likely to come back mixed)."
+    )
+    retire_solved: bool = Field(
+        True, description="A prompt whose group came back all correct is not drawn again in this run (its "
+        "group would be zero-variance and dropped); false keeps it drawable."
+    )
+
+
 class CurriculumConfig(_Frozen):
     """pass@k tiering of the SFT model, the train/eval split and the stratified, deduplicated sampler."""
 
@@ -129,6 +146,15 @@ class CurriculumConfig(_Frozen):
         None, ge=1, description="Tier at most this many of those rows (a seeded sample by id hash; null: all). "
         "Tiering samples n_samples completions per row, so the pool GRPO can use in its steps x "
         "prompts_per_step draws is all it needs."
+    )
+    sampler: Literal["quota", "adaptive"] = Field(
+        "quota", description="How GRPO draws its prompts: quota (category x tier quotas, online re-tiering; "
+        "curriculum/sampler.py) or adaptive (each prompt weighted by the chance that its group comes back "
+        "mixed, learned online per category and offline success count; curriculum/adaptive.py). Under "
+        "adaptive the tier weights multiply each prompt's weight instead of setting batch shares."
+    )
+    adaptive: AdaptiveSampling = Field(
+        default_factory=AdaptiveSampling, description="Settings of sampler: adaptive (ignored by quota)."
     )
     retier_window: int = Field(
         4, ge=1, description="Online re-tiering averages a prompt's last W group success rates "

@@ -310,6 +310,9 @@ class StratifiedSampler:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict()` taken from a sampler over the same pool and batch size."""
+        if state.get("kind", "quota") != "quota":
+            raise ValueError(f"sampler state is an {state['kind']!r} sampler's, not a quota sampler's; resume with "
+                             "the curriculum.sampler the run started with")
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release")
         if state["pool"] != self._pool_digest():
@@ -333,21 +336,21 @@ class StratifiedSampler:
         self.fallback_log = deque(state["fallback_log"], maxlen=LOG_KEEP)
 
 
-def _train_pool(df):
+def _train_pool(df, who: str = "StratifiedSampler"):
     """The rows the sampler draws from: split == train when a split exists; checks the columns."""
     missing = [c for c in ("id", "category", "tier") if c not in df.columns]
     if missing:
         raise ValueError(
-            f"StratifiedSampler: the frame lacks {missing}; pass the output of tier_rows (tiers.parquet)"
+            f"{who}: the frame lacks {missing}; pass the output of tier_rows (tiers.parquet)"
         )
     pool = df.filter(df["split"] == "train") if "split" in df.columns else df
     if pool.height == 0:
-        raise ValueError("StratifiedSampler: no train rows to sample from (split == 'train' matched nothing)")
+        raise ValueError(f"{who}: no train rows to sample from (split == 'train' matched nothing)")
     bad = sorted(set(pool["tier"].to_list()) - set(TIERS))
     if bad:
-        raise ValueError(f"StratifiedSampler: unknown tier value(s) {bad}; tiers are {list(TIERS)}")
+        raise ValueError(f"{who}: unknown tier value(s) {bad}; tiers are {list(TIERS)}")
     if pool["id"].is_duplicated().any():
-        raise ValueError("StratifiedSampler: duplicate ids in the train pool; ids must be unique")
+        raise ValueError(f"{who}: duplicate ids in the train pool; ids must be unique")
     return pool
 
 

@@ -3,18 +3,18 @@
     result = train_grpo(sft_dir, tiered_train_df, TrainingConfig(), CurriculumConfig(), RewardConfig(),
                         eval_df, EvalConfig(), out_dir="runs/demo/grpo", seed=0)
 
-One step: draw `prompts_per_step` prompts from the curriculum's `StratifiedSampler`, sample
-`group_size` completions each from the rollout engine (HF in-process, or vLLM with the weights synced
-after every update), score them with the rows' verifiers in parallel processes, report each group's
-success rate back to the sampler (online re-tiering), drop zero-variance groups and refill from the
-sampler up to `max_refill_rounds` times, then take `updates_per_batch` AdamW steps on the clipped
-GRPO loss (training/grpo_math.py). Every `checkpoint.every` steps (and at the end) the policy is
-evaluated on the held-out rows and saved with its optimizer, sampler and RNG state; a rerun resumes
-from the newest complete checkpoint. Outputs in out_dir: metrics.jsonl (a line every `log_every`
-steps), evals.jsonl (SFT baseline at step 0, then each checkpoint), rollout_samples.jsonl, tb/
-(TensorBoard, with `training.report_to: [tensorboard]`), curves.png, step_NNNNNN/ checkpoints,
-summary.json. A progress bar follows the steps on a terminal and a step line goes to the log
-(training/grpo_logs.py says what each holds).
+One step: draw `prompts_per_step` prompts from the curriculum's sampler (`curriculum.make_sampler`),
+sample `group_size` completions each from the rollout engine (HF in-process, or vLLM with the weights
+synced after every update), score them with the rows' verifiers in parallel processes, report each
+group's success rate back to the sampler (online re-tiering, or the adaptive sampler's arm values), drop
+zero-variance groups and refill from the sampler up to `max_refill_rounds` times, then take
+`updates_per_batch` AdamW steps on the clipped GRPO loss (training/grpo_math.py). Every
+`checkpoint.every` steps (and at the end) the policy is evaluated on the held-out rows and saved with
+its optimizer, sampler and RNG state; a rerun resumes from the newest complete checkpoint. Outputs in
+out_dir: metrics.jsonl (a line every `log_every` steps), evals.jsonl (SFT baseline at step 0, then each
+checkpoint), rollout_samples.jsonl, tb/ (TensorBoard, with `training.report_to: [tensorboard]`),
+curves.png, step_NNNNNN/ checkpoints, summary.json. A progress bar follows the steps on a terminal and a
+step line goes to the log (training/grpo_logs.py says what each holds).
 
 Prompts go in the run's prompt format (the chat template's user turn, or raw text; recorded in every
 checkpoint); forwards run in `training.dtype` (training/precision.py). With `training.lora` only the
@@ -85,7 +85,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     """
     import torch
 
-    from curriculum import StratifiedSampler
+    from curriculum import make_sampler
     from curriculum.engines import PromptFormat
     from training import lora
     from training.backends import make_backend
@@ -122,7 +122,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     log.info("grpo: %s prompts, %s, %d of %d parameters trainable", fmt.kind, dtype_name(dtype),
              counts["trainable_params"], counts["total_params"])
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
-    sampler = StratifiedSampler(tiered_train_df, curriculum_cfg, seed, batch_size=g.prompts_per_step)
+    sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.group_size)
     # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
     # own copy of the weights and its share of GPU memory on every GPU for nothing.
     engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)

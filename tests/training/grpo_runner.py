@@ -1,10 +1,11 @@
 """Runs a small GRPO job in its own process for the kill -9 / resume test.
 
-    python grpo_runner.py SFT_DIR OUT_DIR KILL_AFTER_STEP [lora]   (0 = never kill)
+    python grpo_runner.py SFT_DIR OUT_DIR KILL_AFTER_STEP [lora | adaptive]   (0 = never kill)
 
 With KILL_AFTER_STEP > 0 the process SIGKILLs itself right after that step finishes: no cleanup, no
 atomic-save grace, exactly what `kill -9` does. With `lora` the run trains LoRA adapters with a KL
-term (reference: the adapter switched off) on chat-formatted prompts.
+term (reference: the adapter switched off) on chat-formatted prompts. With `adaptive` the prompts come
+from the adaptive sampler (curriculum.sampler: adaptive) over made-up offline counts.
 """
 
 import importlib.util
@@ -34,7 +35,13 @@ def main() -> None:
         if step == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
+    rows, cur = toy.copy_rows(60, 1), CurriculumConfig(dedup_window=1)
+    if sys.argv[4:] == ["adaptive"]:
+        import polars as pl
+
+        rows = rows.with_columns(pl.Series("n_correct", [i % 5 for i in range(60)]), pl.lit(4).alias("n_samples"))
+        cur = CurriculumConfig(dedup_window=1, sampler="adaptive")
+    train_grpo(sft, rows, cfg, cur, RewardConfig(),
                toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
                out, seed=3, on_progress=progress)
 

@@ -125,10 +125,10 @@ def test_beta_loads_a_reference_and_logs_kl(tmp_path, sft_model, toy):
     assert kls and kls[-1] > 0  # the policy has moved away from the reference by the last step
 
 
-def _run(sft, out, kill_after):
+def _run(sft, out, kill_after, *mode):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run([sys.executable, str(Path(__file__).with_name("grpo_runner.py")), str(sft), str(out),
-                           str(kill_after)], env=env, capture_output=True, text=True, timeout=600)
+                           str(kill_after), *mode], env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
@@ -214,3 +214,38 @@ def test_the_tally_tells_all_wrong_from_all_right_zero_variance_groups():
     assert tally.add([1.1, 1.1], [True, True], [[1], [2]], drop_zero=False)  # kept: filtering is off
     info = tally.info(used=2)
     assert (info["groups_seen"], info["groups_zero_variance"], info["groups_zero_solved"]) == (5, 3, 1)
+
+
+@pytest.mark.slow
+def test_kill_9_then_rerun_resumes_the_adaptive_sampler_exactly(tmp_path, sft_model):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert _run(sft_model, straight, 0, "adaptive").returncode == 0
+    assert _run(sft_model, killed, 3, "adaptive").returncode == -9
+    resumed = _run(sft_model, killed, 0, "adaptive")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert _metrics(straight) == _metrics(killed)  # the same prompts drawn after the resume, same rewards
+    a = torch.load(straight / "step_000005" / "state.pt", weights_only=False)["sampler"]
+    b = torch.load(killed / "step_000005" / "state.pt", weights_only=False)["sampler"]
+    assert a["kind"] == "adaptive" and a == b
+
+
+def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp_path, sft_model, toy):
+    import polars as pl
+
+    rows = toy.copy_rows(30, 1).with_columns(pl.Series("n_correct", [i % 9 for i in range(30)]),
+                                             pl.lit(8).alias("n_samples"))
+    cfg = toy.cfg(grpo={"steps": 3, "prompts_per_step": 4, "group_size": 4}, checkpoint={"every": 3})
+    cur = CurriculumConfig(sampler="adaptive", adaptive={"step": 1.0}, dedup_window=0)
+    train_grpo(sft_model, rows, cfg, cur, RewardConfig(), toy.copy_rows(4, 3, split="eval"),
+               EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1), tmp_path, seed=0)
+    state = torch.load(tmp_path / "step_000003" / "state.pt", weights_only=False)["sampler"]
+    assert state["kind"] == "adaptive" and state["batches"] >= 3
+    drawn_arms = {int(pid[-4:]) % 9 for pid in state["last_drawn"]}
+    assert len(state["last_drawn"]) >= 4
+    # step 1.0: every drawn arm's value is now the share of mixed groups in its last batch; the others keep
+    # the prior (the Beta-binomial chance for a group of 4)
+    from curriculum.adaptive import beta_from_counts, mixed_chance
+
+    a, b = beta_from_counts([(i % 9, 8) for i in range(30)])
+    moved = {k for _, k, _, v in state["value"] if v != pytest.approx(mixed_chance(k, 8, a, b, 4))}
+    assert moved == drawn_arms
