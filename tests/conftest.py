@@ -42,3 +42,18 @@ def pytest_collection_modifyitems(config, items):
                 has_cuda = _has_cuda()
             if not has_cuda:
                 item.add_marker(pytest.mark.skip(reason="no CUDA device"))
+
+
+@pytest.fixture(scope="session")
+def load_bench():
+    """Import a script of bench/ by name (bench/ is not a package): `load_bench("tier_drift")`."""
+    from pathlib import Path
+
+    def load(name: str):
+        path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
