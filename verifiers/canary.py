@@ -82,6 +82,9 @@ FAMILY: dict[str, list[tuple[str, str]]] = {
                 ("hedged guess", "Some information is missing, but it's probably 42."),
                 ("chinese refusal", "抱歉，我无法回答。"), ("chinese total", "请确认一下，合计42元。"),
                 ("phrase stuffing", " ".join(["could you please provide confirm clarify which one missing"] * 20))],
+    # `working` knows no gold: true arithmetic unrelated to the row scores 1.0, so a rule that uses it as
+    # the row's verifier must stop here (it belongs in reward.process_verifier, beside the outcome)
+    "working": [("pointless arithmetic", "1+1=2\nAnswer: 2"), ("calculator note", "<<2*3=6>>6")],
 }
 
 

@@ -69,7 +69,8 @@ class RewardConfig(_Frozen):
     process_weight: float = Field(0.0, ge=0.0, description=(
         "weight of the optional process layer, scored by process_verifier on the whole response"))
     process_verifier: str | None = Field(None, description=(
-        "verifier that scores the process layer, e.g. keyword or regex; null disables the layer"))
+        "verifier that scores the process layer, e.g. working (arithmetic that holds), keyword or regex; "
+        "null disables the layer"))
     process_params: dict[str, Any] = Field(default_factory=dict, description=(
         "reference for process_verifier, e.g. {required: ['return policy']} for keyword"))
     length_penalty: LengthPenaltyConfig = Field(default_factory=LengthPenaltyConfig, description=(
