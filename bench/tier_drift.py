@@ -42,7 +42,11 @@ def parse_args():
 
 
 def sequence_logprobs(model_dir, tiers, rollouts, batch_prompts: int = 16) -> dict[tuple[str, int], float]:
-    """Each stored tiering sample's summed log-prob under the model at `model_dir`, keyed (id, sample)."""
+    """Each stored tiering sample's summed log-prob under the model at `model_dir`, keyed (id, sample).
+
+    The samples are stored as text; one whose text does not encode back to as many tokens as were
+    sampled (`n_tokens`, the end token included when it stopped) is left out: its log-prob would be
+    that of other tokens."""
     import polars as pl
     import torch
 
@@ -65,21 +69,27 @@ def sequence_logprobs(model_dir, tiers, rollouts, batch_prompts: int = 16) -> di
             completions = [encode_completion(tok, text, why == "stop", end)
                            for text, why in zip(sub["response"], sub["finish_reason"])]
             logps, mask = completion_logprobs(model, prompts, completions, pad, device)
-            for key, value in zip(zip(sub["id"], sub["sample"]), (logps * mask).sum(1).tolist()):
-                out[key] = value
+            for key, value, tokens, n in zip(zip(sub["id"], sub["sample"]), (logps * mask).sum(1).tolist(),
+                                             completions, sub["n_tokens"]):
+                if len(tokens) == n:
+                    out[key] = value
     return out
 
 
 def reweighted_rates(rollouts, logp_new, logp_old) -> dict[str, float]:
-    """Self-normalized importance estimate of each prompt's success rate under the new model."""
+    """Self-normalized importance estimate of each prompt's success rate under the new model, from the
+    samples scored under both (a prompt with none has no estimate)."""
     import numpy as np
 
     rates = {}
     for (pid,), group in rollouts.group_by(["id"]):
-        keys = list(zip(group["id"], group["sample"]))
-        logw = np.array([logp_new[k] - logp_old[k] for k in keys])
+        scored = [(k, c) for k, c in zip(zip(group["id"], group["sample"]), group["correct"])
+                  if k in logp_new and k in logp_old]
+        if not scored:
+            continue
+        logw = np.array([logp_new[k] - logp_old[k] for k, _ in scored])
         w = np.exp(logw - logw.max())
-        rates[pid] = float((w * np.array(group["correct"].to_list(), float)).sum() / w.sum())
+        rates[pid] = float((w * np.array([c for _, c in scored], float)).sum() / w.sum())
     return rates
 
 
@@ -95,12 +105,19 @@ def main() -> int:
     from flows.spec import load_spec
 
     spec = load_spec(args.spec)
+    cur = spec.curriculum
+    if cur.temperature != 1.0 or cur.top_p != 1.0:
+        raise SystemExit(f"the tiering samples were drawn at temperature {cur.temperature}, top_p {cur.top_p}; the "
+                         "importance weights here are the models' plain log-probs, which hold for temperature 1 "
+                         "and top_p 1 only")
     tiers = pl.read_parquet(Path(args.tiers) / "tiers.parquet")
     rollouts = pl.read_parquet(Path(args.tiers) / "tier_rollouts.parquet")
     n = int(tiers["n_samples"][0])
     print(f"pool: {tiers.height} prompts tiered {n} samples each; offline counts "
           + ", ".join(f"{k}/{n}: {c}" for k, c in sorted(tiers["n_correct"].value_counts().iter_rows())))
     logp_sft = sequence_logprobs(args.sft, tiers, rollouts)
+    print(f"{rollouts.height - len(logp_sft)} of {rollouts.height} samples left out of the weights: their text "
+          "does not encode back to the tokens sampled")
     learnable = (pl.col("k0") > 0) & (pl.col("k0") < n)
     flat = ((pl.col("k1") == 0) | (pl.col("k1") == n)).mean()
     for model_dir in [args.sft, *args.checkpoint]:
@@ -112,7 +129,7 @@ def main() -> int:
         rates = (reweighted_rates(rollouts, sequence_logprobs(model_dir, tiers, rollouts), logp_sft)
                  if model_dir != args.sft else {})
         df = pl.DataFrame({"k0": tiers["n_correct"].to_list(), "k1": [now[i] for i in tiers["id"].to_list()],
-                           "p_hat": [rates.get(i, k / n) for i, k in zip(tiers["id"].to_list(), tiers["n_correct"].to_list())]})
+                           "p_hat": [rates.get(i) for i in tiers["id"].to_list()]}, schema_overrides={"p_hat": pl.Float64})
         label = "the SFT model again (sampling noise)" if model_dir == args.sft else model_dir
         print(f"\n{label}  ({time.time() - started:.0f} s)")
         print(f"{'offline k':>9}  {'prompts':>7}  {'mixed now':>9}  {'all right':>9}  {'all wrong':>9}")
@@ -124,10 +141,14 @@ def main() -> int:
             continue
         base = df.filter(learnable)
         pick = df.filter(learnable & pl.col("p_hat").is_between(args.low, args.high))
-        zb = base.select(flat).item()
-        zp = pick.select(flat).item() if pick.height else float("nan")
+        if not base.height or not pick.height:
+            print(f"zero-variance under it: not compared ({base.height} offline learnable prompts, {pick.height} "
+                  f"reweighted into [{args.low}, {args.high}])")
+            continue
+        zb, zp = base.select(flat).item(), pick.select(flat).item()
+        ratio = f"{zp / zb:.2f}" if zb else "n/a (the learnable tier has no flat prompt)"
         print(f"zero-variance under it: offline learnable ({base.height} prompts) {zb:.3f}; reweighted into "
-              f"[{args.low}, {args.high}] ({pick.height} prompts) {zp:.3f}; ratio {zp / zb:.2f}")
+              f"[{args.low}, {args.high}] ({pick.height} prompts) {zp:.3f}; ratio {ratio}")
     return 0
 
 

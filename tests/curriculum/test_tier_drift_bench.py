@@ -41,30 +41,32 @@ def test_weights_follow_the_new_model(bench):
     assert bench.reweighted_rates(ro, huge, old)["a"] == pytest.approx(9 / 12)
 
 
-def test_sequence_logprobs_match_a_plain_forward(bench, tiny_model_dir, tmp_path):
+def test_sequence_logprobs_match_a_plain_forward(bench, tiny_model_dir):
+    """Stopped samples end on EOS, cut ones do not; a sample whose text does not give back its tokens is left out."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from curriculum.config import CurriculumConfig
-    from curriculum.tiering import ROLLOUTS_FILE, tier_to_dir
-
-    df = pl.DataFrame({"id": ["x", "y"], "category": ["c", "c"], "prompt": ["q1", "q22"],
-                       "reference": ["ok", "ok"], "verifier": ["exact", "exact"], "verifier_params": ["{}", "{}"]})
-    tiers = tier_to_dir(df, tiny_model_dir, CurriculumConfig(n_samples=3, k=2, max_new_tokens=5), tmp_path, seed=0,
-                        score_fn=lambda items: [0.0 for _ in items])
-    ro = pl.read_parquet(tmp_path / ROLLOUTS_FILE)
-    got = bench.sequence_logprobs(tiny_model_dir, tiers, ro)
-    assert set(got) == {(i, s) for i in ("x", "y") for s in range(3)}
-
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    for row in ro.iter_rows(named=True):
-        prompt = tok(dict(zip(df["id"], df["prompt"]))[row["id"]]).input_ids  # raw prompts: with BOS
-        completion = tok(row["response"], add_special_tokens=False).input_ids
-        if row["finish_reason"] == "stop":
-            completion = completion + [tok.eos_token_id]
+    tiers = pl.DataFrame({"id": ["x", "y"], "prompt": ["q1", "q22"]})
+    samples = [("x", 0, "12", "stop"), ("x", 1, "3+4=7", "length"), ("y", 0, "9", "stop"), ("y", 1, "56", "length")]
+    n_tokens = [len(tok(text, add_special_tokens=False).input_ids) + (why == "stop") for _, _, text, why in samples]
+    n_tokens[3] += 1  # as if a token had been lost in decoding
+    ro = pl.DataFrame({"id": [s[0] for s in samples], "sample": [s[1] for s in samples],
+                       "response": [s[2] for s in samples], "finish_reason": [s[3] for s in samples],
+                       "n_tokens": n_tokens, "correct": [True, False, True, False]})
+    got = bench.sequence_logprobs(tiny_model_dir, tiers, ro)
+    assert set(got) == {("x", 0), ("x", 1), ("y", 0)}
+    one_at_a_time = bench.sequence_logprobs(tiny_model_dir, tiers, ro, batch_prompts=1)
+    assert one_at_a_time == pytest.approx(got, abs=1e-5)
+
+    for pid, sample, text, why in samples[:3]:
+        prompt = tok(dict(zip(tiers["id"], tiers["prompt"]))[pid]).input_ids  # raw prompts: with BOS
+        completion = tok(text, add_special_tokens=False).input_ids + ([tok.eos_token_id] if why == "stop" else [])
         ids = torch.tensor([prompt + completion])
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0].log_softmax(-1)
         expected = sum(float(logits[len(prompt) + j - 1, t]) for j, t in enumerate(completion))
-        assert got[(row["id"], row["sample"])] == pytest.approx(expected, abs=1e-4)
+        assert got[(pid, sample)] == pytest.approx(expected, abs=1e-4)
+    # y keeps one scored sample, so its estimate is that sample's outcome
+    assert bench.reweighted_rates(ro, got, got) == pytest.approx({"x": 0.5, "y": 1.0})

@@ -14,11 +14,22 @@ HOLDS = [
     "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72",
     "10/3=3.33\nAnswer: 3.33",                         # rounded to the decimals written
     "3 × 12 = 36\n答案：36",
-    "1,200*2=2,400\nAnswer: 2400",
+    "1,200*2=2,400\nAnswer: 2,400",
     "Total 5*20 = 100 yuan\nAnswer: 100",
     "(3+4)*2=14\nAnswer: 14",
     "-5+8=3\nAnswer: 3",
     "12 ÷ 4 = 3",
+    # LaTeX as math models write it
+    "5 \\times 3 = 15", "\\(5 \\times 3 = 15\\)", "5 \\cdot 3 = 15", "2 \\div 4 = 0.5", "\\[ (2+3)*4 = 20 \\]",
+    # list markers, dashes and full-width signs
+    "- 5*3 = 15\n- 15+2 = 17\nAnswer: 17", "1. 5+5=10", "10 – 4 = 6", "10 — 4 = 6", "10－4=6", "5＋3＝8", "５×３=15",
+    # several chains on a line, Chinese and ASCII commas between them
+    "So 5*4=20. Then 20+5=25.", "5*4=20 and 20+5=25", "5 × 3 = 15，15 + 2 = 17\n答案：17", "5*3=15,15+2=17",
+    "Cost: 3*4 = 12 dollars, tax 12*0.1 = 1.2",
+    # answer forms
+    "3*4=12\nAnswer: 3*4 = 12", "3*4=12\nThe final answer is 12", "3*4=12\n**Answer:** 12", "3*4=12\nAnswer: $12",
+    "2-14=-12\nAnswer: −12", "3*4=12\n\\boxed{12}",
+    "6 x 2 = 12", "$5*3=$15", "(5*3=15)", "1/3 = 0.3333333333333333333",
 ]
 
 
@@ -28,12 +39,20 @@ def test_sound_working_scores_one(response):
     assert v.correct and v.score == 1.0, (response, v)
 
 
-def test_slips_get_partial_credit():
-    assert verify("working", "80-25-2=5-2=4\nAnswer: 4", "", {}).score == pytest.approx(1 / 3)
-    assert verify("working", "90/150=9.5\nAnswer: 955", "", {}).score == 0.0
-    assert verify("working", "420*80%=36\nAnswer: 36", "", {}).score == pytest.approx(0.5)
-    v = verify("working", "5*20=100\nAnswer: 90", "", {})
-    assert v.status == "wrong" and v.score == pytest.approx(0.5) and "1 of 2" in v.detail
+@pytest.mark.parametrize("response, score", [
+    ("80-25-2=5-2=4\nAnswer: 4", 1 / 3),          # 80-25-2 is 53; 5-2 is 3, not 4; the answer follows its last value
+    ("90/150=9.5\nAnswer: 955", 0.0),
+    ("420*80%=36\nAnswer: 36", 0.5),              # the slip is in the link; the answer matches it
+    ("5*20=100\nAnswer: 90", 0.5),                # right arithmetic, an answer that does not follow
+    ("3*4=12\n\\boxed{13}", 0.5),
+    ("3*4=12\nAnswer: 12\nAnswer: 13", 0.5),      # the last answer given counts
+    ("2+2 = 4 and 3+3 = 6 and 4+4 = 9", 2 / 3),
+    ("1000000000+1 = 1000000000", 0.0),          # exact: no relative tolerance on whole numbers
+    ("<<36*2=72>>72\n5*5=30\n#### 72", 1 / 3),    # a note does not hide the text around it
+])
+def test_slips_get_partial_credit(response, score):
+    v = verify("working", response, "", {})
+    assert v.status == "wrong" and v.score == pytest.approx(score), (response, v)
 
 
 def test_rounding_follows_the_decimals_written():
@@ -41,17 +60,23 @@ def test_rounding_follows_the_decimals_written():
     assert not verify("working", "10/3=3.4", "", {}).correct
     assert not verify("working", "10/3=3", "", {}).correct     # a whole number must be exact
     assert verify("working", "7/2=3.5", "", {}).correct
+    assert not verify("working", "1/3 = 0.3333333333333333334", "", {}).correct  # read exactly, not as a float
 
 
-@pytest.mark.parametrize("response", ["", "hello", "Answer: 5", "x=5", "a=b=c", "2**100=4", "__import__('os')=1",
-                                      "9" * 40 + "=1"])
-def test_no_arithmetic_link_is_unparsed(response):
+@pytest.mark.parametrize("response", [
+    "", "hello", "Answer: 5", "x=5", "a=b=c", "2**100=4", "__import__('os')=1", "9" * 40 + "=1",
+    "72=72\nAnswer: 72",                          # a restatement is not working
+    "3 times 4 = 12", "half of 10 = 5", "25% of 80 = 20", "6 boxes x 2 = 12",   # words carried part of the sum
+    "9" * 15 + ("*" + "9" * 15) * 21 + " = 7\nAnswer: 7",                         # too long to read
+    "+".join(["1"] * 2000) + " = 2000", "-" * 2000 + "1 = 1", "-" * 200_000 + "1 = 1",
+])
+def test_no_readable_link_is_unparsed_and_nothing_raises(response):
     v = verify("working", response, "", {})
-    assert v.status == "unparsed" and v.score == 0.0
+    assert v.status == "unparsed" and v.score == 0.0, (response[:60], v)
 
 
 def test_links_read_in_order_and_give_the_last_value():
-    assert links("2+2=4=5\n6/3=2") == ([True, False, True], 2.0)
+    assert links("2+2=4=5\n6/3=2") == ([True, False, True], 2)
     assert links("no maths here") == ([], None)
     assert links("8/0=1") == ([], None)                       # division by zero is no value, not a crash
 
@@ -59,6 +84,8 @@ def test_links_read_in_order_and_give_the_last_value():
 def test_max_digits_param():
     assert verify("working", "123456*2=246912", "", {"max_digits": 6}).correct
     assert verify("working", "123456*2=246912", "", {"max_digits": 5}).status == "unparsed"
+    bad = verify("working", "1+1=2", "", {"max_digits": "abc"})
+    assert bad.status == "error" and "max_digits" in bad.detail
 
 
 def test_a_rule_that_uses_it_as_the_row_verifier_is_stopped_by_the_canaries():
