@@ -3,8 +3,8 @@
 A process check, for `reward.process_verifier`: it reads the equation chains of a worked reply
 (`5*20-2=100-2=98`, `80*25%=20`, `3 × 12 = 36`, `5 \\times 3 = 15`, `1,200*2=2,400`, GSM8K-style
 calculator notes `<<48/2=24>>`, several chains on one line: `So 5*4=20. Then 20+5=25.`) and the final
-answer (`Answer: 98`, `**Answer:** 98`, `答案：98`, `#### 98`, `\\boxed{98}`, `The final answer is 98`;
-the last one given), and scores the share of links that hold. A link is an `=` between two arithmetic
+answer (`Answer: 98`, `**Answer:** 98`, `答案：98`, `#### 98`, `A: 98` on its own line, `\\boxed{98}`,
+`The final answer is 98`; the last one given), and scores the share of links that hold. A link is an `=` between two arithmetic
 expressions in a chain with at least one operator (`72=72` alone is no working); the answer against the
 last value worked out is one more link. All hold: `correct` (1.0); some: `wrong` with partial credit;
 no link: `unparsed` (0).
@@ -19,11 +19,14 @@ row's verifier the attach canaries stop it). Reading rules:
 - A chain whose first expression is a bare number right after a word (`3 times 4 = 12`, `25% of
   80 = 20`) has its first link skipped: the words carried part of the sum.
 - Calculator notes and the text around them are both read, so a note's link may count twice.
+- The answer is checked against the last value worked out, unless the last line with an `=` could
+  not be read (`which gives x = 18` after algebra): then it is not checked.
 - Expressions are parsed by Python's `ast` into numbers and + - * / only (no names, calls or
   powers), computed exactly with fractions; at most `max_digits` digits a number and
   `MAX_EXPRESSION` characters an expression.
-- A value written with d decimals holds when it is the exact value rounded to d places (`10/3=3.33`);
-  one written without decimals must be exact.
+- A value written with d decimals holds when it is the exact value rounded to d places (`10/3=3.33`),
+  or within 1e-12 of it relatively (a float's print: `2/3*10=6.666666666666666`); one written without
+  decimals must be exact.
 
 params (a reference that is a JSON object may carry the same keys):
   max_digits: 30            longest number read
@@ -39,6 +42,7 @@ from fractions import Fraction
 from . import verdict as V
 
 MAX_EXPRESSION = 200
+FLOAT_PRINT = Fraction(1, 10 ** 12)  # relative slack for a value printed from a float
 _LATEX = [(r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""), (r"\right", ""), (r"\(", " "),
           (r"\)", " "), (r"\[", " "), (r"\]", " ")]
 _SIGNS = str.maketrans({"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "—": "-", "$": "", "¥": "", "€": "",
@@ -51,8 +55,8 @@ _OPERATOR = re.compile(r"(?<=[\d)%\s])[+\-*/](?=[\s\d(.])")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _PLAIN = re.compile(r"\s*-?\d+(?:\.\d+)?\s*\.?\s*")
 _CALC = re.compile(r"<<([^<>]*)>>")
-_ANSWER = re.compile(r"(?:\\boxed\{([^{}]*)\}|(?:final answer is|answer\**\s*[:：]|答案\s*[:：是为]?|####)([^\n]*))",
-                     re.IGNORECASE)
+_ANSWER = re.compile(r"(?:\\boxed\{([^{}]*)\}|(?:final answer is|answer\**\s*[:：]|答案\s*[:：是为]?|####|^A\s*[:：])([^\n]*))",
+                     re.IGNORECASE | re.MULTILINE)
 _SIGNED_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -110,7 +114,8 @@ def _holds(exact: Fraction, written: str, value: Fraction) -> bool:
     plain = written.strip().rstrip(".").strip()
     if _PLAIN.fullmatch(plain) and "." in plain:
         decimals = len(plain.split(".")[1])
-        return abs(exact - value) <= Fraction(1, 2 * 10 ** decimals)
+        # a long decimal is often a float's print (2/3*10 -> 6.666666666666666): its last digit may be off
+        return abs(exact - value) <= max(Fraction(1, 2 * 10 ** decimals), abs(exact) * FLOAT_PRINT)
     return exact == value
 
 
@@ -120,26 +125,39 @@ def _after_word(text: str, start: int) -> bool:
     return bool(before) and (before[-1].isalpha() or before[-1] == "\\")
 
 
-def links(response: str, max_digits: int = 30) -> tuple[list[bool], Fraction | None]:
-    """Each link's verdict in reading order, and the last value worked out (None when there is none)."""
-    text = normalize(response)
-    notes = [m.group(1) for m in _CALC.finditer(text)]
+def links(response: str, max_digits: int = 30) -> tuple[list[bool], tuple[Fraction, str] | None]:
+    """Each link's verdict in reading order, and the last value worked out with its text (None when
+    there is none, or when the last line with an `=` could not be read: `x = 18` after algebra)."""
     verdicts: list[bool] = []
     last = None
-    for part in [*notes, _CALC.sub(" ", text)]:
-        for chain in _CHAIN.finditer(part):
-            sides = chain.group(0).split("=")
-            values = [_value(s, max_digits) for s in sides]
-            if not any(_OPERATOR.search(side) for side in sides):
-                continue  # 72=72, or 0.5=50%: a restatement, not a step
-            skip_first = _after_word(part, chain.start()) and not _OPERATOR.search(sides[0])
-            for i, b in enumerate(sides[1:]):
-                va, vb = values[i], values[i + 1]
-                if va is None or vb is None or (i == 0 and skip_first):
-                    continue
-                verdicts.append(_holds(va, b, vb))
-                last = vb
+    for line in normalize(response).splitlines():
+        notes = [m.group(1) for m in _CALC.finditer(line)]
+        read = False
+        for part in [*notes, _CALC.sub(" ", line)]:
+            for chain in _CHAIN.finditer(part):
+                sides = chain.group(0).split("=")
+                values = [_value(side, max_digits) for side in sides]
+                if values[-1] is not None and any(v is not None for v in values[:-1]):
+                    last, read = (values[-1], sides[-1].strip()), True
+                if not any(_OPERATOR.search(side) for side in sides):
+                    continue  # 72=72, or 0.5=50%: a restatement (it still says what was worked out), not a step
+                skip_first = _after_word(part, chain.start()) and not _OPERATOR.search(sides[0])
+                for i, b in enumerate(sides[1:]):
+                    va, vb = values[i], values[i + 1]
+                    if va is None or vb is None or (i == 0 and skip_first):
+                        continue
+                    verdicts.append(_holds(va, b, vb))
+        if "=" in line and not read:
+            last = None
     return verdicts, last
+
+
+def _answer_holds(last: tuple[Fraction, str], answer: tuple[str, Fraction]) -> bool:
+    """The answer states the last value worked out; after `= 60%` the answer may be written `60`."""
+    value, text = last
+    if _holds(value, answer[0], answer[1]):
+        return True
+    return text.endswith("%") and _holds(value * 100, answer[0], answer[1])
 
 
 def final_answer(response: str) -> tuple[str, Fraction] | None:
@@ -169,7 +187,7 @@ def verify_working(response: str, reference: str, params: dict) -> V.Verdict:
         return V.unparsed("no equation between arithmetic expressions in the response")
     answer = final_answer(response)
     if answer is not None and last is not None:
-        verdicts.append(_holds(last, answer[0], answer[1]))
+        verdicts.append(_answer_holds(last, answer))
     held = sum(verdicts)
     detail = f"{held} of {len(verdicts)} links hold"
     if held == len(verdicts):

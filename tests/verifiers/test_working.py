@@ -3,6 +3,9 @@
 Cases in the forms outside data writes working: the retail desk's chains, GSM8K's calculator notes
 (`<<48/2=24>>`, `#### 72`), Unicode signs, thousands separators, rounded money."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from verifiers import verify
@@ -60,7 +63,8 @@ def test_rounding_follows_the_decimals_written():
     assert not verify("working", "10/3=3.4", "", {}).correct
     assert not verify("working", "10/3=3", "", {}).correct     # a whole number must be exact
     assert verify("working", "7/2=3.5", "", {}).correct
-    assert not verify("working", "1/3 = 0.3333333333333333334", "", {}).correct  # read exactly, not as a float
+    assert not verify("working", "1/3 = 0.3333333334", "", {}).correct  # read exactly, not as a float
+    assert verify("working", "2/3*10=6.666666666666666", "", {}).correct  # a float's print: last digit off
 
 
 @pytest.mark.parametrize("response", [
@@ -76,7 +80,8 @@ def test_no_readable_link_is_unparsed_and_nothing_raises(response):
 
 
 def test_links_read_in_order_and_give_the_last_value():
-    assert links("2+2=4=5\n6/3=2") == ([True, False, True], 2)
+    assert links("2+2=4=5\n6/3=2") == ([True, False, True], (2, "2"))
+    assert links("5*2=10\nso x = 18")[1] is None                # the last `=` was not read: no last value
     assert links("no maths here") == ([], None)
     assert links("8/0=1") == ([], None)                       # division by zero is no value, not a crash
 
@@ -99,3 +104,23 @@ def test_a_rule_that_uses_it_as_the_row_verifier_is_stopped_by_the_canaries():
     report = canary.probe(rows, [Rule], canary.CanaryConfig(), workers=1)
     assert not report["ok"]
     assert {f["canary"] for f in report["failed"]} >= {"pointless arithmetic", "calculator note"}
+
+
+GSM8K = [json.loads(line) for line in
+         (Path(__file__).with_name("cases") / "gsm8k_working_cases.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("case", GSM8K, ids=[c["source"] for c in GSM8K])
+def test_outside_solutions_from_gsm8k(case):
+    """Solutions as GSM8K's authors and GPT-3 models wrote them, copied from openai/grade-school-math
+    (MIT License, Copyright (c) 2021 OpenAI), grade_school_math/data/example_model_solutions.jsonl, line
+    and field in `source`: every ground truth's arithmetic holds; in the model solutions the expected
+    score counts by hand the links that hold (`why` names the broken ones)."""
+    v = verify("working", case["solution"], "", {})
+    assert v.score == pytest.approx(case["score"]), (case["why"], v.detail)
+
+
+def test_the_gsm8k_table_has_ground_truths_and_model_slips():
+    assert len(GSM8K) == 20
+    assert sum(c["why"].startswith("ground truth") for c in GSM8K) == 12
+    assert sum(c["score"] < 1.0 for c in GSM8K) == 6
