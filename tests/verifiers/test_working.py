@@ -33,6 +33,17 @@ HOLDS = [
     "3*4=12\nAnswer: 3*4 = 12", "3*4=12\nThe final answer is 12", "3*4=12\n**Answer:** 12", "3*4=12\nAnswer: $12",
     "2-14=-12\nAnswer: −12", "3*4=12\n\\boxed{12}",
     "6 x 2 = 12", "$5*3=$15", "(5*3=15)", "1/3 = 0.3333333333333333333",
+    # punctuation around the working (an em dash, a period, a note in brackets, bold, Chinese units)
+    "Add the two amounts — 5 + 3 = 8", "He has 3 apples. 3 - 1 = 2", "i.e. 3*4 = 12", "The total is 3. -2 + 5 = 3",
+    "2 + 2 = 4 (correct)", "12÷4=3（元）", "(10/3 = 3.33)", "**10/3 = 3.33**", "5 * 3 = **15**", "**Step 1:** 3*4 = 12",
+    # LaTeX and other number forms
+    "$\\frac{1}{2} + 3 = 3.5$", "1{,}200 \\times 2 = 2{,}400", "1\\,200 \\times 2 = 2\\,400", "\\$5 \\times 3 = \\$15",
+    "₹500 × 2 = ₹1000", "¼ × 8 = 2", "12/18 = 66.67%", "1/3 = 33.3%", "C(5,2) = 5*4/2 = 10",
+    # answers
+    "6/8 = 3/4\nAnswer: 3/4", "6/8=0.75\nAnswer: \\frac{3}{4}", "40/200 = 0.2\nAnswer: 20%", "1/2 = 0.5\nAnswer: .5",
+    "3*4+5=17\nAnswer: 17 (3*4+5)", "3*4=12\n答：12", "15+2=17\nAnswer: 17\nCheck: 17 - 2 = 15",
+    "20 - 2 = 18, so 2x = 18 and x = 9\nAnswer: 9",                      # algebra last: the answer is not checked
+    "#### Step 1\n5*3=15\n#### Step 2\n15+2=17\nSo she has 17 apples.",  # Markdown headings are no answer
 ]
 
 
@@ -52,6 +63,7 @@ def test_sound_working_scores_one(response):
     ("2+2 = 4 and 3+3 = 6 and 4+4 = 9", 2 / 3),
     ("1000000000+1 = 1000000000", 0.0),          # exact: no relative tolerance on whole numbers
     ("<<36*2=72>>72\n5*5=30\n#### 72", 1 / 3),    # a note does not hide the text around it
+    ("3*4=12\n答：13", 0.5),
 ])
 def test_slips_get_partial_credit(response, score):
     v = verify("working", response, "", {})
@@ -60,10 +72,11 @@ def test_slips_get_partial_credit(response, score):
 
 def test_rounding_follows_the_decimals_written():
     assert verify("working", "10/3=3.3", "", {}).correct
-    assert not verify("working", "10/3=3.4", "", {}).correct
-    assert not verify("working", "10/3=3", "", {}).correct     # a whole number must be exact
+    assert verify("working", "10/3=3.4", "", {}).status == "wrong"
+    assert verify("working", "10/3=3", "", {}).status == "wrong"     # a whole number must be exact
     assert verify("working", "7/2=3.5", "", {}).correct
-    assert not verify("working", "1/3 = 0.3333333334", "", {}).correct  # read exactly, not as a float
+    assert verify("working", "1/3 = 0.3333333334", "", {}).status == "wrong"  # read exactly, not as a float
+    assert verify("working", "12/18 = 66.6%", "", {}).status == "wrong"      # a percent rounds at d + 2
     assert verify("working", "2/3*10=6.666666666666666", "", {}).correct  # a float's print: last digit off
 
 
@@ -73,6 +86,12 @@ def test_rounding_follows_the_decimals_written():
     "3 times 4 = 12", "half of 10 = 5", "25% of 80 = 20", "6 boxes x 2 = 12",   # words carried part of the sum
     "9" * 15 + ("*" + "9" * 15) * 21 + " = 7\nAnswer: 7",                         # too long to read
     "+".join(["1"] * 2000) + " = 2000", "-" * 2000 + "1 = 1", "-" * 200_000 + "1 = 1",
+    # cut from what it cannot read: a variable, a function, a power, a factorial, a remainder
+    "3x + 2 = 11", "x - 5 = 10", "$2x + 3 = 11$", "a_n = 3n - 2 = 7", "$\\sqrt{16} + 2 = 6$", "3! + 2 = 8",
+    "$2^{10} - 24 = 1000$", "3² + 4² = 25", "The area is 5 m² × 2 = 10 m²", "7 ÷ 2 = 3 remainder 1", "7÷2=3余1",
+    "7 / 2 = 3 R 1",
+    # degenerate outputs an RL policy can produce: long, and read in linear time
+    "-" * 100_000, "\n" * 100_000, "1" * 100_000, "0. " * 30_000,
 ])
 def test_no_readable_link_is_unparsed_and_nothing_raises(response):
     v = verify("working", response, "", {})
@@ -84,6 +103,23 @@ def test_links_read_in_order_and_give_the_last_value():
     assert links("5*2=10\nso x = 18")[1] is None                # the last `=` was not read: no last value
     assert links("no maths here") == ([], None)
     assert links("8/0=1") == ([], None)                       # division by zero is no value, not a crash
+
+
+def test_an_answer_too_long_to_read_is_not_checked():
+    assert verify("working", "1+1=2\nAnswer: " + "9" * 5000, "", {}).detail == "1 of 1 links hold"
+    assert verify("working", "1+1=2\n\\boxed{" + "9" * 5000 + "}", "", {}).detail == "1 of 1 links hold"
+
+
+@pytest.mark.parametrize("reference, params", [('{"max_digits": Infinity}', {}), ("", {"max_digits": float("inf")}),
+                                               ("", {"max_digits": "abc"})])
+def test_unusable_settings_give_an_error_verdict(reference, params):
+    v = verify("working", "1+1=2", reference, params)
+    assert v.status == "error" and v.score == 0.0 and "max_digits" in v.detail
+
+
+@pytest.mark.parametrize("reference", ['{"a":' + "[" * 100_000, "{not json", "72"])
+def test_a_reference_that_is_no_json_object_is_ignored(reference):
+    assert verify("working", "1+1=2", reference, {}).correct
 
 
 def test_max_digits_param():
