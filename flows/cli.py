@@ -336,7 +336,10 @@ def cmd_run(args) -> int:
     if world > 1:  # torchrun / deepspeed launcher: rank 0 runs the flow, the others train with it
         ranks.join(with_overrides(spec, overrides))
         if rank != 0:
-            return ranks.follow()
+            try:
+                return ranks.follow()
+            finally:
+                ranks.leave()
     ok = False
     try:
         outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,
@@ -344,6 +347,7 @@ def cmd_run(args) -> int:
         ok = outcome.ok
     finally:
         ranks.close(ok)
+        ranks.leave()
     print(outcome.summary(spec.domain))
     return 0 if outcome.ok else EXIT_CODES[outcome.kind]
 

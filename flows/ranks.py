@@ -102,6 +102,14 @@ def close(ok: bool) -> None:
         _group = None
 
 
+def leave() -> None:
+    """Every rank of a multi-rank launch, last thing: tear down the process group it joined (see
+    training.distributed.leave_process_group); a no-op in a one-process run."""
+    from training.distributed import leave_process_group
+
+    leave_process_group()
+
+
 def follow() -> int:
     """Every rank but 0: run the all-ranks stages rank 0 announces, until it says it is done."""
     import torch.distributed as dist

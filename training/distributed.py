@@ -246,6 +246,19 @@ def init_process_group(device: Any, timeout_minutes: int | None = None) -> None:
     dist.init_process_group(backend=kind, **({"timeout": timeout} if timeout else {}))
 
 
+def leave_process_group() -> None:
+    """Every rank, last thing, once its collectives are done: tear the process group down.
+
+    A rank that exits with the group still up leaves gloo's threads to the interpreter's teardown, which
+    can abort the process (`terminate called without an active exception`, SIGABRT) after all its work
+    succeeded, and the launcher then fails the whole run. No barrier: a rank that is already gone must
+    not make the others wait out the collective timeout."""
+    import torch.distributed as dist
+
+    if _dist_ready():
+        dist.destroy_process_group()
+
+
 def _flat_groups(params: Sequence[Any]) -> dict[Any, list[Any]]:
     groups: dict[Any, list[Any]] = {}
     for p in params:

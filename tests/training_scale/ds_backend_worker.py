@@ -81,7 +81,7 @@ def main() -> None:
     import torch.distributed as dist
 
     from training.backends import DeepSpeedBackend, TorchBackend
-    from training.distributed import dist_env, gathered_state_dict
+    from training.distributed import dist_env, gathered_state_dict, leave_process_group
 
     if os.environ.get("DS_Z3_PERSIST") != "1":
         zero3_threshold_zero()
@@ -120,6 +120,7 @@ def main() -> None:
             result[name]["max_diff_vs_torch_ga1"] = max((finals[name][k] - ref[k]).abs().max().item() for k in ref)
         Path(sys.argv[1]).write_text(json.dumps(result, indent=1))
     dist.barrier()
+    leave_process_group()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ RANK_LOCAL = {"loss", "clip_fraction", "kl", "step_seconds"}  # this rank's shar
 def main() -> None:
     from curriculum import CurriculumConfig, HFEngine, StratifiedSampler
     from training.config import EvalConfig
+    from training.distributed import leave_process_group
     from training.grpo import train_grpo
     from verifiers import RewardConfig
 
@@ -69,6 +70,7 @@ def main() -> None:
                         out, seed=3, on_progress=progress)
     record["evals"] = result["evals"]
     Path(f"{record_path}.rank{rank}").write_text(json.dumps(record))
+    leave_process_group()
 
 
 if __name__ == "__main__":

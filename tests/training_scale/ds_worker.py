@@ -84,7 +84,7 @@ def run_reference(steps: int, lr: float) -> dict[str, torch.Tensor]:
 def main() -> None:
     import torch.distributed as dist
 
-    from training.distributed import dist_env, save_hf_checkpoint
+    from training.distributed import dist_env, leave_process_group, save_hf_checkpoint
 
     out_path, stage, steps, lr = sys.argv[1], int(sys.argv[2]), 3, 1e-2
     state, rows, losses, engine = run_deepspeed(steps, lr, stage)
@@ -106,6 +106,7 @@ def main() -> None:
             "reload_diff": max((reloaded[k].detach() - ref[k]).abs().max().item() for k in ref),
         }))
     dist.barrier()
+    leave_process_group()
 
 
 if __name__ == "__main__":

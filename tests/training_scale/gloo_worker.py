@@ -11,7 +11,9 @@ import sys
 
 import torch.distributed as dist
 
-from training.distributed import all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dp_loss_denominator, dist_env
+from training.distributed import (
+    all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dist_env, dp_loss_denominator, leave_process_group,
+)
 
 
 def main() -> None:
@@ -32,7 +34,9 @@ def main() -> None:
         with open(os.path.join(sys.argv[1], f"rank{env.rank}.json"), "w") as f:
             json.dump(result, f)
     finally:
-        dist.destroy_process_group()
+        leave_process_group()
+    with open(os.path.join(sys.argv[1], f"rank{env.rank}.left.json"), "w") as f:
+        json.dump({"initialized": dist.is_initialized()}, f)
 
 
 if __name__ == "__main__":

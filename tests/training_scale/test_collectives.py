@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from training.distributed import all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dp_loss_denominator
+from training.distributed import (
+    all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dp_loss_denominator, leave_process_group,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,6 +41,8 @@ def test_collectives_on_two_gloo_ranks(tmp_path):
         assert r["denom"] == 15.0
         assert r["same"] == 8
         assert "ranks disagree on rows: [8, 9]" in r["mismatch"] and "broadcast_from_main" in r["mismatch"]
+    for r in range(2):  # each rank tore its group down before exiting (an exit with it up can abort)
+        assert json.loads((tmp_path / f"rank{r}.left.json").read_text()) == {"initialized": False}
 
 
 def test_collectives_are_identities_in_one_process():
@@ -47,3 +51,4 @@ def test_collectives_are_identities_in_one_process():
     assert check_same_on_all_ranks(4, "rows") == 4
     with pytest.raises(ValueError, match="no real completion tokens"):
         dp_loss_denominator(0.0, 1)
+    leave_process_group()  # no group: nothing to tear down, no error
