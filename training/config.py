@@ -75,6 +75,11 @@ class GRPOConfig(_Frozen):
     beta: float = Field(
         0.0, ge=0, description="k3 KL coefficient to the reference (SFT) model; 0 loads no reference model."
     )
+    entropy_coef: float = Field(
+        0.0, ge=0, description="Entropy bonus: the loss subtracts entropy_coef x the policy's mean token entropy "
+        "over the completions (aggregated like the surrogate), which holds the policy's spread against collapse "
+        "onto one answer per prompt; 0 adds nothing (the entropy is logged either way).",
+    )
     eps_low: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - eps_low.")
     eps_high: float = Field(0.28, ge=0, description="Upper clip (clip-higher): ratio <= 1 + eps_high.")
     std_normalize: bool = Field(True, description="Divide group-centered rewards by the group std.")

@@ -26,8 +26,10 @@ the groups with a copy of the policy at most `max_staleness` updates old, throug
 out_dir/rollout_queue/; the sampler stays here, and the loss takes the generator's log-probs as the
 old policy. summary.json counts every group: trained, zero-variance, stale, discarded at a resume.
 
-Left out: splitting rollouts across data-parallel ranks, async rollouts with vLLM or several ranks,
-entropy bonus.
+Every update logs the policy's mean token entropy over the batch's completions (`entropy` in
+metrics.jsonl); `grpo.entropy_coef` turns it into a bonus in the loss.
+
+Left out: splitting rollouts across data-parallel ranks, async rollouts with vLLM or several ranks.
 """
 
 from __future__ import annotations
@@ -311,9 +313,10 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     micro = [rows[k::g.grad_accum] for k in range(g.grad_accum)]
     w_of = dict(zip(rows, weights))
 
-    def logps(model, idx, grad: bool):
+    def logps(model, idx, grad: bool, entropy: str | None = None):
         with torch.set_grad_enabled(grad), backend.autocast():
-            return completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id, device)
+            return completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id, device,
+                                       entropy=entropy)
 
     old = None
     if groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy
@@ -322,22 +325,25 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     elif g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
         old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
     ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
-    stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "grad_norm": 0.0}
+    stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
     for _ in range(g.updates_per_batch):
         backend.zero_grad()
         for k, mb in enumerate(micro):
             if not mb:
                 continue
-            logp, mask = logps(backend.module, mb, True)  # (b, T)
+            # (b, T) each; the entropy keeps its graph only when the loss uses it
+            logp, mask, entropy = logps(backend.module, mb, True, "grad" if g.entropy_coef > 0 else "value")
             mask = mask & torch.tensor([w_of[i] > 0 for i in mb], device=device).unsqueeze(1)  # DP padding
             old_lp = old[k] if old is not None else logp.detach()
             a = torch.tensor([adv[i] for i in mb], device=device)
             loss, st = grpo_loss(logp, old_lp, ref_lp.get(k), a, mask, g.eps_low, g.eps_high, g.beta,
-                                 g.loss_agg, total_tokens=denom_tok, total_seqs=denom_seq)
+                                 g.loss_agg, total_tokens=denom_tok, total_seqs=denom_seq,
+                                 entropy=entropy, entropy_coef=g.entropy_coef)
             backend.backward(loss)
             stats["loss"] += float(loss.detach()) / g.updates_per_batch
             stats["clip_fraction"] += st["clip_fraction"] / (len(micro) * g.updates_per_batch)
             stats["kl"] += st.get("kl", 0.0) / (len(micro) * g.updates_per_batch)
+            stats["entropy"] += st["entropy"] / (len(micro) * g.updates_per_batch)
         stats["grad_norm"] = backend.step()
     return stats
 

@@ -50,8 +50,9 @@ def report_step(out: Path, metrics: dict, seconds: float, groups: list, tasks: d
 
 
 def step_line(m: dict, total: int) -> str:
-    """One GRPO step for a person: reward, correct rate, zero-variance share, KL, time and tokens."""
-    update = f"kl {m['kl']:.4f} loss {m['loss']:+.4f}" if "kl" in m else "no update (no group had reward variance)"
+    """One GRPO step for a person: reward, correct rate, zero-variance share, KL, entropy, time and tokens."""
+    update = (f"kl {m['kl']:.4f} entropy {m['entropy']:.3f} loss {m['loss']:+.4f}" if "kl" in m
+              else "no update (no group had reward variance)")
     return (f"grpo step {m['step']}/{total} reward {m['reward_mean']:.3f} correct {m['correct_rate']:.1%} "
             f"zero-variance {m['zero_variance_fraction']:.0%} {update} {m['step_seconds']:.2f}s "
             f"{m['completion_tokens']} tokens")

@@ -46,6 +46,21 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
+def token_logprobs_and_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, grad: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_logprobs` and, from the same log-softmax, each position's entropy -sum p log p, both (B, T).
+
+    The entropy covers the whole vocabulary (the spread the policy would sample from at temperature 1),
+    not just the sampled token. With `grad` it keeps its graph, and backward holds one more (B, T, V)
+    tensor; without, it is a value only (for logging) and costs a transient (B, T, V) product."""
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+        source = logp if grad else logp.detach()
+        entropy = -(source.exp() * source).sum(dim=-1)  # (B, T)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), entropy
+
+
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(policy || ref) from samples of the policy: e^d - d - 1, d = ref - logp."""
     d = ref_logp - logp
@@ -100,15 +115,25 @@ def grpo_loss(
     loss_agg: str,
     total_tokens: float | None = None,
     total_seqs: float | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The scalar GRPO loss of a (micro-)batch and its diagnostics (clip fraction, mean KL).
+    """The scalar GRPO loss of a (micro-)batch and its diagnostics (clip fraction, mean KL, mean entropy).
 
-    ref_logp may be None only when beta == 0.
+    ref_logp may be None only when beta == 0. entropy (B, T), the policy's per-token entropy with its
+    graph, adds the bonus -entropy_coef * entropy to every token's loss; it may be None only when
+    entropy_coef == 0.
     """
     per_token, clipped = clipped_surrogate(logp, old_logp, advantages, eps_low, eps_high)
     stats = {}
     m = mask.to(logp.dtype)
     n_tok = m.sum().clamp(min=1.0)
+    if entropy is not None:
+        stats["entropy"] = float((entropy.detach() * m).sum() / n_tok)
+    if entropy_coef > 0:
+        if entropy is None:
+            raise ValueError("entropy_coef > 0 needs entropy (the policy's per-token entropy)")
+        per_token = per_token - entropy_coef * entropy
     if beta > 0:
         if ref_logp is None:
             raise ValueError("beta > 0 needs ref_logp (the reference model's token log-probs)")

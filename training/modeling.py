@@ -11,10 +11,11 @@ base model with the adapter on top.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import torch
 
-from training.grpo_math import token_logprobs
+from training.grpo_math import token_logprobs, token_logprobs_and_entropy
 
 
 def pick_device(name: str) -> torch.device:
@@ -156,16 +157,18 @@ def pad_pairs(
 
 def completion_logprobs(
     model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device,
-    share_prompts: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probs of each completion token under `model` and the completion mask, both (B, Tc).
+    share_prompts: bool = True, entropy: Literal["value", "grad"] | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """Log-probs of each completion token under `model` and the completion mask, both (B, Tc); with
+    `entropy`, a third (B, Tc) tensor: the entropy of the model's distribution at each of those
+    positions (`grpo_math.token_logprobs_and_entropy`), with its graph ("grad") or as a value only.
 
     When prompts repeat in the batch (a GRPO group: one prompt, G completions) and `share_prompts`
     is on, each distinct prompt runs through the model once and its KV cache is repeated for its
     completions (`shared_prompt_logprobs`); gradients flow back through the shared prompt pass.
     """
     if share_prompts and len({tuple(p) for p in prompts}) < len(prompts):
-        return shared_prompt_logprobs(model, prompts, completions, pad_id, device)
+        return shared_prompt_logprobs(model, prompts, completions, pad_id, device, entropy)
     ids, attn, pos, t_c = pad_pairs(prompts, completions, pad_id, device)
     pred_pos = (pos - 1).clamp(min=0)  # logits at i predict token i+1
     # the LM head runs only from the earliest position a completion token needs: SFT prompts are
@@ -177,12 +180,22 @@ def completion_logprobs(
     targets = ids.gather(1, pos)  # (B, Tc)
     lengths = torch.tensor([len(c) for c in completions], device=device)
     mask = torch.arange(t_c, device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Tc)
-    return token_logprobs(logits_c, targets), mask
+    return _scored(logits_c, targets, mask, entropy)
+
+
+def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, entropy: str | None) -> tuple:
+    if entropy is None:
+        return token_logprobs(logits, targets), mask
+    if entropy not in ("value", "grad"):
+        raise ValueError(f"entropy={entropy!r} is not None, 'value' or 'grad'")
+    logp, ent = token_logprobs_and_entropy(logits, targets, grad=entropy == "grad")
+    return logp, mask, ent
 
 
 def shared_prompt_logprobs(
-    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
+    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device,
+    entropy: Literal["value", "grad"] | None = None,
+) -> tuple[torch.Tensor, ...]:
     """`completion_logprobs` with one forward pass per distinct prompt.
 
     Distinct prompts are left-padded and run once with the cache on; the cache is index-selected to
@@ -201,7 +214,8 @@ def shared_prompt_logprobs(
     out = model(input_ids=p_ids, attention_mask=p_attn, position_ids=p_pos, use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
     if not hasattr(cache, "reorder_cache"):  # no transformers Cache (e.g. gradient checkpointing is on)
-        return completion_logprobs(model, prompts, completions, pad_id, device, share_prompts=False)
+        return completion_logprobs(model, prompts, completions, pad_id, device, share_prompts=False,
+                                   entropy=entropy)
     cache.reorder_cache(index)
     t_c = max(1, max(len(c) for c in completions))
     c_ids = torch.full((len(completions), t_c), pad_id, dtype=torch.long)
@@ -214,4 +228,4 @@ def shared_prompt_logprobs(
     c_pos = p_pos[index, -1:] + 1 + torch.arange(t_c, device=device).unsqueeze(0)
     logits = model(input_ids=c_ids, attention_mask=attn, position_ids=c_pos, past_key_values=cache).logits
     logits = torch.cat([out.logits[:, -1:, :][index], logits[:, :-1, :]], dim=1)  # (B, Tc, V)
-    return token_logprobs(logits, c_ids), mask
+    return _scored(logits, c_ids, mask, entropy)

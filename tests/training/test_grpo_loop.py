@@ -125,6 +125,24 @@ def test_beta_loads_a_reference_and_logs_kl(tmp_path, sft_model, toy):
     assert kls and kls[-1] > 0  # the policy has moved away from the reference by the last step
 
 
+def test_the_entropy_bonus_keeps_the_policy_spread(tmp_path, sft_model, toy):
+    """Same seed, same rollouts at step 1: with entropy_coef the logged entropy ends above the run without,
+    and every update logs it."""
+    ends = {}
+    for coef in (0.0, 0.5):
+        out = tmp_path / f"coef{coef}"
+        cfg = toy.cfg(grpo={"steps": 6, "filter_zero_variance": False, "entropy_coef": coef}, checkpoint={"every": 6})
+        train_grpo(sft_model, toy.copy_rows(40, 1, noise=0.5), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
+                   toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+                   out, seed=0)
+        m = _metrics(out)
+        assert all(x["entropy"] > 0 for x in m if "kl" in x), m
+        ends[coef] = m[-1]["entropy"]
+        start = m[0]["entropy"]
+    assert ends[0.5] > ends[0.0], ends
+    assert ends[0.5] > start, (start, ends)  # the bonus alone, at this weight, raises it
+
+
 def _run(sft, out, kill_after, *mode):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run([sys.executable, str(Path(__file__).with_name("grpo_runner.py")), str(sft), str(out),

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from training.grpo_math import (
-    aggregate, clipped_surrogate, group_advantages, grpo_loss, k3_kl, token_logprobs, warmup_cosine,
-    zero_variance_groups,
+    aggregate, clipped_surrogate, group_advantages, grpo_loss, k3_kl, token_logprobs, token_logprobs_and_entropy,
+    warmup_cosine, zero_variance_groups,
 )
 
 
@@ -119,3 +119,43 @@ def test_warmup_cosine_schedule():
     assert warmup_cosine(60, 10, 110, 0.1) == pytest.approx(0.55)
     assert warmup_cosine(110, 10, 110, 0.1) == pytest.approx(0.1)
     assert warmup_cosine(500, 0, 110, 0.0) == pytest.approx(0.0)
+
+
+def test_entropy_is_that_of_the_whole_distribution():
+    # position 0: uniform over 4 -> log 4; position 1: probs (1/4, 3/4, 0-ish...) -> by hand
+    logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0], [0.0, math.log(3.0), -1e9, -1e9]]])
+    logp, ent = token_logprobs_and_entropy(logits, torch.tensor([[2, 1]]))
+    assert logp.tolist()[0] == pytest.approx([math.log(0.25), math.log(0.75)])
+    h1 = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert ent.tolist()[0] == pytest.approx([math.log(4.0), h1], abs=1e-6)
+
+
+def test_entropy_keeps_its_graph_only_when_asked():
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    _, with_grad = token_logprobs_and_entropy(logits, torch.zeros(2, 3, dtype=torch.long), grad=True)
+    _, value = token_logprobs_and_entropy(logits, torch.zeros(2, 3, dtype=torch.long), grad=False)
+    assert with_grad.requires_grad and not value.requires_grad
+    assert torch.allclose(with_grad.detach(), value)
+
+
+def test_entropy_bonus_is_subtracted_per_token_and_reported():
+    logp = torch.log(torch.tensor([[0.5, 0.5]]))
+    mask = torch.tensor([[1, 1]])
+    adv = torch.tensor([2.0])
+    ent = torch.tensor([[1.0, 3.0]])
+    base, st0 = grpo_loss(logp, logp.clone(), None, adv, mask, 0.2, 0.28, 0.0, "token", entropy=ent)
+    loss, st = grpo_loss(logp, logp.clone(), None, adv, mask, 0.2, 0.28, 0.0, "token", entropy=ent, entropy_coef=0.1)
+    # surrogate -2 per token; the bonus -0.1 x (1, 3); token mean over 2 tokens
+    assert base.item() == pytest.approx(-2.0) and loss.item() == pytest.approx((-2 - 0.1 - 2 - 0.3) / 2)
+    assert st0["entropy"] == st["entropy"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="entropy_coef > 0 needs entropy"):
+        grpo_loss(logp, logp.clone(), None, adv, mask, 0.2, 0.28, 0.0, "token", entropy_coef=0.1)
+
+
+def test_the_entropy_bonus_alone_flattens_the_policy():
+    logits = torch.tensor([[[2.0, 0.0, -1.0]]], requires_grad=True)
+    logp, ent = token_logprobs_and_entropy(logits, torch.tensor([[0]]))
+    loss, _ = grpo_loss(logp, logp.detach(), None, torch.tensor([0.0]), torch.ones(1, 1), 0.2, 0.2, 0.0, "token",
+                        entropy=ent, entropy_coef=1.0)
+    loss.backward()
+    assert logits.grad[0, 0, 0] > 0 > logits.grad[0, 0, 2]  # descent lowers the top logit, raises the lowest

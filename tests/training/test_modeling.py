@@ -58,3 +58,21 @@ def test_without_a_cache_the_shared_forward_falls_back_to_the_plain_one(base_mod
     finally:
         model.gradient_checkpointing_disable()
     assert torch.allclose(plain[0][plain[1]], fallback[0][fallback[1]], atol=1e-5)
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_entropy_per_completion_position_matches_a_plain_forward(base_model, share):
+    model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"), trainable=False)
+    prompts, comps = _batch(tok)
+    logp, mask, ent = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"),
+                                          share_prompts=share, entropy="value")
+    plain, _ = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), share_prompts=share)
+    assert torch.equal(logp, plain)
+    for i, (p, c) in enumerate(zip(prompts, comps)):
+        with torch.no_grad():
+            probs = torch.softmax(model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1].float(), dim=-1)
+        want = -(probs * probs.log()).sum(-1)
+        assert torch.allclose(ent[i, : len(c)], want, atol=1e-4), i
+    assert (ent[mask] > 0).all()
+    with pytest.raises(ValueError, match="entropy='yes'"):
+        completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), entropy="yes")

@@ -34,10 +34,10 @@ def test_best_and_worst_of_the_first_groups():
 
 def test_step_line_names_the_numbers_a_person_watches():
     m = {"step": 4, "reward_mean": 0.5, "correct_rate": 0.375, "zero_variance_fraction": 0.25, "kl": 0.0123,
-         "loss": -0.01, "step_seconds": 1.234, "completion_tokens": 96}
+         "entropy": 0.4567, "loss": -0.01, "step_seconds": 1.234, "completion_tokens": 96}
     assert step_line(m, 10) == ("grpo step 4/10 reward 0.500 correct 37.5% zero-variance 25% kl 0.0123 "
-                                "loss -0.0100 1.23s 96 tokens")
-    skipped = {**{k: v for k, v in m.items() if k not in ("kl", "loss")}, "skipped": 1}
+                                "entropy 0.457 loss -0.0100 1.23s 96 tokens")
+    skipped = {**{k: v for k, v in m.items() if k not in ("kl", "entropy", "loss")}, "skipped": 1}
     assert "no update (no group had reward variance)" in step_line(skipped, 10)
 
 

@@ -21,7 +21,7 @@ spec = importlib.util.spec_from_file_location("toy_conftest", HERE.parent / "tra
 toy = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(toy)
 
-RANK_LOCAL = {"loss", "clip_fraction", "kl", "step_seconds"}  # this rank's shard statistics and its own clock
+RANK_LOCAL = {"loss", "clip_fraction", "kl", "entropy", "step_seconds"}  # this rank's shard statistics and its own clock
 
 
 def main() -> None:
