@@ -33,6 +33,15 @@ FORMAT_DROP_POINTS = 5.0  # a format-rate fall of 5 points on the held-out set i
 KL_HIGH = 0.1
 KL_MIN = 0.02
 KL_GROWTH = 5.0
+# Mean token entropy of the policy (nats, metrics `entropy`). The retail demo's SFT policy starts near 0.15
+# and stays near 0.1 over 180 steps without a bonus; at entropy_coef 0.02 it rose 0.36 -> 1.58 with
+# single steps past 3 nats (0.005: 0.30 -> 0.35). A fall to a quarter of the first quarter is a policy
+# settling on one answer per prompt (its groups go flat); a rise to 3x and past 1 nat is a policy whose
+# samples wander, which the bonus or the lr, not the task, drives.
+ENTROPY_MIN = 0.02  # below this at the start there is nothing left to collapse (a near-greedy policy)
+ENTROPY_COLLAPSE = 0.25
+ENTROPY_GROWTH = 3.0
+ENTROPY_HIGH = 1.0
 ZERO_VARIANCE_MOST = 0.5  # more than half the groups all right or all wrong: half the rollouts teach nothing
 TOO_HARD_CORRECT = 0.3  # with most groups flat, a correct rate below this means they are flat at 0
 TOO_EASY_CORRECT = 0.7  # ... and above this, flat at 1
@@ -69,7 +78,7 @@ class Finding:
 @dataclass
 class RunRecords:
     """What the rules read. metrics: GRPO metrics lines (step, reward_mean, correct_rate,
-    completion_tokens_mean, kl, grad_norm, loss, zero_variance_fraction). evals: eval results in
+    completion_tokens_mean, kl, entropy, grad_norm, loss, zero_variance_fraction). evals: eval results in
     model order, the SFT baseline first, each with `name` and `step`. regression: {set: {model name:
     greedy pass@1}}. robustness: {model name: share handled well}. samples: rows with `response`
     and `reward` (optionally `prompt`, `step`, `model`). notes: what could not be read."""
@@ -235,6 +244,32 @@ def kl_grows(rec: RunRecords) -> Finding | None:
     return Finding("kl_grows", "warning", "KL to the reference grows fast", tuple(evidence), change)
 
 
+def entropy_drifts(rec: RunRecords) -> Finding | None:
+    """The policy's token entropy collapses (one answer per prompt, flat groups) or blows up (noise)."""
+    q = _quarters(_series(rec.metrics, "entropy"))
+    if q is None:
+        return None
+    s1, e1, s2, e2 = q
+    evidence = [f"mean token entropy {e1:.3f} ({s1}) -> {e2:.3f} ({s2}) nats"]
+    zv = _quarters(_series(rec.metrics, "zero_variance_fraction"))
+    if zv is not None:
+        evidence.append(f"zero-variance groups {zv[1]:.0%} ({zv[0]}) -> {zv[3]:.0%} ({zv[2]})")
+    if e1 >= ENTROPY_MIN and e2 <= ENTROPY_COLLAPSE * e1:
+        change = ("the policy is settling on one completion per prompt, so its groups stop disagreeing: add "
+                  "training.grpo.entropy_coef (start near 0.005), lower training.grpo.lr, or sample rollouts at "
+                  "a higher training.grpo.temperature")
+        return Finding("entropy_drifts", "warning", "policy entropy collapses", tuple(evidence), change)
+    if e2 >= ENTROPY_HIGH and e2 >= ENTROPY_GROWTH * e1:
+        length = _quarters(_series(rec.metrics, "completion_tokens_mean"))
+        if length is not None:
+            evidence.append(f"completion tokens {length[1]:.1f} -> {length[3]:.1f}")
+        change = ("the policy's samples are spreading away from any one answer; unless held-out pass@1 rises with "
+                  "it, lower training.grpo.entropy_coef (or set it to 0) and training.grpo.lr, and keep the rollout "
+                  "temperature at 1 or below")
+        return Finding("entropy_drifts", "warning", "policy entropy blows up", tuple(evidence), change)
+    return None
+
+
 def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     """Most groups have every completion right or every one wrong: no advantage, nothing learned."""
     zv = _series(rec.metrics, "zero_variance_fraction")
@@ -360,5 +395,5 @@ def numbers_break(rec: RunRecords) -> Finding | None:
 
 RULES: tuple[Callable[[RunRecords], Finding | None], ...] = (
     numbers_break, reward_rises_eval_flat, heldout_falls, regression_drops, robustness_drops, reward_swings,
-    length_grows, format_falls, kl_grows, mostly_zero_variance,
+    length_grows, format_falls, kl_grows, entropy_drifts, mostly_zero_variance,
 )

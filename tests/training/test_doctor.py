@@ -86,6 +86,22 @@ def test_kl_grows():
     assert R.kl_grows(healthy(metrics=metrics(kl=lambda s: 0.005 + 0.00001 * s))) is None  # small and steady
 
 
+def test_entropy_drifts_both_ways():
+    down = R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.4 if s <= 10 else 0.05,
+                                                    zero_variance_fraction=lambda s: 0.3 if s <= 10 else 0.7)))
+    assert down is not None and down.title == "policy entropy collapses" and "entropy_coef" in down.change
+    assert "0.400 (steps 1-10) -> 0.050 (steps 31-40)" in down.evidence[0] and "30% (steps 1-10) -> 70%" in down.evidence[1]
+    up = R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.36 + 0.04 * s)))
+    assert up is not None and up.title == "policy entropy blows up" and "lower training.grpo.entropy_coef" in up.change
+    assert R.entropy_drifts(healthy()) is None  # a run that logged no entropy
+    # the retail demo without a bonus (~0.11 -> ~0.10) and at entropy_coef 0.005 (0.30 -> 0.35): healthy
+    assert R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.112 - 0.0003 * s))) is None
+    assert R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.29 + 0.0015 * s))) is None
+    # a rise to 3x that stays under 1 nat, and a fall from a start already near greedy, are not findings
+    assert R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.1 if s <= 10 else 0.5))) is None
+    assert R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.01 if s <= 10 else 0.001))) is None
+
+
 @pytest.mark.parametrize("correct,advice", [(0.1, "too hard"), (0.9, "too easy"), (0.5, "re-tier")])
 def test_mostly_zero_variance_names_the_side(correct, advice):
     rec = healthy(metrics=metrics(zero_variance_fraction=lambda s: 0.8, correct_rate=lambda s: correct))
