@@ -402,9 +402,13 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device visible; run with --device cpu --tiny for the CPU fallback", file=sys.stderr)
         return 2
     if args.ds_child:
+        from training.distributed import barrier, leave_process_group
+
         log = run(args, args.arm)
         if int(os.environ.get("RANK", "0")) == 0:
             print(summarize(log), flush=True)
+        barrier()
+        leave_process_group()  # an exit with the group up can abort a rank after its work (SIGABRT)
         return 0
     summaries = []
     for arm in args.arm_list:

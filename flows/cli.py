@@ -336,10 +336,9 @@ def cmd_run(args) -> int:
     if world > 1:  # torchrun / deepspeed launcher: rank 0 runs the flow, the others train with it
         ranks.join(with_overrides(spec, overrides))
         if rank != 0:
-            try:
-                return ranks.follow()
-            finally:
-                ranks.leave()
+            code = ranks.follow()  # a failure exits with its collectives as they are: NCCL could wait on them
+            ranks.leave()
+            return code
     ok = False
     try:
         outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,

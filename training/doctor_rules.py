@@ -33,7 +33,7 @@ FORMAT_DROP_POINTS = 5.0  # a format-rate fall of 5 points on the held-out set i
 KL_HIGH = 0.1
 KL_MIN = 0.02
 KL_GROWTH = 5.0
-# Mean token entropy of the policy (nats, metrics `entropy`). The retail demo's SFT policy starts near 0.15
+# Mean token entropy of the policy (nats, metrics `entropy`). The retail demo's policy starts at 0.11-0.15
 # and stays near 0.1 over 180 steps without a bonus; at entropy_coef 0.02 it rose 0.36 -> 1.58 with
 # single steps past 3 nats (0.005: 0.30 -> 0.35). A fall to a quarter of the first quarter is a policy
 # settling on one answer per prompt (its groups go flat); a rise to 3x and past 1 nat is a policy whose
@@ -42,6 +42,9 @@ ENTROPY_MIN = 0.02  # below this at the start there is nothing left to collapse 
 ENTROPY_COLLAPSE = 0.25
 ENTROPY_GROWTH = 3.0
 ENTROPY_HIGH = 1.0
+# ... a fall counts only while the groups go flat: zero-variance share up by this much over the same quarters
+# (a policy that learns its prompts also sheds entropy, and its groups go flat at 1: the correct rate says so)
+ENTROPY_FLAT_RISE = 0.1
 ZERO_VARIANCE_MOST = 0.5  # more than half the groups all right or all wrong: half the rollouts teach nothing
 TOO_HARD_CORRECT = 0.3  # with most groups flat, a correct rate below this means they are flat at 0
 TOO_EASY_CORRECT = 0.7  # ... and above this, flat at 1
@@ -254,10 +257,15 @@ def entropy_drifts(rec: RunRecords) -> Finding | None:
     zv = _quarters(_series(rec.metrics, "zero_variance_fraction"))
     if zv is not None:
         evidence.append(f"zero-variance groups {zv[1]:.0%} ({zv[0]}) -> {zv[3]:.0%} ({zv[2]})")
-    if e1 >= ENTROPY_MIN and e2 <= ENTROPY_COLLAPSE * e1:
+    correct = _quarters(_series(rec.metrics, "correct_rate"))
+    flattening = zv is not None and zv[3] - zv[1] >= ENTROPY_FLAT_RISE
+    learned = correct is not None and correct[3] >= TOO_EASY_CORRECT
+    if e1 >= ENTROPY_MIN and e2 <= ENTROPY_COLLAPSE * e1 and flattening and not learned:
+        if correct is not None:
+            evidence.append(f"training correct rate {correct[1]:.3f} -> {correct[3]:.3f}")
         change = ("the policy is settling on one completion per prompt, so its groups stop disagreeing: add "
-                  "training.grpo.entropy_coef (start near 0.005), lower training.grpo.lr, or sample rollouts at "
-                  "a higher training.grpo.temperature")
+                  "training.grpo.entropy_coef (or raise it; start near 0.005), lower training.grpo.lr, or sample "
+                  "rollouts at a higher training.grpo.temperature")
         return Finding("entropy_drifts", "warning", "policy entropy collapses", tuple(evidence), change)
     if e2 >= ENTROPY_HIGH and e2 >= ENTROPY_GROWTH * e1:
         length = _quarters(_series(rec.metrics, "completion_tokens_mean"))
@@ -372,9 +380,9 @@ def _finite(x) -> bool:
 
 
 def numbers_break(rec: RunRecords) -> Finding | None:
-    """NaN or infinite loss / reward / KL / grad norm, or a grad norm that explodes."""
+    """NaN or infinite loss / reward / KL / entropy / grad norm, or a grad norm that explodes."""
     evidence = []
-    for key in ("loss", "reward_mean", "kl", "grad_norm"):
+    for key in ("loss", "reward_mean", "kl", "entropy", "grad_norm"):
         bad = [m["step"] for m in rec.metrics if key in m and m[key] is not None and not _finite(m[key])]
         if bad:
             evidence.append(f"{key} is NaN or infinite at {len(bad)} step(s), first at step {bad[0]}")

@@ -325,7 +325,8 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     elif g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
         old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
     ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
-    stats = {"loss": 0.0, "clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
+    stats = {"loss": 0.0, "grad_norm": 0.0}
+    sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0}  # token-weighted over micro-batches
     for _ in range(g.updates_per_batch):
         backend.zero_grad()
         for k, mb in enumerate(micro):
@@ -341,10 +342,13 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
                                  entropy=entropy, entropy_coef=g.entropy_coef)
             backend.backward(loss)
             stats["loss"] += float(loss.detach()) / g.updates_per_batch
-            stats["clip_fraction"] += st["clip_fraction"] / (len(micro) * g.updates_per_batch)
-            stats["kl"] += st.get("kl", 0.0) / (len(micro) * g.updates_per_batch)
-            stats["entropy"] += st["entropy"] / (len(micro) * g.updates_per_batch)
+            n = float(mask.sum())  # a micro-batch of DP padding only counts for nothing
+            for key in ("clip_fraction", "kl", "entropy"):
+                sums[key] += st.get(key, 0.0) * n
+            sums["tokens"] += n
         stats["grad_norm"] = backend.step()
+    for key in ("clip_fraction", "kl", "entropy"):  # this rank's tokens (rank 0's when logged)
+        stats[key] = sums[key] / max(sums["tokens"], 1.0)
     return stats
 
 

@@ -52,12 +52,17 @@ def token_logprobs_and_entropy(
     """`token_logprobs` and, from the same log-softmax, each position's entropy -sum p log p, both (B, T).
 
     The entropy covers the whole vocabulary (the spread the policy would sample from at temperature 1),
-    not just the sampled token. With `grad` it keeps its graph, and backward holds one more (B, T, V)
-    tensor; without, it is a value only (for logging) and costs a transient (B, T, V) product."""
+    not just the sampled token; a token of probability 0 (a -inf logit) adds 0. With `grad` it keeps
+    its graph, and backward holds two more (B, T, V) tensors; without, it is a value only (for
+    logging), computed in place in one transient (B, T, V) tensor."""
     logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-    with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-        source = logp if grad else logp.detach()
-        entropy = -(source.exp() * source).sum(dim=-1)  # (B, T)
+    if grad and torch.is_grad_enabled():
+        entropy = -(logp.exp() * logp.clamp(min=torch.finfo(logp.dtype).min)).sum(dim=-1)  # (B, T)
+    else:
+        with torch.no_grad():
+            plogp = logp.exp().mul_(logp).nan_to_num_(nan=0.0)  # 0 x -inf -> 0
+            entropy = -plogp.sum(dim=-1)
+            del plogp
     return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), entropy
 
 

@@ -167,6 +167,8 @@ def completion_logprobs(
     is on, each distinct prompt runs through the model once and its KV cache is repeated for its
     completions (`shared_prompt_logprobs`); gradients flow back through the shared prompt pass.
     """
+    if entropy not in (None, "value", "grad"):
+        raise ValueError(f"entropy={entropy!r} is not None, 'value' or 'grad'")
     if share_prompts and len({tuple(p) for p in prompts}) < len(prompts):
         return shared_prompt_logprobs(model, prompts, completions, pad_id, device, entropy)
     ids, attn, pos, t_c = pad_pairs(prompts, completions, pad_id, device)
@@ -186,8 +188,6 @@ def completion_logprobs(
 def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, entropy: str | None) -> tuple:
     if entropy is None:
         return token_logprobs(logits, targets), mask
-    if entropy not in ("value", "grad"):
-        raise ValueError(f"entropy={entropy!r} is not None, 'value' or 'grad'")
     logp, ent = token_logprobs_and_entropy(logits, targets, grad=entropy == "grad")
     return logp, mask, ent
 

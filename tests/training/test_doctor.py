@@ -79,6 +79,11 @@ def test_format_falls():
     assert R.format_falls(healthy(evals=[ev("sft", 0.34), ev("step_000040", 0.34, format_rate=0.88)])) is None
 
 
+def test_a_nan_entropy_breaks_the_numbers():
+    f = R.numbers_break(healthy(metrics=metrics(entropy=lambda s: math.nan if s == 7 else 0.1)))
+    assert f is not None and "entropy is NaN or infinite at 1 step(s), first at step 7" in f.evidence[0]
+
+
 def test_kl_grows():
     f = R.kl_grows(healthy(metrics=metrics(kl=lambda s: 0.002 * s)))
     assert f is not None and "step 40" in f.evidence[1] and "beta" in f.change
@@ -87,10 +92,15 @@ def test_kl_grows():
 
 
 def test_entropy_drifts_both_ways():
-    down = R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.4 if s <= 10 else 0.05,
-                                                    zero_variance_fraction=lambda s: 0.3 if s <= 10 else 0.7)))
+    collapse = {"entropy": lambda s: 0.4 if s <= 10 else 0.05,
+                "zero_variance_fraction": lambda s: 0.3 if s <= 10 else 0.7}
+    down = R.entropy_drifts(healthy(metrics=metrics(**collapse)))
     assert down is not None and down.title == "policy entropy collapses" and "entropy_coef" in down.change
     assert "0.400 (steps 1-10) -> 0.050 (steps 31-40)" in down.evidence[0] and "30% (steps 1-10) -> 70%" in down.evidence[1]
+    assert "training correct rate 0.450 -> 0.450" in down.evidence[2]
+    # the same fall while the groups stay mixed, or while the policy learns its prompts, is not a collapse
+    assert R.entropy_drifts(healthy(metrics=metrics(entropy=collapse["entropy"]))) is None
+    assert R.entropy_drifts(healthy(metrics=metrics(**collapse, correct_rate=lambda s: 0.5 if s <= 10 else 0.9))) is None
     up = R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.36 + 0.04 * s)))
     assert up is not None and up.title == "policy entropy blows up" and "lower training.grpo.entropy_coef" in up.change
     assert R.entropy_drifts(healthy()) is None  # a run that logged no entropy

@@ -143,6 +143,30 @@ def test_the_entropy_bonus_keeps_the_policy_spread(tmp_path, sft_model, toy):
     assert ends[0.5] > start, (start, ends)  # the bonus alone, at this weight, raises it
 
 
+def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sft_model):
+    """3 rows over grad_accum 4: micro-batches of 1, 1, 1 and 0 rows with different lengths. The logged
+    entropy is the mean over all completion tokens under the policy before the update, not a mean of
+    micro-batch means (nor one that counts the empty micro-batch)."""
+    from training.backends import TorchBackend
+    from training.config import GRPOConfig
+    from training.grpo import Group, update_policy
+    from training.modeling import completion_logprobs, load_model_and_tokenizer
+
+    model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
+    prompt = tok("Copy 7\n").input_ids
+    comps = [tok("Answer: 7", add_special_tokens=False).input_ids, tok("7", add_special_tokens=False).input_ids,
+             tok("Answer: 77777777", add_special_tokens=False).input_ids]
+    with torch.no_grad():
+        _, mask, ent = completion_logprobs(model, [prompt] * 3, comps, tok.pad_token_id, torch.device("cpu"),
+                                           entropy="value")
+    want = float(ent[mask].mean())
+    g = GRPOConfig(group_size=3, grad_accum=4, lr=1e-3, warmup_steps=0)
+    stats = update_policy(TorchBackend(model, g), None, [Group("t", prompt, comps, [1.0, 0.0, 0.5], [True, False, False])],
+                          g, tok.pad_token_id, torch.device("cpu"))
+    assert stats["entropy"] == pytest.approx(want, rel=1e-4)
+    assert len({len(c) for c in comps}) == 3  # uneven, so a mean of per-micro-batch means would differ
+
+
 def _run(sft, out, kill_after, *mode):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run([sys.executable, str(Path(__file__).with_name("grpo_runner.py")), str(sft), str(out),

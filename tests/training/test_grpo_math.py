@@ -159,3 +159,27 @@ def test_the_entropy_bonus_alone_flattens_the_policy():
                         entropy=ent, entropy_coef=1.0)
     loss.backward()
     assert logits.grad[0, 0, 0] > 0 > logits.grad[0, 0, 2]  # descent lowers the top logit, raises the lowest
+
+
+def test_entropy_of_a_token_with_probability_zero_is_finite_in_both_modes():
+    logits = torch.tensor([[[0.0, 0.0, float("-inf")]]], requires_grad=True)
+    for grad in (True, False):
+        _, ent = token_logprobs_and_entropy(logits, torch.tensor([[0]]), grad=grad)
+        assert ent.item() == pytest.approx(math.log(2.0))
+    _, ent = token_logprobs_and_entropy(logits, torch.tensor([[0]]), grad=True)
+    ent.sum().backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+@pytest.mark.parametrize("mode", ["token", "sequence"])
+def test_the_bonus_skips_masked_tokens_and_aggregates_like_the_surrogate(mode):
+    logp = torch.zeros(2, 3)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])  # the third token of row 0 and two of row 1 are padding
+    ent = torch.tensor([[1.0, 2.0, 100.0], [4.0, 100.0, 100.0]])
+    adv = torch.zeros(2)  # no surrogate: the loss is the bonus alone
+    loss, st = grpo_loss(logp, logp, None, adv, mask, 0.2, 0.2, 0.0, mode, total_tokens=6.0, total_seqs=4.0,
+                         entropy=ent, entropy_coef=0.5)
+    # token: -(0.5 x (1 + 2 + 4)) / 6 tokens of the whole batch; sequence: -(0.5 x (1.5 + 4)) / 4 sequences
+    want = -0.5 * 7 / 6 if mode == "token" else -0.5 * 5.5 / 4
+    assert loss.item() == pytest.approx(want)
+    assert st["entropy"] == pytest.approx(7 / 3)  # the masked tokens' 100s are left out
