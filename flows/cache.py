@@ -238,7 +238,13 @@ def build_stage(
             if found is not None:
                 return found
         if _try_lock(folder):
-            break
+            # another builder may have finished (manifest written, lock released) between the check above
+            # and this lock: look again under the lock, or this run would build the stage a second time
+            found = None if force else read_manifest(folder)
+            if found is None:
+                break
+            (folder / ".lock").unlink(missing_ok=True)
+            return found
         if time.monotonic() > deadline:
             raise TimeoutError(f"stage {stage}: {folder}/.lock held by another run for over {wait_seconds:.0f} s; "
                                "if no other run is active, delete the lock file")

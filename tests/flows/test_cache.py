@@ -104,6 +104,25 @@ def test_concurrent_builders_share_one_build(tmp_path):
     assert manifest["outputs"] == {"data": "data.txt"} and os.path.exists(results[0].path("data"))
 
 
+def test_a_build_that_finished_while_this_one_waited_for_the_lock_is_reused(tmp_path, monkeypatch):
+    """The race the concurrent test hit under load: the other builder writes its manifest and releases
+    the lock between this builder's manifest check and its lock. The check is repeated under the lock."""
+    import flows.cache as cache
+
+    calls: list = []
+    build_stage(tmp_path, "s", "k", _builder(calls))
+    real, seen = cache.read_manifest, []
+
+    def stale_first(folder):  # the first look happened before the other build's manifest existed
+        seen.append(folder)
+        return None if len(seen) == 1 else real(folder)
+
+    monkeypatch.setattr(cache, "read_manifest", stale_first)
+    again = build_stage(tmp_path, "s", "k", _builder(calls))
+    assert len(calls) == 1 and again.cached and len(seen) == 2
+    assert not (stage_dir(tmp_path, "s", "k") / ".lock").exists()
+
+
 def test_a_rebuild_says_which_key_part_changed(tmp_path):
     f = tmp_path / "in.txt"
     f.write_text("a")
