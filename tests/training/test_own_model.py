@@ -5,6 +5,7 @@ ChatML template), small enough that SFT and a few GRPO steps run in seconds on t
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
 from curriculum import CurriculumConfig
 from curriculum.engines import HFEngine, PromptFormat, SamplingParams
@@ -193,7 +195,8 @@ def test_bf16_sft_and_grpo_run_end_to_end(qwen, toy, tmp_path):
     from training.grpo import train_grpo
     from training.sft import run_sft
 
-    cfg = _cfg(toy, dtype="bfloat16", sft={"steps": 30}, grpo={"steps": 2, "beta": 0.1}, checkpoint={"every": 2})
+    cfg = _cfg(toy, dtype="bfloat16", sft={"steps": 30}, grpo={"steps": 2, "beta": 0.1, "entropy_coef": 0.01},
+               checkpoint={"every": 2})
     sft = run_sft(qwen, toy.copy_rows(100, 1), cfg, tmp_path / "sft", seed=0)
     stats = json.loads((sft / "sft_stats.json").read_text())
     first = json.loads((sft / "sft_metrics.jsonl").read_text().splitlines()[0])["loss"]
@@ -203,6 +206,8 @@ def test_bf16_sft_and_grpo_run_end_to_end(qwen, toy, tmp_path):
     metrics = [json.loads(x) for x in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert result["dtype"] == "bfloat16"
     assert all(torch.isfinite(torch.tensor(m.get("loss", 0.0))) for m in metrics)
+    updates = [m for m in metrics if "entropy" in m]  # the bonus through bf16 autocast on the BPE vocabulary
+    assert updates and all(0 < m["entropy"] < math.log(len(AutoTokenizer.from_pretrained(sft))) for m in updates)
 
 
 # ----- item 4: LoRA ----------------------------------------------------------------------------
