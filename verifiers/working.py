@@ -24,7 +24,8 @@ row's verifier the attach canaries stop it). Reading rules:
   2 = 11`, `\\sqrt{16} + 2 = 6`, `3! + 2 = 8`: it starts with an operator or right against a letter,
   digit or bracket); a link whose result is followed by a remainder (`7 ÷ 2 = 3 remainder 1`, `3余1`)
   is skipped.
-- Calculator notes and the text around them are both read, so a note's link may count twice.
+- Calculator notes and the text around them are both read; a link the text repeats from a note
+  (`48/2 = <<48/2=24>>24`) counts once, one that differs from it (`<<48/2=24>>25`) counts as its own.
 - The answer is the expression after the last answer marker (its value: `3/4`, `\\frac{3}{4}`, `.5`;
   with an `=` on the answer line, its last side), checked against the last value worked out before
   it, unless the last `=` before the answer could not be read (`so x = 18` after algebra). After
@@ -177,6 +178,7 @@ def _read(text: str, max_digits: int, stop: int | None = None) -> tuple[list[boo
         notes = list(_CALC.finditer(line))
         rest = _CALC.sub(lambda m: " " * len(m.group(0)), line)  # same positions as the line
         read_spans: list[tuple[int, int]] = []
+        noted: list[tuple[Fraction, Fraction]] = []  # the notes' links: the text's copy of one is not a second link
         for part, base in [*((m.group(1), m.start(1)) for m in notes), (rest, 0)]:
             for start, end, sides in _chains(part):
                 values = [_value(side, max_digits) for side in sides]
@@ -192,6 +194,11 @@ def _read(text: str, max_digits: int, stop: int | None = None) -> tuple[list[boo
                 for i, b in enumerate(sides[1:]):
                     va, vb = values[i], values[i + 1]
                     if va is None or vb is None or (i == 0 and skip_first) or (remainder and i == len(sides) - 2):
+                        continue
+                    if part is not rest:
+                        noted.append((va, vb))
+                    elif (va, vb) in noted:  # 48/2 = <<48/2=24>>24: the note already counted this link
+                        noted.remove((va, vb))
                         continue
                     verdicts.append(_holds(va, b, vb))
         cut = line if stop is None or stop >= offset else line[: max(0, stop - start_of_line)]

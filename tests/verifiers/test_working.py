@@ -70,6 +70,14 @@ def test_slips_get_partial_credit(response, score):
     assert v.status == "wrong" and v.score == pytest.approx(score), (response, v)
 
 
+def test_a_link_the_text_copies_from_its_note_counts_once():
+    assert verify("working", "Natalia sold 48/2 = <<48/2=24>>24 clips.", "", {}).detail == "1 of 1 links hold"
+    slip = verify("working", "Natalia sold 48/2 = <<48/2=24>>25 clips.", "", {})  # the copy differs: its own link
+    assert slip.detail == "1 of 2 links hold"
+    # only one copy per note: the same link written again later on the line is a link of its own
+    assert verify("working", "48/2 = <<48/2=24>>24, so 48/2 = 24", "", {}).detail == "2 of 2 links hold"
+
+
 def test_rounding_follows_the_decimals_written():
     assert verify("working", "10/3=3.3", "", {}).correct
     assert verify("working", "10/3=3.4", "", {}).status == "wrong"
