@@ -179,7 +179,7 @@ def _read(text: str, max_digits: int, stop: int | None = None) -> tuple[list[boo
         rest = _CALC.sub(lambda m: " " * len(m.group(0)), line)  # same positions as the line
         read_spans: list[tuple[int, int]] = []
         noted: list[tuple[Fraction, Fraction]] = []  # the notes' links: the text's copy of one is not a second link
-        for part, base in [*((m.group(1), m.start(1)) for m in notes), (rest, 0)]:
+        for part, base, in_note in [*((m.group(1), m.start(1), True) for m in notes), (rest, 0, False)]:
             for start, end, sides in _chains(part):
                 values = [_value(side, max_digits) for side in sides]
                 counted = stop is None or start_of_line + base + start < stop
@@ -195,7 +195,7 @@ def _read(text: str, max_digits: int, stop: int | None = None) -> tuple[list[boo
                     va, vb = values[i], values[i + 1]
                     if va is None or vb is None or (i == 0 and skip_first) or (remainder and i == len(sides) - 2):
                         continue
-                    if part is not rest:
+                    if in_note:
                         noted.append((va, vb))
                     elif (va, vb) in noted:  # 48/2 = <<48/2=24>>24: the note already counted this link
                         noted.remove((va, vb))

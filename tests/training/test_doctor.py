@@ -96,11 +96,13 @@ def test_entropy_drifts_both_ways():
                 "zero_variance_fraction": lambda s: 0.3 if s <= 10 else 0.7}
     down = R.entropy_drifts(healthy(metrics=metrics(**collapse)))
     assert down is not None and down.title == "policy entropy collapses" and "entropy_coef" in down.change
-    assert "0.400 (steps 1-10) -> 0.050 (steps 31-40)" in down.evidence[0] and "30% (steps 1-10) -> 70%" in down.evidence[1]
+    assert "0.400 (steps 1-10) -> 0.050 (steps 31-40)" in down.evidence[0]
+    assert "30% (steps 1-10) -> 70%" in down.evidence[1]
     assert "training correct rate 0.450 -> 0.450" in down.evidence[2]
     # the same fall while the groups stay mixed, or while the policy learns its prompts, is not a collapse
     assert R.entropy_drifts(healthy(metrics=metrics(entropy=collapse["entropy"]))) is None
-    assert R.entropy_drifts(healthy(metrics=metrics(**collapse, correct_rate=lambda s: 0.5 if s <= 10 else 0.9))) is None
+    learning = metrics(**collapse, correct_rate=lambda s: 0.5 if s <= 10 else 0.9)
+    assert R.entropy_drifts(healthy(metrics=learning)) is None
     up = R.entropy_drifts(healthy(metrics=metrics(entropy=lambda s: 0.36 + 0.04 * s)))
     assert up is not None and up.title == "policy entropy blows up" and "lower training.grpo.entropy_coef" in up.change
     assert R.entropy_drifts(healthy()) is None  # a run that logged no entropy

@@ -161,8 +161,8 @@ def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sf
                                            entropy="value")
     want = float(ent[mask].mean())
     g = GRPOConfig(group_size=3, grad_accum=4, lr=1e-3, warmup_steps=0)
-    stats = update_policy(TorchBackend(model, g), None, [Group("t", prompt, comps, [1.0, 0.0, 0.5], [True, False, False])],
-                          g, tok.pad_token_id, torch.device("cpu"))
+    group = Group("t", prompt, comps, [1.0, 0.0, 0.5], [True, False, False])
+    stats = update_policy(TorchBackend(model, g), None, [group], g, tok.pad_token_id, torch.device("cpu"))
     assert stats["entropy"] == pytest.approx(want, rel=1e-4)
     assert len({len(c) for c in comps}) == 3  # uneven, so a mean of per-micro-batch means would differ
 
