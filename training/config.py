@@ -409,7 +409,7 @@ class EvalConfig(_Frozen):
     )
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
-    max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, lowest ids first.")
+    max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, sampled by a hash of the id.")
     workers: int = Field(
         2, ge=1, description="Processes that score eval completions when verifiers.workers is null "
         "(verifiers.workers, when set, sizes the one verifier pool for every stage)."
