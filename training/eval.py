@@ -51,7 +51,8 @@ def select_eval_tasks(eval_df, cfg: EvalConfig) -> list[Task]:
     ids would all come from one source: on the retail sample the 200 lowest took every discount from
     the Chinese ERP export and every arithmetic row from January's tickets, and a model's gain on that
     subset differed from its gain on the whole held-out split by 7 points. No randomness: the same
-    rows give the same subset, and adding rows never swaps out a chosen one for a row ranked below it.
+    rows give the same subset, and within a category adding rows never swaps out a chosen row for one
+    ranked below it.
     """
     tasks = sorted(tasks_from_df(eval_df), key=lambda t: t.id)
     if not cfg.max_prompts or cfg.max_prompts >= len(tasks):

@@ -1,5 +1,7 @@
 """Eval metrics on an engine whose outputs are known, scored by the real math verifier."""
 
+import hashlib
+
 import polars as pl
 import pytest
 
@@ -64,13 +66,17 @@ def test_max_prompts_is_a_fixed_function_of_the_ids(toy):
     assert len(tasks) == 3 and [t.id for t in tasks] == sorted(chosen)
     assert select_eval_tasks(rows, EvalConfig(max_prompts=3)) == tasks  # row order does not matter
     assert chosen != {"train-0000", "train-0001", "train-0002"}  # not the lowest ids
-    # one order over all ids: among these 10 rows, a larger pool and budget picks none that the
-    # smaller selection passed over
+    # one order over all ids (within a category): in a larger pool, the rows of these 10 that are
+    # picked are the first of them in that order, so a pick of 3 from 40 keeps none the 10 passed over
     bigger = toy.copy_rows(40, 0)
     ten = set(rows["id"].to_list())
     assert ten < set(bigger["id"].to_list())
-    picked = {t.id for t in select_eval_tasks(bigger, EvalConfig(max_prompts=12))}
+    picked = {t.id for t in select_eval_tasks(bigger, EvalConfig(max_prompts=3))}
     assert picked & ten <= chosen
+    ranked = sorted(ten, key=lambda i: hashlib.sha256(i.encode()).digest())
+    for n in (12, 20, 30):
+        kept = {t.id for t in select_eval_tasks(bigger, EvalConfig(max_prompts=n))} & ten
+        assert kept == set(ranked[: len(kept)]), n
 
 
 def test_max_prompts_samples_each_category_across_its_sources(toy):
@@ -163,3 +169,20 @@ def test_samples_markdown_puts_two_evals_side_by_side():
     assert "&lt;b&gt;hi&lt;/b&gt;<br>*unparsed, reward 0.00* | (not evaluated) |" in md
     assert "## z" in md and "| (not evaluated) | A<br>B<br>*wrong, reward 0.10* |" in md
     assert md.index("## copy") < md.index("## z")
+
+
+def test_demo_bench_scores_every_held_out_prompt(sft_model, toy, tmp_path, load_bench):
+    """bench/demo_target.py's whole-split check: every held-out row, greedy, beyond eval.max_prompts,
+    and the same numbers as an eval of the whole split; a model scored against itself gains 0."""
+    from flows.spec import load_spec
+
+    spec = load_spec("examples/retail/spec.yaml")
+    spec = spec.model_copy(update={"eval": spec.eval.model_copy(update={"max_prompts": 5, "max_new_tokens": 12}),
+                                   "training": toy.cfg()})
+    rows = toy.copy_rows(12, 3, split="eval")
+    rows.write_parquet(tmp_path / "eval.parquet")
+    whole = load_bench("demo_target").whole_split({"a": sft_model, "b": sft_model}, spec, 0, tmp_path)
+    assert whole["a"]["n_prompts"] == 12 and len(whole["a"]["by_prompt"]["ids"]) == 12
+    direct = evaluate(sft_model, rows, EvalConfig(max_new_tokens=12, n_samples=1, k=1), seed=0, device="cpu")
+    assert whole["a"]["pass_at_1_greedy"] == direct["pass_at_1_greedy"]
+    assert whole["a"]["by_prompt"]["greedy"] == whole["b"]["by_prompt"]["greedy"]
