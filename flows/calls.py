@@ -360,7 +360,12 @@ def evaluate_plan(job: Job) -> list[dict[str, Any]]:
 
 def evaluate(job: Job) -> Result:
     """training.evaluate of one model on the held-out split (<name>.json, its samples in
-    <name>.samples.jsonl), then on each regression set and the robustness set (<name>.sets.json)."""
+    <name>.samples.jsonl), then on each regression set and the robustness set (<name>.sets.json).
+
+    The held-out eval is read back from the training loop when it evaluated the same weights with the
+    same setting (`loop_eval`); <name>.json then names the record in `reused_from`."""
+    import shutil
+
     import polars as pl
 
     from curriculum.engine_factory import release
@@ -380,8 +385,13 @@ def evaluate(job: Job) -> Result:
                         reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s, engine=engine)
 
     try:
-        result = {"name": name,
-                  **evaluate_on(pl.read_parquet(job.input("split", "eval")), out / f"{name}.samples.jsonl")}
+        rows = pl.read_parquet(job.input("split", "eval"))
+        loop = loop_eval(job, engine, rows)
+        if loop is None:
+            result = {"name": name, **evaluate_on(rows, out / f"{name}.samples.jsonl")}
+        else:
+            shutil.copyfile(loop["samples"], out / f"{name}.samples.jsonl")
+            result = {"name": name, "model": str(job.item["model"]), **loop["result"], "reused_from": str(loop["path"])}
         (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
         extra = {"regression": {set_name: evaluate_on(rows) for set_name, rows in sets.regression.items()},
                  "robustness": None if sets.robustness is None else evaluate_on(sets.robustness)}
@@ -390,6 +400,27 @@ def evaluate(job: Job) -> Result:
     (out / f"{name}.sets.json").write_text(json.dumps(extra, indent=1, default=str))
     return Result({}, {name: f"{name}.json", f"{name}.samples": f"{name}.samples.jsonl",
                        f"{name}.sets": f"{name}.sets.json"})
+
+
+def loop_eval(job: Job, engine, eval_rows) -> dict | None:
+    """The trained stage's own held-out eval of this job's model ({result, samples, path}), or None.
+
+    GRPO and DPO evaluate the SFT model and each checkpoint on these rows before saving it, with the
+    same seed, eval and reward settings; `training.eval.read_loop_eval` gives that eval back when its
+    setting equals the one this engine would evaluate with (HF engine, device type, weight and autocast
+    dtypes, prompt format, batch size). A vLLM eval engine (`eval.engine: vllm`) always evaluates anew."""
+    from curriculum import HFEngine
+    from training.eval import eval_setting, read_loop_eval, select_eval_tasks
+    from training.modeling import pick_device
+    from training.precision import dtype_name, resolve_dtype
+
+    spec = job.spec
+    if not isinstance(engine, HFEngine):
+        return None
+    dtype = dtype_name(resolve_dtype(spec.training.dtype, pick_device(spec.training.device)))
+    setting = eval_setting(engine, select_eval_tasks(eval_rows, spec.eval), spec.eval, spec.training.seed, dtype,
+                           spec.verifiers.reward, spec.verifiers.timeout_s)
+    return read_loop_eval(job.input("policy", "dir"), job.item["name"], job.item["model"], setting)
 
 
 def evaluate_finish(job: Job, stats: dict) -> Result:
@@ -415,5 +446,6 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
     (out / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
     (out / "eval_matrix.json").write_text(json.dumps(matrix, indent=1, default=str))
     flagged = {r["name"]: r["regressed"] for r in rows if r["regressed"]}
-    return Result({"models": len(table), "best": best, "regressed": flagged},
+    reused = sum("reused_from" in r for r in results.values())
+    return Result({"models": len(table), "reused": reused, "best": best, "regressed": flagged},
                   {"table": "eval_table.json", "matrix": "eval_matrix.json"})

@@ -110,7 +110,8 @@ def _attach_line(st: dict) -> str:
 
 def _evaluate_line(st: dict) -> str:
     flagged = "".join(f"; {name} regressed on {', '.join(sets)}" for name, sets in (st.get("regressed") or {}).items())
-    return f"{st.get('models')} models on the held-out split, best {st.get('best')}{flagged}"
+    reused = f" ({st['reused']} read from the training loop's own evals)" if st.get("reused") else ""
+    return f"{st.get('models')} models on the held-out split{reused}, best {st.get('best')}{flagged}"
 
 
 STAGES: dict[str, Stage] = {s.name: s for s in (

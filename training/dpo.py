@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import random
+import shutil
 import time
 from functools import partial
 from pathlib import Path
@@ -42,6 +43,7 @@ import torch.nn.functional as F
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
+from training.eval import LOOP_EVALS_DIR
 from training.report import append_jsonl, read_jsonl
 
 log = logging.getLogger("rlvrflow.training")
@@ -214,12 +216,13 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
 
     evaluate_now = partial(_evaluate, policy=policy, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
                            seed=seed, device=device, dtype=dtype, fmt=fmt, out=out, reward_cfg=reward_cfg,
-                           workers=workers, timeout_s=timeout_s)
+                           workers=workers, timeout_s=timeout_s, start_model=sft_model)
     if resume is not None:
         run = _restore(resume, out, opt, sched, scaler)
     else:
         for stale in ("metrics.jsonl", "evals.jsonl"):
             (out / stale).unlink(missing_ok=True)
+        shutil.rmtree(out / LOOP_EVALS_DIR, ignore_errors=True)
         run = {"step": 0, "evals": [evaluate_now(0)]}  # the SFT baseline, in the same table as every checkpoint
 
     t0, start_step = time.perf_counter(), run["step"]
@@ -248,16 +251,18 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
 
 
 def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dtype, fmt, out: Path, reward_cfg,
-              workers: int | None = None, timeout_s: float = 30.0) -> dict:
-    """Evaluate the live policy (step 0: the SFT baseline); record it in evals.jsonl and its samples
-    in samples/step_NNNNNN.jsonl; returns the record without per_category."""
-    from training.eval import evaluate_model
-    from training.precision import autocast
+              workers: int | None = None, timeout_s: float = 30.0, start_model=None) -> dict:
+    """Evaluate the live policy (step 0: the SFT baseline, `start_model`); record it in evals.jsonl, its
+    samples in samples/step_NNNNNN.jsonl and the whole eval in evals/ (`training.eval.KeepEval`);
+    returns the record without per_category."""
+    from training.eval import KeepEval, evaluate_model
+    from training.precision import autocast, dtype_name
 
+    keep = KeepEval(out, step, start_model if step == 0 else None, dtype_name(dtype))
     with autocast(device, dtype):
         result = evaluate_model(policy, tokenizer, eval_df, eval_cfg, seed, device=str(device), prompt_format=fmt,
                                 samples_path=out / "samples" / f"step_{step:06d}.jsonl", reward_cfg=reward_cfg,
-                                workers=workers, timeout_s=timeout_s)
+                                workers=workers, timeout_s=timeout_s, keep=keep)
     record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
     append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     return record

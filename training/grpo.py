@@ -45,6 +45,7 @@ from pathlib import Path
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
+from training.eval import LOOP_EVALS_DIR
 from training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
 from training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
 from training.progress import Scalars, progress_bar
@@ -129,8 +130,11 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     # own copy of the weights and its share of GPU memory on every GPU for nothing.
     engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
               if (backend.is_main or g.rollout == "hf") and g.rollout_mode == "sync" else None)
+    # one plain torch process evaluates the weights it then saves: the evaluate stage may read those evals
+    keep = (sft_model, dtype_name(dtype)) if g.backend == "torch" and backend.world_size == 1 else None
     evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
-                           seed=seed, device=device, out=out, fmt=fmt, workers=workers, timeout_s=timeout_s)
+                           seed=seed, device=device, out=out, fmt=fmt, workers=workers, timeout_s=timeout_s,
+                           reward_cfg=reward_cfg, keep=keep)
     if resume is not None:
         run = _resume(resume, out, backend, sampler, engine, g.rollout)
     else:
@@ -139,6 +143,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
             for stale in RUN_LOGS:
                 (out / stale).unlink(missing_ok=True)
             shutil.rmtree(out / TB_DIR, ignore_errors=True)
+            shutil.rmtree(out / LOOP_EVALS_DIR, ignore_errors=True)  # an earlier run's, or none written by this one
         evaluate_now(run, 0)  # the SFT baseline, in the same table as every checkpoint
     # rank 0 writes TensorBoard; a resumed run hides the events written after its checkpoint
     scalars = Scalars(cfg.report_to if backend.is_main else [], out / TB_DIR,
@@ -204,22 +209,25 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
 
 
 def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path,
-              fmt=None, workers: int | None = None, timeout_s: float = 30.0) -> dict:
-    """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl.
+              fmt=None, workers: int | None = None, timeout_s: float = 30.0, reward_cfg=None,
+              keep: tuple | None = None) -> dict:
+    """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl, and with
+    `keep` (the model GRPO started from, the dtype's name) whole in evals/ (`training.eval.KeepEval`).
 
     With several ranks only rank 0 generates (with `backend.generation_module`: under ZeRO-3 its full
     replica, refreshed here in a collective gather) and its record is broadcast, so every rank keeps
     the same RunState.
     """
-    from training.eval import evaluate_model
+    from training.eval import KeepEval, evaluate_model
 
     backend.sync_generation_module()  # every rank: a collective under ZeRO-3
     record = None
     if backend.is_main:
+        kept = None if keep is None else KeepEval(out, step, keep[0] if step == 0 else None, keep[1])
         with backend.autocast():
             result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device),
                                     prompt_format=fmt, samples_path=out / "samples" / f"step_{step:06d}.jsonl",
-                                    workers=workers, timeout_s=timeout_s)
+                                    reward_cfg=reward_cfg, workers=workers, timeout_s=timeout_s, keep=kept)
         record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     record = backend.broadcast(record)

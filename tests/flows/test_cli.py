@@ -6,6 +6,7 @@ twice on a toy domain; the second run reuses every stage and prints both runs' t
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,25 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     again = json.loads((out / "latest.json").read_text())
     assert again["run_dir"] != latest["run_dir"] and again["checkpoint"] == latest["checkpoint"]
     print(second.splitlines()[0] + "\n" + second.splitlines()[1])
+
+    # the evaluate stage read GRPO's own evals of SFT and each checkpoint; evaluated anew, they are the same
+    evaluate_line = next(line for line in first.splitlines() if line.startswith("  evaluate "))
+    (evaluated,) = (out / "stages" / "evaluate").iterdir()
+    names = [r["name"] for r in json.loads((evaluated / "eval_table.json").read_text())]
+    assert f"{len(names)} models on the held-out split ({len(names)} read from the training loop's own evals)" \
+        in evaluate_line, evaluate_line
+    kept = {n: (json.loads((evaluated / f"{n}.json").read_text()), (evaluated / f"{n}.samples.jsonl").read_bytes())
+            for n in names}
+    (trained,) = (out / "stages" / "grpo").iterdir()
+    shutil.rmtree(trained / "evals")
+    shutil.rmtree(evaluated)
+    assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
+    third = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  evaluate "))
+    assert "read from the training loop" not in third and "[computed in" in third
+    for n, (result, samples) in kept.items():
+        assert result.pop("reused_from") == str(trained / "evals" / f"{'step_000000' if n == 'sft' else n}.json")
+        assert json.loads((evaluated / f"{n}.json").read_text()) == result, n
+        assert (evaluated / f"{n}.samples.jsonl").read_bytes() == samples, n
 
 
 def test_tier_writes_tiers_parquet_into_out(tmp_path, toy_spec, capsys):

@@ -103,7 +103,7 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
                                       "step_000002": (0.50, 0.70, 0.4)})
     result = calls.evaluate_finish(job, {})
     matrix = json.loads((tmp_path / "evaluate" / "eval_matrix.json").read_text())
-    assert result.stats == {"models": 3, "best": "step_000001", "regressed": {"step_000002": ["general"]}}
+    assert result.stats == {"models": 3, "reused": 0, "best": "step_000001", "regressed": {"step_000002": ["general"]}}
     assert [r["name"] for r in matrix["rows"]] == ["sft", "step_000001", "step_000002"]
     assert matrix["best"] == "step_000001" and matrix["best_model"] == "/models/step_000001"
     assert matrix["rows"][2]["regression_delta"]["general"] == pytest.approx(-10.0)

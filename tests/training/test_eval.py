@@ -113,6 +113,39 @@ def test_evaluate_a_saved_model_is_deterministic(sft_model, toy):
     assert 0.0 <= a["pass_at_1_greedy"] <= 1.0 and a["format_rate"] > 0.5  # SFT taught the format
 
 
+def test_a_loop_eval_is_read_back_only_for_its_model_and_setting(sft_model, toy, tmp_path):
+    """What GRPO and DPO keep of an in-loop eval equals a fresh `evaluate` of the same weights, and is
+    not given back for another seed, other rows, another starting model or a lost samples file."""
+    from curriculum.engines import PromptFormat
+    from training.eval import KeepEval, eval_engine, eval_setting, evaluate_model, read_loop_eval
+    from training.modeling import load_model_and_tokenizer
+
+    rows = toy.copy_rows(12, 3, split="eval")
+    cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12, workers=1)
+    model, tok = load_model_and_tokenizer(sft_model, "cpu", trainable=False)
+    run = tmp_path / "run"
+    evaluate_model(model, tok, rows, cfg, seed=5, device="cpu", prompt_format=PromptFormat.for_model_dir(sft_model, tok),
+                   samples_path=run / "samples" / "step_000000.jsonl", keep=KeepEval(run, 0, sft_model, "float32"))
+    fresh = evaluate(sft_model, rows, cfg, seed=5, device="cpu", samples_path=tmp_path / "fresh.jsonl")
+    engine = eval_engine(sft_model, cfg, "cpu")
+
+    def read(seed=5, eval_rows=rows, model_path=sft_model, name="sft"):
+        setting = eval_setting(engine, select_eval_tasks(eval_rows, cfg), cfg, seed, "float32")
+        return read_loop_eval(run, name, model_path, setting)
+
+    kept = read()
+    assert kept is not None and kept["path"] == run / "evals" / "step_000000.json"
+    assert {"model": str(sft_model), **kept["result"]} == fresh
+    assert kept["samples"].read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
+    assert read(seed=6) is None
+    assert read(eval_rows=rows.head(11)) is None
+    assert read(eval_rows=rows.with_columns(pl.col("reference") + "0")) is None  # same ids, other answers
+    assert read(model_path=tmp_path) is None  # the loop started from another model
+    assert read(name="step_000002") is None  # no checkpoint evaluated under that name
+    (run / "samples" / "step_000000.jsonl").unlink()
+    assert read() is None
+
+
 def _two_category_rows(toy):
     a = toy.copy_rows(6, 0).with_columns(pl.lit("a").alias("category"), ("a-" + pl.col("id")).alias("id"))
     b = toy.copy_rows(4, 1).with_columns(pl.lit("b").alias("category"), ("b-" + pl.col("id")).alias("id"))
