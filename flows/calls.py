@@ -364,8 +364,6 @@ def evaluate(job: Job) -> Result:
 
     The held-out eval is read back from the training loop when it evaluated the same weights with the
     same setting (`loop_eval`); <name>.json then names the record in `reused_from`."""
-    import shutil
-
     import polars as pl
 
     from curriculum.engine_factory import release
@@ -390,7 +388,7 @@ def evaluate(job: Job) -> Result:
         if loop is None:
             result = {"name": name, **evaluate_on(rows, out / f"{name}.samples.jsonl")}
         else:
-            shutil.copyfile(loop["samples"], out / f"{name}.samples.jsonl")
+            (out / f"{name}.samples.jsonl").write_text(loop["samples"], encoding="utf-8")
             result = {"name": name, "model": str(job.item["model"]), **loop["result"], "reused_from": str(loop["path"])}
         (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
         extra = {"regression": {set_name: evaluate_on(rows) for set_name, rows in sets.regression.items()},
@@ -414,9 +412,9 @@ def loop_eval(job: Job, engine, eval_rows) -> dict | None:
     from training.modeling import pick_device
     from training.precision import dtype_name, resolve_dtype
 
-    spec = job.spec
     if not isinstance(engine, HFEngine):
         return None
+    spec = job.spec
     dtype = dtype_name(resolve_dtype(spec.training.dtype, pick_device(spec.training.device)))
     setting = eval_setting(engine, select_eval_tasks(eval_rows, spec.eval), spec.eval, spec.training.seed, dtype,
                            spec.verifiers.reward, spec.verifiers.timeout_s)

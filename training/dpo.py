@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
-from training.eval import LOOP_EVALS_DIR
+from training.eval import LOOP_EVALS_DIR, LoopEval, write_loop_eval
 from training.report import append_jsonl, read_jsonl
 
 log = logging.getLogger("rlvrflow.training")
@@ -216,14 +216,16 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
 
     evaluate_now = partial(_evaluate, policy=policy, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
                            seed=seed, device=device, dtype=dtype, fmt=fmt, out=out, reward_cfg=reward_cfg,
-                           workers=workers, timeout_s=timeout_s, start_model=sft_model)
+                           workers=workers, timeout_s=timeout_s)
     if resume is not None:
         run = _restore(resume, out, opt, sched, scaler)
     else:
         for stale in ("metrics.jsonl", "evals.jsonl"):
             (out / stale).unlink(missing_ok=True)
         shutil.rmtree(out / LOOP_EVALS_DIR, ignore_errors=True)
-        run = {"step": 0, "evals": [evaluate_now(0)]}  # the SFT baseline, in the same table as every checkpoint
+        record, kept = evaluate_now(0)  # the SFT baseline, in the same table as every checkpoint
+        write_loop_eval(out, "step_000000", sft_model, kept)
+        run = {"step": 0, "evals": [record]}
 
     t0, start_step = time.perf_counter(), run["step"]
     for step in range(run["step"], d.steps):
@@ -241,9 +243,12 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
         if run["step"] % d.log_every == 0 or run["step"] == d.steps:
             append_jsonl(out / "metrics.jsonl", metrics)
         if run["step"] % cfg.checkpoint.every == 0 or run["step"] == d.steps:
-            record = evaluate_now(run["step"])
+            record, kept = evaluate_now(run["step"])
             run["evals"].append(record)
             _save(out, run, policy, tokenizer, opt, sched, scaler, record, cfg, fmt)
+            saved = out / f"step_{run['step']:06d}"
+            if saved.is_dir():  # tied to the committed files; retention may have removed them
+                write_loop_eval(out, saved.name, saved, kept)
         if on_progress is not None:
             on_progress(run["step"], d.steps, metrics)
     return _finish(out, run, cfg, time.perf_counter() - t0, run["step"] - start_step, Path(sft_model),
@@ -251,21 +256,21 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
 
 
 def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dtype, fmt, out: Path, reward_cfg,
-              workers: int | None = None, timeout_s: float = 30.0, start_model=None) -> dict:
-    """Evaluate the live policy (step 0: the SFT baseline, `start_model`); record it in evals.jsonl, its
-    samples in samples/step_NNNNNN.jsonl and the whole eval in evals/ (`training.eval.KeepEval`);
-    returns the record without per_category."""
-    from training.eval import KeepEval, evaluate_model
+              workers: int | None = None, timeout_s: float = 30.0) -> tuple[dict, LoopEval]:
+    """Evaluate the live policy (step 0: the SFT baseline); record it in evals.jsonl and its samples
+    in samples/step_NNNNNN.jsonl; returns the record without per_category, and the eval whole
+    (`training.eval.LoopEval`) for `write_loop_eval` once the weights are on disk."""
+    from training.eval import evaluate_live
     from training.precision import autocast, dtype_name
 
-    keep = KeepEval(out, step, start_model if step == 0 else None, dtype_name(dtype))
     with autocast(device, dtype):
-        result = evaluate_model(policy, tokenizer, eval_df, eval_cfg, seed, device=str(device), prompt_format=fmt,
-                                samples_path=out / "samples" / f"step_{step:06d}.jsonl", reward_cfg=reward_cfg,
-                                workers=workers, timeout_s=timeout_s, keep=keep)
+        kept = evaluate_live(policy, tokenizer, eval_df, eval_cfg, seed, dtype_name(dtype),
+                             out / "samples" / f"step_{step:06d}.jsonl", workers, str(device), prompt_format=fmt,
+                             reward_cfg=reward_cfg, timeout_s=timeout_s)
+    result = kept.result
     record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
     append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
-    return record
+    return record, kept
 
 
 def _restore(resume: Path, out: Path, opt, sched, scaler) -> dict:

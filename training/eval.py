@@ -151,19 +151,20 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
 
 # The eval settings a held-out result depends on (not: the regression and robustness sets, workers).
 SETTING_FIELDS = ("k", "n_samples", "max_new_tokens", "temperature", "top_p", "max_prompts", "samples_per_category")
-LOOP_EVALS_DIR = "evals"  # in a GRPO or DPO run folder: <step>.json, each in-loop eval whole (`loop_eval_path`)
+LOOP_EVALS_DIR = "evals"  # in a GRPO or DPO run folder: step_NNNNNN.json, each in-loop eval whole
 
 
 def eval_setting(engine, tasks: list[Task], cfg: EvalConfig, seed: int, dtype: str, reward_cfg=None,
                  timeout_s: float = 30.0) -> dict:
     """What an eval by the HF `engine` depends on besides its model's weights and the code: the rows,
-    seed and eval settings, the device type, the weights' dtype and the autocast `dtype` (a name), the
-    prompt format, the batch size and decoder, the reward weights (the samples file's rewards) and the
-    verifiers' deadline.
+    seed and eval settings, the device type (and CPU threads), the weights' dtypes (a LoRA adapter's
+    too) and the autocast `dtype` (a name), the prompt format, the batch size and decoder, the reward weights (the samples
+    file's rewards), the verifiers' deadline, and the torch and transformers versions.
 
-    A training loop stores it with each in-loop eval; the evaluate stage computes it for the same model
-    and reads the stored eval instead of running it again only when the two are equal."""
+    A training loop keeps it with each in-loop eval; the evaluate stage computes it for the same model
+    and reads the kept eval instead of running it again only when the two are equal."""
     import torch
+    import transformers
 
     from verifiers import RewardConfig
 
@@ -171,58 +172,66 @@ def eval_setting(engine, tasks: list[Task], cfg: EvalConfig, seed: int, dtype: s
     for t in tasks:
         rows.update(json.dumps([t.id, t.category, t.prompt, t.verifier, t.reference, t.params],
                                sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
-    weights = next(engine.model.parameters()).dtype
+    device = torch.device(engine.device).type
     return {"engine": "hf", "rows": rows.hexdigest(), "n_rows": len(tasks), "seed": seed,
-            "eval": {f: getattr(cfg, f) for f in SETTING_FIELDS}, "device": torch.device(engine.device).type,
-            "weights": str(weights).removeprefix("torch."), "dtype": dtype,
+            "eval": {f: getattr(cfg, f) for f in SETTING_FIELDS}, "device": device,
+            "threads": torch.get_num_threads() if device == "cpu" else None,
+            "weights": sorted({str(p.dtype).removeprefix("torch.") for p in engine.model.parameters()}), "dtype": dtype,
             "prompt_format": engine.prompt_format.to_json(), "batch_size": engine.batch_size,
-            "decode": engine.decode, "timeout_s": timeout_s, "reward": (reward_cfg or RewardConfig()).model_dump(mode="json")}
+            "decode": engine.decode, "timeout_s": timeout_s,
+            "reward": (reward_cfg or RewardConfig()).model_dump(mode="json"),
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
 
 
-def loop_eval_path(run_dir: str | Path, name: str) -> Path:
-    """Where a training loop keeps its whole eval of `name` (step_000090, or step_000000 for the model it
-    started from): LOOP_EVALS_DIR/<name>.json in its run folder."""
-    return Path(run_dir) / LOOP_EVALS_DIR / f"{name}.json"
+@dataclass(frozen=True)
+class LoopEval:
+    """An eval a training loop ran on its live policy (`evaluate_live`), kept until the weights it
+    evaluated are on disk (`write_loop_eval`): its `eval_setting`, result and samples file's text."""
+
+    setting: dict
+    result: dict
+    samples: str
 
 
-def write_loop_eval(run_dir: str | Path, step: int, model: str | Path | None, setting: dict, result: dict,
-                    samples: str | Path) -> Path:
-    """Keep one in-loop eval whole (the `evaluate_engine` result, by_prompt included) with its `setting`
-    and samples file, for the evaluate stage to read back (`read_loop_eval`). `model`: the directory the
-    loop started from at step 0 (its checkpoints are named by step)."""
+def model_files(model_dir: str | Path) -> dict[str, list[int]]:
+    """{relative path: [size, mtime_ns]} of the files under `model_dir`: what ties a kept eval to the
+    files it evaluated. A model rebuilt, edited or committed again in place gets other ones; a copy
+    that keeps the times (cp -a) keeps them. Costs a stat per file, whatever the model's size."""
+    root = Path(model_dir)
+    return {p.relative_to(root).as_posix(): [p.stat().st_size, p.stat().st_mtime_ns]
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, kept: LoopEval) -> Path:
+    """Write `kept` as LOOP_EVALS_DIR/<name>.json in `run_dir` (name: step_NNNNNN; step_000000 for the
+    model the loop started from), tied to `model_dir`: its resolved path and `model_files`. Call it
+    once the weights `kept` evaluated are on disk there (a checkpoint: after its commit)."""
     from training.checkpoint import atomic_write_text
 
-    record = {"step": step, "model": None if model is None else str(model), "setting": setting,
-              "samples": str(Path(samples).relative_to(run_dir)), "result": result}
-    path = loop_eval_path(run_dir, f"step_{step:06d}")
+    record = {"name": name, "model": str(Path(model_dir).resolve()), "files": model_files(model_dir),
+              "setting": kept.setting, "samples": kept.samples, "result": kept.result}
+    path = Path(run_dir) / LOOP_EVALS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, json.dumps(record, sort_keys=True, default=str))
+    return atomic_write_text(path, json.dumps(record, ensure_ascii=False, default=str))
 
 
-def read_loop_eval(run_dir: str | Path, name: str, model_path: str | Path, setting: dict) -> dict | None:
-    """The training loop's own eval of the model `name` in `run_dir` ({result: the `evaluate_engine`
-    result, samples: its samples file, path: the record}), or None when there is none to trust: no record, a setting that differs from
-    `setting` (another seed, rows, device, dtype, prompt format, eval or reward settings), a samples file
-    gone, or for `name == "sft"` a record of another starting model. A checkpoint's record sits in the
-    run folder that holds the checkpoint, written by the same loop from the same weights just before it
-    saved them; the stage keys (code, inputs) say the rest."""
-    run_dir = Path(run_dir)
-    path = loop_eval_path(run_dir, "step_000000" if name == "sft" else name)
+def read_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, setting: dict) -> dict | None:
+    """The training loop's own eval of `model_dir`, the model the evaluate stage calls `name` (sft, or a
+    checkpoint's step_NNNNNN) in the run folder `run_dir`: {result: the `evaluate_engine` result,
+    samples: the samples file's text, path: the record}; or None when there is none to trust: no
+    record, one written for another folder, for other files (`model_files`: rebuilt, edited or
+    committed again since) or under another `setting`."""
+    path = Path(run_dir) / LOOP_EVALS_DIR / f"{'step_000000' if name == 'sft' else name}.json"
     if not path.is_file():
         return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if record.get("setting") != setting:
+    if (record.get("model") != str(Path(model_dir).resolve()) or record.get("files") != model_files(model_dir)
+            or record.get("setting") != setting):
         return None
-    if name == "sft" and (record.get("model") is None
-                          or Path(record["model"]).resolve() != Path(model_path).resolve()):
-        return None
-    samples = run_dir / str(record.get("samples"))
-    if not samples.is_file():
-        return None
-    return {"result": record["result"], "samples": samples, "path": path}
+    return {"result": record["result"], "samples": record["samples"], "path": path}
 
 
 def sample_task_indices(tasks: list[Task], per_category: int, seed: int) -> list[int]:
@@ -295,36 +304,31 @@ def samples_markdown(before: list[dict], after: list[dict], before_name: str = "
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class KeepEval:
-    """Where and as what a training loop keeps an in-loop eval whole (`write_loop_eval`): its run folder,
-    the step, the model directory it started from (for step 0) and the autocast dtype's name."""
-
-    run_dir: Path
-    step: int
-    start_model: str | Path | None
-    dtype: str
-
-
 def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, workers: int | None = None,
                    device: str = "cpu", batch_size: int = 128, prompt_format=None,
-                   samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0,
-                   keep: KeepEval | None = None) -> dict:
-    """Evaluate a live model object (used by the GRPO and DPO loops at each checkpoint), prompting it in
-    `prompt_format` (a `curriculum.engines.PromptFormat`; raw when None); samples, `workers` and
-    `timeout_s` as `evaluate_engine`. With `keep` (and `samples_path`), the result is also stored whole
-    with its `eval_setting`, for the evaluate stage to read instead of evaluating the checkpoint again."""
+                   samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0) -> dict:
+    """Evaluate a live model object, prompting it in `prompt_format` (a `curriculum.engines.PromptFormat`;
+    raw when None); samples, `workers` and `timeout_s` as `evaluate_engine`."""
+    from curriculum import HFEngine
+
+    engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
+    return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg,
+                           timeout_s=timeout_s)
+
+
+def evaluate_live(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, dtype: str, samples_path: str | Path,
+                  workers: int | None = None, device: str = "cpu", batch_size: int = 128, prompt_format=None,
+                  reward_cfg=None, timeout_s: float = 30.0) -> LoopEval:
+    """`evaluate_model` for the GRPO and DPO loops (`dtype`: the autocast dtype's name): the result with
+    its `eval_setting` and the samples file's text, for `write_loop_eval` once the weights are saved; the
+    evaluate stage then reads the eval back instead of running it again."""
     from curriculum import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
     tasks = select_eval_tasks(eval_df, cfg)
     result = evaluate_engine(engine, tasks, cfg, seed, workers, samples_path, reward_cfg, timeout_s=timeout_s)
-    if keep is not None:
-        if samples_path is None:
-            raise ValueError("evaluate_model: keep needs samples_path (the stage reads the samples file too)")
-        setting = eval_setting(engine, tasks, cfg, seed, keep.dtype, reward_cfg, timeout_s)
-        write_loop_eval(keep.run_dir, keep.step, keep.start_model, setting, result, samples_path)
-    return result
+    return LoopEval(eval_setting(engine, tasks, cfg, seed, dtype, reward_cfg, timeout_s), result,
+                    Path(samples_path).read_text(encoding="utf-8"))
 
 
 def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "auto", dtype: str = "auto",

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
-from training.eval import LOOP_EVALS_DIR
+from training.eval import LOOP_EVALS_DIR, LoopEval, write_loop_eval
 from training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
 from training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
 from training.progress import Scalars, progress_bar
@@ -131,10 +131,10 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
               if (backend.is_main or g.rollout == "hf") and g.rollout_mode == "sync" else None)
     # one plain torch process evaluates the weights it then saves: the evaluate stage may read those evals
-    keep = (sft_model, dtype_name(dtype)) if g.backend == "torch" and backend.world_size == 1 else None
+    keep = g.backend == "torch" and backend.world_size == 1
     evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
                            seed=seed, device=device, out=out, fmt=fmt, workers=workers, timeout_s=timeout_s,
-                           reward_cfg=reward_cfg, keep=keep)
+                           reward_cfg=reward_cfg, dtype=dtype_name(dtype), keep=keep)
     if resume is not None:
         run = _resume(resume, out, backend, sampler, engine, g.rollout)
     else:
@@ -144,7 +144,9 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                 (out / stale).unlink(missing_ok=True)
             shutil.rmtree(out / TB_DIR, ignore_errors=True)
             shutil.rmtree(out / LOOP_EVALS_DIR, ignore_errors=True)  # an earlier run's, or none written by this one
-        evaluate_now(run, 0)  # the SFT baseline, in the same table as every checkpoint
+        _, kept = evaluate_now(run, 0)  # the SFT baseline, in the same table as every checkpoint
+        if kept is not None:
+            write_loop_eval(out, "step_000000", sft_model, kept)
     # rank 0 writes TensorBoard; a resumed run hides the events written after its checkpoint
     scalars = Scalars(cfg.report_to if backend.is_main else [], out / TB_DIR,
                       purge_step=run.step + 1 if resume is not None else None)
@@ -191,12 +193,15 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
             bar.set_postfix(reward=f"{info['reward_mean']:.3f}", correct=f"{info['correct_rate']:.0%}", refresh=False)
             # 3. eval + checkpoint + retention + the reward-hacking check
             if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
-                record = evaluate_now(run, run.step)
+                record, kept = evaluate_now(run, run.step)
                 scalars.add("eval", record, run.step)
                 _check_reward_hacking(run, cfg.checkpoint.metric)
                 if g.rollout_mode == "async":
                     run.queue = rollouts.state_dict()  # saved with the sampler that drew it
                 _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
+                saved = out / f"step_{run.step:06d}"
+                if kept is not None and saved.is_dir():  # tied to the committed files; retention may have removed them
+                    write_loop_eval(out, saved.name, saved, kept)
                 scalars.flush()  # events up to this checkpoint survive a kill; a resume purges the later ones
             if on_progress is not None:
                 on_progress(run.step, g.steps, metrics)
@@ -210,29 +215,30 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
 
 def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path,
               fmt=None, workers: int | None = None, timeout_s: float = 30.0, reward_cfg=None,
-              keep: tuple | None = None) -> dict:
-    """Evaluate the live policy on the held-out rows; record it in the run and in evals.jsonl, and with
-    `keep` (the model GRPO started from, the dtype's name) whole in evals/ (`training.eval.KeepEval`).
+              dtype: str = "float32", keep: bool = False) -> tuple[dict, LoopEval | None]:
+    """Evaluate the live policy on the held-out rows (autocast in `dtype`, a name); record it in the run
+    and in evals.jsonl. Returns the record and, with `keep` on rank 0, the eval whole
+    (`training.eval.LoopEval`) for `write_loop_eval` once the weights are on disk.
 
     With several ranks only rank 0 generates (with `backend.generation_module`: under ZeRO-3 its full
     replica, refreshed here in a collective gather) and its record is broadcast, so every rank keeps
     the same RunState.
     """
-    from training.eval import KeepEval, evaluate_model
+    from training.eval import evaluate_live
 
     backend.sync_generation_module()  # every rank: a collective under ZeRO-3
-    record = None
+    record = kept = None
     if backend.is_main:
-        kept = None if keep is None else KeepEval(out, step, keep[0] if step == 0 else None, keep[1])
         with backend.autocast():
-            result = evaluate_model(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, device=str(device),
-                                    prompt_format=fmt, samples_path=out / "samples" / f"step_{step:06d}.jsonl",
-                                    reward_cfg=reward_cfg, workers=workers, timeout_s=timeout_s, keep=kept)
+            live = evaluate_live(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, dtype,
+                                 out / "samples" / f"step_{step:06d}.jsonl", workers, str(device),
+                                 prompt_format=fmt, reward_cfg=reward_cfg, timeout_s=timeout_s)
+        result, kept = live.result, live if keep else None
         record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
     record = backend.broadcast(record)
     run.evals.append(record)
-    return record
+    return record, kept
 
 
 def _resume(path: Path, out: Path, backend, sampler, engine, rollout: str) -> RunState:

@@ -121,6 +121,14 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
     assert line.startswith("best:       sft: no checkpoint beat the SFT baseline") and "step_000001 lost more" in line
 
 
+def test_a_vllm_eval_engine_never_reads_back_the_training_loops_evals():
+    class VLLMLike:  # any engine but the HF one the loops evaluated with
+        def generate(self, prompts, n, sampling, seed):
+            raise AssertionError("not called")
+
+    assert calls.loop_eval(None, VLLMLike(), None) is None
+
+
 def test_samples_pages_put_each_checkpoint_beside_sft(tmp_path):
     def write(name: str, response: str) -> str:
         path = tmp_path / f"{name}.samples.jsonl"

@@ -84,14 +84,19 @@ def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, 
     assert {"meta.json", "state.pt", "samples.jsonl", "rlvrflow_prompt.json"} <= {p.name for p in step.iterdir()}
     assert (tmp_path / "a" / "samples" / "step_000000.jsonl").is_file()  # the SFT baseline's samples
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["final_checkpoint"] == str(step)
-    # the loop's own eval of that checkpoint, kept whole, is what the evaluate stage would compute anew
+    # the loop's own eval of that checkpoint, kept whole, is what the evaluate stage would compute anew;
+    # the copied run's record of the step it lost is not taken for the resumed run's own step_000004
     from training.eval import eval_engine, eval_setting, evaluate, read_loop_eval, select_eval_tasks
 
     setting = eval_setting(eval_engine(step, EVAL, "cpu"), select_eval_tasks(eval_rows, EVAL), EVAL, 0, "float32")
-    kept = read_loop_eval(tmp_path / "a", "step_000004", step, setting)
     fresh = evaluate(step, eval_rows, EVAL, seed=0, device="cpu", samples_path=tmp_path / "fresh.jsonl")
-    assert kept is not None and {"model": str(step), **kept["result"]} == fresh
-    assert kept["samples"].read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
+    for run in ("a", "b"):
+        kept = read_loop_eval(tmp_path / run, "step_000004", tmp_path / run / "step_000004", setting)
+        assert kept is not None and {"model": str(step), **kept["result"]} == fresh, run
+        assert kept["samples"] == (tmp_path / "fresh.jsonl").read_text(encoding="utf-8"), run
+    baseline = read_loop_eval(tmp_path / "a", "sft", sft_model, setting)  # step 0: the model DPO started from
+    assert baseline is not None and {"model": str(sft_model), **baseline["result"]} == evaluate(
+        sft_model, eval_rows, EVAL, seed=0, device="cpu")
 
 
 def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folder(sft_model, toy, tmp_path):

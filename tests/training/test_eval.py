@@ -1,6 +1,7 @@
 """Eval metrics on an engine whose outputs are known, scored by the real math verifier."""
 
 import hashlib
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -115,35 +116,66 @@ def test_evaluate_a_saved_model_is_deterministic(sft_model, toy):
 
 def test_a_loop_eval_is_read_back_only_for_its_model_and_setting(sft_model, toy, tmp_path):
     """What GRPO and DPO keep of an in-loop eval equals a fresh `evaluate` of the same weights, and is
-    not given back for another seed, other rows, another starting model or a lost samples file."""
+    not given back for another setting, another model folder, or files changed since."""
+    import os
+    import shutil
+
     from curriculum.engines import PromptFormat
-    from training.eval import KeepEval, eval_engine, eval_setting, evaluate_model, read_loop_eval
+    from training.eval import eval_engine, eval_setting, evaluate_live, read_loop_eval, write_loop_eval
     from training.modeling import load_model_and_tokenizer
+    from verifiers import RewardConfig
 
     rows = toy.copy_rows(12, 3, split="eval")
     cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12, workers=1)
     model, tok = load_model_and_tokenizer(sft_model, "cpu", trainable=False)
     run = tmp_path / "run"
-    evaluate_model(model, tok, rows, cfg, seed=5, device="cpu", prompt_format=PromptFormat.for_model_dir(sft_model, tok),
-                   samples_path=run / "samples" / "step_000000.jsonl", keep=KeepEval(run, 0, sft_model, "float32"))
+    kept = evaluate_live(model, tok, rows, cfg, 5, "float32", run / "samples" / "step_000000.jsonl", device="cpu",
+                         prompt_format=PromptFormat.for_model_dir(sft_model, tok))
+    path = write_loop_eval(run, "step_000000", sft_model, kept)
     fresh = evaluate(sft_model, rows, cfg, seed=5, device="cpu", samples_path=tmp_path / "fresh.jsonl")
     engine = eval_engine(sft_model, cfg, "cpu")
+    tasks = select_eval_tasks(rows, cfg)
 
-    def read(seed=5, eval_rows=rows, model_path=sft_model, name="sft"):
-        setting = eval_setting(engine, select_eval_tasks(eval_rows, cfg), cfg, seed, "float32")
-        return read_loop_eval(run, name, model_path, setting)
+    def read(setting=None, model_dir=sft_model, name="sft"):
+        setting = setting or eval_setting(engine, tasks, cfg, 5, "float32")
+        return read_loop_eval(run, name, model_dir, setting)
 
-    kept = read()
-    assert kept is not None and kept["path"] == run / "evals" / "step_000000.json"
-    assert {"model": str(sft_model), **kept["result"]} == fresh
-    assert kept["samples"].read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
-    assert read(seed=6) is None
-    assert read(eval_rows=rows.head(11)) is None
-    assert read(eval_rows=rows.with_columns(pl.col("reference") + "0")) is None  # same ids, other answers
-    assert read(model_path=tmp_path) is None  # the loop started from another model
-    assert read(name="step_000002") is None  # no checkpoint evaluated under that name
-    (run / "samples" / "step_000000.jsonl").unlink()
+    got = read()
+    assert got is not None and got["path"] == path == run / "evals" / "step_000000.json"
+    assert {"model": str(sft_model), **got["result"]} == fresh
+    assert list(got["result"]) == [k for k in fresh if k != "model"]  # the result's own key order
+    assert got["samples"] == (tmp_path / "fresh.jsonl").read_text(encoding="utf-8")
+    other = {
+        "seed": eval_setting(engine, tasks, cfg, 6, "float32"),
+        "rows": eval_setting(engine, tasks[:-1], cfg, 5, "float32"),
+        "answers": eval_setting(engine, select_eval_tasks(rows.with_columns(pl.col("reference") + "0"), cfg), cfg, 5,
+                                "float32"),
+        "eval": eval_setting(engine, tasks, cfg.model_copy(update={"n_samples": 4}), 5, "float32"),
+        "autocast": eval_setting(engine, tasks, cfg, 5, "bfloat16"),
+        "reward": eval_setting(engine, tasks, cfg, 5, "float32", RewardConfig(format_weight=0.3)),
+        "timeout": eval_setting(engine, tasks, cfg, 5, "float32", timeout_s=5.0),
+    }
+    for what, setting in other.items():
+        assert read(setting) is None, what
+    engine.batch_size = 7  # the batch is in the setting (padding can move the last bits)
     assert read() is None
+    engine.batch_size = 128
+    engine.prompt_format = PromptFormat("chat" if engine.prompt_format.kind == "raw" else "raw")
+    assert read() is None
+    engine.prompt_format = PromptFormat.for_model_dir(sft_model, tok)
+    assert read() is not None
+    assert read(name="step_000002") is None  # nothing kept under that name
+    copy = tmp_path / "copy"
+    shutil.copytree(sft_model, copy)
+    assert read(model_dir=copy) is None  # another folder, even with the same files
+    weights = Path(sft_model) / "model.safetensors"
+    st = weights.stat()
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # rebuilt or edited in place since
+    try:
+        assert read() is None
+    finally:
+        os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert read() is not None
 
 
 def _two_category_rows(toy):
