@@ -403,10 +403,11 @@ def evaluate(job: Job) -> Result:
 def loop_eval(job: Job, engine, eval_rows) -> dict | None:
     """The trained stage's own held-out eval of this job's model ({result, samples, path}), or None.
 
-    GRPO and DPO evaluate the SFT model and each checkpoint on these rows before saving it, with the
-    same seed, eval and reward settings; `training.eval.read_loop_eval` gives that eval back when its
-    setting equals the one this engine would evaluate with (HF engine, device type, weight and autocast
-    dtypes, prompt format, batch size). A vLLM eval engine (`eval.engine: vllm`) always evaluates anew."""
+    GRPO and DPO evaluate the model they start from and each checkpoint on these rows with the same
+    seed, eval and reward settings, and keep each eval once its weights are on disk;
+    `training.eval.read_loop_eval` gives it back when it was kept for this folder with these files
+    and under the `eval_setting` this engine would evaluate with. A vLLM eval engine (`eval.engine:
+    vllm`) always evaluates anew."""
     from curriculum import HFEngine
     from training.eval import eval_setting, read_loop_eval, select_eval_tasks
     from training.modeling import pick_device

@@ -22,7 +22,8 @@ Batches: step s takes pairs s*B .. (s+1)*B - 1 of a stream of seeded permutation
 so a resumed run draws the same pairs without saving sampler state. Every `checkpoint.every` steps
 (and at the end) the policy is evaluated on the held-out rows (step 0 = the SFT baseline, with its
 samples under samples/) and saved in GRPO's layout: step_NNNNNN/ (HF weights or the unmerged
-adapter, state.pt, meta.json with the eval), metrics.jsonl, evals.jsonl, curves.png, summary.json.
+adapter, state.pt, meta.json with the eval), metrics.jsonl, evals.jsonl, evals/ (each eval whole, for
+the evaluate stage to read back: `training.eval.write_loop_eval`), curves.png, summary.json.
 
 Left out: other DPO losses (IPO, hinge, robust), SFT loss mixing, several processes.
 """
@@ -300,7 +301,8 @@ def _save(out: Path, run: dict, policy, tokenizer, opt, sched, scaler, record: d
         extra["samples.jsonl"] = samples.read_text(encoding="utf-8")
     ckpt.save_checkpoint(out, run["step"], policy, tokenizer, state, {"eval": record}, extra=extra)
     c = cfg.checkpoint
-    ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric)
+    for gone in ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric):
+        (out / LOOP_EVALS_DIR / f"{gone.name}.json").unlink(missing_ok=True)  # its kept eval with it
 
 
 def _finish(out: Path, run: dict, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path,

@@ -21,7 +21,9 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import logging
 import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,8 @@ from curriculum import pass_at_k
 
 from training.config import EvalConfig
 from training.scoring import Task, score_groups, tasks_from_df
+
+log = logging.getLogger("rlvrflow.training")
 
 PARSED = ("correct", "wrong")
 SAMPLE_FIELDS = ("id", "category", "prompt", "mode", "response", "status", "score", "reward", "n_tokens")
@@ -157,9 +161,10 @@ LOOP_EVALS_DIR = "evals"  # in a GRPO or DPO run folder: step_NNNNNN.json, each 
 def eval_setting(engine, tasks: list[Task], cfg: EvalConfig, seed: int, dtype: str, reward_cfg=None,
                  timeout_s: float = 30.0) -> dict:
     """What an eval by the HF `engine` depends on besides its model's weights and the code: the rows,
-    seed and eval settings, the device type (and CPU threads), the weights' dtypes (a LoRA adapter's
-    too) and the autocast `dtype` (a name), the prompt format, the batch size and decoder, the reward weights (the samples
-    file's rewards), the verifiers' deadline, and the torch and transformers versions.
+    seed and eval settings, the device type (CPU threads; GPU name and cuDNN), the weights' dtypes (a
+    LoRA adapter's too) and the autocast `dtype` (a name), the prompt format, the batch size and
+    decoder, the reward weights (the samples file's rewards), the verifiers' deadline, and the torch,
+    transformers and peft versions.
 
     A training loop keeps it with each in-loop eval; the evaluate stage computes it for the same model
     and reads the kept eval instead of running it again only when the two are equal."""
@@ -173,6 +178,16 @@ def eval_setting(engine, tasks: list[Task], cfg: EvalConfig, seed: int, dtype: s
         rows.update(json.dumps([t.id, t.category, t.prompt, t.verifier, t.reference, t.params],
                                sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
     device = torch.device(engine.device).type
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+    try:
+        import peft
+
+        versions["peft"] = peft.__version__
+    except ImportError:
+        pass
+    if device == "cuda":
+        versions.update(gpu=torch.cuda.get_device_name(torch.device(engine.device)),
+                        cudnn=torch.backends.cudnn.version())
     return {"engine": "hf", "rows": rows.hexdigest(), "n_rows": len(tasks), "seed": seed,
             "eval": {f: getattr(cfg, f) for f in SETTING_FIELDS}, "device": device,
             "threads": torch.get_num_threads() if device == "cpu" else None,
@@ -180,7 +195,7 @@ def eval_setting(engine, tasks: list[Task], cfg: EvalConfig, seed: int, dtype: s
             "prompt_format": engine.prompt_format.to_json(), "batch_size": engine.batch_size,
             "decode": engine.decode, "timeout_s": timeout_s,
             "reward": (reward_cfg or RewardConfig()).model_dump(mode="json"),
-            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+            "versions": versions}
 
 
 @dataclass(frozen=True)
@@ -197,22 +212,46 @@ def model_files(model_dir: str | Path) -> dict[str, list[int]]:
     """{relative path: [size, mtime_ns]} of the files under `model_dir`: what ties a kept eval to the
     files it evaluated. A model rebuilt, edited or committed again in place gets other ones; a copy
     that keeps the times (cp -a) keeps them. Costs a stat per file, whatever the model's size."""
-    root = Path(model_dir)
-    return {p.relative_to(root).as_posix(): [p.stat().st_size, p.stat().st_mtime_ns]
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    root, files = Path(model_dir), {}
+    for p in sorted(root.rglob("*")):
+        try:
+            st = p.stat()
+        except FileNotFoundError:  # removed while listed: not part of the model
+            continue
+        if stat.S_ISREG(st.st_mode):
+            files[p.relative_to(root).as_posix()] = [st.st_size, st.st_mtime_ns]
+    return files
 
 
-def write_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, kept: LoopEval) -> Path:
+def _model_identity(model_dir: str | Path) -> dict:
+    """A model folder's resolved path and `model_files`, and for a LoRA adapter its base's too (the
+    weights under the adapter are part of what an eval evaluated)."""
+    from training import lora
+
+    ident = {"model": str(Path(model_dir).resolve()), "files": model_files(model_dir)}
+    if lora.is_adapter_dir(model_dir):
+        base = lora.adapter_base(model_dir)
+        ident["base"] = {"model": str(Path(base).resolve()), "files": model_files(base)}
+    return ident
+
+
+def write_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, kept: LoopEval) -> Path | None:
     """Write `kept` as LOOP_EVALS_DIR/<name>.json in `run_dir` (name: step_NNNNNN; step_000000 for the
-    model the loop started from), tied to `model_dir`: its resolved path and `model_files`. Call it
-    once the weights `kept` evaluated are on disk there (a checkpoint: after its commit)."""
+    model the loop started from), tied to `model_dir`: its resolved path and `model_files` (a LoRA
+    adapter's base's too). Call it once the weights `kept` evaluated are on disk there (a checkpoint:
+    after its commit). A record that cannot be written is a warning: the stage then evaluates anew."""
     from training.checkpoint import atomic_write_text
 
-    record = {"name": name, "model": str(Path(model_dir).resolve()), "files": model_files(model_dir),
-              "setting": kept.setting, "samples": kept.samples, "result": kept.result}
     path = Path(run_dir) / LOOP_EVALS_DIR / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, json.dumps(record, ensure_ascii=False, default=str))
+    try:
+        record = {"name": name, **_model_identity(model_dir), "setting": kept.setting, "samples": kept.samples,
+                  "result": kept.result}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return atomic_write_text(path, json.dumps(record, ensure_ascii=False, default=str))
+    except (OSError, ValueError) as exc:  # the record only saves the evaluate stage time: never end a run over it
+        log.warning("could not keep the eval of %s in %s (%s); the evaluate stage will evaluate it again",
+                    name, path, exc)
+        return None
 
 
 def read_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, setting: dict) -> dict | None:
@@ -226,10 +265,12 @@ def read_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, settin
         return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
+        ident = _model_identity(model_dir)
     except (OSError, ValueError):
         return None
-    if (record.get("model") != str(Path(model_dir).resolve()) or record.get("files") != model_files(model_dir)
-            or record.get("setting") != setting):
+    if any(record.get(k) != v for k, v in ident.items()) or ("base" in record and "base" not in ident):
+        return None
+    if record.get("setting") != setting:
         return None
     return {"result": record["result"], "samples": record["samples"], "path": path}
 
@@ -271,7 +312,8 @@ def write_samples(path: str | Path, records: list[dict]) -> Path:
 
 
 def read_samples(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    # split on newlines only: a response may hold U+2028 and the like, which JSON keeps unescaped
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def _cell(text: str, limit: int = 300) -> str:

@@ -12,7 +12,8 @@ zero-variance groups and refill from the sampler up to `max_refill_rounds` times
 `checkpoint.every` steps (and at the end) the policy is evaluated on the held-out rows and saved with
 its optimizer, sampler and RNG state; a rerun resumes from the newest complete checkpoint. Outputs in
 out_dir: metrics.jsonl (a line every `log_every` steps), evals.jsonl (SFT baseline at step 0, then each
-checkpoint), rollout_samples.jsonl, tb/ (TensorBoard, with `training.report_to: [tensorboard]`),
+checkpoint), evals/ (each of those evals whole, for the evaluate stage to read back; one plain torch
+process only: `training.eval.write_loop_eval`), rollout_samples.jsonl, tb/ (TensorBoard, with `training.report_to: [tensorboard]`),
 curves.png, step_NNNNNN/ checkpoints, summary.json. A progress bar follows the steps on a terminal and a
 step line goes to the log (training/grpo_logs.py says what each holds).
 
@@ -429,7 +430,8 @@ def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, c
                             extra={PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
     if backend.is_main:
         c = cfg.checkpoint
-        ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric)
+        for gone in ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric):
+            (out / LOOP_EVALS_DIR / f"{gone.name}.json").unlink(missing_ok=True)  # its kept eval with it
     backend.barrier()  # no rank runs ahead while old checkpoints are being removed
 
 

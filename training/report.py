@@ -28,7 +28,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.exists():
         return []
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # split on newlines only: a sample's text may hold U+2028 and the like, which JSON keeps unescaped
+    return [json.loads(line) for line in p.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def detect_reward_hacking(

@@ -94,6 +94,11 @@ def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, 
         kept = read_loop_eval(tmp_path / run, "step_000004", tmp_path / run / "step_000004", setting)
         assert kept is not None and {"model": str(step), **kept["result"]} == fresh, run
         assert kept["samples"] == (tmp_path / "fresh.jsonl").read_text(encoding="utf-8"), run
+        record = json.loads(kept["path"].read_text())
+        assert record["model"] == str((tmp_path / run / "step_000004").resolve()), run
+    copied = tmp_path / "b" / "step_000002"  # copied with a's record and the same file times: a's folder, not b's
+    assert read_loop_eval(tmp_path / "a", "step_000002", tmp_path / "a" / "step_000002", setting) is not None
+    assert read_loop_eval(tmp_path / "b", "step_000002", copied, setting) is None
     baseline = read_loop_eval(tmp_path / "a", "sft", sft_model, setting)  # step 0: the model DPO started from
     assert baseline is not None and {"model": str(sft_model), **baseline["result"]} == evaluate(
         sft_model, eval_rows, EVAL, seed=0, device="cpu")

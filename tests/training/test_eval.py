@@ -4,6 +4,7 @@ import hashlib
 from pathlib import Path
 
 import polars as pl
+import torch
 import pytest
 
 from curriculum import Completion
@@ -114,7 +115,7 @@ def test_evaluate_a_saved_model_is_deterministic(sft_model, toy):
     assert 0.0 <= a["pass_at_1_greedy"] <= 1.0 and a["format_rate"] > 0.5  # SFT taught the format
 
 
-def test_a_loop_eval_is_read_back_only_for_its_model_and_setting(sft_model, toy, tmp_path):
+def test_a_loop_eval_is_read_back_only_for_its_model_and_setting(sft_model, toy, tmp_path, monkeypatch):
     """What GRPO and DPO keep of an in-loop eval equals a fresh `evaluate` of the same weights, and is
     not given back for another setting, another model folder, or files changed since."""
     import os
@@ -157,6 +158,18 @@ def test_a_loop_eval_is_read_back_only_for_its_model_and_setting(sft_model, toy,
     }
     for what, setting in other.items():
         assert read(setting) is None, what
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)  # CPU matmuls may round otherwise with another thread count
+    try:
+        assert read() is None
+    finally:
+        torch.set_num_threads(threads)
+    assert read(eval_setting(eval_engine(sft_model, cfg, "cpu", "bfloat16"), tasks, cfg, 5, "float32")) is None
+    import transformers
+
+    monkeypatch.setattr(transformers, "__version__", transformers.__version__ + ".other")
+    assert read() is None
+    monkeypatch.undo()
     engine.batch_size = 7  # the batch is in the setting (padding can move the last bits)
     assert read() is None
     engine.batch_size = 128
@@ -170,12 +183,47 @@ def test_a_loop_eval_is_read_back_only_for_its_model_and_setting(sft_model, toy,
     assert read(model_dir=copy) is None  # another folder, even with the same files
     weights = Path(sft_model) / "model.safetensors"
     st = weights.stat()
-    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # rebuilt or edited in place since
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rebuilt or edited in place since
     try:
         assert read() is None
     finally:
         os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert read() is not None
+
+
+def test_a_kept_eval_of_a_lora_adapter_is_tied_to_its_base_too(tmp_path):
+    """An adapter checkpoint's eval also evaluated the base under it: a base rebuilt since refuses it."""
+    import json
+    import os
+
+    from training.eval import LoopEval, read_loop_eval, write_loop_eval
+
+    base, adapter = tmp_path / "sft", tmp_path / "run" / "step_000002"
+    for folder, files in ((base, ("config.json", "model.safetensors")), (adapter, ("adapter_model.safetensors",))):
+        folder.mkdir(parents=True)
+        for name in files:
+            (folder / name).write_text(name)
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
+    write_loop_eval(tmp_path / "run", "step_000002", adapter, LoopEval({"seed": 0}, {"pass_at_1_greedy": 0.5}, ""))
+    got = read_loop_eval(tmp_path / "run", "step_000002", adapter, {"seed": 0})
+    assert got is not None and got["result"] == {"pass_at_1_greedy": 0.5}
+    st = (base / "model.safetensors").stat()
+    os.utime(base / "model.safetensors", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert read_loop_eval(tmp_path / "run", "step_000002", adapter, {"seed": 0}) is None
+    base.rename(tmp_path / "gone")  # the base is not there any more
+    assert read_loop_eval(tmp_path / "run", "step_000002", adapter, {"seed": 0}) is None
+
+
+def test_samples_and_run_logs_survive_line_separators_inside_a_response(tmp_path):
+    """JSON keeps U+2028, U+2029 and U+0085 unescaped: a reader must split lines on newlines only."""
+    from training.eval import read_samples, write_samples
+    from training.report import append_jsonl, read_jsonl
+
+    text = "a\u2028b\u2029c\x85d"
+    write_samples(tmp_path / "s.jsonl", [{"response": text}, {"response": "e"}])
+    assert [r["response"] for r in read_samples(tmp_path / "s.jsonl")] == [text, "e"]
+    append_jsonl(tmp_path / "m.jsonl", {"text": text})
+    assert read_jsonl(tmp_path / "m.jsonl") == [{"text": text}]
 
 
 def _two_category_rows(toy):
