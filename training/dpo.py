@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
-from training.eval import LOOP_EVALS_DIR, LoopEval, write_loop_eval
+from training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
 from training.report import append_jsonl, read_jsonl
 
 log = logging.getLogger("rlvrflow.training")
@@ -247,9 +247,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
             record, kept = evaluate_now(run["step"])
             run["evals"].append(record)
             _save(out, run, policy, tokenizer, opt, sched, scaler, record, cfg, fmt)
-            saved = out / f"step_{run['step']:06d}"
-            if saved.is_dir():  # tied to the committed files; retention may have removed them
-                write_loop_eval(out, saved.name, saved, kept)
+            write_checkpoint_eval(out, run["step"], kept)  # tied to the committed files
         if on_progress is not None:
             on_progress(run["step"], d.steps, metrics)
     return _finish(out, run, cfg, time.perf_counter() - t0, run["step"] - start_step, Path(sft_model),
@@ -301,8 +299,7 @@ def _save(out: Path, run: dict, policy, tokenizer, opt, sched, scaler, record: d
         extra["samples.jsonl"] = samples.read_text(encoding="utf-8")
     ckpt.save_checkpoint(out, run["step"], policy, tokenizer, state, {"eval": record}, extra=extra)
     c = cfg.checkpoint
-    for gone in ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric):
-        (out / LOOP_EVALS_DIR / f"{gone.name}.json").unlink(missing_ok=True)  # its kept eval with it
+    drop_loop_evals(out, ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric))
 
 
 def _finish(out: Path, run: dict, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path,

@@ -254,6 +254,19 @@ def write_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, kept:
         return None
 
 
+def write_checkpoint_eval(run_dir: str | Path, step: int, kept: LoopEval | None) -> Path | None:
+    """`write_loop_eval` for the checkpoint of `step` just saved in `run_dir`, when there is an eval to
+    keep and retention left the checkpoint on disk."""
+    saved = Path(run_dir) / f"step_{step:06d}"
+    return write_loop_eval(run_dir, saved.name, saved, kept) if kept is not None and saved.is_dir() else None
+
+
+def drop_loop_evals(run_dir: str | Path, checkpoints) -> None:
+    """Remove the kept evals of the checkpoints retention deleted (`checkpoint.apply_retention`'s paths)."""
+    for gone in checkpoints:
+        (Path(run_dir) / LOOP_EVALS_DIR / f"{Path(gone).name}.json").unlink(missing_ok=True)
+
+
 def read_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, setting: dict) -> dict | None:
     """The training loop's own eval of `model_dir`, the model the evaluate stage calls `name` (sft, or a
     checkpoint's step_NNNNNN) in the run folder `run_dir`: {result: the `evaluate_engine` result,

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from training import checkpoint as ckpt
 from training.config import EvalConfig, TrainingConfig
-from training.eval import LOOP_EVALS_DIR, LoopEval, write_loop_eval
+from training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
 from training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
 from training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
 from training.progress import Scalars, progress_bar
@@ -200,9 +200,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                 if g.rollout_mode == "async":
                     run.queue = rollouts.state_dict()  # saved with the sampler that drew it
                 _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
-                saved = out / f"step_{run.step:06d}"
-                if kept is not None and saved.is_dir():  # tied to the committed files; retention may have removed them
-                    write_loop_eval(out, saved.name, saved, kept)
+                write_checkpoint_eval(out, run.step, kept)  # tied to the committed files
                 scalars.flush()  # events up to this checkpoint survive a kill; a resume purges the later ones
             if on_progress is not None:
                 on_progress(run.step, g.steps, metrics)
@@ -430,8 +428,7 @@ def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, c
                             extra={PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
     if backend.is_main:
         c = cfg.checkpoint
-        for gone in ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric):
-            (out / LOOP_EVALS_DIR / f"{gone.name}.json").unlink(missing_ok=True)  # its kept eval with it
+        drop_loop_evals(out, ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric))
     backend.barrier()  # no rank runs ahead while old checkpoints are being removed
 
 

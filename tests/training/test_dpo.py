@@ -104,6 +104,14 @@ def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, 
         sft_model, eval_rows, EVAL, seed=0, device="cpu")
 
 
+def test_retention_removes_a_deleted_checkpoints_kept_eval(sft_model, toy, tmp_path):
+    cfg = toy.cfg(algorithm="dpo", dpo={"steps": 4, "lr": 3e-3, "batch_size": 4, "warmup_steps": 0},
+                  checkpoint={"every": 2, "keep_last": 1})
+    train_dpo(sft_model, _pairs(6), cfg, toy.copy_rows(4, 3, split="eval"), EVAL, tmp_path, seed=0)
+    assert not (tmp_path / "step_000002").exists() and (tmp_path / "step_000004").is_dir()
+    assert sorted(p.name for p in (tmp_path / "evals").iterdir()) == ["step_000000.json", "step_000004.json"]
+
+
 def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folder(sft_model, toy, tmp_path):
     """The cached reference log-probs belong to one set of SFT weights, not to a folder name."""
     from curriculum.engines import PromptFormat
