@@ -41,7 +41,7 @@ pip uninstall -y -q torchvision torchaudio torchcodec || true
 echo "[setup-vllm] installing rlvrflow (no deps) plus what the curriculum and its tests need"
 pip install -q --no-deps -e .
 pip install -q "polars>=1.30,<3" "pyarrow>=15" "pydantic>=2.7,<3" "pyyaml>=6" "matplotlib>=3.8" \
-    "sympy>=1.13" "tqdm>=4.66" "safetensors>=0.4" "pytest>=8" "pytest-timeout>=2.3" \
+    "sympy>=1.13" "tqdm>=4.66" "safetensors>=0.4" "tensorboard>=2.14" "pytest>=8" "pytest-timeout>=2.3" \
     "torch==2.13.0" "transformers>=5.0,<5.20"
 "$VENV/bin/python" - <<'EOF'
 import torch, transformers, vllm
