@@ -21,9 +21,11 @@ Conventions both engines follow:
   (`curriculum.engine_factory.make_engine` builds either kind for a model directory). In chat format
   the template's end-of-turn token (e.g. `<|im_end|>`) is a stop token too.
 - `token_ids` are the completion tokens only, including the EOS token when the model emitted one.
-- `logprobs[t]` is the log-probability of `token_ids[t]` under the model's *raw* next-token
-  distribution, i.e. log_softmax(logits) at temperature 1, before temperature and top-p (vLLM's
-  default `raw_logprobs`). That is the policy's own log-prob, what a GRPO ratio compares against.
+- `logprobs[t]` is the log-probability of `token_ids[t]` under the distribution it was drawn from:
+  log_softmax(logits / T) over the top-p nucleus (tokens outside it at -inf, the nucleus
+  renormalized), and log_softmax(logits) when greedy (vLLM's `processed_logprobs` mode). That is the
+  behaviour policy's log-prob, what an async GRPO ratio compares against; the trainer scores its
+  policy at the same temperature (`training.modeling.completion_logprobs`), as TRL and verl do.
 - `temperature == 0` means greedy decoding; top-k is never applied.
 - A stop string ends the completion: `text` stops before it, `token_ids` end with the token that
   completed it, `finish_reason == "stop"` (as for EOS); hitting `max_new_tokens` gives "length".
@@ -303,10 +305,11 @@ class HFEngine:
         ended = torch.zeros(width, dtype=torch.bool, device=self.device)
         eos = torch.tensor(self.eos_token_ids, device=self.device)
         for t in range(max_new):
-            nxt = pick_tokens(logits, sampling)
+            drawn_from = sampling_logits(logits, sampling)
+            nxt = pick_tokens(logits, sampling, drawn_from)
             live = ~ended
             gen[rows[live], t] = nxt[live]
-            lps[rows[live], t] = torch.log_softmax(logits, -1).gather(-1, nxt.unsqueeze(-1)).squeeze(-1)[live]
+            lps[rows[live], t] = torch.log_softmax(drawn_from, -1).gather(-1, nxt.unsqueeze(-1)).squeeze(-1)[live]
             stopped = live & torch.isin(nxt, eos)
             if sampling.stop:
                 stopped |= live & self._hit_stop(gen, rows, t, sampling.stop)
@@ -345,8 +348,9 @@ class HFEngine:
         )
         prompt_len = enc["input_ids"].shape[1]
         gen = out.sequences[:, prompt_len:]  # (B, T)
-        logits = torch.stack(out.logits, dim=1).float()  # (B, T, V), raw (unprocessed)
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, gen.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        # generate's scores: the logits after its temperature and top-p warpers, what it drew from (raw when greedy)
+        scores = torch.stack(out.scores, dim=1).float()  # (B, T, V)
+        logp = torch.log_softmax(scores, dim=-1).gather(-1, gen.unsqueeze(-1)).squeeze(-1)  # (B, T)
         return [self._completion(gen[b].tolist(), logp[b].tolist(), sampling) for b in range(gen.shape[0])]
 
     def _generation_config(self, sampling: SamplingParams):
@@ -357,13 +361,13 @@ class HFEngine:
             do_sample=not greedy,
             temperature=None if greedy else sampling.temperature,
             top_p=None if greedy else sampling.top_p,
-            top_k=None,
+            top_k=0,  # None falls back to generate's default of 50; 0 turns top-k off
             max_new_tokens=sampling.max_new_tokens,
             stop_strings=list(sampling.stop) or None,
             eos_token_id=list(self.eos_token_ids),
             pad_token_id=self.pad_token_id,
             return_dict_in_generate=True,
-            output_logits=True,
+            output_scores=True,
         )
 
     def _completion(self, ids: list[int], logps: list[float], sampling: SamplingParams) -> Completion:
@@ -421,18 +425,30 @@ def plan_batches(n_prompts: int, n: int, batch_size: int) -> list[tuple[list[int
     return [(list(range(s, min(s + per, n_prompts))), n) for s in range(0, n_prompts, per)]
 
 
-def pick_tokens(logits, sampling: SamplingParams):
-    """Next token per row: argmax at temperature 0, else a draw from softmax(logits / T) within top-p."""
+def sampling_logits(logits, sampling: SamplingParams):
+    """The logits a token is drawn from: logits / T with the tokens beyond the top-p nucleus at -inf;
+    the logits themselves when greedy."""
     import torch
 
     if sampling.temperature == 0:
-        return logits.argmax(-1)
+        return logits
     x = logits / sampling.temperature
     if sampling.top_p < 1.0:
         srt, order = x.sort(dim=-1, descending=True)
         probs = torch.softmax(srt, dim=-1)
         drop = probs.cumsum(-1) - probs > sampling.top_p  # tokens entirely beyond the nucleus; the top one stays
         x = torch.full_like(x, float("-inf")).scatter(-1, order, srt.masked_fill(drop, float("-inf")))
+    return x
+
+
+def pick_tokens(logits, sampling: SamplingParams, drawn_from=None):
+    """Next token per row: argmax at temperature 0, else a draw from softmax(logits / T) within top-p
+    (`drawn_from`: those logits, when the caller already has them from `sampling_logits`)."""
+    import torch
+
+    if sampling.temperature == 0:
+        return logits.argmax(-1)
+    x = sampling_logits(logits, sampling) if drawn_from is None else drawn_from
     return torch.multinomial(torch.softmax(x, dim=-1), 1).squeeze(1)
 
 

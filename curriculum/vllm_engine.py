@@ -5,8 +5,8 @@
     engine.load_weights(policy.named_parameters())      # after every trainer update
 
 Same interface and conventions as `HFEngine` (see curriculum/engines.py): completion token ids with
-EOS, raw log-probs (vLLM's `raw_logprobs` mode: log_softmax of the logits before temperature/top-p),
-greedy at temperature 0, no top-k, text cut before a stop string. Besides vLLM's own EOS ids (the
+EOS, the log-probs of the distribution each token was drawn from (vLLM's `processed_logprobs` mode:
+log_softmax of the logits after temperature and top-p; of the raw logits when greedy), greedy at temperature 0, no top-k, text cut before a stop string. Besides vLLM's own EOS ids (the
 tokenizer's and the generation config's), `stop_token_ids` end a completion too (the chat template's
 end-of-turn token: `curriculum.engine_factory.make_engine` passes the same ids `HFEngine` stops on).
 
@@ -127,7 +127,7 @@ class VLLMEngine:
                 enforce_eager=enforce_eager,
                 seed=seed,
                 distributed_executor_backend="uni",
-                logprobs_mode="raw_logprobs",
+                logprobs_mode="processed_logprobs",
                 **(whole if current_platform.is_cpu() else {}),
             )
         except BaseException:

@@ -329,7 +329,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     def logps(model, idx, grad: bool, entropy: str | None = None):
         with torch.set_grad_enabled(grad), backend.autocast():
             return completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id, device,
-                                       entropy=entropy)
+                                       entropy=entropy, temperature=g.temperature)
 
     old = None
     if groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy

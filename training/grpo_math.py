@@ -51,7 +51,7 @@ def token_logprobs_and_entropy(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_logprobs` and, from the same log-softmax, each position's entropy -sum p log p, both (B, T).
 
-    The entropy covers the whole vocabulary (the spread the policy would sample from at temperature 1),
+    The entropy covers the whole vocabulary (the spread of the distribution the logits give),
     not just the sampled token; a token of probability 0 (a -inf logit) adds 0. With `grad` it keeps
     its graph, and backward holds two more (B, T, V) tensors; without, it is a value only (for
     logging), computed in place in one transient (B, T, V) tensor."""

@@ -157,11 +157,14 @@ def pad_pairs(
 
 def completion_logprobs(
     model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device,
-    share_prompts: bool = True, entropy: Literal["value", "grad"] | None = None,
+    share_prompts: bool = True, entropy: Literal["value", "grad"] | None = None, temperature: float = 1.0,
 ) -> tuple[torch.Tensor, ...]:
     """Log-probs of each completion token under `model` and the completion mask, both (B, Tc); with
     `entropy`, a third (B, Tc) tensor: the entropy of the model's distribution at each of those
     positions (`grpo_math.token_logprobs_and_entropy`), with its graph ("grad") or as a value only.
+
+    `temperature` scores the distribution rollouts at that temperature draw from, softmax(logits / T)
+    (GRPO's policy, old policy and reference alike, as TRL and verl score theirs); 1 for SFT and DPO.
 
     When prompts repeat in the batch (a GRPO group: one prompt, G completions) and `share_prompts`
     is on, each distinct prompt runs through the model once and its KV cache is repeated for its
@@ -169,8 +172,10 @@ def completion_logprobs(
     """
     if entropy not in (None, "value", "grad"):
         raise ValueError(f"entropy={entropy!r} is not None, 'value' or 'grad'")
+    if temperature <= 0:
+        raise ValueError(f"temperature={temperature} must be > 0: a greedy completion has no log-probs to train")
     if share_prompts and len({tuple(p) for p in prompts}) < len(prompts):
-        return shared_prompt_logprobs(model, prompts, completions, pad_id, device, entropy)
+        return shared_prompt_logprobs(model, prompts, completions, pad_id, device, entropy, temperature)
     ids, attn, pos, t_c = pad_pairs(prompts, completions, pad_id, device)
     pred_pos = (pos - 1).clamp(min=0)  # logits at i predict token i+1
     # the LM head runs only from the earliest position a completion token needs: SFT prompts are
@@ -182,10 +187,13 @@ def completion_logprobs(
     targets = ids.gather(1, pos)  # (B, Tc)
     lengths = torch.tensor([len(c) for c in completions], device=device)
     mask = torch.arange(t_c, device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Tc)
-    return _scored(logits_c, targets, mask, entropy)
+    return _scored(logits_c, targets, mask, entropy, temperature)
 
 
-def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, entropy: str | None) -> tuple:
+def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, entropy: str | None,
+            temperature: float) -> tuple:
+    if temperature != 1.0:
+        logits = logits / temperature
     if entropy is None:
         return token_logprobs(logits, targets), mask
     logp, ent = token_logprobs_and_entropy(logits, targets, grad=entropy == "grad")
@@ -194,7 +202,7 @@ def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, ent
 
 def shared_prompt_logprobs(
     model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device,
-    entropy: Literal["value", "grad"] | None = None,
+    entropy: Literal["value", "grad"] | None = None, temperature: float = 1.0,
 ) -> tuple[torch.Tensor, ...]:
     """`completion_logprobs` with one forward pass per distinct prompt.
 
@@ -215,7 +223,7 @@ def shared_prompt_logprobs(
     cache = out.past_key_values
     if not hasattr(cache, "reorder_cache"):  # no transformers Cache (e.g. gradient checkpointing is on)
         return completion_logprobs(model, prompts, completions, pad_id, device, share_prompts=False,
-                                   entropy=entropy)
+                                   entropy=entropy, temperature=temperature)
     cache.reorder_cache(index)
     t_c = max(1, max(len(c) for c in completions))
     c_ids = torch.full((len(completions), t_c), pad_id, dtype=torch.long)
@@ -228,4 +236,4 @@ def shared_prompt_logprobs(
     c_pos = p_pos[index, -1:] + 1 + torch.arange(t_c, device=device).unsqueeze(0)
     logits = model(input_ids=c_ids, attention_mask=attn, position_ids=c_pos, past_key_values=cache).logits
     logits = torch.cat([out.logits[:, -1:, :][index], logits[:, :-1, :]], dim=1)  # (B, Tc, V)
-    return _scored(logits, c_ids, mask, entropy)
+    return _scored(logits, c_ids, mask, entropy, temperature)

@@ -62,17 +62,54 @@ def test_greedy_matches_a_manual_argmax_loop(engine, tiny_model, tiny_tokenizer)
     assert list(group[0].token_ids) == want
 
 
-def test_logprobs_equal_an_unpadded_forward_pass(engine, tiny_model, tiny_tokenizer):
-    """Left padding and the KV cache must not change the raw log-probs of the sampled tokens."""
-    groups = engine.generate(PROMPTS, n=2, sampling=SamplingParams(temperature=1.3, max_new_tokens=6), seed=3)
-    for prompt, group in zip(PROMPTS, groups):
-        prompt_ids = tiny_tokenizer(prompt)["input_ids"]
+def _unpadded_logits(model, tokenizer, prompt, completion):
+    """(T, V) logits that predict each completion token, from one forward pass with no padding or cache."""
+    prompt_ids = tokenizer(prompt)["input_ids"]
+    with torch.no_grad():
+        return model(torch.tensor([prompt_ids + list(completion.token_ids)])).logits[0, len(prompt_ids) - 1 : -1]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.3, 0.7])
+def test_logprobs_are_the_tempered_distribution_drawn_from(engine, tiny_model, tiny_tokenizer, temperature):
+    """log_softmax(logits / T) of an unpadded forward pass: left padding and the KV cache change nothing,
+    and the temperature is the rollouts' (what GRPO's loss scores at the same T)."""
+    sp = SamplingParams(temperature=temperature, max_new_tokens=6)
+    for prompt, group in zip(PROMPTS, engine.generate(PROMPTS, n=2, sampling=sp, seed=3)):
         for c in group:
-            full = torch.tensor([prompt_ids + list(c.token_ids)])
-            with torch.no_grad():
-                logits = tiny_model(full).logits[0, len(prompt_ids) - 1 : -1]  # (T, V)
+            logits = _unpadded_logits(tiny_model, tiny_tokenizer, prompt, c) / temperature
             want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0]
             assert torch.allclose(torch.tensor(c.logprobs), want, atol=1e-4)
+
+
+def test_logprobs_within_top_p_are_renormalized_over_the_nucleus(engine, tiny_model, tiny_tokenizer):
+    """With top-p the token was drawn from the nucleus alone: its log-prob is over the nucleus, so at
+    least the unrestricted one (the nucleus's mass is below 1), and equal to it for a token whose
+    nucleus is everything."""
+    from curriculum.engines import sampling_logits
+
+    sp = SamplingParams(temperature=1.2, top_p=0.5, max_new_tokens=6)
+    tighter = 0
+    for prompt, group in zip(PROMPTS, engine.generate(PROMPTS, n=3, sampling=sp, seed=4)):
+        for c in group:
+            logits = _unpadded_logits(tiny_model, tiny_tokenizer, prompt, c)
+            ids = torch.tensor(c.token_ids)[:, None]
+            want = torch.log_softmax(sampling_logits(logits, sp), -1).gather(-1, ids)[:, 0]
+            whole = torch.log_softmax(logits / sp.temperature, -1).gather(-1, ids)[:, 0]
+            got = torch.tensor(c.logprobs)
+            assert torch.isfinite(got).all()
+            assert torch.allclose(got, want, atol=1e-4)
+            assert (got >= whole - 1e-5).all()
+            tighter += int((got > whole + 1e-3).sum())
+    assert tighter > 0, "top_p=0.5 should have cut some token's distribution"
+
+
+def test_greedy_logprobs_are_the_raw_distribution(engine, tiny_model, tiny_tokenizer):
+    for prompt, group in zip(PROMPTS, engine.generate(PROMPTS, n=1, sampling=SamplingParams(temperature=0.0,
+                                                                                              max_new_tokens=6), seed=0)):
+        c = group[0]
+        logits = _unpadded_logits(tiny_model, tiny_tokenizer, prompt, c)
+        want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(c.logprobs), want, atol=1e-4)
 
 
 def test_stop_string_cuts_text_and_tokens(engine, tiny_tokenizer):

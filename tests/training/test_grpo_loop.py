@@ -291,3 +291,31 @@ def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp
     a, b = beta_from_counts([(i % 9, 8) for i in range(30)])
     moved = {k for _, k, _, v in state["value"] if v != pytest.approx(mixed_chance(k, 8, a, b, 4))}
     assert moved == drawn_arms
+
+
+@pytest.mark.parametrize("trainer_temperature, clipped", [(1.5, False), (1.0, True)])
+def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_model, trainer_temperature, clipped):
+    """An async group carries the generator's log-probs as its old policy. Drawn at temperature 1.5, they
+    must equal what the loss scores at the trainer's temperature before any update, so the first
+    ratio is 1 and nothing is clipped (eps 1e-3); a trainer at temperature 1 against the same rollouts
+    (what scoring raw log-probs did) has the clip bind on many tokens."""
+    from curriculum import SamplingParams
+    from curriculum.engines import HFEngine
+    from training.backends import TorchBackend
+    from training.config import GRPOConfig
+    from training.grpo import Group, update_policy
+    from training.modeling import load_model_and_tokenizer
+
+    model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
+    prompt = "Copy 7\n"
+    drawn = HFEngine(model, tok, batch_size=8).generate([prompt], 6, SamplingParams(temperature=1.5, max_new_tokens=8),
+                                                         seed=1)[0]
+    group = Group("t", tok(prompt).input_ids, [list(c.token_ids) for c in drawn], [1.0, 0.0, 1.0, 0.0, 0.5, 0.5],
+                  [True, False, True, False, False, False], old_logprobs=[list(c.logprobs) for c in drawn])
+    g = GRPOConfig(group_size=6, lr=1e-6, warmup_steps=0, eps_low=1e-3, eps_high=1e-3, updates_per_batch=1,
+                   temperature=trainer_temperature)
+    stats = update_policy(TorchBackend(model, g), None, [group], g, tok.pad_token_id, torch.device("cpu"))
+    if clipped:
+        assert stats["clip_fraction"] > 0.25, stats
+    else:
+        assert stats["clip_fraction"] == 0.0, stats

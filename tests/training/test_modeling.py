@@ -76,3 +76,22 @@ def test_entropy_per_completion_position_matches_a_plain_forward(base_model, sha
     assert (ent[mask] > 0).all()
     with pytest.raises(ValueError, match="entropy='yes'"):
         completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), entropy="yes")
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_temperature_scores_the_tempered_distribution(base_model, share):
+    """GRPO scores its policy at the rollout temperature: log_softmax(logits / T) and its entropy."""
+    model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"), trainable=False)
+    prompts, comps = _batch(tok)
+    logp, mask, ent = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"),
+                                          share_prompts=share, entropy="value", temperature=1.5)
+    at_one, _ = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), share_prompts=share)
+    assert not torch.allclose(logp[mask], at_one[mask], atol=1e-3)
+    for i, (p, c) in enumerate(zip(prompts, comps)):
+        with torch.no_grad():
+            logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1].float() / 1.5
+        want = torch.log_softmax(logits, -1)
+        assert torch.allclose(logp[i, : len(c)], want.gather(-1, torch.tensor(c)[:, None])[:, 0], atol=1e-5)
+        assert torch.allclose(ent[i, : len(c)], -(want.exp() * want).sum(-1), atol=1e-4), i
+    with pytest.raises(ValueError, match="temperature=0"):
+        completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), temperature=0)
