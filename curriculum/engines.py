@@ -361,7 +361,7 @@ class HFEngine:
             do_sample=not greedy,
             temperature=None if greedy else sampling.temperature,
             top_p=None if greedy else sampling.top_p,
-            top_k=0,  # None falls back to generate's default of 50; 0 turns top-k off
+            top_k=None if greedy else 0,  # None falls back to generate's default of 50 when sampling; 0 is off
             max_new_tokens=sampling.max_new_tokens,
             stop_strings=list(sampling.stop) or None,
             eos_token_id=list(self.eos_token_ids),
