@@ -25,7 +25,9 @@ Conventions both engines follow:
   log_softmax(logits / T) over the top-p nucleus (tokens outside it at -inf, the nucleus
   renormalized), and log_softmax(logits) when greedy (vLLM's `processed_logprobs` mode). That is the
   behaviour policy's log-prob, what an async GRPO ratio compares against; the trainer scores its
-  policy at the same temperature (`training.modeling.completion_logprobs`), as TRL and verl do.
+  policy at the same temperature over the whole vocabulary (`training.modeling.completion_logprobs`),
+  as TRL and verl do, so async GRPO takes top_p 1 only. A model's own generation_config (sampling
+  settings, repetition penalty) is not applied: an engine draws as its `SamplingParams` say.
 - `temperature == 0` means greedy decoding; top-k is never applied.
 - A stop string ends the completion: `text` stops before it, `token_ids` end with the token that
   completed it, `finish_reason == "stop"` (as for EOS); hitting `max_new_tokens` gives "length".
@@ -38,6 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -341,11 +344,12 @@ class HFEngine:
 
         ids, attn = self._encode(prompts)
         enc = {"input_ids": ids, "attention_mask": attn}
-        out = self.model.generate(
-            **enc,
-            generation_config=self._generation_config(sampling),
-            tokenizer=self.tokenizer if sampling.stop else None,
-        )
+        with _only_engine_settings(self.model):
+            out = self.model.generate(
+                **enc,
+                generation_config=self._generation_config(sampling),
+                tokenizer=self.tokenizer if sampling.stop else None,
+            )
         prompt_len = enc["input_ids"].shape[1]
         gen = out.sequences[:, prompt_len:]  # (B, T)
         # generate's scores: the logits after its temperature and top-p warpers, what it drew from (raw when greedy)
@@ -361,7 +365,7 @@ class HFEngine:
             do_sample=not greedy,
             temperature=None if greedy else sampling.temperature,
             top_p=None if greedy else sampling.top_p,
-            top_k=None if greedy else 0,  # None falls back to generate's default of 50 when sampling; 0 is off
+            top_k=None if greedy else 0,  # unset, generate samples within its default top-k 50; 0 is off
             max_new_tokens=sampling.max_new_tokens,
             stop_strings=list(sampling.stop) or None,
             eos_token_id=list(self.eos_token_ids),
@@ -423,6 +427,24 @@ def plan_batches(n_prompts: int, n: int, batch_size: int) -> list[tuple[list[int
         return [([i], min(batch_size, n - s)) for i in range(n_prompts) for s in range(0, n, batch_size)]
     per = batch_size // n
     return [(list(range(s, min(s + per, n_prompts))), n) for s in range(0, n_prompts, per)]
+
+
+@contextmanager
+def _only_engine_settings(model):
+    """`generate` fills every field the engine's config leaves unset from the model's generation_config
+    (a checkpoint's repetition_penalty, top_k, min_p, ...). An empty one there for the call, and on a
+    PEFT wrapper's base as well (the wrapper copies its own there), leaves only the engine's settings."""
+    from transformers import GenerationConfig
+
+    holders = [model, *([model.get_base_model()] if hasattr(model, "get_base_model") else [])]
+    saved = [h.generation_config for h in holders]
+    try:
+        for h in holders:
+            h.generation_config = GenerationConfig()
+        yield
+    finally:
+        for h, config in zip(holders, saved):
+            h.generation_config = config
 
 
 def sampling_logits(logits, sampling: SamplingParams):

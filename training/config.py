@@ -179,6 +179,11 @@ class GRPOConfig(_Frozen):
         if self.backend == "deepspeed":
             raise ValueError("rollout_mode 'async' with backend 'deepspeed' is not supported (the generator feeds "
                              "one trainer process); set backend: torch, or rollout_mode: sync for DeepSpeed")
+        if self.top_p < 1.0:
+            raise ValueError(f"rollout_mode 'async' with top_p={self.top_p} is not supported: the generator's "
+                             "log-probs, the loss's old policy, are over the top-p nucleus and the loss scores the "
+                             "whole tempered distribution, so a fresh group's ratio starts below 1 and the clip "
+                             "binds; set top_p: 1.0, or rollout_mode: sync (the trainer scores the old policy itself)")
         if self.sync_every > self.max_staleness + 1:
             raise ValueError(f"sync_every={self.sync_every} exceeds max_staleness + 1 = {self.max_staleness + 1}: "
                              "the generator's weights would always be too old; lower sync_every or raise "

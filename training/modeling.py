@@ -192,8 +192,8 @@ def completion_logprobs(
 
 def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, entropy: str | None,
             temperature: float) -> tuple:
-    if temperature != 1.0:
-        logits = logits / temperature
+    if temperature != 1.0:  # in float32, as the engines divide before they draw (autocast logits are bf16)
+        logits = logits.float() / temperature
     if entropy is None:
         return token_logprobs(logits, targets), mask
     logp, ent = token_logprobs_and_entropy(logits, targets, grad=entropy == "grad")

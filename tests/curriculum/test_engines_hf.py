@@ -219,3 +219,28 @@ def test_loading_from_several_threads_at_once_works(tmp_path):
         with ThreadPoolExecutor(4) as pool:
             models = list(pool.map(load, range(4)))
         assert all(not any(p.is_meta for p in m.parameters()) for m in models)
+
+
+def test_the_hf_decoder_ignores_the_models_own_generation_settings(tiny_model, tiny_tokenizer):
+    """A checkpoint's generation_config (repetition penalty, top-k) must not reach `generate`: the hf
+    decoder draws as the engine's SamplingParams say, as the shared one does, and the model keeps its config."""
+    own = tiny_model.generation_config
+    before = own.repetition_penalty, own.top_k
+    own.repetition_penalty, own.top_k = 3.0, 2
+    try:
+        greedy = SamplingParams(temperature=0.0, max_new_tokens=9)
+        ref = HFEngine(tiny_model, tiny_tokenizer, batch_size=4, decode="hf").generate(PROMPTS, 1, greedy, seed=0)
+        ours = HFEngine(tiny_model, tiny_tokenizer, batch_size=4).generate(PROMPTS, 1, greedy, seed=0)
+        for (a,), (b,) in zip(ours, ref):
+            assert a.token_ids == b.token_ids
+            assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+        sampled = SamplingParams(temperature=1.0, max_new_tokens=6)
+        drawn = HFEngine(tiny_model, tiny_tokenizer, batch_size=8, decode="hf").generate(PROMPTS, 4, sampled, seed=2)
+        for prompt, group in zip(PROMPTS, drawn):  # no top-k 2 cut: log-probs over the whole vocabulary
+            for c in group:
+                want = torch.log_softmax(_unpadded_logits(tiny_model, tiny_tokenizer, prompt, c), -1)
+                assert torch.allclose(torch.tensor(c.logprobs), want.gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0],
+                                      atol=1e-4)
+        assert tiny_model.generation_config is own and own.repetition_penalty == 3.0
+    finally:
+        own.repetition_penalty, own.top_k = before

@@ -139,10 +139,12 @@ def test_a_killed_generator_is_restarted_and_nothing_is_lost(tmp_path, sft_model
     ({"rollout": "vllm"}, "rollout"),
     ({"backend": "deepspeed"}, "backend"),
     ({"max_staleness": 1, "sync_every": 3}, "sync_every"),
+    ({"top_p": 0.9}, "top_p=0.9"),  # the generator's log-probs would be over the nucleus, the loss's not
 ])
 def test_unsupported_async_combinations_are_refused_at_load(over, field):
     with pytest.raises(ValidationError, match=field):
         GRPOConfig(rollout_mode="async", **over)
+    GRPOConfig(rollout_mode="sync", **over)  # each is fine in sync mode
     GRPOConfig(rollout_mode="async", max_staleness=2, sync_every=3)  # the largest sync_every staleness 2 allows
     assert GRPOConfig(rollout_mode="async", max_staleness=3, sync_every=2).lookahead_batches == 2
 

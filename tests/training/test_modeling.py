@@ -95,3 +95,17 @@ def test_a_temperature_scores_the_tempered_distribution(base_model, share):
         assert torch.allclose(ent[i, : len(c)], -(want.exp() * want).sum(-1), atol=1e-4), i
     with pytest.raises(ValueError, match="temperature=0"):
         completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), temperature=0)
+
+
+def test_the_temperature_divides_16_bit_logits_in_float32(base_model):
+    """Under bf16 autocast the logits are bf16; dividing them by T before the float32 cast would round
+    once more than the engines do (they cast, then divide), a gap the async ratio would carry."""
+    model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"), trainable=False)
+    prompts, comps = _batch(tok)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for i, (p, c) in enumerate(zip(prompts, comps)):  # one pair a call: the same forward as the reference's
+            logp, _ = completion_logprobs(model, [p], [c], tok.pad_token_id, torch.device("cpu"), temperature=1.3)
+            logits = model(torch.tensor([p + c])).logits[0, len(p) - 1 : -1]
+            assert logits.dtype == torch.bfloat16
+            want = torch.log_softmax(logits.float() / 1.3, -1).gather(-1, torch.tensor(c)[:, None])[:, 0]
+            assert torch.allclose(logp[0], want, atol=1e-6), i
