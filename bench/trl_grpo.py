@@ -30,7 +30,7 @@ P=8, G=8, --max-refill-rounds 0 so both draw 8 groups per step; TRL 1.16.0, tran
   --lr 1e-3: rlvrflow 2.960 steps/s, 0.063; TRL 0.657 steps/s, 0.038 (SFT 0.076): 4.50x
 Goal (>= 1.5x at equal or better pass@1) met. Where it comes from: rollouts prefill each prompt once
 and repeat its KV cache for the G samples, and the update's forward runs each prompt once
-(bench/rollout_engine.py isolates both: 3.75x on a step's core); TRL generates and scores the prompt
+(bench/rollout_engine.py isolates both: about 3x on a step's core); TRL generates and scores the prompt
 G times. Before those two changes the like-for-like ratio was 1.02x.
 """
 
