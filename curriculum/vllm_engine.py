@@ -6,9 +6,10 @@
 
 Same interface and conventions as `HFEngine` (see curriculum/engines.py): completion token ids with
 EOS, the log-probs of the distribution each token was drawn from (vLLM's `processed_logprobs` mode:
-log_softmax of the logits after temperature and top-p; of the raw logits when greedy), greedy at temperature 0, no top-k, text cut before a stop string. Besides vLLM's own EOS ids (the
-tokenizer's and the generation config's), `stop_token_ids` end a completion too (the chat template's
-end-of-turn token: `curriculum.engine_factory.make_engine` passes the same ids `HFEngine` stops on).
+log_softmax of the logits after temperature and top-p; of the raw logits when greedy), greedy at
+temperature 0, no top-k, text cut before a stop string. Besides vLLM's own EOS ids (the tokenizer's
+and the generation config's), `stop_token_ids` end a completion too (the chat template's end-of-turn
+token: `curriculum.engine_factory.make_engine` passes the same ids `HFEngine` stops on).
 
 The engine runs vLLM in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the `uni` executor), so a
 weight update hands tensors over in memory with no serialization: `load_weights` calls the worker's

@@ -98,7 +98,8 @@ class GRPOConfig(_Frozen):
         "generation.max_new_tokens when that is set."
     )
     temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature; the loss scores the "
-                               "policy, old policy and reference at the same temperature (logits / T), as TRL and verl do.")
+                               "policy, old policy and reference at the same temperature (logits / T), as TRL and "
+                               "verl do.")
     top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling.")
     grad_accum: int = Field(1, ge=1, description="Micro-batches per update (the groups are split evenly).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")

@@ -104,8 +104,8 @@ def test_logprobs_within_top_p_are_renormalized_over_the_nucleus(engine, tiny_mo
 
 
 def test_greedy_logprobs_are_the_raw_distribution(engine, tiny_model, tiny_tokenizer):
-    for prompt, group in zip(PROMPTS, engine.generate(PROMPTS, n=1, sampling=SamplingParams(temperature=0.0,
-                                                                                              max_new_tokens=6), seed=0)):
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6)
+    for prompt, group in zip(PROMPTS, engine.generate(PROMPTS, n=1, sampling=greedy, seed=0)):
         c = group[0]
         logits = _unpadded_logits(tiny_model, tiny_tokenizer, prompt, c)
         want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0]
@@ -239,8 +239,8 @@ def test_the_hf_decoder_ignores_the_models_own_generation_settings(tiny_model, t
         for prompt, group in zip(PROMPTS, drawn):  # no top-k 2 cut: log-probs over the whole vocabulary
             for c in group:
                 want = torch.log_softmax(_unpadded_logits(tiny_model, tiny_tokenizer, prompt, c), -1)
-                assert torch.allclose(torch.tensor(c.logprobs), want.gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0],
-                                      atol=1e-4)
+                want = want.gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0]
+                assert torch.allclose(torch.tensor(c.logprobs), want, atol=1e-4)
         assert tiny_model.generation_config is own and own.repetition_penalty == 3.0
     finally:
         own.repetition_penalty, own.top_k = before
