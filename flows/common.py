@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from flows.spec import DomainSpec, load_spec, spec_data, spec_from_dict
+from flows.spec import DomainSpec, SpecError, load_spec, spec_data, spec_from_dict
 
 # A budget that runs the whole chain in about a minute on two CPU cores: a handful of rows,
 # a few optimizer steps, tiny groups. `retrain(smoke=True)` and `rlvrflow run --smoke` apply it.
@@ -46,8 +46,16 @@ def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
     for dotted, value in overrides.items():
         node = data
         *parents, leaf = dotted.split(".")
-        for name in parents:
-            node = node.setdefault(name, {})
+        if not leaf or not all(parents):
+            raise SpecError(f"override {dotted!r}: a field is a dotted path of names, e.g. training.grpo.steps")
+        for depth, name in enumerate(parents):
+            if node.get(name) is None:  # an unset section (`lora: null`) is created by its first field
+                node[name] = {}
+            node = node[name]
+            if not isinstance(node, dict):
+                path = ".".join(parents[:depth + 1])
+                raise SpecError(f"override {dotted!r}: {path} is a value ({node!r}), not a section; "
+                                f"set it directly, e.g. --set {path}=...")
         node[leaf] = value
     origin = str(spec.path) if spec.path else "<spec>"
     new = spec_from_dict(data, spec.base_dir, origin=f"{origin} (with overrides {sorted(overrides)})")

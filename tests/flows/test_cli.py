@@ -44,6 +44,23 @@ def test_bad_spec_is_one_message_and_exit_2(tmp_path, toy_spec, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_set_creates_an_unset_section_and_bad_paths_are_usage_errors(tmp_path, toy_spec, capsys):
+    from flows.common import with_overrides
+    from flows.spec import SpecError, load_spec
+
+    spec = load_spec(toy_spec)
+    assert spec.training.lora is None  # the section a user trying LoRA sets first
+    assert with_overrides(spec, {"training.lora.r": 8}).training.lora.r == 8
+    for dotted, named in (("training.sft.steps.x", "training.sft.steps is a value"),
+                          ("training..steps", "dotted path"), ("training.no_such_field", "no_such_field")):
+        with pytest.raises(SpecError, match=named.replace(".", r"\.")):
+            with_overrides(spec, {dotted: 1})
+        assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", f"{dotted}=1"]) == 2
+        err = capsys.readouterr().err
+        assert named in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_clean_prints_counts_and_failed_validation_exits_1(tmp_path, toy_spec, capsys):
     assert main(["clean", str(toy_spec), "--out", str(tmp_path / "clean")]) == 0
     out = capsys.readouterr().out
