@@ -12,15 +12,16 @@ of the highest level that has one:
   2. `\\boxed{...}` / `\\fbox{...}` (balanced braces)
   3. `Answer:` (also `**Answer:**`, and `Answer` without a colon at a line start when math
      follows: `Answer $9$`, `Answer \\[ 9 \\]`)
-  4a. the final sentence's answer phrase (phrases.py: a table of subjects per language):
-     `应退款 88 元。`, `一共是 120 元，已为您登记。`, `合计 2万元`, `The refund is 88 yuan.`
-  4b. the final sentence, when it states a result: "The GCD of 380 and 986 is 2.",
+  4. the final sentence's answer phrase (phrases.py: a table of subjects per language):
+     `应退款 88 元。`, `一共是 120 元，已为您登记。`, `合计 2万元`, `The refund is 88 yuan.`; a hedge word
+     on an answer of any level (`Answer: about 88`) flags it
+  5. the final sentence, when it states a result: "The GCD of 380 and 986 is 2.",
      "LCM(47, 75) = 3525", "... - 662 = -1043", "总价为36元" (the text after the last `is`,
      `equals`, `=`, `为`, `是`, `等于` of the last sentence, when it is short)
-  5. fallback, on the last line only: the whole line when it is short and has no words or
+  6. fallback, on the last line only: the whole line when it is short and has no words or
      colon, else its number when it holds exactly one (several numbers there are a guess list,
      unless they restate one value: `2.5 kg, i.e. 2500 g`, units.py).
-Levels 4-5 also report the values a final sentence restates (`restated`: any of them may match
+Levels 4-6 also report the values a final sentence restates (`restated`: any of them may match
 the gold), several different values there (`candidates`: a hedge), and a hedge word next to the
 answer (`hedge`: `约`, `左右`, `about`, `probably`; phrases.py).
 Candidates of levels 1-3 are all returned too, so the verifier can spot hedging (two different
@@ -75,7 +76,7 @@ class Extraction:
     answer: str | None          # the chosen final answer (raw text), None if nothing found
     level: str                  # marker | boxed | answer | phrase | sentence | fallback | none
     candidates: tuple[str, ...]  # every level 1-3 candidate, in order of appearance; at levels
-    #                              4-5 the final sentence's different values, when it has several
+    #                              4-6 the final sentence's different values, when it has several
     restated: tuple[str, ...] = ()  # the same value written otherwise in the final sentence
     hedge: str = ""             # why the answer is hedged: a hedge word on it (`约`, `about`,
     #                              `probably`), or one number in two units (`2.5 kg vs 2.5 g`)
@@ -216,8 +217,9 @@ def clean_response(response: str, special_tokens: tuple[str, ...] = ()) -> str |
     return text
 
 
-def extract(response: str, special_tokens: tuple[str, ...] = ()) -> Extraction:
-    """See the module docstring for the priority order."""
+def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_levels: bool = True) -> Extraction:
+    """See the module docstring for the priority order; without final_sentence_levels, levels
+    1-3 only (a gold's own marker: the rest of a gold is the gold)."""
     text = clean_response(response, special_tokens)
     if text is None:
         return Extraction(None, "none", ())
@@ -229,7 +231,7 @@ def extract(response: str, special_tokens: tuple[str, ...] = ()) -> Extraction:
         found = [c.strip() for c in found if c.strip()]
         if found:
             return Extraction(found[-1], level, tuple(c for c in candidates if c), hedge=answer_hedge(found[-1]))
-    if candidates:  # a marker with nothing after it: format without content
+    if candidates or not final_sentence_levels:  # a marker with nothing after it: format without content
         return Extraction(None, "none", ())
     if ending := phrase_answer(text):
         return _from_ending(ending, "phrase")
@@ -241,7 +243,8 @@ def extract(response: str, special_tokens: tuple[str, ...] = ()) -> Extraction:
         if len(last) <= MAX_LINE_SCAN else []  # an unclosed `\\(` makes the span search quadratic
     if len(spans) == 1 and spans[0].strip():  # "Therefore $x \geq 5$ is the solution."
         return Extraction(spans[0].strip(), "fallback", ())
-    if len(last) <= MAX_LINE_SCAN and len(readings(quantities(last)) or ()) > 1:
+    several = len(last) <= MAX_LINE_SCAN and len(set(_NUMBER.findall(last))) > 1
+    if several and len(readings(quantities(last)) or ()) > 1:
         return _several_on_last_line(last)  # `1 kg, i.e. 1000 g`: one value in two units
     words = [w for w in re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", last)) if w.lower() != "and"]
     if last and len(last) <= 60 and not words and ":" not in last:  # "Total: 36" is a label
@@ -277,7 +280,7 @@ def extract_gold(reference: str) -> str:
     """A reference may itself carry a marker (`答案: 36`, `\\boxed{36}`); else it is the answer.
     A reference with several different boxed answers (`\\boxed{1} and \\boxed{-2}`) means all of
     them: a set."""
-    got = extract(reference)
+    got = extract(reference, final_sentence_levels=False)
     if got.level in ("marker", "boxed", "answer") and got.answer:
         boxed = [b.strip() for b in _boxed_all(reference) if b.strip()]
         if got.level == "boxed" and len(set(boxed)) > 1:
@@ -306,13 +309,14 @@ def _from_ending(ending: Ending, level: str) -> Extraction:
 
 
 def _restated(answer: str, level: str, line: str) -> Extraction:
-    """A level-4b/5 answer with its hedge word, and its restatements when it holds several
+    """A level-5/6 answer with its hedge word, and its restatements when it holds several
     quantities that are one value (`2.5 kg (2500 g)`)."""
-    hedge = answer_hedge(answer, final_sentence(line))
-    in_line = quantities(final_sentence(line))
+    sentence = final_sentence(line)
+    hedge = answer_hedge(answer, sentence)
+    in_line = quantities(sentence) if len(_NUMBER.findall(sentence)) > 1 else []
     if len(in_line) > 1 and readings(in_line) is None and len({q.value for q in in_line}) == 1:
         hedge = hedge or " vs ".join(dict.fromkeys(q.text for q in in_line))  # `2.5 kg, i.e. 2.5 g`
-    found = quantities(answer)
+    found = quantities(answer) if len(_NUMBER.findall(answer)) > 1 else []
     if len(found) > 1 and (one := readings(found)):
         return Extraction(one[0].text, level, (), tuple(q.text for q in one[1:]), hedge)
     return Extraction(answer, level, (), (), hedge)

@@ -62,6 +62,7 @@ _FILLER = re.compile(r"(?:\s|[,:]|" + _alternation(VERBS, True).pattern + "|"
                      + _alternation(HEDGES_BEFORE, True).pattern + ")*", re.IGNORECASE)
 _BEFORE = _alternation(HEDGES_BEFORE, edge=True)
 _AFTER = re.compile(r"^\s*(?:" + _alternation(HEDGES_AFTER, True).pattern + ")", re.IGNORECASE)
+_AFTER_ANYWHERE = _alternation(HEDGES_AFTER, edge=True)
 _DOUBT = _alternation(DOUBTS, edge=True)
 # sentence ends: a newline, CJK stops, `!?`, and a period not inside a number (`1,299.00`)
 _SENTENCE_END = re.compile(r"\n|。|[!?！？]|\.(?!\d)")
@@ -131,7 +132,7 @@ def hedge_word(sentence: str, lead: str, rest: str, amount: str) -> str:
 def answer_hedge(answer: str, sentence: str = "") -> str:
     """The hedge on an answer read some other way (after a marker, after `is`, on the last line):
     a hedge word right before its number or right after it, or a doubting word in `sentence`."""
-    found = quantities(answer)
+    found = quantities(answer) if _BEFORE.search(answer) or _AFTER_ANYWHERE.search(answer) else []
     if found:
         at = answer.find(found[0].text)
         if at >= 0:

@@ -26,7 +26,6 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .normalize import normalize
 from .numbers import numbers_equal, read_number
 
 MAX_READINGS = 3
@@ -84,7 +83,8 @@ def quantities(text: str) -> list[Quantity]:
     """Every quantity in `text`, in order (numbers that do not read, like `1/0`, are skipped)."""
     out = []
     for m in _QUANTITY.finditer(text):
-        number = read_number(normalize(m.group("num") + (m.group("pct") or "") + (m.group("mult") or "").strip()))
+        num = m.group("num").replace(",", "").replace("−", "-")
+        number = read_number(num + (m.group("pct") or "") + (m.group("mult") or "").strip())
         if number is None or not number.finite:
             continue
         unit = m.group("unit") or {"¥": "¥", "\\$": "\\$", "US$": "US$", "$": "\\$"}.get(m.group("cur") or "", "")
