@@ -56,6 +56,11 @@ CASES = [
     ("It's probably 88.", "88", H, "probably"),
     ("The answer is approximately 88.", "88", H, "approximately after a marker"),
     ("Answer: about 88", "88", H, "about after Answer:"),
+    ("答案：约为88元", "88", H, "约为 after a marker"),
+    ("经核实约88元", "88", H, "约 on a short last line"),
+    ("The question about apples: Answer: 88", "88", C, "a hedge word away from the answer is none"),
+    ("Answer: The total around the lake is 88", "88", C, "around, not next to the number"),
+    ("Answer:~88", "88", C, "LaTeX's ~ is a space, not a hedge"),
     # --- item 2: chat special tokens and role headers ----------------------------------------------
     ("<|im_start|>assistant\n答案是10<|im_end|>", "10", C, "ChatML header and end"),
     ("<|start_header_id|>assistant<|end_header_id|>\n\nThe answer is 5<|eot_id|>", "5", C, "Llama-3 header"),
@@ -91,6 +96,13 @@ def test_desk_language_endings_score_as_a_reader_would(response, gold, expected,
     got = H if v.hedged else v.status
     assert got == expected, (why, v)
     assert v.score == (1.0 if expected == C else 0.0), (why, v)
+
+
+def test_approx_is_left_to_the_math_comparison():
+    """`\\approx` writes a rounded result (Math-Verify counts `$x\\approx11$` right for 11); whether
+    it matches is the comparison's call, never a hedge flag."""
+    for response in ("Answer: $x \\approx 11$", "The cost is $\\frac{70}{9} \\approx 7.78$", "Answer: ≈ 11"):
+        assert not verify_math(response, "11", {}).hedged, response
 
 
 def test_the_phrase_table_is_data_per_language():

@@ -248,7 +248,7 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
         return _several_on_last_line(last)  # `1 kg, i.e. 1000 g`: one value in two units
     words = [w for w in re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", last)) if w.lower() != "and"]
     if last and len(last) <= 60 and not words and ":" not in last:  # "Total: 36" is a label
-        return Extraction(last, "fallback", ())
+        return Extraction(last, "fallback", (), hedge=answer_hedge(last))
     numbers = set(_NUMBER.findall(last))
     if len(numbers) == 1:  # several numbers on the last line is a guess list, not an answer
         return _restated(numbers.pop(), "fallback", last)
@@ -301,7 +301,7 @@ def _said_in_chinese(got: str) -> str | None:
     if ending is not None:
         return ending.answer if not (ending.hedge or ending.values or ending.restated) else None
     stated = _stated(got)
-    return stated if stated and len(quantities(stated)) == 1 and not answer_hedge(stated) else None
+    return stated if stated and len(quantities(stated)) == 1 and not answer_hedge(stated, got) else None
 
 
 def _from_ending(ending: Ending, level: str) -> Extraction:

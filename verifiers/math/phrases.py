@@ -40,9 +40,11 @@ VERBS = {
     "en": ("is", "are", "comes to", "will be", "equals", ":"),
 }
 # Hedges: right before the amount (or its verb), right after it, or anywhere in the sentence.
+# `≈`, `\approx` and `~` are not hedges: math writes a rounded result with them (`\frac{70}{9}
+# \approx 7.78`, the math comparison decides those) and LaTeX writes `~` as a space.
 HEDGES_BEFORE = {
     "zh": ("大约", "大概", "约", "差不多", "将近", "估计", "接近"),
-    "en": ("about", "approximately", "approx.", "roughly", "around", "nearly", "almost", "≈", "\\approx"),
+    "en": ("about", "approximately", "approx.", "roughly", "around", "nearly", "almost"),
 }
 HEDGES_AFTER = {"zh": ("左右", "上下"), "en": ("or so",)}
 DOUBTS = {"zh": ("可能", "也许", "或许", "大概", "估计", "不确定"),
@@ -63,6 +65,9 @@ _FILLER = re.compile(r"(?:\s|[,:]|" + _alternation(VERBS, True).pattern + "|"
 _BEFORE = _alternation(HEDGES_BEFORE, edge=True)
 _AFTER = re.compile(r"^\s*(?:" + _alternation(HEDGES_AFTER, True).pattern + ")", re.IGNORECASE)
 _AFTER_ANYWHERE = _alternation(HEDGES_AFTER, edge=True)
+# a hedge right before a number: only a verb or a currency sign between (`about 88`, `约为88`)
+_BEFORE_ADJACENT = re.compile("(?:" + _BEFORE.pattern + r")\s*(?:是|为|is|:)?\s*(?:¥|US\$|\\?\$)?\s*$",
+                              re.IGNORECASE)
 _DOUBT = _alternation(DOUBTS, edge=True)
 # sentence ends: a newline, CJK stops, `!?`, and a period not inside a number (`1,299.00`)
 _SENTENCE_END = re.compile(r"\n|。|[!?！？]|\.(?!\d)")
@@ -131,14 +136,17 @@ def hedge_word(sentence: str, lead: str, rest: str, amount: str) -> str:
 
 def answer_hedge(answer: str, sentence: str = "") -> str:
     """The hedge on an answer read some other way (after a marker, after `is`, on the last line):
-    a hedge word right before its number or right after it, or a doubting word in `sentence`."""
-    found = quantities(answer) if _BEFORE.search(answer) or _AFTER_ANYWHERE.search(answer) else []
-    if found:
-        at = answer.find(found[0].text)
+    a hedge word right before its number or right after it, in the answer or where the answer
+    stands in `sentence` (the final sentence it came from), or a doubting word in `sentence`."""
+    for text in (answer, sentence):
+        if not (_BEFORE.search(text) or _AFTER_ANYWHERE.search(text)):
+            continue
+        found = quantities(answer)
+        at = text.rfind(found[0].text) if found else -1
         if at >= 0:
-            if m := _BEFORE.search(answer[:at]):
-                return m.group(0)
-            if m := _AFTER.match(answer[at + len(found[0].text):]):
+            if m := _BEFORE_ADJACENT.search(text[:at]):
+                return _BEFORE.search(m.group(0)).group(0)
+            if m := _AFTER.match(text[at + len(found[0].text):]):
                 return m.group(0).strip()
     if sentence and (m := _DOUBT.search(sentence)):
         return m.group(0)
