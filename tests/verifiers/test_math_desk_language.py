@@ -105,6 +105,13 @@ def test_approx_is_left_to_the_math_comparison():
         assert not verify_math(response, "11", {}).hedged, response
 
 
+@pytest.mark.parametrize("response", ["应退款 1e999 元", "需要支付 1.2e3 元", "合计 2^{10} 元", "应退款 2 \\times 10^3 元",
+                                      "应退款 ∞ 元", "合计 nan 元", "应退款 1/0 元", "应退款 3*12 元"])
+def test_a_power_or_non_number_after_a_subject_is_not_its_first_digits(response):
+    for gold in ("1", "2", "3", "10", "1200", "1024", "36"):
+        assert not verify_math(response, gold, {}).correct, (response, gold)
+
+
 def test_the_phrase_table_is_data_per_language():
     assert {"zh", "en"} <= set(SUBJECTS)
     for phrase in ("应退款", "合计", "一共", "需要支付", "总价"):

@@ -65,7 +65,8 @@ _OTHER = sorted((u for u in UNITS if not (u.isascii() and u[0].isalpha()) and u 
 _UNIT = "(?:" + "|".join(re.escape(u) for u in _LATIN) + r")(?![A-Za-z])|" + "|".join(re.escape(u) for u in _OTHER)
 _QUANTITY = re.compile(
     r"(?P<cur>¥|\\\$|US\$|\$(?=\s*\d))?\s*"
-    r"(?P<num>(?<![A-Za-z\d.,])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\d/]))"
+    r"(?P<num>(?<![A-Za-z\d.,])[-−]?(?>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)"
+    r"(?![\d/]|[.,]\d)(?!\s*(?:[eE][-+]?\d|\^|\*\*|\\times|\\cdot)))"
     r"(?P<pct>\s*%)?"
     r"(?P<mult>\s*(?:万亿|百万|千万|万|亿|千|(?:thousand|million|billion)(?![A-Za-z])))?"
     rf"(?:\s*(?P<unit>{_UNIT}))?")
@@ -80,7 +81,8 @@ class Quantity:
 
 
 def quantities(text: str) -> list[Quantity]:
-    """Every quantity in `text`, in order (numbers that do not read, like `1/0`, are skipped)."""
+    """Every quantity in `text`, in order (numbers that do not read, like `1/0`, are skipped, and
+    so are powers and exponents: `1e999` is not the quantity 1)."""
     out = []
     for m in _QUANTITY.finditer(text):
         num = m.group("num").replace(",", "").replace("−", "-")
