@@ -40,6 +40,8 @@ CASES = [
     ("大约需要支付88元", "88", H, "大约 before the subject"),
     ("需要支付88元左右。", "88", H, "左右 after the amount"),
     ("可能应退款88元", "88", H, "可能 in the sentence"),
+    ("一共大约是 120 元", "120", H, "大约 between the subject and its verb"),
+    ("您预约的服务应退款88元", "88", C, "约 inside 预约 is no hedge"),
     ("应退款 1 2 3 4 5 元", "3", H, "a list of amounts"),
     ("应退款 1 2 3 4 5 元", "1", H, "a list of amounts, first"),
     ("应退款88元，合计90元。", "88", H, "two subjects, different amounts"),

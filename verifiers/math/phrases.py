@@ -72,7 +72,7 @@ _DOUBT = _alternation(DOUBTS, edge=True)
 # sentence ends: a newline, CJK stops, `!?`, and a period not inside a number (`1,299.00`)
 _SENTENCE_END = re.compile(r"\n|。|[!?！？]|\.(?!\d)")
 _ABBREVIATION = re.compile(r"\b(i)\.(e)\.|\b(e)\.(g)\.|\b(approx|etc|vs|resp)\.", re.IGNORECASE)
-_CLAUSE_START = re.compile(r"[^,;，；]*$")
+_BEFORE_SUBJECT = re.compile("(?:" + _BEFORE.pattern + r")\s*$", re.IGNORECASE)
 _ARITHMETIC = re.compile(r"\d\s*[-+*×÷]\s*[\d(]")
 
 
@@ -109,12 +109,12 @@ def phrase_answer(text: str) -> Ending | None:
             continue  # `合计有3种方法` or `the total of 3 and 4`: no amount right after the subject
         if "=" in rest or "等于" in rest or _ARITHMETIC.search(rest):
             return None  # `应退款 100-12=88元` is working: the verb rule reads the value after `=`
-        clause = _CLAUSE_START.search(sentence[:subject.start()]).group(0)
-        return _ending(sentence, clause + sentence[subject.start():filler.end()], rest, found)
+        lead = (sentence[:subject.start()], sentence[subject.end():filler.end()])
+        return _ending(sentence, lead, rest, found)
     return None
 
 
-def _ending(sentence: str, lead: str, rest: str, found: list) -> Ending:
+def _ending(sentence: str, lead: tuple[str, str], rest: str, found: list) -> Ending:
     one = readings(found)
     if one is None:
         values = tuple(dict.fromkeys(q.text for q in found))
@@ -122,11 +122,13 @@ def _ending(sentence: str, lead: str, rest: str, found: list) -> Ending:
     return Ending(one[0].text, tuple(q.text for q in one[1:]), (), hedge_word(sentence, lead, rest, found[0].text))
 
 
-def hedge_word(sentence: str, lead: str, rest: str, amount: str) -> str:
-    """The hedge that makes the amount doubtful, or "": before it (in `lead`), right after it
-    (`rest` starts with the amount), or a doubting word anywhere in the sentence."""
-    if m := _BEFORE.search(lead):
-        return m.group(0)
+def hedge_word(sentence: str, lead: tuple[str, str], rest: str, amount: str) -> str:
+    """The hedge that makes the amount doubtful, or "": right before the subject or between it
+    and the amount (`lead`: the text before the subject, the filler after it), right after the
+    amount (`rest` starts with it), or a doubting word anywhere in the sentence."""
+    before_subject, filler = lead
+    if m := _BEFORE_SUBJECT.search(before_subject) or _BEFORE.search(filler):
+        return _BEFORE.search(m.group(0)).group(0)
     if m := _AFTER.match(rest[len(amount):]):
         return m.group(0).strip()
     if m := _DOUBT.search(sentence):
