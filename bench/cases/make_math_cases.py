@@ -159,6 +159,22 @@ case("\\boxed{\\infty}", "36", 0, "infinity is not every number")
 case("Answer: 3*12", "36", 0, "restating the question's numbers is not computing")
 case("Answer: 3*12", "36", 1, "restated product, expressions allowed", {"allow_expressions": True})
 
+# --- the desk's own language, chat tokens, restatements (issue 37) ---------------------------
+case("应退款 88 元。", "88", 1, "chinese subject without a marker")
+case("经核实，应退款88元", "88", 1, "chinese subject after a lead clause")
+case("答：退款金额是45元", "45", 1, "答： with a subject and 是")
+case("一共是 120 元，已为您登记。", "120", 1, "chinese subject, trailing clause")
+case("因此，需要支付 ￥1,299.00。", "1299", 1, "chinese subject, full-width yen")
+case("合计 2万元。", "20000", 1, "chinese subject, 万")
+case("应退款约 88 元。", "88", 0, "chinese hedge 约")
+case("应退款 1 2 3 4 5 元", "3", 0, "a list of amounts after a subject")
+case("应退款88元，合计90元。", "88", 0, "two subjects, different amounts")
+case("<|im_start|>assistant\n答案是10<|im_end|>", "10", 1, "ChatML assistant header")
+case("<|start_header_id|>assistant<|end_header_id|>\n\nThe answer is 5<|eot_id|>", "5", 1, "Llama-3 assistant header")
+case("The conversion gives 2.5 kg, i.e. 2500 g.", "2500", 1, "a value restated in another unit")
+case("The conversion gives 2.5 kg, i.e. 2500 g.", "25", 0, "neither reading of a restatement")
+case("It is 2.5, i.e. 2500.", "2500", 0, "two different values are a hedge")
+
 Path(__file__).with_name("math_cases.jsonl").write_text(
     "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in C), encoding="utf-8")
 print(f"wrote {len(C)} cases")

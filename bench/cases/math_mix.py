@@ -6,7 +6,10 @@ unions, solution sets, points, numbers stored as `$42$` or `\\boxed{42}`, one-li
 end in a box). Responses are written the way models and public datasets write them: Minerva's
 "Final Answer: The final answer is $X$. I hope it is correct.", `\\boxed{}` inline or displayed,
 Qwen's "**Final Answer**", GSM8K's "The answer is X." and "#### X", `答案是`, `**Answer:**`, a
-`<think>` block that floats a tentative value before the answer; with currency, units, thousands
+`<think>` block that floats a tentative value before the answer, a reply in the support desk's own
+language without a marker (`经核实，应退款 X 元。`, `一共是 X 元，已为您登记。`, `合计 2万元。`), a reply
+wrapped in its chat template's special tokens (ChatML, Llama-3), a value restated in another unit
+(`The conversion gives 2.5 kg, i.e. 2500 g.`); with currency, units, thousands
 separators, `\\dfrac` and `\\frac34`, unicode minus, equivalent forms (`\\sqrt{8}` for `2\\sqrt{2}`,
 `(x-3)(x+3)` for `x^2-9`, `3, 1` for `1, 3`).
 
@@ -37,7 +40,10 @@ NAMES = ["Janet", "Tom", "Maria", "Ken", "Aisha", "Li Wei", "Sofia", "Omar"]
 ITEMS = ["apples", "books", "tickets", "marbles", "cookies", "boxes", "pencils", "cards"]
 # how often each response form is drawn (the GSM8K forms only for plain-number answers)
 TEMPLATE_WEIGHTS = {"minerva": 2, "boxed": 2, "boxed-display": 1, "qwen": 2, "the-answer-is": 2,
-                    "answer-bold": 1, "chinese": 1, "think": 2, "gsm8k-hash": 1, "stated-bold": 1}
+                    "answer-bold": 1, "chinese": 1, "think": 2, "gsm8k-hash": 1, "stated-bold": 1,
+                    "desk-zh": 2, "chat-tokens": 2, "restated": 1}
+DESK_ZH = ["经核实，应退款 {x} 元。", "一共是 {x} 元，已为您登记。", "因此，需要支付 ¥{x}。", "合计{x}元。",
+           "您好，总价为 {x} 元，请确认。"]
 UNITS = ["", "", "", "apples", "miles", "cm", "minutes", "km"]
 
 
@@ -361,12 +367,27 @@ def _respond(rng: random.Random, p: Problem, answer: str) -> tuple[str, str]:
                   f"{_text(p.steps[0])}? Wait, let me check that again.\n{work}\n</think>\n\n"
                   + (f"The answer is $\\boxed{{{answer}}}$." if rng.random() < 0.6 else f"**Answer:** {t}")),
     }
+    forms["chat-tokens"] = (f"<|im_start|>assistant\n{work}\n答案是 {t}<|im_end|>" if rng.random() < 0.5 else
+                            f"<|start_header_id|>assistant<|end_header_id|>\n\n{work}\nThe answer is {t}.<|eot_id|>")
     if p.numeric:
         forms["gsm8k-hash"] = f"{work}\n#### {t}"
         forms["stated-bold"] = f"{work}\nSo the total is **{t}**."
+        if "\\" not in answer.replace("\\$", ""):
+            amount = _wan(answer.replace("\\$", "").replace("{,}", ","), rng)
+            forms["desk-zh"] = f"{_working_cn(rng, p.steps)}\n" + rng.choice(DESK_ZH).format(x=amount)
+        if re.fullmatch(r"\d+", answer):
+            kg = _dec(Fraction(int(answer), 1000))
+            forms["restated"] = f"{work}\nThe conversion gives {kg} kg, i.e. {answer} g."
     names = sorted(forms)
     name = rng.choices(names, [TEMPLATE_WEIGHTS[n] for n in names])[0]
     return name, forms[name]
+
+
+def _wan(amount: str, rng: random.Random) -> str:
+    """`20000` as `2万` half the time (how a Chinese desk writes round amounts)."""
+    if re.fullmatch(r"\d+", amount) and int(amount) % 10000 == 0 and rng.random() < 0.5:
+        return f"{_dec(Fraction(int(amount), 10000))}万"
+    return amount
 
 
 def _truncated(rng: random.Random, p: Problem) -> str:

@@ -1,19 +1,29 @@
 """Find the final answer(s) in a response, by priority.
 
-First the response is cleaned of what chat models wrap around answers: chat special tokens
-(`<|im_end|>`, `</s>`, `<|eot_id|>`, ...) are dropped, and a `<think>...</think>` block is
-skipped (the answer is read after the last `</think>`; a `<think>` never closed leaves no
-answer). Then the levels, highest first; the answer is the LAST candidate of the highest level
-that has one:
+First the response is cleaned of what chat models wrap around answers: a leading assistant
+header (`<|im_start|>assistant`, Llama-3's `<|start_header_id|>assistant<|end_header_id|>`,
+`<|assistant|>`, `<start_of_turn>model`) is dropped, the turn ends at an end-of-turn token
+(`<|im_end|>`, `</s>`, `<|eot_id|>`, ...) or a header the model writes for the next turn, other
+chat special tokens (and the rule's own `special_tokens` param) are dropped, and a
+`<think>...</think>` block is skipped (the answer is read after the last `</think>`; a `<think>`
+never closed leaves no answer). Then the levels, highest first; the answer is the LAST candidate
+of the highest level that has one:
   1. explicit markers: "final answer is/:", "the answer is", `答案是`, `答案:`, `最终答案`, `答:`
   2. `\\boxed{...}` / `\\fbox{...}` (balanced braces)
   3. `Answer:` (also `**Answer:**`, and `Answer` without a colon at a line start when math
      follows: `Answer $9$`, `Answer \\[ 9 \\]`)
-  4. the final sentence, when it states a result: "The GCD of 380 and 986 is 2.",
+  4. the final sentence's answer phrase (phrases.py: a table of subjects per language):
+     `应退款 88 元。`, `一共是 120 元，已为您登记。`, `合计 2万元`, `The refund is 88 yuan.`; a hedge word
+     on an answer of any level (`Answer: about 88`) flags it
+  5. the final sentence, when it states a result: "The GCD of 380 and 986 is 2.",
      "LCM(47, 75) = 3525", "... - 662 = -1043", "总价为36元" (the text after the last `is`,
      `equals`, `=`, `为`, `是`, `等于` of the last sentence, when it is short)
-  5. fallback, on the last line only: the whole line when it is short and has no words or
-     colon, else its number when it holds exactly one (several numbers there are a guess list).
+  6. fallback, on the last line only: the whole line when it is short and has no words or
+     colon, else its number when it holds exactly one (several numbers there are a guess list,
+     unless they restate one value: `2.5 kg, i.e. 2500 g`, units.py).
+Levels 4-6 also report the values a final sentence restates (`restated`: any of them may match
+the gold), several different values there (`candidates`: a hedge), and a hedge word next to the
+answer (`hedge`: `约`, `左右`, `about`, `probably`; phrases.py).
 Candidates of levels 1-3 are all returned too, so the verifier can spot hedging (two different
 final answers). Text after a marker runs to the end of the line or sentence; a `\\boxed{}`,
 `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` right after a marker is taken whole.
@@ -24,6 +34,8 @@ import re
 from dataclasses import dataclass
 
 from .normalize import to_halfwidth
+from .phrases import Ending, answer_hedge, final_sentence, phrase_answer
+from .units import quantities, readings
 
 MAX_RESPONSE_CHARS = 100_000
 _MARKERS = re.compile(
@@ -36,6 +48,12 @@ _ANSWER = re.compile(r"(?<![A-Za-z])answer\s*\**\s*[:：]|^[ \t]*\**answer\**[ \
 _TURN_END = re.compile(r"<\|(?:im_end|im_start|eot_id|endoftext|end|start_header_id|user|assistant|system)\|>|</s>|<eos>|"
                        r"<end_of_turn>|<start_of_turn>|\[INST\]")
 _SPECIAL_TOKENS = re.compile(r"<\|[A-Za-z0-9_:.\-]{1,40}\|>|<s>|<bos>|\[/INST\]")
+# The header of the model's own turn, when a completion starts with it: it opens the answer, it
+# does not end it. A completion opening with another role's header ends there (no answer).
+_OWN_HEADER = re.compile(r"(?:\s*(?:<\|im_start\|>[ \t]*(?:assistant|model)?(?=\s)|"
+                         r"<\|start_header_id\|>[ \t]*(?:assistant|model)[ \t]*<\|end_header_id\|>|"
+                         r"<\|assistant\|>|<start_of_turn>[ \t]*model|<\|begin_of_text\|>|<s>|<bos>|\[/INST\]))*",
+                         re.IGNORECASE)
 # `$...$` may hold an escaped dollar (`$\\$61.62$`): a `$` after a backslash does not close it
 _MATH_SPAN = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$((?:\\\$|[^$])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
                         re.DOTALL)
@@ -56,8 +74,12 @@ _SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None          # the chosen final answer (raw text), None if nothing found
-    level: str                  # marker | boxed | answer | sentence | fallback | none
-    candidates: tuple[str, ...]  # every level 1-3 candidate, in order of appearance
+    level: str                  # marker | boxed | answer | phrase | sentence | fallback | none
+    candidates: tuple[str, ...]  # every level 1-3 candidate, in order of appearance; at levels
+    #                              4-6 the final sentence's different values, when it has several
+    restated: tuple[str, ...] = ()  # the same value written otherwise in the final sentence
+    hedge: str = ""             # why the answer is hedged: a hedge word on it (`约`, `about`,
+    #                              `probably`), or one number in two units (`2.5 kg vs 2.5 g`)
 
 
 def braced(text: str, start: int) -> tuple[str, int] | None:
@@ -104,6 +126,8 @@ def _after_marker(text: str, pos: int) -> str:
     boxed = _boxed_all(got)
     if boxed:
         return boxed[-1]
+    if _CJK.search(got) and (said := _said_in_chinese(got)):
+        return said
     if len(re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", got))) >= 2:
         # "Final Answer: The largest $n$ is 34." states its value; "Final Answer: The final
         # answer is 7" is cut at the inner marker, leaving no value here.
@@ -175,13 +199,16 @@ def _after_think(text: str) -> int:
     return closes[-1].end() if closes else 0
 
 
-def clean_response(response: str) -> str | None:
+def clean_response(response: str, special_tokens: tuple[str, ...] = ()) -> str | None:
     """The part of a response that may hold the answer (see the module docstring); None when a
-    `<think>` block is never closed."""
+    `<think>` block is never closed. `special_tokens`: a tokenizer's own specials, dropped too."""
     text = to_halfwidth(response[:MAX_RESPONSE_CHARS])
+    text = text[_OWN_HEADER.match(text).end():]
     if end := _TURN_END.search(text, _after_think(text)):
         text = text[:end.start()]
     text = _SPECIAL_TOKENS.sub(" ", text)
+    for token in special_tokens:
+        text = text.replace(token, " ")
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
         return text[closes[-1].end():]
@@ -190,9 +217,10 @@ def clean_response(response: str) -> str | None:
     return text
 
 
-def extract(response: str) -> Extraction:
-    """See the module docstring for the priority order."""
-    text = clean_response(response)
+def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_levels: bool = True) -> Extraction:
+    """See the module docstring for the priority order; without final_sentence_levels, levels
+    1-3 only (a gold's own marker: the rest of a gold is the gold)."""
+    text = clean_response(response, special_tokens)
     if text is None:
         return Extraction(None, "none", ())
     marker = [_after_marker(text, m.end()) for m in _MARKERS.finditer(text)]
@@ -202,23 +230,30 @@ def extract(response: str) -> Extraction:
     for level, found in (("marker", marker), ("boxed", boxed), ("answer", answer)):
         found = [c.strip() for c in found if c.strip()]
         if found:
-            return Extraction(found[-1], level, tuple(c for c in candidates if c))
-    if candidates:  # a marker with nothing after it: format without content
+            return Extraction(found[-1], level, tuple(c for c in candidates if c), hedge=answer_hedge(found[-1]))
+    if candidates or not final_sentence_levels:  # a marker with nothing after it: format without content
         return Extraction(None, "none", ())
+    if ending := phrase_answer(text):
+        return _from_ending(ending, "phrase")
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     last = re.sub(r"\*\*|__|`", "", lines[-1]) if lines else ""
     if stated := _stated(last):
-        return Extraction(stated, "sentence", ())
+        return _restated(stated, "sentence", last)
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)] \
         if len(last) <= MAX_LINE_SCAN else []  # an unclosed `\\(` makes the span search quadratic
     if len(spans) == 1 and spans[0].strip():  # "Therefore $x \geq 5$ is the solution."
         return Extraction(spans[0].strip(), "fallback", ())
+    several = len(last) <= MAX_LINE_SCAN and len(set(_NUMBER.findall(last))) > 1
+    if several and len(readings(quantities(last)) or ()) > 1:
+        return _several_on_last_line(last)  # `1 kg, i.e. 1000 g`: one value in two units
     words = [w for w in re.findall(r"[A-Za-z]{3,}", _LATEX_COMMAND.sub(" ", last)) if w.lower() != "and"]
     if last and len(last) <= 60 and not words and ":" not in last:  # "Total: 36" is a label
-        return Extraction(last, "fallback", ())
+        return Extraction(last, "fallback", (), hedge=answer_hedge(last))
     numbers = set(_NUMBER.findall(last))
     if len(numbers) == 1:  # several numbers on the last line is a guess list, not an answer
-        return Extraction(numbers.pop(), "fallback", ())
+        return _restated(numbers.pop(), "fallback", last)
+    if len(numbers) > 1 and len(last) <= MAX_LINE_SCAN:
+        return _several_on_last_line(last)
     return Extraction(None, "none", ())
 
 
@@ -245,10 +280,57 @@ def extract_gold(reference: str) -> str:
     """A reference may itself carry a marker (`答案: 36`, `\\boxed{36}`); else it is the answer.
     A reference with several different boxed answers (`\\boxed{1} and \\boxed{-2}`) means all of
     them: a set."""
-    got = extract(reference)
+    got = extract(reference, final_sentence_levels=False)
     if got.level in ("marker", "boxed", "answer") and got.answer:
         boxed = [b.strip() for b in _boxed_all(reference) if b.strip()]
         if got.level == "boxed" and len(set(boxed)) > 1:
             return "\\{" + ", ".join(dict.fromkeys(boxed)) + "\\}"
         return got.answer
     return reference.strip()
+
+
+# --- the final sentence: answer phrases, restatements, hedges (phrases.py, units.py) ------------
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _said_in_chinese(got: str) -> str | None:
+    """`答：退款金额是45元` -> `45元`: the amount a Chinese marker's text states with a subject
+    from the phrase table or a verb (`是`, `为`); None when it states none plainly (a hedge or
+    several values leave the text as it is, which then reads as no number)."""
+    ending = phrase_answer(got)
+    if ending is not None:
+        return ending.answer if not (ending.hedge or ending.values or ending.restated) else None
+    stated = _stated(got)
+    return stated if stated and len(quantities(stated)) == 1 and not answer_hedge(stated, got) else None
+
+
+def _from_ending(ending: Ending, level: str) -> Extraction:
+    return Extraction(ending.answer, level, ending.values, ending.restated, ending.hedge)
+
+
+def _restated(answer: str, level: str, line: str) -> Extraction:
+    """A level-5/6 answer with its hedge word, and its restatements when it holds several
+    quantities that are one value (`2.5 kg (2500 g)`)."""
+    sentence = final_sentence(line)
+    hedge = answer_hedge(answer, sentence)
+    in_line = quantities(sentence) if len(_NUMBER.findall(sentence)) > 1 else []
+    if len(in_line) > 1 and readings(in_line) is None and len({q.value for q in in_line}) == 1:
+        hedge = hedge or " vs ".join(dict.fromkeys(q.text for q in in_line))  # `2.5 kg, i.e. 2.5 g`
+    found = quantities(answer) if len(_NUMBER.findall(answer)) > 1 else []
+    if len(found) > 1 and (one := readings(found)):
+        return Extraction(one[0].text, level, (), tuple(q.text for q in one[1:]), hedge)
+    return Extraction(answer, level, (), (), hedge)
+
+
+def _several_on_last_line(last: str) -> Extraction:
+    """Several numbers on the last line: one value restated (`The conversion gives 2.5 kg, i.e.
+    2500 g.`) is the answer; several different values in its final sentence are a hedge; else
+    (numbers only in the working before it) there is no answer."""
+    found = quantities(last)
+    if one := readings(found):
+        return Extraction(one[0].text, "fallback", (), tuple(q.text for q in one[1:]),
+                          answer_hedge(one[0].text, final_sentence(last)))
+    values = tuple(dict.fromkeys(q.text for q in quantities(final_sentence(last))))
+    if len(values) > 1:
+        return Extraction(values[0], "fallback", values)
+    return Extraction(None, "none", ())

@@ -9,9 +9,11 @@ Params (all optional):
   require_simplified    a fraction answer must be in lowest terms (`332/971`, not `6640/19420`)
   symbolic              use the symbolic voter (default true); symbolic_timeout_s (2.0)
   float_digits          places to which a decimal answer may match an irrational gold (6)
+  special_tokens        a tokenizer's own special tokens to drop before extraction (a list of
+                        strings; the usual chat tokens are dropped without it, see extract.py)
 Statuses: `unparsed` when no answer could be extracted or read as math, `wrong` when an answer was
-compared and differs (or hedges: several different final answers, or several values where the
-gold is one, flagged `hedged`), `timeout`
+compared and differs (or hedges: several different final answers, several values where the
+gold is one, or a hedge word on the answer such as `约` or `about`, flagged `hedged`), `timeout`
 when the symbolic comparison ran out of time, `error` for an unusable reference.
 """
 from __future__ import annotations
@@ -25,7 +27,8 @@ from .normalize import normalize
 from .numbers import read_number
 
 _LEVEL = {"marker": "final-answer marker", "boxed": "\\boxed{}", "answer": "'Answer:'",
-          "sentence": "final sentence", "fallback": "last-line fallback"}
+          "phrase": "final sentence's answer phrase", "sentence": "final sentence",
+          "fallback": "last-line fallback"}
 _FRACTION = re.compile(r"^[-+]?(?:\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))$")
 
 
@@ -44,7 +47,11 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     gold = normalize(extract_gold(reference))
     if not gold:
         return V.error(f"reference {V.clip(reference)!r} holds no answer after normalization")
-    got = extract(response)
+    tokens = params.get("special_tokens") or ()
+    if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) and t for t in tokens):
+        return V.error(f"params special_tokens must be a list of non-empty strings, got {V.clip(repr(tokens), 80)}; "
+                       f"e.g. special_tokens: ['<|end|>']")
+    got = extract(response, tuple(tokens))
     if got.answer is None:
         return V.unparsed("no final answer found (no marker, \\boxed{}, Answer:, final sentence or number)")
     pred = normalize(got.answer)
@@ -55,6 +62,8 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     if len(distinct) > 1:
         return V.hedged(V.clip(pred), f"hedged between {len(distinct)} different final answers: "
                                       f"{V.clip(' | '.join(distinct), 200)}")
+    if got.hedge:
+        return V.hedged(V.clip(pred), f"{where} is hedged ({got.hedge})")
     if problem := _form_problem(pred, params):
         return V.wrong(V.clip(pred), f"{where} {problem}")
     vote = equal(gold, pred, opts)
@@ -65,6 +74,8 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
                           V.clip(pred))
     if vote.equal:
         return V.correct(V.clip(pred), f"{where} matches gold ({vote.voter} voter)")
+    if restated := _restatement_equal(gold, got.restated, opts):
+        return V.correct(V.clip(restated), f"{where}, restated as {V.clip(restated, 60)!r}, matches gold")
     why = f": {vote.why}" if vote.why else ""
     if vote.hedge:
         return V.hedged(V.clip(pred), f"{where} hedges against gold {V.clip(gold, 80)!r} ({vote.voter} voter){why}")
@@ -82,6 +93,16 @@ def _form_problem(pred: str, params: dict) -> str | None:
 
         if den == 0 or gcd(num, den) != 1 or den == 1:
             return f"is {V.clip(value, 60)!r}, not a fraction in lowest terms (require_simplified)"
+    return None
+
+
+def _restatement_equal(gold: str, restated: tuple[str, ...], opts: Options) -> str | None:
+    """The restatement of the answer (`2500 g` for `2.5 kg`) that equals gold, if one does; the
+    extraction only offers values equal to the answer under its unit table (units.py)."""
+    for alt in restated:
+        pred = normalize(alt)
+        if pred and equal(gold, pred, opts).equal:
+            return pred
     return None
 
 
