@@ -82,8 +82,11 @@ def generate(model, tok, prompts: list[str], max_new: int, sample_seed: int | No
             torch.manual_seed(sample_seed + i)
         with torch.no_grad():
             ids = model.generate(**enc, max_new_tokens=max_new, pad_token_id=tok.pad_token_id, **kw)
-        # as the pipeline decodes a completion: special tokens (end of turn, padding) dropped
-        outs += tok.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        new = ids[:, enc["input_ids"].shape[1]:]
+        # as the pipeline decodes a completion: special tokens (end of turn, padding) dropped; and
+        # whether it ended by itself or was cut at max_new_tokens (the text alone cannot tell)
+        stopped = ["eos" if (row == tok.eos_token_id).any() else "length" for row in new]
+        outs += zip(tok.batch_decode(new, skip_special_tokens=True), stopped)
         print(f"  {i + len(prompts[i:i + batch])}/{len(prompts)}", flush=True)
     return outs
 
@@ -143,9 +146,9 @@ def main() -> None:
     rows = []
 
     def record(model_name, variant, decoding, seed, items, prompts, replies):
-        for q, p, r in zip(items, prompts, replies):
+        for q, p, (r, stopped) in zip(items, prompts, replies):
             rows.append({"model": model_name, "variant": variant, "decoding": decoding, "seed": seed, **q,
-                         "prompt": p, "response": r})
+                         "prompt": p, "response": r, "stopped": stopped})
 
     for name in args.models.split(","):
         t0 = time.time()
