@@ -126,6 +126,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench/out/real_model_answers.jsonl")
     ap.add_argument("--per-lang", type=int, default=25, help="questions per language (default 25)")
     ap.add_argument("--samples", default="1", help="sampling seeds, comma-separated (default 1); greedy always runs")
+    ap.add_argument("--tiny-samples", default="", help="sampling seeds for the tiny base (default none: greedy only)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--batch", type=int, default=25)
     ap.add_argument("--threads", type=int, default=2)
@@ -142,6 +143,7 @@ def main() -> None:
                         "--rows", "600", "--seed", "0", "--db", str(args.raw / "shop.db")], check=True)
     qs = pick(math_tickets(args.raw), args.per_lang, seed=0)
     seeds = [int(s) for s in args.samples.split(",") if s.strip()]
+    tiny_seeds = [int(s) for s in args.tiny_samples.split(",") if s.strip()]
     scratch = args.out.parent
     rows = []
 
@@ -172,9 +174,10 @@ def main() -> None:
         elif name == "tiny-base":
             texts = [RETAIL_LAYOUT.format(question=q["question"]) for q in qs]
             model, tok = load_tiny_base(texts, scratch)
-            print(f"{name} retail greedy", flush=True)
-            record("rlvrflow embedded-base (training/assets/tiny_base, adapted)", "retail", "greedy", None, qs,
-                   texts, generate(model, tok, texts, args.max_new_tokens, None, args.batch))
+            for decoding, seed in [("greedy", None)] + [("sampled T=0.7 top_p=0.95", s) for s in tiny_seeds]:
+                print(f"{name} retail {decoding} seed={seed}", flush=True)
+                record("rlvrflow embedded-base (training/assets/tiny_base, adapted)", "retail", decoding, seed, qs,
+                       texts, generate(model, tok, texts, args.max_new_tokens, seed, args.batch))
         else:
             raise SystemExit(f"--models: unknown model {name!r}; use smollm2 and/or tiny-base")
         print(f"{name}: {time.time() - t0:.0f} s", flush=True)
