@@ -11,7 +11,18 @@ It writes the sample's raw logs into bench/out/retail_raw (examples/retail/gener
 --raw names a folder that has them, picks the math tickets that parse and carry no injected noise,
 and asks each model with the retail spec's prompt layout (SmolLM2 through its chat template, the tiny
 base raw, as the pipeline prompts it), greedy and with seeded sampling; SmolLM2 also gets the bare
-question (`plain`) and the question after one worked turn in the desk's own phrasing (`oneshot`). Each output row says where
+question (`plain`) and the question after one worked turn in the desk's own phrasing (`oneshot`).
+Each row records whether the reply ended by itself or was cut at --max-new-tokens (`stopped`).
+
+The table's rows came from three runs of this script (2 threads, about 6 minutes in all):
+
+    python bench/real_model_answers.py                                   # retail+plain, greedy + seed 1; tiny base greedy
+    python bench/real_model_answers.py --models smollm2 --variants oneshot --samples 1,2 --out bench/out/real_model_answers_oneshot.jsonl
+    python bench/real_model_answers.py --models tiny-base --tiny-samples 1,2,3,4,5,6,7,8,9,10,11,12 --out bench/out/real_model_answers_tiny.jsonl
+
+every reply of the first two, and from the third the ten sampled replies that contain the gold's
+digits (the rest are as the greedy ones: wrong). A row's id is model-variant-decoding-ticket
+(`s1` = sampled with seed 1); its label was read by hand, before the verifier was run on it. Each output row says where
 it comes from (model, decoding, seed, prompt variant). The hand-labelled regression table made from
 these rows is tests/verifiers/cases/real_model_endings.jsonl (tests/verifiers/test_real_model_endings.py).
 
