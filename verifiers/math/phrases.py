@@ -32,7 +32,8 @@ SUBJECTS = {
            "共计", "一共", "总共", "共需", "需要支付", "需支付", "应支付", "应付", "实付", "还需支付",
            "需付", "找零", "结果"),
     "en": ("the refund", "the total", "in total", "altogether", "you need to pay", "you will pay",
-           "you pay", "the result"),
+           "you pay", "the result", "should refund", "need to refund", "will refund", "we refund",
+           "should pay", "need to pay"),
 }
 # Words that may stand between the subject and the amount.
 VERBS = {
