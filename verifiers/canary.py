@@ -195,3 +195,75 @@ def summary(report: dict) -> str:
     lines.append("  fix the verifier (or its params) so these score 0; raise verifiers.canaries.max_share only "
                  "if the canary is really a right answer for those rows")
     return "\n".join(lines)
+
+
+# --- Prior canaries: the data's own most frequent golds as constant answers -----------------------
+# A verifier can be sound and the reward still teach one answer: when a third of a rule's golds are
+# `2`, a policy that always writes `Answer: 2` earns reward on a third of the rows (GRPO from a base
+# with no SFT collapsed to exactly that). No garbage canary sees it, so each rule is also probed with
+# its most frequent golds, written the way a model writes an answer.
+
+def render_constant(verifier: str, reference: str) -> str:
+    """A constant answer built from one gold, as a model would write it: the verifier module's
+    `solution_from_reference` (math: `Answer: 2`), else the reference itself."""
+    build = getattr(_module_of(verifier), "solution_from_reference", None)
+    built = build(reference, "") if callable(build) else ""
+    return built or reference
+
+
+def top_golds(references: list[str], k: int) -> list[tuple[str, int]]:
+    """The k most frequent non-empty references with their counts (ties by text, so runs agree)."""
+    counts: dict[str, int] = {}
+    for ref in references:
+        ref = str(ref or "").strip()
+        if ref:
+            counts[ref] = counts.get(ref, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def prior_probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int | None = None,
+                timeout_s: float = 30.0) -> list[dict]:
+    """Each rule's `cfg.prior_golds` most frequent golds (over all its rows) as constant answers,
+    scored on the rule's seeded canary sample. One entry per constant that scored on more than
+    cfg.max_share of the sample (and on MIN_HITS rows): {category, verifier, constant, response,
+    hits, rows, share, stop}; stop is True above cfg.max_prior_share."""
+    from .pool import score_many
+
+    found = []
+    for rule in rules:
+        mine = [r for r in rows if r.get("category") == rule.category]
+        if not mine or cfg.prior_golds == 0:
+            continue
+        rng = random.Random(f"{cfg.seed}:{rule.category}")
+        sample = sorted(mine, key=lambda r: str(r.get("id")))
+        rng.shuffle(sample)
+        sample = sample[:sample_size(rule.verifier, cfg.sample_rows)]
+        constants = [(gold, render_constant(rule.verifier, gold))
+                     for gold, _ in top_golds([str(r.get("reference") or "") for r in mine], cfg.prior_golds)]
+        items = [(rule.verifier, response, str(row.get("reference") or ""),
+                  json.loads(row.get("verifier_params") or "{}")) for _, response in constants for row in sample]
+        verdicts = score_many(items, workers=workers, timeout_s=timeout_s)
+        for j, (gold, response) in enumerate(constants):
+            hits = sum(v.score > 0 for v in verdicts[j * len(sample):(j + 1) * len(sample)])
+            share = hits / len(sample)
+            if share > cfg.max_share and hits >= MIN_HITS:
+                found.append({"category": rule.category, "verifier": rule.verifier, "constant": _clip(gold),
+                              "response": _clip(response), "hits": hits, "rows": len(sample),
+                              "share": round(share, 4), "stop": share > cfg.max_prior_share})
+    return found
+
+
+def prior_summary(priors: list[dict], max_prior_share: float) -> str:
+    """One line per skewed prior; the fix when one is over the bound."""
+    if not priors:
+        return "prior canaries: no constant gold answer scored above the canary threshold"
+    lines = []
+    for p in priors:
+        over = f" (over verifiers.canaries.max_prior_share={max_prior_share:.0%})" if p["stop"] else ""
+        lines.append(f"skewed prior: rule {p['category']!r} ({p['verifier']}): the constant answer {p['response']!r} "
+                     f"scores on {p['hits']}/{p['rows']} rows ({p['share']:.1%}){over}; a policy that always writes "
+                     "it earns that much reward, so compare every checkpoint with the eval's constant baseline")
+    if any(p["stop"] for p in priors):
+        lines.append("  fix: balance or split the category so no single answer covers that share of its rows, or "
+                     "raise verifiers.canaries.max_prior_share if that constant really is acceptable")
+    return "\n".join(lines)
