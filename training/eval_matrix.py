@@ -113,7 +113,7 @@ def build_matrix(evals, robustness: Mapping[str, Mapping] | None = None,
         row["gain_vs_constant"] = None if constant is None else _gain(constant, r)
         rows.append(row)
     if constant is not None:
-        rows.append(_constant_row(constant, list(regression)))
+        rows.append(_constant_row(constant))
     return rows
 
 
@@ -129,14 +129,14 @@ def _gain(before: Mapping, after: Mapping) -> dict | None:
             "low": None, "high": None, "metric": "pass_at_1_greedy"}
 
 
-def _constant_row(constant: Mapping, sets: list[str]) -> dict:
+def _constant_row(constant: Mapping) -> dict:
     missing = [c for c in ("pass_at_1_greedy", "constants") if c not in constant]
     if missing:
         raise ValueError(f"build_matrix: the constant baseline lacks {missing}; pass training.baseline's result")
     return {"name": CONSTANT, "is_baseline": False, "is_constant": True, "k": None,
             "n_prompts": constant.get("n_prompts"), **{c: _num(constant.get(c)) for c in COLUMNS},
             "stability_variance": 0.0, "sometimes_right": 0.0, "robustness": None,
-            "regression": {s: None for s in sets}, "regression_delta": {s: None for s in sets}, "regressed": [],
+            "regression": {}, "regression_delta": {}, "regressed": [],  # not a model: no regression sets
             "constants": dict(constant["constants"]), "gain_vs_sft": None, "gain_vs_constant": None}
 
 
@@ -247,9 +247,9 @@ def format_matrix(rows: Sequence[Mapping]) -> str:
                  _pct(r["format_rate"]), length,
                  f"{r['stability_variance']:.3f}", _pct(r["sometimes_right"]), _pct(r["robustness"])]
         for s in sets:
-            d = r["regression_delta"][s]
+            d = r["regression_delta"].get(s)
             mark = "!" if s in r["regressed"] else ""
-            cells.append(_pct(r["regression"][s]) + ("" if r["is_baseline"] or d is None else f" ({d:+.1f}){mark}"))
+            cells.append(_pct(r["regression"].get(s)) + ("" if r["is_baseline"] or d is None else f" ({d:+.1f}){mark}"))
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))

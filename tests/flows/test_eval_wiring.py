@@ -150,6 +150,9 @@ def test_a_gain_a_constant_answer_explains_is_never_best_and_says_so(toy_spec, t
     [warning] = result.stats["warnings"]
     assert "step_000001 gains +25.0 points over sft" in warning and "'Answer: 2'" in warning
     assert "constant baseline" in best_line(matrix)
+    from training.eval_matrix import format_matrix
+
+    assert format_matrix(matrix["rows"]).splitlines()[3].startswith("constant")  # beside the regression set's column
 
 
 def test_a_vllm_eval_engine_never_reads_back_the_training_loops_evals():
