@@ -54,6 +54,8 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
                "best_model": matrix["best"], "best_checkpoint": matrix["best_model"],
                "best_decision": matrix.get("decision"),
                "constant_baseline": next((r for r in matrix["rows"] if r.get("is_constant")), None),
+               "gain_vs_constant": next((r.get("gain_vs_constant") for r in matrix["rows"] if r["name"] == final_name),
+                                        None),
                "trainer_best_checkpoint": st.get("best_checkpoint"), "training_steps": st.get("steps"),
                **({"grpo_steps": st.get("steps")} if trained == "grpo" else {"dpo_pairs": st.get("pairs")}),
                "eval_matrix": matrix["rows"], "max_regression": matrix["max_regression"], "samples": samples,
