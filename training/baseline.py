@@ -10,7 +10,9 @@ scored with the same verifiers on the same held-out tasks the models were evalua
 
 The result has the fields of a `training.evaluate` result that make sense for a constant (pass@1,
 pass@k and format rate, `by_prompt` for paired intervals, `per_category`) plus `constants`
-({category: the response}); lengths and stability are None. Bad golds never raise: a constant
+({category: the response}); lengths and stability are None. A category whose verifier cannot write
+its gold as an answer (keyword, regex, json, code: a rubric, verifiers.canary.render_constant) gets
+no constant and scores 0 there. Bad golds never raise: a constant
 that no verifier reads just scores 0.
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ def pick_constants(train_rows: Sequence[dict], candidates: int = 3, max_rows: in
         random.Random(f"{seed}:{cat}").shuffle(sample)
         sample = sample[:max_rows]
         options = [render_constant(tasks[0].verifier, g) for g, _ in top_golds([t.reference for t in tasks], candidates)]
+        options = [o for o in options if o.strip()]  # a rubric (keyword, json, code) is no answer to repeat
         if not options:
             continue
         verdicts = score_many([(t.verifier, o, t.reference, t.params) for o in options for t in sample],

@@ -205,10 +205,12 @@ def summary(report: dict) -> str:
 
 def render_constant(verifier: str, reference: str) -> str:
     """A constant answer built from one gold, as a model would write it: the verifier module's
-    `solution_from_reference` (math: `Answer: 2`), else the reference itself."""
+    `solution_from_reference` (math: `Answer: 2`, choice: `Answer: B`, sql: the query in a fence).
+    "" for a verifier whose reference is a rubric, not an answer (keyword, regex, json, code: no such
+    hook): a constant reply that meets a category-wide rubric is the rule working, and the other
+    canaries (another row's reference, stuffing) probe those."""
     build = getattr(_module_of(verifier), "solution_from_reference", None)
-    built = build(reference, "") if callable(build) else ""
-    return built or reference
+    return str((build(reference, "") if callable(build) else "") or "")
 
 
 def top_golds(references: list[str], k: int) -> list[tuple[str, int]]:
@@ -240,6 +242,7 @@ def prior_probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int |
         sample = sample[:sample_size(rule.verifier, cfg.sample_rows)]
         constants = [(gold, render_constant(rule.verifier, gold))
                      for gold, _ in top_golds([str(r.get("reference") or "") for r in mine], cfg.prior_golds)]
+        constants = [(gold, response) for gold, response in constants if response.strip()]
         items = [(rule.verifier, response, str(row.get("reference") or ""),
                   json.loads(row.get("verifier_params") or "{}")) for _, response in constants for row in sample]
         verdicts = score_many(items, workers=workers, timeout_s=timeout_s)
@@ -254,15 +257,22 @@ def prior_probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int |
 
 
 def prior_summary(priors: list[dict], max_prior_share: float) -> str:
-    """One line per skewed prior; the fix when one is over the bound."""
+    """The skewed priors in one line (each rule's highest-scoring constant), then one line per
+    constant over the bound with the fix."""
     if not priors:
         return "prior canaries: no constant gold answer scored above the canary threshold"
-    lines = []
+    top: dict[str, dict] = {}
     for p in priors:
-        over = f" (over verifiers.canaries.max_prior_share={max_prior_share:.0%})" if p["stop"] else ""
-        lines.append(f"skewed prior: rule {p['category']!r} ({p['verifier']}): the constant answer {p['response']!r} "
-                     f"scores on {p['hits']}/{p['rows']} rows ({p['share']:.1%}){over}; a policy that always writes "
-                     "it earns that much reward, so compare every checkpoint with the eval's constant baseline")
+        if p["category"] not in top or p["share"] > top[p["category"]]["share"]:
+            top[p["category"]] = p
+    lines = ["skewed prior (a constant answer earns reward; the eval's constant baseline shows what it is worth): "
+             + "; ".join(f"rule {c!r} ({p['verifier']}): {p['response']!r} right on {p['hits']}/{p['rows']} "
+                         f"rows ({p['share']:.1%})" for c, p in top.items())]
+    for p in priors:
+        if p["stop"]:
+            lines.append(f"  rule {p['category']!r}: {p['response']!r} is right on {p['share']:.1%} of its rows, over "
+                         f"verifiers.canaries.max_prior_share={max_prior_share:.0%}: GRPO would learn to answer it to "
+                         "everything")
     if any(p["stop"] for p in priors):
         lines.append("  fix: balance or split the category so no single answer covers that share of its rows, or "
                      "raise verifiers.canaries.max_prior_share if that constant really is acceptable")

@@ -31,4 +31,5 @@ def test_attach_stops_on_a_prior_over_the_bound_and_warns_below_it(toy_spec, tmp
     verified = stages.run("attach", spec, tmp_path / "b", {"prepare": stages.run("prepare", spec, tmp_path / "b", {})})
     [prior] = verified.stats["canaries"]["priors"]
     assert prior["response"] == "Answer: 2" and not prior["stop"]
-    assert any("skewed prior: rule 'arithmetic'" in w for w in verified.stats["warnings"])
+    assert any(w.startswith("skewed prior") and "rule 'arithmetic' (math): 'Answer: 2' right on 10/40 rows" in w
+               for w in verified.stats["warnings"])

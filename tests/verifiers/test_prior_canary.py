@@ -26,8 +26,8 @@ def test_a_skewed_category_warns_with_the_constant_and_its_share():
         [("gcd", "2", "Answer: 2", 10, 30)]
     assert priors[0]["share"] == pytest.approx(1 / 3, abs=1e-3) and priors[0]["stop"] is False
     text = canary.prior_summary(priors, CanaryConfig().max_prior_share)
-    assert "skewed prior: rule 'gcd'" in text and "'Answer: 2'" in text and "10/30 rows (33.3%)" in text
-    assert "max_prior_share" not in text  # a warning, not a stop
+    assert text.startswith("skewed prior") and "rule 'gcd' (math): 'Answer: 2' right on 10/30 rows (33.3%)" in text
+    assert "max_prior_share" not in text and len(text.splitlines()) == 1  # a warning, not a stop
 
 
 def test_a_constant_over_the_bound_stops_and_names_the_field():
@@ -38,6 +38,16 @@ def test_a_constant_over_the_bound_stops_and_names_the_field():
     # a raised bound lets it through as a warning
     assert not canary.prior_probe(_rows(["2"] * 8 + ["3", "4"]), [Gcd], CanaryConfig(max_prior_share=0.9),
                                   workers=0)[0]["stop"]
+
+
+def test_a_rubric_reference_is_not_an_answer_and_is_not_probed():
+    class Reply:
+        category, verifier = "reply", "keyword"
+
+    rows = [{**r, "category": "reply", "verifier": "keyword"}
+            for r in _rows(['{"required": ["https://shop.example.com/returns"]}'] * 20)]
+    assert canary.render_constant("keyword", rows[0]["reference"]) == ""
+    assert canary.prior_probe(rows, [Reply], CanaryConfig(), workers=0) == []
 
 
 def test_a_balanced_category_is_quiet_and_the_probe_can_be_off():
