@@ -162,7 +162,7 @@ def matrix_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
         row = {"model": r["name"], "best": r["name"] == matrix.get("best"),
                "pass@1 greedy": pct(r["pass_at_1_greedy"]), "pass@1 sampled": pct(r["pass_at_1_sampled"]),
                f"pass@{r.get('k')}": pct(r["pass_at_k"]), "format": pct(r["format_rate"]),
-               "length mean": round(float(r["length_mean"]), 1), "length p90": round(float(r["length_p90"]), 1),
+               "length mean": _round(r["length_mean"], 1), "length p90": _round(r["length_p90"], 1),
                "stability variance": round(float(r["stability_variance"]), 4),
                "sometimes right": pct(r["sometimes_right"]), "robustness": pct(r["robustness"])}
         for name, score in r.get("regression", {}).items():
@@ -171,6 +171,10 @@ def matrix_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
         row["regressed on"] = ", ".join(r.get("regressed", []))
         out.append(row)
     return out
+
+
+def _round(x, digits: int):
+    return None if x is None else round(float(x), digits)  # the constant baseline's row has no lengths
 
 
 def samples_pages(samples: dict[str, str]) -> dict[str, str]:

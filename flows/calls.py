@@ -108,14 +108,22 @@ def attach_canaries(job: Job, stats: dict) -> Result:
     rows = pl.read_parquet(Path(job.out) / "attach.parquet", columns=["id", "category", "prompt", "reference",
                                                                        "verifier", "verifier_params"]).to_dicts()
     report = canary.probe(rows, cfg.rules, cfg.canaries, workers=cfg.workers, timeout_s=cfg.timeout_s)
+    report["priors"] = canary.prior_probe(rows, cfg.rules, cfg.canaries, workers=cfg.workers, timeout_s=cfg.timeout_s)
     report_path = Path(job.root) / "canary_report.json"
     report_path.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-    logging.getLogger("rlvrflow.attach").info(canary.summary(report))
+    log = logging.getLogger("rlvrflow.attach")
+    log.info(canary.summary(report))
     if not report["ok"]:
         raise DataError(f"attach: {canary.summary(report)}\n  full report: {report_path}")
+    priors = canary.prior_summary(report["priors"], cfg.canaries.max_prior_share)
+    if any(p["stop"] for p in report["priors"]):
+        raise DataError(f"attach: {priors}\n  full report: {report_path}")
+    (log.warning if report["priors"] else log.info)(priors)
     return Result({"canaries": {"ok": True, "rules": len(report["rules"]),
                                 "verdicts": sum(r["verdicts"] for r in report["rules"]),
-                                "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]}}})
+                                "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]},
+                                "priors": report["priors"]},
+                   "warnings": [*stats.get("warnings", []), *(priors.splitlines() if report["priors"] else [])]})
 
 
 # ----- split ------------------------------------------------------------------------------------
@@ -424,10 +432,17 @@ def loop_eval(job: Job, engine, eval_rows) -> dict | None:
 
 def evaluate_finish(job: Job, stats: dict) -> Result:
     """eval_table.json (each model's headline metrics, the SFT baseline first) and eval_matrix.json
-    (training.eval_matrix: every dimension per model, the best model by choose_best)."""
-    from training.eval_matrix import build_matrix, choose_best
+    (training.eval_matrix: every dimension per model, the constant baseline's row, the best model
+    by decide_best), and constant.json (training.baseline: the constants and their held-out scores)."""
+    import logging
 
-    cfg, out = job.spec.eval, Path(job.out)
+    import polars as pl
+
+    from training.baseline import constant_baseline
+    from training.eval import select_eval_tasks
+    from training.eval_matrix import build_matrix, decide_best
+
+    cfg, out, spec = job.spec.eval, Path(job.out), job.spec
     table, results, sets = [], {}, {}
     for item in evaluate_plan(job):
         name = item["name"]
@@ -437,14 +452,24 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
                                                         "pass_at_k", "format_rate", "length_mean", "n_prompts")})
     regression = {s.name: {n: sets[n]["regression"][s.name] for n in results} for s in cfg.regression_sets}
     robustness = {n: sets[n]["robustness"] for n in results if sets[n]["robustness"] is not None}
-    rows = build_matrix(results, robustness or None, regression, cfg.max_regression)
-    best = choose_best(rows, cfg.max_regression)
-    matrix = {"rows": rows, "max_regression": cfg.max_regression, "best": best,
+    constant = constant_baseline(pl.read_parquet(job.input("split", "train")).to_dicts(),
+                                 select_eval_tasks(pl.read_parquet(job.input("split", "eval")), cfg),
+                                 seed=spec.training.seed, workers=spec.verifiers.workers,
+                                 timeout_s=spec.verifiers.timeout_s)
+    (out / "constant.json").write_text(json.dumps(constant, indent=1, ensure_ascii=False))
+    rows = build_matrix(results, robustness or None, regression, cfg.max_regression, constant=constant)
+    decision = decide_best(rows, cfg.max_regression)
+    best = decision.best
+    matrix = {"rows": rows, "max_regression": cfg.max_regression, "best": best, "decision": decision.to_dict(),
               "best_model": results[best]["model"], "regression_sets": [s.name for s in cfg.regression_sets],
               "robustness_set": cfg.robustness_set}
     (out / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
-    (out / "eval_matrix.json").write_text(json.dumps(matrix, indent=1, default=str))
+    (out / "eval_matrix.json").write_text(json.dumps(matrix, indent=1, default=str, ensure_ascii=False))
     flagged = {r["name"]: r["regressed"] for r in rows if r["regressed"]}
     reused = sum("reused_from" in r for r in results.values())
-    return Result({"models": len(table), "reused": reused, "best": best, "regressed": flagged},
-                  {"table": "eval_table.json", "matrix": "eval_matrix.json"})
+    if decision.warning:
+        logging.getLogger("rlvrflow.evaluate").warning(decision.warning)
+    return Result({"models": len(table), "reused": reused, "best": best, "regressed": flagged,
+                   "constant_pass_at_1_greedy": constant["pass_at_1_greedy"], "no_gain": decision.no_gain,
+                   "warnings": [decision.warning] if decision.warning else []},
+                  {"table": "eval_table.json", "matrix": "eval_matrix.json", "constant": "constant.json"})

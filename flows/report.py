@@ -52,6 +52,10 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
         zero_variance_fraction=float(st.get("zero_variance_fraction") or 0.0), checkpoint=final_ckpt,
         extra={"domain": domain, "spec": spec_path, "run_dir": run_dir, "evals": table, "algorithm": trained,
                "best_model": matrix["best"], "best_checkpoint": matrix["best_model"],
+               "best_decision": matrix.get("decision"),
+               "constant_baseline": next((r for r in matrix["rows"] if r.get("is_constant")), None),
+               "gain_vs_constant": next((r.get("gain_vs_constant") for r in matrix["rows"] if r["name"] == final_name),
+                                        None),
                "trainer_best_checkpoint": st.get("best_checkpoint"), "training_steps": st.get("steps"),
                **({"grpo_steps": st.get("steps")} if trained == "grpo" else {"dpo_pairs": st.get("pairs")}),
                "eval_matrix": matrix["rows"], "max_regression": matrix["max_regression"], "samples": samples,
@@ -64,7 +68,8 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
             "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
-            "gain": (f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
+            "gain": (f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}"
+                     + constant_gain_line(matrix, final_name) if final_name != "sft"
                      else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")}
 
 
@@ -78,7 +83,27 @@ def best_line(matrix: dict) -> str:
     if flagged:
         why += (f" among those within max_regression={matrix['max_regression']} points on every regression set "
                 f"({', '.join(flagged)} lost more)")
+    decision = matrix.get("decision") or {}
+    if decision.get("beats_constant") is not None:
+        explained = [n for n in decision["beats_sft"] if n not in decision["beats_constant"]]
+        if explained:
+            why += (f" and the constant baseline ({', '.join(explained)} did not beat one answer per category: "
+                    "a constant answer explains its gain)")
     return f"best:       sft: {why}; keep the SFT model ({matrix['best_model']})"
+
+
+def constant_gain_line(matrix: dict, name: str) -> str:
+    """`\n... over the constant baseline ...`: the model's gain over one answer per category
+    (training.baseline), or "" when the matrix has no constant row."""
+    from training.report import gain_line
+
+    row = next((r for r in matrix["rows"] if r["name"] == name), {})
+    gain = row.get("gain_vs_constant")
+    if not gain:
+        return ""
+    if gain.get("low") is None:
+        return f"\n{name} over the constant baseline: {gain['points']:+.1f} points (no per-prompt scores for an interval)"
+    return f"\n{name} over the constant baseline, held-out {gain_line(gain)}"
 
 
 def doctor_text(run_dir: str) -> str:

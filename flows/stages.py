@@ -12,8 +12,8 @@
                                                    verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     dpo       sft.model tier.rows tier.rollouts    training.{dpo,checkpoint,seed,device}
               split.eval                           verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
-    evaluate  split.eval sft.model policy.summary  eval training.{seed,dtype} verifiers.{reward,timeout_s}
-                                                   (+ checkpoints, eval set files)                one per model
+    evaluate  split.eval split.train sft.model     eval training.{seed,dtype} verifiers.{reward,timeout_s}
+              policy.summary                       (+ checkpoints, eval set files)                one per model
 
 `rlvrflow run` trains with grpo or dpo (training.algorithm); evaluate reads that stage as `policy`:
 `run("evaluate", ...)` takes the upstream manifest of the stage named by training.algorithm (passed
@@ -149,7 +149,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
                     "verifiers.reward", "verifiers.timeout_s", *MODEL_SETTINGS),
           code=("training", "curriculum", "verifiers"), call=calls.dpo, resumable=True, summary=_dpo_line,
           extra_key=_verifier_files),
-    Stage("evaluate", inputs=("split.eval", "sft.model", "policy.summary"),
+    Stage("evaluate", inputs=("split.eval", "split.train", "sft.model", "policy.summary"),
           sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
           code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,
           finish=calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),

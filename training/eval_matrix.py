@@ -11,6 +11,14 @@ set handled well, greedy), and greedy pass@1 on each regression set with its cha
 points (0-100 scale). A checkpoint that lost more than `max_regression` points on any regression
 set is flagged and `choose_best` never picks it; SFT is picked when no checkpoint beats it.
 
+With `constant` (training.baseline.constant_baseline: each category's most frequent training gold,
+answered to every held-out prompt), the matrix gains a `constant` row, and every model row carries its
+greedy gain over SFT and over that constant, with paired bootstrap intervals where per-prompt scores
+exist (training.report.gain_interval). `decide_best` (the one place the best model is chosen;
+`choose_best` is its name) never takes a checkpoint that does not beat the constant on the point
+estimate and, where an interval exists, with its lower end above zero; when nothing beats both SFT
+and the constant, SFT stays best and the decision carries a warning naming why.
+
 Inputs are `training.evaluate` results (dicts). Stability reads `per_prompt` when the result has
 it (a list of {"id", "n", "correct"}: sampled completions and how many were correct, per prompt);
 without it, the result's own `per_prompt_variance` and `zero_variance_prompts`, which eval computes
@@ -18,9 +26,11 @@ from the same counts. Pure functions: no I/O, no torch.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Mapping, Sequence
 
 BASELINE = "sft"
+CONSTANT = "constant"
 COLUMNS = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate", "length_mean", "length_p90")
 
 
@@ -60,8 +70,9 @@ def _named(results, what: str) -> dict[str, dict]:
 
 def build_matrix(evals, robustness: Mapping[str, Mapping] | None = None,
                  regression: Mapping[str, Mapping[str, Mapping]] | None = None, max_regression: float = 2.0,
-                 baseline: str = BASELINE) -> list[dict]:
-    """Matrix rows, the baseline first, then the other models in the order given.
+                 baseline: str = BASELINE, constant: Mapping | None = None) -> list[dict]:
+    """Matrix rows, the baseline first, then the other models in the order given, then the
+    `constant` row when a constant baseline result is given.
 
     evals: eval results of the main held-out set, a list with `name`s or {name: result}; one must be
     `baseline`. robustness: {model name: eval result on the robustness set}. regression: {set name:
@@ -97,30 +108,127 @@ def build_matrix(evals, robustness: Mapping[str, Mapping] | None = None,
             row["regression_delta"][set_name] = delta
             if delta is not None and -delta > max_regression:
                 row["regressed"].append(set_name)
+        row["is_constant"] = False
+        row["gain_vs_sft"] = None if name == baseline else _gain(main[baseline], r)
+        row["gain_vs_constant"] = None if constant is None else _gain(constant, r)
         rows.append(row)
+    if constant is not None:
+        rows.append(_constant_row(constant))
     return rows
+
+
+def _gain(before: Mapping, after: Mapping) -> dict | None:
+    """Greedy pass@1 gain in points with its paired bootstrap interval; the point gain alone (no
+    interval) when a result has no per-prompt scores."""
+    from training.report import gain_interval
+
+    interval = gain_interval(dict(before), dict(after), "greedy")
+    if interval is not None:
+        return interval
+    return {"points": round(100 * (float(after["pass_at_1_greedy"]) - float(before["pass_at_1_greedy"])), 2),
+            "low": None, "high": None, "metric": "pass_at_1_greedy"}
+
+
+def _constant_row(constant: Mapping) -> dict:
+    missing = [c for c in ("pass_at_1_greedy", "constants") if c not in constant]
+    if missing:
+        raise ValueError(f"build_matrix: the constant baseline lacks {missing}; pass training.baseline's result")
+    return {"name": CONSTANT, "is_baseline": False, "is_constant": True, "k": None,
+            "n_prompts": constant.get("n_prompts"), **{c: _num(constant.get(c)) for c in COLUMNS},
+            "stability_variance": 0.0, "sometimes_right": 0.0, "robustness": None,
+            "regression": {}, "regression_delta": {}, "regressed": [],  # not a model: no regression sets
+            "constants": dict(constant["constants"]), "gain_vs_sft": None, "gain_vs_constant": None}
+
+
+def _num(x) -> float | None:
+    return None if x is None else float(x)
 
 
 def _greedy(result: Mapping | None) -> float | None:
     return None if result is None else float(result["pass_at_1_greedy"])
 
 
-def choose_best(rows: Sequence[Mapping], max_regression: float = 2.0, metric: str = "pass_at_1_greedy") -> str:
-    """The name of the best model: the highest `metric` among checkpoints that lost at most
-    `max_regression` points on every regression set (the latest wins ties, as in
-    training.checkpoint.best_checkpoint); the baseline unless one of them beats it strictly."""
+@dataclass(frozen=True)
+class BestChoice:
+    """Which model is best and why: typed, so the report, its warnings and the doctor read fields.
+
+    best: the chosen model's name (the SFT baseline when no checkpoint qualifies). beats_sft /
+    beats_constant: the checkpoints that beat each, on `metric` (the constant: also with the interval's
+    lower end above zero where one exists). no_gain: no checkpoint beat both, so nothing trained is
+    best. warning: what a person should know when no_gain holds (None otherwise)."""
+
+    best: str
+    baseline: str
+    metric: str
+    beats_sft: list[str] = field(default_factory=list)
+    beats_constant: list[str] | None = None
+    regressed: list[str] = field(default_factory=list)
+    no_gain: bool = False
+    warning: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def decide_best(rows: Sequence[Mapping], max_regression: float = 2.0,
+                metric: str = "pass_at_1_greedy") -> BestChoice:
+    """The best model: the highest `metric` among checkpoints that lost at most `max_regression` points
+    on every regression set, beat the baseline strictly and, when the matrix has a `constant` row,
+    beat that too (see the module docstring); the latest wins ties, as in
+    training.checkpoint.best_checkpoint. The baseline when none qualifies."""
     base = next((r for r in rows if r["is_baseline"]), None)
     if base is None:
         raise ValueError("choose_best: no baseline row; build the rows with build_matrix")
+    const = next((r for r in rows if r.get("is_constant")), None)
+    ckpts = [r for r in rows if not r["is_baseline"] and not r.get("is_constant")]
+    regressed = [r["name"] for r in ckpts
+                 if any(d is not None and -d > max_regression for d in r["regression_delta"].values())]
+    beats_sft = [r["name"] for r in ckpts if r[metric] > base[metric]]
+    beats_const = None if const is None else [r["name"] for r in ckpts if _beats_constant(r, const, metric)]
+    better = [r for r in ckpts if r["name"] in beats_sft and r["name"] not in regressed
+              and (beats_const is None or r["name"] in beats_const)]
+    if better:
+        top = max(r[metric] for r in better)
+        return BestChoice([r for r in better if r[metric] == top][-1]["name"], base["name"], metric, beats_sft,
+                          beats_const, regressed)
+    warning = None
+    if ckpts:
+        warning = _no_gain_warning(base, const, ckpts, beats_sft, beats_const, regressed, metric)
+    return BestChoice(base["name"], base["name"], metric, beats_sft, beats_const, regressed, bool(ckpts), warning)
 
-    def kept(r: Mapping) -> bool:
-        return all(d is None or -d <= max_regression for d in r["regression_delta"].values())
 
-    better = [r for r in rows if not r["is_baseline"] and kept(r) and r[metric] > base[metric]]
-    if not better:
-        return base["name"]
-    top = max(r[metric] for r in better)
-    return [r for r in better if r[metric] == top][-1]["name"]
+def choose_best(rows: Sequence[Mapping], max_regression: float = 2.0, metric: str = "pass_at_1_greedy") -> str:
+    """The name `decide_best` chooses."""
+    return decide_best(rows, max_regression, metric).best
+
+
+def _beats_constant(row: Mapping, const: Mapping, metric: str) -> bool:
+    gain = row.get("gain_vs_constant")
+    if row[metric] <= const[metric]:
+        return False
+    return gain is None or gain.get("low") is None or gain["low"] > 0
+
+
+def _no_gain_warning(base: Mapping, const: Mapping | None, ckpts: list, beats_sft: list[str],
+                     beats_const: list[str] | None, regressed: list[str], metric: str) -> str:
+    name = base["name"]
+    parts = [f"no checkpoint beat both {name} and the constant baseline" if const is not None
+             else f"no checkpoint beat {name}", f"on {metric}; none is best, keep {name}"]
+    lines = [" ".join(parts)]
+    if const is not None:
+        shown = ", ".join(f"{c}: {a!r}" for c, a in list(const["constants"].items())[:4])
+        lines.append(f"the constant baseline (one answer per category from the training golds: {shown}) scores "
+                     f"{100 * const[metric]:.1f}; {name} scores {100 * base[metric]:.1f}")
+        explained = [r for r in ckpts if r["name"] in beats_sft and r["name"] not in (beats_const or [])]
+        for r in explained[-3:]:
+            g, c = r.get("gain_vs_sft") or {}, r.get("gain_vs_constant") or {}
+            lines.append(f"{r['name']} gains {g.get('points', 0):+.1f} points over {name} but "
+                         f"{c.get('points', 0):+.1f} over the constant"
+                         + (f" (interval {c['low']:+.1f} to {c['high']:+.1f})" if c.get("low") is not None else "")
+                         + ": a constant answer explains that gain; check whether the policy collapsed to one answer")
+    if regressed:
+        lines.append(f"lost more than max_regression on a regression set: {', '.join(regressed)}")
+    return "; ".join(lines)
 
 
 def _pct(x: float | None) -> str:
@@ -134,17 +242,25 @@ def format_matrix(rows: Sequence[Mapping]) -> str:
             "len mean/p90", "var", "sometimes", "robust"] + sets
     table = [head]
     for r in rows:
+        length = "-" if r["length_mean"] is None else f"{r['length_mean']:.1f}/{r['length_p90']:.0f}"
         cells = [r["name"], _pct(r["pass_at_1_greedy"]), _pct(r["pass_at_1_sampled"]), _pct(r["pass_at_k"]),
-                 _pct(r["format_rate"]), f"{r['length_mean']:.1f}/{r['length_p90']:.0f}",
+                 _pct(r["format_rate"]), length,
                  f"{r['stability_variance']:.3f}", _pct(r["sometimes_right"]), _pct(r["robustness"])]
         for s in sets:
-            d = r["regression_delta"][s]
+            d = r["regression_delta"].get(s)
             mark = "!" if s in r["regressed"] else ""
-            cells.append(_pct(r["regression"][s]) + ("" if r["is_baseline"] or d is None else f" ({d:+.1f}){mark}"))
+            cells.append(_pct(r["regression"].get(s)) + ("" if r["is_baseline"] or d is None else f" ({d:+.1f}){mark}"))
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in table]
     flagged = [f"{r['name']} lost more than the allowed points on {', '.join(r['regressed'])}"
                for r in rows if r["regressed"]]
-    return "\n".join(lines + [f"! {f}" for f in flagged])
+    notes = [f"constant: one answer per category, picked on the training golds ({_constants(r)})"
+             for r in rows if r.get("is_constant")]
+    return "\n".join(lines + [f"! {f}" for f in flagged] + notes)
+
+
+def _constants(row: Mapping) -> str:
+    items = list(row["constants"].items())
+    return ", ".join(f"{c}: {a!r}" for c, a in items[:6]) + (f", {len(items) - 6} more" if len(items) > 6 else "")

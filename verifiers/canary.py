@@ -195,3 +195,85 @@ def summary(report: dict) -> str:
     lines.append("  fix the verifier (or its params) so these score 0; raise verifiers.canaries.max_share only "
                  "if the canary is really a right answer for those rows")
     return "\n".join(lines)
+
+
+# --- Prior canaries: the data's own most frequent golds as constant answers -----------------------
+# A verifier can be sound and the reward still teach one answer: when a third of a rule's golds are
+# `2`, a policy that always writes `Answer: 2` earns reward on a third of the rows (GRPO from a base
+# with no SFT collapsed to exactly that). No garbage canary sees it, so each rule is also probed with
+# its most frequent golds, written the way a model writes an answer.
+
+def render_constant(verifier: str, reference: str) -> str:
+    """A constant answer built from one gold, as a model would write it: the verifier module's
+    `solution_from_reference` (math: `Answer: 2`, choice: `Answer: B`, sql: the query in a fence).
+    "" for a verifier whose reference is a rubric, not an answer (keyword, regex, json, code: no such
+    hook): a constant reply that meets a category-wide rubric is the rule working, and the other
+    canaries (another row's reference, stuffing) probe those."""
+    build = getattr(_module_of(verifier), "solution_from_reference", None)
+    return str((build(reference, "") if callable(build) else "") or "")
+
+
+def top_golds(references: list[str], k: int) -> list[tuple[str, int]]:
+    """The k most frequent non-empty references with their counts (ties by text, so runs agree)."""
+    counts: dict[str, int] = {}
+    for ref in references:
+        ref = str(ref or "").strip()
+        if ref:
+            counts[ref] = counts.get(ref, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def prior_probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int | None = None,
+                timeout_s: float = 30.0) -> list[dict]:
+    """Each rule's `cfg.prior_golds` most frequent golds (over all its rows) as constant answers,
+    scored on the rule's seeded canary sample. One entry per constant that scored on more than
+    cfg.max_share of the sample (and on MIN_HITS rows): {category, verifier, constant, response,
+    hits, rows, share, stop}; stop is True above cfg.max_prior_share."""
+    from .pool import score_many
+
+    found = []
+    for rule in rules:
+        mine = [r for r in rows if r.get("category") == rule.category]
+        if not mine or cfg.prior_golds == 0:
+            continue
+        rng = random.Random(f"{cfg.seed}:{rule.category}")
+        sample = sorted(mine, key=lambda r: str(r.get("id")))
+        rng.shuffle(sample)
+        sample = sample[:sample_size(rule.verifier, cfg.sample_rows)]
+        constants = [(gold, render_constant(rule.verifier, gold))
+                     for gold, _ in top_golds([str(r.get("reference") or "") for r in mine], cfg.prior_golds)]
+        constants = [(gold, response) for gold, response in constants if response.strip()]
+        items = [(rule.verifier, response, str(row.get("reference") or ""),
+                  json.loads(row.get("verifier_params") or "{}")) for _, response in constants for row in sample]
+        verdicts = score_many(items, workers=workers, timeout_s=timeout_s)
+        for j, (gold, response) in enumerate(constants):
+            hits = sum(v.score > 0 for v in verdicts[j * len(sample):(j + 1) * len(sample)])
+            share = hits / len(sample)
+            if share > cfg.max_share and hits >= MIN_HITS:
+                found.append({"category": rule.category, "verifier": rule.verifier, "constant": _clip(gold),
+                              "response": _clip(response), "hits": hits, "rows": len(sample),
+                              "share": round(share, 4), "stop": share > cfg.max_prior_share})
+    return found
+
+
+def prior_summary(priors: list[dict], max_prior_share: float) -> str:
+    """The skewed priors in one line (each rule's highest-scoring constant), then one line per
+    constant over the bound with the fix."""
+    if not priors:
+        return "prior canaries: no constant gold answer scored above the canary threshold"
+    top: dict[str, dict] = {}
+    for p in priors:
+        if p["category"] not in top or p["share"] > top[p["category"]]["share"]:
+            top[p["category"]] = p
+    lines = ["skewed prior (a constant answer earns reward; the eval's constant baseline shows what it is worth): "
+             + "; ".join(f"rule {c!r} ({p['verifier']}): {p['response']!r} right on {p['hits']}/{p['rows']} "
+                         f"rows ({p['share']:.1%})" for c, p in top.items())]
+    for p in priors:
+        if p["stop"]:
+            lines.append(f"  rule {p['category']!r}: {p['response']!r} is right on {p['share']:.1%} of its rows, over "
+                         f"verifiers.canaries.max_prior_share={max_prior_share:.0%}: GRPO would learn to answer it to "
+                         "everything")
+    if any(p["stop"] for p in priors):
+        lines.append("  fix: balance or split the category so no single answer covers that share of its rows, or "
+                     "raise verifiers.canaries.max_prior_share if that constant really is acceptable")
+    return "\n".join(lines)

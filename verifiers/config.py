@@ -99,6 +99,20 @@ class CanaryConfig(_Frozen):
         "rows per rule that every canary is scored against (seeded sample; a verifier module may "
         "set CANARY_SAMPLE_ROWS lower, as the code verifier does)"))
     seed: int = Field(0, description="seed of the row sample")
+    prior_golds: int = Field(3, ge=0, description=(
+        "prior canary: the most frequent golds of each rule's rows probed as constant answers "
+        "(`Answer: 2`); one scoring above max_share is reported as a skewed prior; 0 turns the probe off"))
+    max_prior_share: float = Field(0.5, gt=0.0, le=1.0, description=(
+        "prior canary: a constant answer right on more than this share of a rule's sampled rows stops the "
+        "run (GRPO would learn to answer it to everything); balance the category's golds, split the "
+        "category, or raise this bound if such a constant is acceptable"))
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "CanaryConfig":
+        if self.max_prior_share < self.max_share:
+            raise ValueError(f"max_prior_share ({self.max_prior_share}) is below max_share ({self.max_share}); "
+                             "the stop bound must be at or above the warning threshold")
+        return self
 
 
 class VerifierConfig(_Frozen):
@@ -127,7 +141,7 @@ class VerifierConfig(_Frozen):
     self_check: bool = Field(True, description=(
         "check each row's reference against its own verifier at attach time and reject failures"))
     canaries: CanaryConfig = Field(default_factory=CanaryConfig, description=(
-        "reward canaries at attach time: enabled, max_share, sample_rows, seed"))
+        "reward canaries at attach time: enabled, max_share, sample_rows, seed, prior_golds, max_prior_share"))
 
     @field_validator("rules")
     @classmethod

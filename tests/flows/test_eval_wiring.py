@@ -93,8 +93,23 @@ def _evaluated(tmp_path: Path, spec, scores: dict[str, tuple[float, float, float
         (out / f"{name}.json").write_text(json.dumps(_result(name, main)))
         (out / f"{name}.sets.json").write_text(json.dumps({"regression": {"general": _result(name, general)},
                                                            "robustness": _result(name, robust)}))
-    inputs = {"sft": {"model": str(sft), "dir": str(sft)}, "policy": {"dir": str(policy), "summary": ""}}
+    split = _split(tmp_path, train_golds=["2", "2", "2", "3"], eval_golds=["2", "5", "7", "9"])
+    inputs = {"sft": {"model": str(sft), "dir": str(sft)}, "policy": {"dir": str(policy), "summary": ""},
+              "split": split}
     return Job("evaluate", spec.model_dump_json(), str(spec.base_dir), str(tmp_path), str(out), inputs)
+
+
+def _split(folder: Path, train_golds: list[str], eval_golds: list[str]) -> dict[str, str]:
+    """Train and held-out parquet files of math rows with these golds (the constant baseline reads both)."""
+    import polars as pl
+
+    paths = {}
+    for part, golds in (("train", train_golds), ("eval", eval_golds)):
+        rows = [{"id": f"{part}-{i}", "category": "gcd", "prompt": f"gcd question {i}?", "reference": g,
+                 "verifier": "math", "verifier_params": "{}"} for i, g in enumerate(golds)]
+        paths[part] = str(folder / f"{part}.parquet")
+        pl.DataFrame(rows).write_parquet(paths[part])
+    return paths
 
 
 def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_spec, tmp_path):
@@ -103,14 +118,16 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
                                       "step_000002": (0.50, 0.70, 0.4)})
     result = calls.evaluate_finish(job, {})
     matrix = json.loads((tmp_path / "evaluate" / "eval_matrix.json").read_text())
-    assert result.stats == {"models": 3, "reused": 0, "best": "step_000001", "regressed": {"step_000002": ["general"]}}
-    assert [r["name"] for r in matrix["rows"]] == ["sft", "step_000001", "step_000002"]
+    assert result.stats == {"models": 3, "reused": 0, "best": "step_000001", "regressed": {"step_000002": ["general"]},
+                            "constant_pass_at_1_greedy": 0.25, "no_gain": False, "warnings": []}
+    assert [r["name"] for r in matrix["rows"]] == ["sft", "step_000001", "step_000002", "constant"]
+    assert matrix["rows"][3]["constants"] == {"gcd": "Answer: 2"}  # the training golds' most frequent
     assert matrix["best"] == "step_000001" and matrix["best_model"] == "/models/step_000001"
     assert matrix["rows"][2]["regression_delta"]["general"] == pytest.approx(-10.0)
     assert matrix["rows"][1]["robustness"] == pytest.approx(0.3) and matrix["max_regression"] == 2.0
     assert best_line(matrix) == "best:       step_000001 (/models/step_000001)"
     table = artifacts.matrix_rows(matrix)
-    assert [r["best"] for r in table] == [False, True, False]
+    assert [r["best"] for r in table] == [False, True, False, False] and table[3]["length mean"] is None
     assert table[2]["general change"] == pytest.approx(-10.0) and table[2]["regressed on"] == "general"
 
     (tmp_path / "b").mkdir()
@@ -119,6 +136,23 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
     assert matrix["best"] == "sft"
     line = best_line(matrix)
     assert line.startswith("best:       sft: no checkpoint beat the SFT baseline") and "step_000001 lost more" in line
+
+
+def test_a_gain_a_constant_answer_explains_is_never_best_and_says_so(toy_spec, tmp_path):
+    # SFT skipped (the base scores 0); the checkpoint answers `2` to everything: right on the one held-out
+    # prompt whose gold is 2, exactly what the constant baseline (picked on the training golds) gets
+    spec = _spec_with_sets(toy_spec)
+    job = _evaluated(tmp_path, spec, {"sft": (0.0, 0.8, 0.2), "step_000001": (0.25, 0.8, 0.2)})
+    result = calls.evaluate_finish(job, {})
+    matrix = json.loads((tmp_path / "evaluate" / "eval_matrix.json").read_text())
+    assert result.stats["best"] == "sft" and result.stats["no_gain"] is True
+    assert matrix["decision"]["beats_sft"] == ["step_000001"] and matrix["decision"]["beats_constant"] == []
+    [warning] = result.stats["warnings"]
+    assert "step_000001 gains +25.0 points over sft" in warning and "'Answer: 2'" in warning
+    assert "constant baseline" in best_line(matrix)
+    from training.eval_matrix import format_matrix
+
+    assert format_matrix(matrix["rows"]).splitlines()[3].startswith("constant")  # beside the regression set's column
 
 
 def test_a_vllm_eval_engine_never_reads_back_the_training_loops_evals():
