@@ -203,10 +203,16 @@ def choose_best(rows: Sequence[Mapping], max_regression: float = 2.0, metric: st
 
 
 def _beats_constant(row: Mapping, const: Mapping, metric: str) -> bool:
-    gain = row.get("gain_vs_constant")
+    """Above the constant on `metric`; and, when the constant answer scores at all, with the greedy
+    gain's interval above 0: a policy that collapsed to a skewed gold is at the constant's level
+    and only noise lifts it above. A constant that scores nothing explains no gain, so the bar is
+    then the same as against SFT (the point estimate)."""
     if row[metric] <= const[metric]:
         return False
-    return gain is None or gain.get("low") is None or gain["low"] > 0
+    gain = row.get("gain_vs_constant")
+    if not const.get("pass_at_1_greedy") or gain is None or gain.get("low") is None:
+        return True
+    return gain["low"] > 0
 
 
 def _no_gain_warning(base: Mapping, const: Mapping | None, ckpts: list, beats_sft: list[str],
@@ -225,7 +231,9 @@ def _no_gain_warning(base: Mapping, const: Mapping | None, ckpts: list, beats_sf
             lines.append(f"{r['name']} gains {g.get('points', 0):+.1f} points over {name} but "
                          f"{c.get('points', 0):+.1f} over the constant"
                          + (f" (interval {c['low']:+.1f} to {c['high']:+.1f})" if c.get("low") is not None else "")
-                         + ": a constant answer explains that gain; check whether the policy collapsed to one answer")
+                         + (": a constant answer explains that gain; check whether the policy collapsed to one answer"
+                            if c.get("points", 0) <= 0 else
+                            ": not clear of the constant answer's level; more held-out prompts would tell"))
     if regressed:
         lines.append(f"lost more than max_regression on a regression set: {', '.join(regressed)}")
     return "; ".join(lines)

@@ -136,6 +136,17 @@ def test_a_real_gain_over_the_constant_is_still_chosen():
     assert decision.beats_constant == ["step_2"] and rows[2]["gain_vs_constant"]["low"] > 0
 
 
+def test_a_gain_over_a_constant_that_scores_nothing_needs_only_the_point_estimate():
+    # every gold distinct: the constant gets 0 of 50, as does SFT; 3 right is a gain no constant explains
+    golds = [str(i) for i in range(50)]
+    answers = ["0", "1", "2"] + ["x"] * 47
+    rows = build_matrix([_scored("sft", golds, ["x"] * 50), _scored("step_1", golds, answers)],
+                        constant=_constant(golds, "zz"))
+    assert rows[1]["gain_vs_constant"]["points"] == pytest.approx(6.0) and rows[1]["gain_vs_constant"]["low"] <= 0
+    decision = decide_best(rows)
+    assert decision.best == "step_1" and not decision.no_gain and decision.beats_constant == ["step_1"]
+
+
 def test_without_per_prompt_scores_the_point_estimate_decides():
     rows = build_matrix([result("sft", 0.2), result("step_1", 0.30), result("step_2", 0.40)],
                         constant={"constants": {"gcd": "Answer: 2"}, "pass_at_1_greedy": 0.35})
