@@ -102,10 +102,10 @@ class CanaryConfig(_Frozen):
     prior_golds: int = Field(3, ge=0, description=(
         "prior canary: the most frequent golds of each rule's rows probed as constant answers "
         "(`Answer: 2`); one scoring above max_share is reported as a skewed prior; 0 turns the probe off"))
-    max_prior_share: float = Field(0.5, gt=0.0, le=1.0, description=(
+    max_prior_share: float = Field(0.8, gt=0.0, le=1.0, description=(
         "prior canary: a constant answer right on more than this share of a rule's sampled rows stops the "
-        "run (GRPO would learn to answer it to everything); balance the category's golds, split the "
-        "category, or raise this bound if such a constant is acceptable"))
+        "run (GRPO would learn to answer it to everything). Well above one half, so a balanced two-way "
+        "choice does not stop on its sample's noise."))
 
     @model_validator(mode="after")
     def _bounds(self) -> "CanaryConfig":

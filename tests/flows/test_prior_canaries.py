@@ -18,7 +18,7 @@ def test_attach_stops_on_a_prior_over_the_bound_and_warns_below_it(toy_spec, tmp
         raw.write_text("".join(json.dumps({"qid": f"q{i:03d}", "q": f"gcd of {i} and 2 (case {i})?", "a": g,
                                            "s": f"Answer: {g}"}) + "\n" for i, g in enumerate(golds)))
 
-    write(["2"] * 30 + [str(i) for i in range(3, 13)])  # 75% of the golds are 2
+    write(["2"] * 36 + [str(i) for i in range(3, 7)])  # 90% of the golds are 2
     spec = load_spec(spec_path)
     with pytest.raises(StageFailed, match=r"verifiers\.canaries\.max_prior_share") as err:
         stages.run("attach", spec, tmp_path / "a", {"prepare": stages.run("prepare", spec, tmp_path / "a", {})})

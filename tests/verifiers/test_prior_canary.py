@@ -31,13 +31,23 @@ def test_a_skewed_category_warns_with_the_constant_and_its_share():
 
 
 def test_a_constant_over_the_bound_stops_and_names_the_field():
-    priors = canary.prior_probe(_rows(["2"] * 8 + ["3", "4"]), [Gcd], CanaryConfig(), workers=0)
-    assert priors[0]["response"] == "Answer: 2" and priors[0]["share"] == 0.8 and priors[0]["stop"] is True
-    text = canary.prior_summary(priors, 0.5)
-    assert "over verifiers.canaries.max_prior_share=50%" in text and "fix:" in text
+    priors = canary.prior_probe(_rows(["2"] * 9 + ["3"]), [Gcd], CanaryConfig(), workers=0)
+    assert priors[0]["response"] == "Answer: 2" and priors[0]["share"] == 0.9 and priors[0]["stop"] is True
+    text = canary.prior_summary(priors, CanaryConfig().max_prior_share)
+    assert "over verifiers.canaries.max_prior_share=80%" in text and "fix:" in text
     # a raised bound lets it through as a warning
-    assert not canary.prior_probe(_rows(["2"] * 8 + ["3", "4"]), [Gcd], CanaryConfig(max_prior_share=0.9),
+    assert not canary.prior_probe(_rows(["2"] * 9 + ["3"]), [Gcd], CanaryConfig(max_prior_share=0.95),
                                   workers=0)[0]["stop"]
+
+
+def test_a_balanced_two_way_choice_warns_but_never_stops_on_its_samples_noise():
+    class Pick:
+        category, verifier = "pick", "choice"
+
+    for seed in range(6):  # 100 A / 100 B: a sample of 50 lands at 0.52-0.56 for most seeds
+        rows = [{**r, "category": "pick", "verifier": "choice"} for r in _rows(["A", "B"] * 100, "pick")]
+        priors = canary.prior_probe(rows, [Pick], CanaryConfig(seed=seed), workers=0)
+        assert priors and not any(p["stop"] for p in priors), (seed, priors)
 
 
 def test_a_rubric_reference_is_not_an_answer_and_is_not_probed():
