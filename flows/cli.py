@@ -52,7 +52,8 @@ commands and examples:
                 rlvrflow doctor runs/demo/runs/20261201T040343Z-d58d00f4 --json
 
 exit codes: 0 ok, 1 data failed a check, 2 bad spec or arguments, 75 a transient failure outlasted
-its retries (a worker died, a connection dropped: run again), 70 a bug (with its traceback).
+its retries (a worker died, a connection dropped: run again), 70 a bug (with its traceback), 141 the
+reader of the output left (`rlvrflow doctor RUN | head`).
 Two `rlvrflow run` on the same --out take turns: the second waits, then reuses the first's stages.
 """
 
@@ -184,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"rlvrflow {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rlvrflow doctor RUN | head`: the reader left, which is no error of ours
+        _leave_closed_pipe()
+        return EXIT_CLOSED_PIPE
     except Exception:  # a bug (flows/errors.py): the traceback is what a report needs
         import traceback
 
@@ -191,6 +195,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rlvrflow {args.command}: failed on a bug (the traceback above); please report it",
               file=sys.stderr)
         return EXIT_CODES["bug"]
+
+
+# The shell's code for a writer whose reader closed the pipe (128 + SIGPIPE), as `cat` or `git log` exit.
+EXIT_CLOSED_PIPE = 141
+
+
+def _leave_closed_pipe() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe
+    again (Python's documented recipe for SIGPIPE: docs.python.org, library/signal, 'Note on SIGPIPE')."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout already closed or not a real file: nothing left to flush
+        pass
 
 
 # ----- commands -------------------------------------------------------------------------------

@@ -183,9 +183,8 @@ def test_pair_rows_count_prompts_with_pairs_and_drops_by_reason():
                     {"prompts": "no_correct_sample", "rows": 2, "pairs": 0}]
 
 
-def test_doctor_command_reads_a_run_folder(tmp_path, capsys):
-    from flows.cli import main
-
+def _doctor_run(tmp_path):
+    """An output folder holding one run whose GRPO metrics show the completions growing."""
     out = tmp_path / "out"
     grpo, evaluate, run = out / "stages" / "grpo" / "k1", out / "stages" / "evaluate" / "k2", out / "runs" / "r1"
     for d in (grpo, evaluate, run):
@@ -200,7 +199,13 @@ def test_doctor_command_reads_a_run_folder(tmp_path, capsys):
     (run / "report.json").write_text(json.dumps({"stages": {"grpo": {"dir": str(grpo)}, "evaluate": {"dir": str(evaluate)}},
                                                  "evals": [{"name": e["name"]} for e in evals], "max_regression": 2.0}))
     (out / "latest.json").write_text(json.dumps({"run_dir": str(run)}))
+    return out, run
 
+
+def test_doctor_command_reads_a_run_folder(tmp_path, capsys):
+    from flows.cli import main
+
+    out, run = _doctor_run(tmp_path)
     assert main(["doctor", str(run)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("run doctor: ") and "(length_grows)" in text and "try: " in text
@@ -208,3 +213,22 @@ def test_doctor_command_reads_a_run_folder(tmp_path, capsys):
     found = json.loads(capsys.readouterr().out)
     assert "length_grows" in {f["name"] for f in found}
     assert main(["doctor", str(tmp_path / "nowhere")]) == 2 and "is not a folder" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    """`rlvrflow doctor RUN | head`: the reader is gone before the doctor writes; no traceback, no 'bug'."""
+    import os
+    import subprocess
+    import sys
+
+    _, run = _doctor_run(tmp_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader left before the first line
+    try:
+        done = subprocess.run([sys.executable, "-m", "flows.cli", "doctor", str(run)], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "bug" not in done.stderr and "BrokenPipe" not in done.stderr
