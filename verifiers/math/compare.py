@@ -1,7 +1,7 @@
 """The voters that decide whether two normalized answers are equal.
 
-Each voter says equal, different, or abstains. Before the vote, forms that name their values are read as those values: a labelled tuple
-`(p,q)=(3,2)` is `(3,2)`, assignments grouped per solution `p=5,q=2;p=7,q=2` are `(5,2),(7,2)`, a
+Each voter says equal, different, or abstains. Before the vote, forms that name their values are
+read as those values: a labelled tuple `(p,q)=(3,2)` is `(3,2)`, assignments grouped per solution `p=5,q=2;p=7,q=2` are `(5,2),(7,2)`, a
 gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's: math-verify's default), and a
 reply's exact value followed by its approximation `1/3 \\approx 0.33` is `1/3` (an approximation
 alone stays one and differs from a number gold). A set that lists a value twice holds it once.
@@ -97,6 +97,20 @@ def _unlabel(s: str) -> str:
     return ",".join(tuples)
 
 
+def _last_side(s: str) -> str:
+    """`z = 1 + 1 = 2` is its result `2`: the last side of an equality chain when that is a number
+    and no other side is a number (so `1/2 = 10/9` stays as written and differs)."""
+    if len(_top_level_split(s, re.compile(r"[,;]|" + _SPLIT_WORDS.pattern))) > 1:
+        return s  # several named values, not one chain
+    sides = _top_level_split(s, re.compile(r"(?<![<>!\\])=(?!=)"))
+    if len(sides) < 3 and not (len(sides) == 2 and _ASSIGN.match(s)):
+        return s
+    sides = sides[1:] if _ASSIGN.match(s) else sides
+    if len(sides) < 2 or read_number(sides[-1]) is None or any(read_number(x) is not None for x in sides[:-1]):
+        return s
+    return sides[-1]
+
+
 def _exact_part(s: str) -> str:
     """`1/3 \\approx 0.33` is the exact value `1/3`; an answer that is only an approximation
     (`x \\approx 11`) is left as it is, and differs from a number gold."""
@@ -126,7 +140,8 @@ def has_infinity(s: str) -> bool:
 
 def equal(gold: str, pred: str, opts: Options) -> Vote:
     """The vote on two normalized answers; see the module docstring."""
-    gold, pred = _as_interval(_unlabel(gold)), _exact_part(_unlabel(pred))
+    gold, pred = _as_interval(_last_side(_unlabel(gold))), _last_side(_exact_part(_unlabel(pred)))
+    gold, pred = gold.replace("!=", "\\neq"), pred.replace("!=", "\\neq")
     gold, pred = strip_assignment(gold), strip_assignment(pred)
     if compact(gold) == compact(pred):
         return Vote(EQUAL, "text")
@@ -184,7 +199,7 @@ def collection(s: str) -> tuple[str, list[str]] | None:
     if s.startswith("{") and s.endswith("}") and "," in s:
         return "set", _top_level_split(s[1:-1], re.compile(r","))
     if s[:1] in "([" and s[-1:] in ")]" and _matching(s):
-        inner = _top_level_split(s[1:-1], re.compile(r","))
+        inner = _top_level_split(s[1:-1], re.compile(r"," if "," in s else r";"))
         if len(inner) > 1:
             return s[0] + s[-1], inner
     parts = _top_level_split(s, re.compile(r",|" + _SPLIT_WORDS.pattern))

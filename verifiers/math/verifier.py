@@ -26,6 +26,8 @@ from .numbers import read_number
 
 _LEVEL = {"marker": "final-answer marker", "boxed": "\\boxed{}", "answer": "'Answer:'",
           "sentence": "final sentence", "fallback": "last-line fallback"}
+# `\\\\frac`, `\\\\left(`: LaTeX escaped twice (JSON or a Python string written out once more).
+_DOUBLED = re.compile(r"\\\\(?=(?:left|right|frac|dfrac|tfrac|sqrt|pi|boxed|le|leq|ge|geq|neq|in|infty|cdot|times|text)(?![A-Za-z]))")
 _FRACTION = re.compile(r"^[-+]?(?:\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))$")
 
 
@@ -41,6 +43,7 @@ def options(params: dict) -> Options:
 
 def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     opts = options(params)
+    response, reference = _DOUBLED.sub(r"\\", response), _DOUBLED.sub(r"\\", reference)
     gold = normalize(extract_gold(reference))
     if not gold:
         return V.error(f"reference {V.clip(reference)!r} holds no answer after normalization")
