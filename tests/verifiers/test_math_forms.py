@@ -76,3 +76,19 @@ def test_universal_answers_are_refused(gold, response):
                                            ("答案是 $3$ 或 $4$。", "3")])
 def test_a_marker_followed_by_an_alternative_hedges(response, gold):
     assert not verify("math", response, gold, {}).correct
+
+
+@pytest.mark.parametrize("gold,response,status", [
+    ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}$", "correct"),
+    ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 2)}$", "wrong"),
+    ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)}$ or maybe $\\boxed{(1, 1)}$ or $\\boxed{(2, 2)}$", "wrong"),
+    ("$3, 4$", "$\\boxed{3} \\quad \\boxed{4}$", "correct"),
+    ("$3$", "$\\boxed{3} \\quad \\boxed{4}$", "wrong"),
+    ("$3$", "Final answer: \\boxed{3}. Or perhaps \\boxed{3.5}", "wrong"),
+    ("$12 and 13$", 'The final answer is \\"$12 $ and $13 $\\". I hope it is correct. \\boxed{12 and 13}', "correct"),
+])
+def test_several_boxed_parts(gold, response, status):
+    v = verify("math", response, gold, {})
+    assert v.status == status, v
+    if status == "wrong" and gold == "$3$":
+        assert v.hedged, v
