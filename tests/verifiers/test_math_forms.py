@@ -92,3 +92,12 @@ def test_several_boxed_parts(gold, response, status):
     assert v.status == status, v
     if status == "wrong" and gold == "$3$":
         assert v.hedged, v
+
+
+@pytest.mark.parametrize("response,gold,status", [
+    ("The final answer is $14 {, }916$.", "14916", "correct"),
+    ("The final answer is $14{,}916$.", "14916", "correct"),
+    ("The final answer is $14{,}917$.", "14916", "wrong"),
+])
+def test_braced_comma_between_digits(response, gold, status):
+    assert verify("math", response, gold, {}).status == status

@@ -28,6 +28,9 @@ _LEVEL = {"marker": "final-answer marker", "boxed": "\\boxed{}", "answer": "'Ans
           "sentence": "final sentence", "fallback": "last-line fallback"}
 # `\\\\frac`, `\\\\left(`: LaTeX escaped twice (JSON or a Python string written out once more).
 _DOUBLED = re.compile(r"\\\\(?=(?:left|right|frac|dfrac|tfrac|sqrt|pi|boxed|le|leq|ge|geq|neq|in|infty|cdot|times|text)(?![A-Za-z]))")
+# `14{,}916`: LaTeX's braced comma between digits reads as the plain comma (a thousands separator
+# before three digits, as `14,916` is).
+_BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")
 _FRACTION = re.compile(r"^[-+]?(?:\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))$")
 
 
@@ -44,6 +47,7 @@ def options(params: dict) -> Options:
 def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     opts = options(params)
     response, reference = _DOUBLED.sub(r"\\", response), _DOUBLED.sub(r"\\", reference)
+    response, reference = _BRACED_COMMA.sub(",", response), _BRACED_COMMA.sub(",", reference)
     gold = normalize(extract_gold(reference))
     if not gold:
         return V.error(f"reference {V.clip(reference)!r} holds no answer after normalization")
