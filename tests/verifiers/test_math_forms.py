@@ -101,3 +101,9 @@ def test_several_boxed_parts(gold, response, status):
 ])
 def test_braced_comma_between_digits(response, gold, status):
     assert verify("math", response, gold, {}).status == status
+
+
+@pytest.mark.parametrize("response,status", [("Answer: $\frac{1}{4}$", "correct"), ("Answer: $\frac{1}{5}$", "wrong")])
+def test_form_feed_is_the_f_of_frac(response, status):
+    assert "\f" in response
+    assert verify("math", response, "$\\frac{1}{4}$", {}).status == status

@@ -48,6 +48,8 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     opts = options(params)
     response, reference = _DOUBLED.sub(r"\\", response), _DOUBLED.sub(r"\\", reference)
     response, reference = _BRACED_COMMA.sub(",", response), _BRACED_COMMA.sub(",", reference)
+    # A form feed is the `\f` of `\frac` read as an escape by a string literal, never a page break.
+    response, reference = response.replace("\f", "\\f"), reference.replace("\f", "\\f")
     gold = normalize(extract_gold(reference))
     if not gold:
         return V.error(f"reference {V.clip(reference)!r} holds no answer after normalization")
