@@ -1,10 +1,12 @@
 """The voters that decide whether two normalized answers are equal.
 
 Each voter says equal, different, or abstains. Before the vote, forms that name their values are
-read as those values: a labelled tuple `(p,q)=(3,2)` is `(3,2)`, assignments grouped per solution `p=5,q=2;p=7,q=2` are `(5,2),(7,2)`, a
-gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's: math-verify's default), and a
-reply's exact value followed by its approximation `1/3 \\approx 0.33` is `1/3` (an approximation
-alone stays one and differs from a number gold). A set that lists a value twice holds it once.
+read as those values: a labelled tuple `(p,q)=(3,2)` is `(3,2)`; assignments grouped per solution
+`p=5,q=2;p=7,q=2` are `(5,2),(7,2)`; an equality chain `z = 1 + 1 = 2` is its result `2` when only
+the last side is a number; a gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's:
+math-verify's default); a reply's exact value followed by its approximation `1/3 \\approx 0.33`
+is `1/3` (an approximation alone stays one and differs from a number gold). A set that lists a
+value twice holds it once.
 The vote, cheapest first:
   1. text:       equal compact forms (spaces and braces ignored) -> equal, decisive. The only
                  way an infinity or an overflowing literal can match: a gold spelled the same.
