@@ -1,9 +1,15 @@
 """The math verifier on an outside table: math-verify's own test cases (tests/verifiers/cases/).
 
-Every case must agree with math-verify's expectation, except the ones listed in
+The table holds 258 rows from math-verify 0.9.0's test files; 11 repeat a (gold, pred) pair already
+there (one of them, test_set_rel_assymetry[3], under a non-default config with the opposite
+expectation), so the table has 247 distinct cases: the "247 public cases" that agreement is counted
+on. For a repeated pair the row kept is the one under math-verify's default config.
+
+Every distinct case must agree with math-verify's expectation, except the ones listed in
 math_verify_known_differences.json, each with its reason: deliberate ones (exact numbers, no
-unevaluated expressions for a number gold) and forms we do not support yet. A case that starts to
-agree is reported too, so the list only shrinks.
+unevaluated expressions for a number gold), ones where we accept an answer that is plainly there
+("we accept it"), and forms we do not support yet. A case that starts to agree is reported too, so
+the list only shrinks.
 """
 from __future__ import annotations
 
@@ -15,13 +21,34 @@ import pytest
 from verifiers import verify
 
 HERE = Path(__file__).with_name("cases")
-CASES = [json.loads(line) for line in (HERE / "math_verify_cases.jsonl").read_text(encoding="utf-8").splitlines()]
+ROWS = [json.loads(line) for line in (HERE / "math_verify_cases.jsonl").read_text(encoding="utf-8").splitlines()]
 KNOWN = json.loads((HERE / "math_verify_known_differences.json").read_text(encoding="utf-8"))
+# Rows whose expectation holds only under a config other than math-verify's default.
+NON_DEFAULT_CONFIG = {"test_all.py::test_set_rel_assymetry[2]"}
+# The floor on distinct cases where our verdict equals math-verify's expectation (it only rises).
+AGREEMENT_FLOOR = 222
+
+
+def distinct_cases(rows):
+    kept = {}
+    for row in rows:
+        if row["source"] in NON_DEFAULT_CONFIG:
+            continue
+        kept.setdefault((row["gold"], row["pred"]), row)
+    return list(kept.values())
+
+
+CASES = distinct_cases(ROWS)
 
 
 def test_table_is_the_outside_one():
-    assert len(CASES) >= 250 and set(KNOWN) <= {c["source"] for c in CASES}
-    assert len(KNOWN) / len(CASES) < 0.25, "agreement with the outside table fell below 75%"
+    assert len(ROWS) == 258 and len(CASES) == 247
+    assert set(KNOWN) <= {c["source"] for c in CASES}, "a known difference names a row that is not counted"
+    agreeing = len(CASES) - len(KNOWN)
+    accepted = sum(reason.startswith("we accept it") for reason in KNOWN.values())
+    print(f"math-verify's cases: {agreeing} of {len(CASES)} agree "
+          f"({agreeing + accepted} counting the {accepted} we accept on purpose)")
+    assert agreeing >= AGREEMENT_FLOOR, f"agreement fell to {agreeing} of {len(CASES)}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["source"] for c in CASES])

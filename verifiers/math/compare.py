@@ -1,6 +1,13 @@
 """The voters that decide whether two normalized answers are equal.
 
-Each voter says equal, different, or abstains. The vote, cheapest first:
+Each voter says equal, different, or abstains. Before the vote, forms that name their values are
+read as those values: a labelled tuple `(p,q)=(3,2)` is `(3,2)`; assignments grouped per solution
+`p=5,q=2;p=7,q=2` are `(5,2),(7,2)`; an equality chain `z = 1 + 1 = 2` is its result `2` when only
+the last side is a number; a gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's:
+math-verify's default); a reply's exact value followed by its approximation `1/3 \\approx 0.33`
+is `1/3` (an approximation alone stays one and differs from a number gold). A set that lists a
+value twice holds it once.
+The vote, cheapest first:
   1. text:       equal compact forms (spaces and braces ignored) -> equal, decisive. The only
                  way an infinity or an overflowing literal can match: a gold spelled the same.
   2. finiteness: the answer is or holds an infinity or NaN (`\\infty`, `oo`, `nan`, `∞`) and the
@@ -32,10 +39,18 @@ from .numbers import Number, numbers_equal, read_number, read_time
 from .symbolic import symbolic_equal
 
 _ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?!=)")
-_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
+_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
 _INFINITE = re.compile(r"\\infty|∞|(?<![A-Za-z])(?:oo|inf|infinity|nan)(?![A-Za-z])|\\text\{\s*nan", re.IGNORECASE)
 _PM = re.compile(r"\\pm|±|\\mp|∓")
 MAX_ELEMENTS = 64
+_VAR = r"(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)"
+# `(p,q)=(3,2)`: a tuple of unknowns named before the tuple of their values.
+_LABELLED_TUPLE = re.compile(r"^\s*\(\s*" + _VAR + r"(?:\s*,\s*" + _VAR + r")+\s*\)\s*=\s*(?=\()")
+# `x = 1/3 \approx 0.33`: an exact value followed by its approximation.
+_APPROX = re.compile(r"\\approx|≈")
+_LESS = r"(<|\\+leq?(?![a-z])|≤|<=)"
+# `0 < f(x) < 1`, `-2 \le x \le 7`: a bounded unknown, the interval it lies in.
+_CHAIN = re.compile(r"^\s*([^<>=\\]+?|\S+?)\s*" + _LESS + r"\s*(" + _VAR + r"(?:\(\s*[A-Za-z]\s*\))?)\s*" + _LESS + r"\s*(.+?)\s*$")
 
 EQUAL, DIFFERENT, ABSTAIN, TIMEOUT = "equal", "different", "abstain", "timeout"
 
@@ -68,12 +83,109 @@ def strip_assignment(s: str) -> str:
     return _ASSIGN.sub("", s, count=1).strip()
 
 
+def _unlabel(s: str) -> str:
+    """`(p,q)=(3,2)` is the tuple `(3,2)`; `p=5,q=2;p=7,q=2` is the tuples `(5,2),(7,2)`."""
+    s = _LABELLED_TUPLE.sub("", s, count=1)
+    groups = _top_level_split(s, re.compile(r";"))
+    if len(groups) < 2:  # `x=-5, p=14/3` alone stays a list of named values
+        return s
+    tuples = []
+    for group in groups:
+        parts = _top_level_split(group, re.compile(r","))
+        names = [m.group(0) for p in parts if (m := _ASSIGN.match(p))]
+        if len(parts) < 2 or len(names) != len(parts) or len({n.replace(" ", "") for n in names}) != len(names):
+            return s
+        tuples.append("(" + ",".join(strip_assignment(p) for p in parts) + ")")
+    return ",".join(tuples)
+
+
+def _last_side(s: str) -> str:
+    """`z = 1 + 1 = 2` is its result `2`: the last side of an equality chain when that is a number
+    and no other side is a number (so `1/2 = 10/9` stays as written and differs)."""
+    if len(_top_level_split(s, re.compile(r"[,;]|" + _SPLIT_WORDS.pattern))) > 1:
+        return s  # several named values, not one chain
+    sides = _top_level_split(s, re.compile(r"(?<![<>!\\])=(?!=)"))
+    if len(sides) < 3 and not (len(sides) == 2 and _ASSIGN.match(s)):
+        return s
+    sides = sides[1:] if _ASSIGN.match(s) else sides
+    if len(sides) < 2 or read_number(sides[-1]) is None or any(read_number(x) is not None for x in sides[:-1]):
+        return s
+    last = _arithmetic(sides[-1])
+    if any((v := _arithmetic(x)) is not None and v != last for x in sides[:-1]):
+        return s  # `48+50+4 = 15`: a false step states another number, and the chain is no answer
+    return sides[-1]
+
+
+_PLAIN_ARITHMETIC = re.compile(r"[\d\s.+\-*/×÷()]{1,80}")
+
+
+def _arithmetic(side: str):
+    """The exact value of a side written in plain arithmetic (`48+50+4`, `3 × 12`), else None."""
+    import ast
+    from fractions import Fraction
+
+    text = side.strip()
+    for op, plain in (("\\times", "*"), ("\\cdot", "*"), ("\\div", "/"), ("×", "*"), ("÷", "/")):
+        text = text.replace(op, plain)
+    if not _PLAIN_ARITHMETIC.fullmatch(text) or "**" in text or not re.search(r"\d", text):
+        return None
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return Fraction(str(node.value))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+            v = value(node.operand)
+            return v if isinstance(node.op, ast.UAdd) else -v
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            a, b = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Div):
+                if b == 0:
+                    raise ZeroDivisionError
+                return a / b
+            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}[type(node.op)]
+        raise ValueError("not plain arithmetic")
+
+    try:
+        return value(tree)
+    except (ValueError, ZeroDivisionError, RecursionError):
+        return None
+
+
+def _exact_part(s: str) -> str:
+    """`1/3 \\approx 0.33` is the exact value `1/3`; an answer that is only an approximation
+    (`x \\approx 11`) is left as it is, and differs from a number gold."""
+    m = _APPROX.search(s)
+    if not m:
+        return s
+    head = strip_assignment(s[:m.start()]).strip()
+    return head if head and read_number(head) is not None else s
+
+
+def _as_interval(s: str) -> str:
+    """A gold `a < x < b` (or with \\le) is the interval `(a,b)` (`[a,b]`); a reply's inequality
+    is left as it is (math-verify's default: a set answer matches an inequality gold, not the
+    reverse)."""
+    m = _CHAIN.match(s)
+    if not m:
+        return s
+    low, op1, _, op2, high = m.groups()
+    left = "(" if op1 == "<" else "["
+    right = ")" if op2 == "<" else "]"
+    return f"{left}{low.strip()},{high.strip()}{right}"
+
+
 def has_infinity(s: str) -> bool:
     return bool(_INFINITE.search(s))
 
 
 def equal(gold: str, pred: str, opts: Options) -> Vote:
     """The vote on two normalized answers; see the module docstring."""
+    gold, pred = _as_interval(_last_side(_unlabel(gold))), _last_side(_exact_part(_unlabel(pred)))
+    gold, pred = gold.replace("!=", "\\neq"), pred.replace("!=", "\\neq")
     gold, pred = strip_assignment(gold), strip_assignment(pred)
     if compact(gold) == compact(pred):
         return Vote(EQUAL, "text")
@@ -131,7 +243,7 @@ def collection(s: str) -> tuple[str, list[str]] | None:
     if s.startswith("{") and s.endswith("}") and "," in s:
         return "set", _top_level_split(s[1:-1], re.compile(r","))
     if s[:1] in "([" and s[-1:] in ")]" and _matching(s):
-        inner = _top_level_split(s[1:-1], re.compile(r","))
+        inner = _top_level_split(s[1:-1], re.compile(r"," if "," in s else r";"))
         if len(inner) > 1:
             return s[0] + s[-1], inner
     parts = _top_level_split(s, re.compile(r",|" + _SPLIT_WORDS.pattern))
@@ -194,6 +306,8 @@ def _collections(gc, pc, opts: Options) -> Vote:
         return Vote(DIFFERENT, "collection", "one value against several")
     if gc[0] != pc[0]:
         return Vote(DIFFERENT, "collection", f"a {gc[0]} against a {pc[0]}")
+    if gc[0] == "set":  # a value listed twice is one element of a set
+        gc, pc = ("set", _distinct_texts(gc[1])), ("set", _distinct_texts(pc[1]))
     if len(gc[1]) != len(pc[1]) or len(gc[1]) > MAX_ELEMENTS:
         return Vote(DIFFERENT, "collection", f"{len(pc[1])} values against {len(gc[1])}")
     if gc[0] != "set":
@@ -216,6 +330,13 @@ def _collections(gc, pc, opts: Options) -> Vote:
             return Vote(DIFFERENT, "collection", f"no answer matches the gold value {g!r}")
         remaining.pop(hit)
     return Vote(EQUAL, "collection")
+
+
+def _distinct_texts(items: list[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for item in items:
+        seen.setdefault(compact(item), item)
+    return list(seen.values())
 
 
 def _element_vote(vote: Vote) -> Vote:

@@ -151,7 +151,7 @@ def _marker_text(text: str, pos: int) -> str:
             close = _closing(rest, closer, len(opener))
             inner = rest[len(opener):close] if close > 0 else ""
             if close > 0 and (opener in ("$$", "\\[") or "\n" not in inner.strip()):
-                return inner.strip()
+                return inner.strip() + _alternative_after(rest[close + len(closer):], opener, closer)
             break
     end = _SENTENCE_END.search(rest)
     rest = rest[:end.start()] if end else rest
@@ -161,6 +161,16 @@ def _marker_text(text: str, pos: int) -> str:
     head = rest[:min(nxt)]
     # "Final Answer: The final answer is 7": the words before the inner marker are no answer
     return head if re.search(r"[\d\\$]", head) else ""
+
+
+def _alternative_after(tail: str, opener: str, closer: str) -> str:
+    """"The answer is $3$ or $4$.": a second value offered after the first math block is kept,
+    so the answer reads `3 or 4` and hedges instead of passing as `3`."""
+    m = re.match(r"\s*,?\s*(?:or|或者?|还是)\s*" + re.escape(opener), tail)
+    if not m:
+        return ""
+    close = _closing(tail, closer, m.end())
+    return f" or {tail[m.end():close].strip()}" if close > 0 else ""
 
 
 def _closing(text: str, closer: str, start: int) -> int:

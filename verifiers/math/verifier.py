@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from .. import verdict as V
-from .compare import ABSTAIN, TIMEOUT, Options, equal, strip_assignment
+from .compare import ABSTAIN, TIMEOUT, Options, collection, equal, strip_assignment
 from .extract import extract, extract_gold
 from .normalize import normalize
 from .numbers import read_number
@@ -29,6 +29,11 @@ from .numbers import read_number
 _LEVEL = {"marker": "final-answer marker", "boxed": "\\boxed{}", "answer": "'Answer:'",
           "phrase": "final sentence's answer phrase", "sentence": "final sentence",
           "fallback": "last-line fallback"}
+# `\\\\frac`, `\\\\left(`: LaTeX escaped twice (JSON or a Python string written out once more).
+_DOUBLED = re.compile(r"\\\\(?=(?:left|right|frac|dfrac|tfrac|sqrt|pi|boxed|le|leq|ge|geq|neq|in|infty|cdot|times|text)(?![A-Za-z]))")
+# `14{,}916`: LaTeX's braced comma between digits reads as the plain comma (a thousands separator
+# before three digits, as `14,916` is).
+_BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")
 _FRACTION = re.compile(r"^[-+]?(?:\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))$")
 
 
@@ -44,6 +49,10 @@ def options(params: dict) -> Options:
 
 def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     opts = options(params)
+    response, reference = _DOUBLED.sub(r"\\", response), _DOUBLED.sub(r"\\", reference)
+    response, reference = _BRACED_COMMA.sub(",", response), _BRACED_COMMA.sub(",", reference)
+    # A form feed is the `\f` of `\frac` read as an escape by a string literal, never a page break.
+    response, reference = response.replace("\f", "\\f"), reference.replace("\f", "\\f")
     gold = normalize(extract_gold(reference))
     if not gold:
         return V.error(f"reference {V.clip(reference)!r} holds no answer after normalization")
@@ -54,11 +63,13 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     got = extract(response, tuple(tokens))
     if got.answer is None:
         return V.unparsed("no final answer found (no marker, \\boxed{}, Answer:, final sentence or number)")
-    pred = normalize(got.answer)
+    pred = _unquoted(normalize(got.answer))
     where = f"the answer from the {_LEVEL[got.level]}"
     if not pred:
         return V.unparsed(f"{where} is empty after normalization", V.clip(got.answer))
     distinct = _distinct(got.candidates)
+    if len(distinct) > 1 and (joined := _parts_of_gold(gold, distinct, opts)):
+        return V.correct(V.clip(joined), "the final answers, read together, match the gold's parts (collection voter)")
     if len(distinct) > 1:
         return V.hedged(V.clip(pred), f"hedged between {len(distinct)} different final answers: "
                                       f"{V.clip(' | '.join(distinct), 200)}")
@@ -106,16 +117,33 @@ def _restatement_equal(gold: str, restated: tuple[str, ...], opts: Options) -> s
     return None
 
 
+def _parts_of_gold(gold: str, distinct: list[str], opts: Options) -> str | None:
+    """Several boxed parts (`\\boxed{(3,3)} for part (a) and \\boxed{(1,1)}`) answer a gold of as
+    many parts when, read together, they are exactly its parts; against a single-value gold they
+    stay a hedge."""
+    parts = collection(gold)
+    if parts is None or parts[0] != "set" or len(parts[1]) != len(distinct):
+        return None
+    joined = ", ".join(distinct)
+    return joined if equal(gold, joined, opts).equal else None
+
+
 def _distinct(candidates: tuple[str, ...]) -> list[str]:
     """Candidates that are pairwise different under the cheap voters (no sympy: hedging is a
     format question and must stay fast)."""
     cheap = Options(symbolic_timeout_s=None)
     out: list[str] = []
     for cand in candidates:
-        c = normalize(cand)
+        c = _unquoted(normalize(cand))
         if c and not any(equal(c, o, cheap).equal for o in out):
             out.append(c)
     return out
+
+
+def _unquoted(s: str) -> str:
+    """`"12 and 13"`, `\\"12 and 13 \\"`: an answer in quotes is the answer."""
+    m = re.fullmatch(r'\s*\\?"(.+?)\\?"\s*', s)
+    return m.group(1).strip() if m else s
 
 
 def solution_from_reference(reference: str, prompt: str) -> str:
