@@ -318,7 +318,7 @@ def _restated(answer: str, level: str, line: str) -> Extraction:
         hedge = hedge or " vs ".join(dict.fromkeys(q.text for q in in_line))  # `2.5 kg, i.e. 2.5 g`
     found = quantities(answer) if len(_NUMBER.findall(answer)) > 1 else []
     if len(found) > 1 and (one := readings(found)):
-        return Extraction(one[0].text, level, (), tuple(q.text for q in one[1:]), hedge)
+        return Extraction(one[0].as_answer(), level, (), _readings(one), hedge)
     return Extraction(answer, level, (), (), hedge)
 
 
@@ -328,9 +328,14 @@ def _several_on_last_line(last: str) -> Extraction:
     (numbers only in the working before it) there is no answer."""
     found = quantities(last)
     if one := readings(found):
-        return Extraction(one[0].text, "fallback", (), tuple(q.text for q in one[1:]),
+        return Extraction(one[0].as_answer(), "fallback", (), _readings(one),
                           answer_hedge(one[0].text, final_sentence(last)))
     values = tuple(dict.fromkeys(q.text for q in quantities(final_sentence(last))))
     if len(values) > 1:
         return Extraction(values[0], "fallback", values)
     return Extraction(None, "none", ())
+
+
+def _readings(one: list) -> tuple[str, ...]:
+    """The other readings of one value: its restatements, and a compound amount's last unit."""
+    return tuple(q.as_answer() for q in one[1:]) + tuple(q.alt for q in one if q.alt)
