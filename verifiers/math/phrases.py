@@ -60,10 +60,13 @@ HEDGES_BEFORE = {
 }
 # after the number itself or its unit (`100多元`, `100元以上`): `来` and `多` only there
 HEDGES_AFTER = {"zh": ("左右", "上下", "多", "余", "来", "以上", "以下", "以内", "出头"),
-                "en": ("or so", "or more", "or less", "+")}
+                "en": ("or so", "or more", "or less", "at most", "at least", "or thereabouts", "+")}
 DOUBTS = {"zh": ("可能", "也许", "或许", "大概", "估计", "不确定", "我猜", "对吗", "是吗"),
           "en": ("probably", "maybe", "perhaps", "i think", "i guess", "not sure", "i believe", "unsure",
-                 "not certain")}
+                 "not certain", "give or take")}
+# A short sentence after the answer that takes it back: `应退款 88 元。不对。`, `... Just kidding.`
+RETRACTIONS = {"zh": ("不对", "错了", "说错", "不是"),
+               "en": ("wrong", "incorrect", "kidding", "not really", "mistake", "scratch that")}
 # A subject with one of these before it in its clause is not stated: `不应退款88元`, `是否应退款`.
 NEGATIONS = {"zh": ("不", "无", "没", "无法", "是否", "未"),
              "en": ("if", "not", "no need", "whether", "unless", "don't", "doesn't", "never")}
@@ -94,7 +97,11 @@ _BEFORE_ADJACENT = re.compile("(?:" + _BEFORE.pattern + r")\s*(?:是|为|is|:)?\
 _DOUBT = _alternation(DOUBTS, edge=True)
 _NEGATION = _alternation(NEGATIONS, edge=True)
 _CLAUSE_END = re.compile(r"[,;:，；：、]")
-_QUESTION = re.compile(r"(?:[?？]|吗)\s*$")
+_QUESTION = re.compile(r"(?:[?？]|吗|吧)\s*$")  # `吧` asks for agreement: `应退款88元吧`
+_RETRACTION = _alternation(RETRACTIONS, edge=True)
+# `应退款不是 88 元`, `The total is not 88`: the verb before the answer is negated
+_NEGATED_VERB = re.compile(r"(?:不是|不为|不等于|并非|(?<![A-Za-z])(?:not|isn't|never))\s*[:：]?\s*(?:¥|US\$|\\?\$)?\s*$",
+                           re.IGNORECASE)
 # every position where a subject starts, overlapping ones too (`共需支付`: `共需`, `需支付`)
 _SUBJECT_AT = re.compile("(?=(" + _SUBJECT.pattern + "))", re.IGNORECASE)
 # sentence ends: a newline, CJK stops, `!?`, and a period not inside a number (`1,299.00`)
@@ -110,6 +117,18 @@ class Ending:
     restated: tuple[str, ...]    # the same value written otherwise in the sentence (`2500 g`)
     values: tuple[str, ...]      # every different value, when there are several (a hedge)
     hedge: str                   # the hedge word found, or ""
+
+
+def retraction(text: str) -> str:
+    """A retracting word in the short digit-free sentences after the final sentence, or ""."""
+    text = text[-MAX_TRAILING * MAX_TRAILING_CHARS * 2:]
+    sentences = [x for x in _SENTENCE_END.split(text) if x.strip()]
+    for sentence in reversed(sentences[-MAX_TRAILING - 1:]):
+        if re.search(r"\d", sentence):
+            break
+        if m := _RETRACTION.search(sentence):
+            return m.group(0)
+    return ""
 
 
 def final_sentence(text: str) -> str:
@@ -150,6 +169,8 @@ def phrase_answer(text: str) -> Ending | None:
         return None  # `应退款 100-12=88元` is working: the verb rule reads the value after `=`
     found = quantities(rest)
     before = sentence[:start]
+    if took_back := retraction(text):
+        return Ending(found[0].as_answer(), (), (), took_back)
     if m := _NEGATION.search(_CLAUSE_END.split(before)[-1]):
         return Ending(found[0].as_answer(), (), (), m.group(0))
     earlier = [quantities(sentence[at:])[0] for at in sorted(stated)[:-1]]
@@ -175,7 +196,7 @@ def _follows(amount: Quantity, working: list[Quantity]) -> bool:
 def _ending(sentence: str, lead: tuple[str, str], rest: str, found: list) -> Ending:
     one = readings(found)
     if one is None:
-        values = tuple(dict.fromkeys(q.text for q in found))
+        values = tuple(dict.fromkeys(q.shown() for q in found))
         return Ending(found[0].as_answer(), (), values, "")
     restated = tuple(q.as_answer() for q in one[1:]) + tuple(q.alt for q in one if q.alt)
     return Ending(one[0].as_answer(), restated, (), hedge_word(sentence, lead, rest, found[0].text))
@@ -203,6 +224,8 @@ def answer_hedge(answer: str, sentence: str = "") -> str:
     stands in `sentence` (the final sentence it came from), or a doubting word in `sentence`, or
     `sentence` being a question. Reads at most MAX_SENTENCE_CHARS of each."""
     answer, sentence = answer[:MAX_SENTENCE_CHARS], sentence[-MAX_SENTENCE_CHARS:]
+    if sentence and (at := sentence.rfind(answer.strip())) > 0 and (m := _NEGATED_VERB.search(sentence[:at])):
+        return m.group(0).strip()
     for text in (answer, sentence):
         if not (_BEFORE.search(text) or _AFTER_ANYWHERE.search(text)):
             continue

@@ -86,6 +86,10 @@ class Quantity:
         """The text an answer compares: as written, or a compound amount's one number."""
         return self.reading or self.text
 
+    def shown(self) -> str:
+        """As written, with the word after it when it has no table unit (`5 apples`)."""
+        return f"{self.text} {self.noun}" if self.noun else self.text
+
 
 def quantities(text: str) -> list[Quantity]:
     """Every quantity in `text`, in order (numbers that do not read, like `1/0`, are skipped, and
