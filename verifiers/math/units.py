@@ -16,7 +16,10 @@ The table is deliberately small, the conversions a desk or a word problem writes
     yuan       元 / 块 / yuan / RMB / CNY / ¥ 1, 角 1/10   (`万元` is 10^4 元 through `万`)
     dollar     dollar / USD / `\\$` 1, cent 1/100
 
-`分` is left out: it is both a minute and a cent. A sentence restating one value more than
+`分` is left out: it is both a minute and a cent. Adjacent amounts of one dimension in falling
+units (`1元5角`, `1 h 30 min`, `42 dollars and 50 cents`) are one compound amount (1.5 元, also read
+in its last unit: 15 角). A number without a table unit keeps the word after it (`5 apples`): two
+such words that differ (`5 apples, 5 pears`) are two values. A sentence restating one value more than
 MAX_READINGS ways (`1 km = 1000 m = 100000 cm = 1000000 mm`) is treated as several values: each
 reading is one more gold it could match.
 """
