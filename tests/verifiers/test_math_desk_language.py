@@ -136,6 +136,9 @@ CASES = [
     ("If the refund is 88 yuan, fine", "88", H, "if"),
     ("应退款不是 88 元", "88", H, "a negated verb"),
     ("If you return it, the refund is 88 yuan.", "88", C, "a condition in its own clause"),
+    ("不锈钢杯总价为36元", "36", C, "不 in a product name negates nothing"),
+    ("无线耳机合计88元", "88", C, "无 in a product name negates nothing"),
+    ("如果不是您本人操作，请联系我们。应退款88元。", "88", C, "a negation in an earlier sentence"),
     # --- review: the last subject is the answer, the numbers before it its working --------------------
     ("The total is 100 yuan, minus 12 yuan, so the refund is 88 yuan.", "88", C, "working, then the refund"),
     ("The total is 100 yuan, minus 12 yuan, so the refund is 88 yuan.", "100", W, "the working's total"),

@@ -65,11 +65,14 @@ DOUBTS = {"zh": ("可能", "也许", "或许", "大概", "估计", "不确定", 
           "en": ("probably", "maybe", "perhaps", "i think", "i guess", "not sure", "i believe", "unsure",
                  "not certain", "give or take")}
 # A short sentence after the answer that takes it back: `应退款 88 元。不对。`, `... Just kidding.`
-RETRACTIONS = {"zh": ("不对", "错了", "说错", "不是"),
-               "en": ("wrong", "incorrect", "kidding", "not really", "mistake", "scratch that")}
-# A subject with one of these before it in its clause is not stated: `不应退款88元`, `是否应退款`.
-NEGATIONS = {"zh": ("不", "无", "没", "无法", "是否", "未"),
+RETRACTIONS = {"zh": ("不对", "错了", "说错", "搞错"),
+               "en": ("wrong", "incorrect", "kidding", "not really", "my mistake", "scratch that")}
+# A subject with one of these before it in its clause is not stated: `我们无法确认应退款88元`,
+# `If the refund is 88 yuan, fine`; NEGATIONS_ADJACENT only right before it (`不应退款`, `无需支付`:
+# `不锈钢杯总价为36元` and `无线耳机合计88元` name goods, they negate nothing).
+NEGATIONS = {"zh": ("无法", "是否", "不能", "不用", "不必", "没有", "不会", "并非"),
              "en": ("if", "not", "no need", "whether", "unless", "don't", "doesn't", "never")}
+NEGATIONS_ADJACENT = {"zh": ("不", "无", "没", "未", "别"), "en": ()}
 
 
 # a sign hedge (`88+ yuan`) ends the amount: `2+\\sqrt{5}` and `2 + 3` are sums, not bounds
@@ -96,6 +99,7 @@ _BEFORE_ADJACENT = re.compile("(?:" + _BEFORE.pattern + r")\s*(?:是|为|is|:)?\
                               re.IGNORECASE)
 _DOUBT = _alternation(DOUBTS, edge=True)
 _NEGATION = _alternation(NEGATIONS, edge=True)
+_NEGATION_ADJACENT = re.compile("(?:" + _alternation(NEGATIONS_ADJACENT, edge=True).pattern + r")\s*$")
 _CLAUSE_END = re.compile(r"[,;:，；：、]")
 _QUESTION = re.compile(r"(?:[?？]|吗|吧)\s*$")  # `吧` asks for agreement: `应退款88元吧`
 _RETRACTION = _alternation(RETRACTIONS, edge=True)
@@ -171,7 +175,7 @@ def phrase_answer(text: str) -> Ending | None:
     before = sentence[:start]
     if took_back := retraction(text):
         return Ending(found[0].as_answer(), (), (), took_back)
-    if m := _NEGATION.search(_CLAUSE_END.split(before)[-1]):
+    if m := _NEGATION.search(_CLAUSE_END.split(before)[-1]) or _NEGATION_ADJACENT.search(before):
         return Ending(found[0].as_answer(), (), (), m.group(0))
     earlier = [quantities(sentence[at:])[0] for at in sorted(stated)[:-1]]
     if earlier and any(not same_value(q, found[0]) for q in earlier) \
