@@ -19,8 +19,11 @@ STATUSES = (CORRECT, WRONG, UNPARSED, ERROR, TIMEOUT)
 @dataclass(frozen=True)
 class Verdict:
     """score in [0, 1]; status one of STATUSES; extracted and detail are short human text.
-    `hedged` is set by the verifier when the response gave several different final answers; the
-    reward's format layer reads it (never the detail text)."""
+    `hedged` is set by the verifier when the response does not commit to one answer: several
+    different final answers, or one answer hedged by a word next to it (`约`, `about`, `至少`,
+    `100多`), a doubt or question in its sentence (`I believe`, `对吗？`), a negation (`不应退款`)
+    or a retraction after it (`Just kidding.`); the score is 0. The reward's format layer reads
+    it (never the detail text)."""
 
     score: float
     status: str

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 
 from .normalize import to_halfwidth
-from .phrases import Ending, answer_hedge, final_sentence, phrase_answer
+from .phrases import Ending, answer_hedge, final_sentence, phrase_answer, retraction
 from .units import quantities, readings
 
 MAX_RESPONSE_CHARS = 100_000
@@ -322,13 +322,13 @@ def _restated(answer: str, level: str, line: str) -> Extraction:
     """A level-5/6 answer with its hedge word, and its restatements when it holds several
     quantities that are one value (`2.5 kg (2500 g)`)."""
     sentence = final_sentence(line)
-    hedge = answer_hedge(answer, sentence)
+    hedge = answer_hedge(answer, sentence) or retraction(line)
     in_line = quantities(sentence) if len(_NUMBER.findall(sentence)) > 1 else []
     if len(in_line) > 1 and readings(in_line) is None and len({q.value for q in in_line}) == 1:
         hedge = hedge or " vs ".join(dict.fromkeys(q.text for q in in_line))  # `2.5 kg, i.e. 2.5 g`
     found = quantities(answer) if len(_NUMBER.findall(answer)) > 1 else []
     if len(found) > 1 and (one := readings(found)):
-        return Extraction(one[0].text, level, (), tuple(q.text for q in one[1:]), hedge)
+        return Extraction(one[0].as_answer(), level, (), _readings(one), hedge)
     return Extraction(answer, level, (), (), hedge)
 
 
@@ -338,9 +338,14 @@ def _several_on_last_line(last: str) -> Extraction:
     (numbers only in the working before it) there is no answer."""
     found = quantities(last)
     if one := readings(found):
-        return Extraction(one[0].text, "fallback", (), tuple(q.text for q in one[1:]),
+        return Extraction(one[0].as_answer(), "fallback", (), _readings(one),
                           answer_hedge(one[0].text, final_sentence(last)))
-    values = tuple(dict.fromkeys(q.text for q in quantities(final_sentence(last))))
+    values = tuple(dict.fromkeys(q.shown() for q in quantities(final_sentence(last))))
     if len(values) > 1:
         return Extraction(values[0], "fallback", values)
     return Extraction(None, "none", ())
+
+
+def _readings(one: list) -> tuple[str, ...]:
+    """The other readings of one value: its restatements, and a compound amount's last unit."""
+    return tuple(q.as_answer() for q in one[1:]) + tuple(q.alt for q in one if q.alt)

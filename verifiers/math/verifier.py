@@ -13,7 +13,8 @@ Params (all optional):
                         strings; the usual chat tokens are dropped without it, see extract.py)
 Statuses: `unparsed` when no answer could be extracted or read as math, `wrong` when an answer was
 compared and differs (or hedges: several different final answers, several values where the
-gold is one, or a hedge word on the answer such as `约` or `about`, flagged `hedged`), `timeout`
+gold is one, a hedge, bound or doubt word on the answer such as `约`, `至少`, `100多`, `about`,
+`I believe`, a question, or a negated answer phrase such as `不应退款`, flagged `hedged`), `timeout`
 when the symbolic comparison ran out of time, `error` for an unusable reference.
 """
 from __future__ import annotations
@@ -67,8 +68,11 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     where = f"the answer from the {_LEVEL[got.level]}"
     if not pred:
         return V.unparsed(f"{where} is empty after normalization", V.clip(got.answer))
-    distinct = _distinct(got.candidates)
-    if len(distinct) > 1 and (joined := _parts_of_gold(gold, distinct, opts)):
+    # a final sentence's values (levels 4-6) are already different under the unit table: `1 m 1 g`
+    # and `3 yuan, i.e. 3 dollars` are two values though their numbers agree
+    distinct = _distinct(got.candidates) if got.level in ("marker", "boxed", "answer") else list(got.candidates)
+    if len(distinct) > 1 and got.level in ("marker", "boxed", "answer") and \
+            (joined := _parts_of_gold(gold, distinct, opts)):
         return V.correct(V.clip(joined), "the final answers, read together, match the gold's parts (collection voter)")
     if len(distinct) > 1:
         return V.hedged(V.clip(pred), f"hedged between {len(distinct)} different final answers: "
