@@ -58,10 +58,12 @@ def tiny(tmp_path_factory):
                       rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
                       bos_token_id=vocab["<|endoftext|>"], eos_token_id=vocab["<|im_end|>"])
     model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():  # random norms, so a swapped norm tensor would show
+    with torch.no_grad():  # random norms and sharp attention, so a swapped or unpermuted tensor would show
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.uniform_(0.5, 1.5)
+            elif "q_proj" in name or "k_proj" in name:
+                p.normal_(0, 0.5)
 
     w = gguf.GGUFWriter(str(tmp / "tiny.gguf"), "llama")
     w.add_name("tiny")
