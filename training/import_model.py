@@ -14,6 +14,7 @@ DIR and renamed into place. transformers and gguf are imported when used.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -123,6 +124,9 @@ def import_gguf(path: Path, out: Path, *, dtype: str = "float32", force: bool = 
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the model folder is an ordinary one
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
