@@ -47,10 +47,17 @@ def supported_quant_types() -> list[str]:
     return sorted({t.name for t in plain} | {t.name for t in _type_traits})
 
 
+# GGUF architecture names that transformers' loader renames before its support check
+# (transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint)
+_RENAMED = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "gpt-oss": "gpt_oss", "minimax-m2": "minimax_m2",
+            "t5encoder": "t5"}
+
+
 def _supported_architectures() -> list[str]:
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
-    return sorted(GGUF_SUPPORTED_ARCHITECTURES)
+    # its mapping table also holds the non-architecture sections "general" and "tokenizer"
+    return sorted(set(GGUF_SUPPORTED_ARCHITECTURES) - {"general", "tokenizer"})
 
 
 def check_gguf(path: Path) -> dict:
@@ -68,7 +75,7 @@ def check_gguf(path: Path) -> dict:
         raise GGUFImportError(f"{path}: no general.architecture field; not a GGUF model file")
     arch = field.contents()
     supported = _supported_architectures()
-    if arch not in supported:
+    if _RENAMED.get(arch, arch) not in supported:
         raise GGUFImportError(f"{path}: architecture {arch!r} is not supported by transformers' GGUF loader; "
                            f"supported: {', '.join(supported)}")
     types = sorted({t.tensor_type.name for t in reader.tensors})

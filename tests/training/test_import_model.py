@@ -189,8 +189,9 @@ def test_unsupported_architecture_names_the_file_and_the_supported_ones(tmp_path
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    with pytest.raises(GGUFImportError, match=r"odd\.gguf: architecture 'notallama' is not supported.*supported: .*llama"):
+    with pytest.raises(GGUFImportError, match=r"odd\.gguf: architecture 'notallama' is not supported.*supported: .*llama") as err:
         check_gguf(path)
+    assert "general" not in str(err.value) and "tokenizer" not in str(err.value)
 
 
 def test_unsupported_quant_type_is_named_with_the_supported_ones(tmp_path):
@@ -219,3 +220,13 @@ def test_cli_writes_and_reports(tiny, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "llama" in printed and "float32" in printed and "chat template yes" in printed
     assert not (out / "old.txt").exists() and (out / "model.safetensors").is_file()
+
+
+def test_unreadable_file_and_missing_gguf_package(tmp_path, monkeypatch):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf file at all")
+    with pytest.raises(GGUFImportError, match=r"junk\.gguf: not a readable GGUF file"):
+        check_gguf(junk)
+    monkeypatch.setitem(__import__("sys").modules, "gguf", None)  # as if it were not installed
+    with pytest.raises(GGUFImportError, match=r"needs the `gguf` package: pip install 'gguf>=0.10'"):
+        check_gguf(junk)
