@@ -47,6 +47,9 @@ commands and examples:
   export-dpo  DPO pairs (chosen = correct, rejected = wrong sample of a prompt) from tiering's samples,
               as JSONL and a Hugging Face dataset (prompt, chosen, rejected); reuses a run's stages
                 rlvrflow export-dpo examples/retail/spec.yaml --out runs/dpo-data --cache runs/demo
+  import-model  a GGUF model file (llama.cpp's format) as a plain Hugging Face folder (float weights,
+              tokenizer, chat template) for training.model; needs `pip install gguf`
+                rlvrflow import-model SmolLM2-135M-Instruct.Q4_1.gguf --out models/smollm2
   doctor      name what went wrong in a run, with the evidence and the change to try
                 rlvrflow doctor runs/demo            # the newest run in OUT, or a run folder
                 rlvrflow doctor runs/demo/runs/20261201T040343Z-d58d00f4 --json
@@ -172,6 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "(its newest run) or a GRPO stage folder")
     p.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("import-model", help="GGUF file -> plain Hugging Face model", description="Load a GGUF "
+                       "file with transformers' GGUF support (dequantized to float) and write a Hugging Face "
+                       "folder: safetensors weights, tokenizer with its chat template, generation config "
+                       "(training/import_model.py). Needs the gguf package. Example: rlvrflow import-model "
+                       "model.Q4_1.gguf --out models/mine")
+    p.add_argument("gguf_file", type=Path, help="a .gguf model file")
+    p.add_argument("--out", type=Path, required=True, help="output folder (must be empty or absent)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="weight dtype to save")
+    p.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    p.set_defaults(func=cmd_import_model)
     return parser
 
 
@@ -416,6 +430,20 @@ def cmd_export(args) -> int:
         raise UserError(str(exc), EXIT_USAGE) from None
     print(json.dumps(result, indent=1))
     print(f"wrote {args.out} ({result['kind']})")
+    return 0
+
+
+def cmd_import_model(args) -> int:
+    from training.import_model import GGUFImportError, import_gguf
+
+    try:
+        result = import_gguf(args.gguf_file, args.out, dtype=args.dtype, force=args.force)
+    except GGUFImportError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    print(f"wrote {result['out']}: {result['architecture']} ({result['model_type']}), "
+          f"{result['parameters'] / 1e6:.1f}M parameters, {result['dtype']}, vocab {result['vocab_size']}, "
+          f"chat template {'yes' if result['chat_template'] else 'no'}, tensor types "
+          f"{', '.join(result['tensor_types'])}, {result['seconds']} s")
     return 0
 
 
