@@ -49,10 +49,11 @@ def test_the_old_keyword_rule_is_caught_by_the_prompt_canaries_alone(retail, mon
     report = _probe(rows, verifier)
     assert not report["ok"]
     failed = {f["canary"]: f for f in report["failed"]}
-    for name in ("the prompt's format example", "the prompt's format example padded with junk",
-                 "a link from the prompt", "a link from the prompt followed by junk",
-                 "the required keywords padded with junk"):
-        assert failed[name]["hits"] == failed[name]["rows"] == 50, name
+    assert set(failed) == {"the prompt's format example", "the prompt's format example twice",
+                           "the prompt's format example padded with junk", "the prompt's question and format example",
+                           "a link from the prompt", "a link from the prompt followed by junk",
+                           "the required keywords padded with junk"}  # its max_hits stops the repeated ones
+    assert all(f["hits"] == f["rows"] == 50 for f in failed.values())
     assert "rule 'reply_format' (keyword)" in canary.summary(report)
     assert "reply" in canary.summary(report)  # the fix names the reply verifier
     # the fixed battery alone let this rule through, as it did before the real model found the hack
