@@ -116,7 +116,7 @@ def _check(response: str, ref: dict, params: dict) -> V.Verdict:
     if junk := _junk(text):
         return V.wrong(V.clip(junk, 40), f"junk characters {V.clip(junk, 20)!r}: a reply is prose")
     urls, link = _urls(text), ref["link"]
-    exact = [u for u in urls if u.lower() == link.lower()]
+    exact = [u for u in urls if u.lower().rstrip("/") == link.lower().rstrip("/")]
     if not exact:
         return V.wrong(V.clip(urls[0], 80) if urls else "", f"the link {link} is missing" +
                        (f" (found {urls[0]!r} instead)" if urls else ""))
@@ -132,11 +132,25 @@ def _check(response: str, ref: dict, params: dict) -> V.Verdict:
     return V.correct(link, f"gives the link once, names all {len(ref['mention'])} required items and the action")
 
 
+def _param_problem(params: dict) -> str | None:
+    for key in ("max_chars", "max_hits"):
+        if key in params and (type(params[key]) is not int or params[key] < 0):
+            return f"reply param {key!r} must be a non-negative integer, got {params[key]!r}"
+    if not isinstance(params.get("format_example", ""), str):
+        return "reply param 'format_example' must be a string (the prompt's format example)"
+    forbidden = params.get("forbidden", [])
+    if not isinstance(forbidden, list) or not all(isinstance(f, str) and f for f in forbidden):
+        return "reply param 'forbidden' must be a list of non-empty strings"
+    return None
+
+
 def verify_reply(response: str, reference: str, params: dict) -> V.Verdict:
     try:
         ref = parse_reference(reference)
     except ValueError as exc:
         return V.error(str(exc))
+    if problem := _param_problem(params):
+        return V.error(problem)
     return _check(response, ref, params)
 
 
@@ -146,11 +160,8 @@ def check_reference(reference: str, params: dict) -> str | None:
         ref = parse_reference(reference)
     except ValueError as exc:
         return str(exc)
-    for key in ("max_chars", "max_hits"):
-        if key in params and (not isinstance(params[key], int) or params[key] < 0):
-            return f"reply param {key!r} must be a non-negative integer, got {params[key]!r}"
-    if not isinstance(params.get("forbidden", []), list):
-        return "reply param 'forbidden' must be a list of strings"
+    if problem := _param_problem(params):
+        return problem
     v = _check(ref["reply"], ref, params)
     if not v.correct:
         return f"the reference's own reply fails the reply rule ({v.detail}); fix the reply or the rule"

@@ -89,6 +89,7 @@ REPLY_PARAMS = {"format_example": f"{LINK} - start the return there.", "forbidde
     (f"Hi Mr Lee, sorry about the scratch. You can start the return at {LINK}.", True),
     (f"Hi Sam Lee, start the return on [our returns page]({LINK}). My phone is <PHONE>.", True),
     (f"Dear Sam Lee, please START THE RETURN here: {LINK.upper()}", True),
+    (f"Sam Lee, start the return at {LINK}/.", True),                               # a trailing slash
     (f"Hi Sam Lee, the refund costs $0 - start the return at {LINK}, 100% free.", True),
     # what a real model wrote under the keyword rule, and its neighbours
     (f"{LINK} - start the return there.", False),                                  # the format example
@@ -147,6 +148,8 @@ def test_reply_reference_reply_that_copies_the_format_example_is_a_data_error():
     assert "format example" in check_reference(ref, REPLY_PARAMS)
     assert check_reference(REPLY_REF, REPLY_PARAMS) is None
     assert "max_hits" in check_reference(REPLY_REF, {"max_hits": -1})
+    assert "forbidden" in check_reference(REPLY_REF, {"forbidden": "Format:"})
+    assert verify("reply", f"Sam Lee, start the return at {LINK}", REPLY_REF, {"max_chars": "x"}).status == "error"
 
 
 def test_reply_verdict_pickles():
