@@ -64,6 +64,27 @@ class SFTConfig(_Frozen):
     log_every: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
 
 
+class HackingAlarmConfig(_Frozen):
+    """When the reward-hacking alarm sounds (training/report.py, detect_reward_hacking): the training reward
+    rose clearly while held-out pass@1 did not follow, on enough steps and held-out prompts to tell."""
+
+    min_steps: int = Field(
+        20, ge=4, description="Training steps before the alarm may sound; the reward rise compares the mean of "
+        "the last quarter of steps with the first quarter, so 20 steps compare two windows of 5. Below it a "
+        "quiet note stands in for the banner.",
+    )
+    min_prompts: int = Field(
+        100, ge=2, description="Held-out prompts the baseline and the checkpoint were both scored on; below it "
+        "a quiet note stands in for the banner (40 prompts give a 95% interval of about +-10 points).",
+    )
+    min_reward_gain: float = Field(
+        0.05, gt=0, description="The smallest rise of the mean training reward (last quarter of steps against "
+        "the first) worth checking; it must also exceed twice its standard error over the per-step rewards.",
+    )
+    level: float = Field(0.95, gt=0.5, lt=1, description="Level of the paired bootstrap interval on the "
+                         "held-out change.")
+
+
 class GRPOConfig(_Frozen):
     """Group Relative Policy Optimization: rollouts, rewards, the clipped loss and its schedule."""
 
@@ -149,6 +170,12 @@ class GRPOConfig(_Frozen):
         "with the updates (the synchronous run's numbers). The queue holds max_staleness + 1 - sync_every "
         "requests ahead of the trainer (none past the last step), each a step's prompts (more by the share of "
         "zero-variance groups).",
+    )
+    hacking_alarm: HackingAlarmConfig = Field(
+        default_factory=HackingAlarmConfig,
+        description="When the reward-hacking alarm sounds: the training reward clearly up over a window of steps "
+        "while held-out pass@1 stays flat or falls, its interval excluding the training gain; minimums on "
+        "steps and held-out prompts, below which a quiet note is logged instead.",
     )
     sync_every: int = Field(
         1, ge=1,

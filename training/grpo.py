@@ -71,6 +71,11 @@ class RunState:
     evals: list[dict] = field(default_factory=list)
     train_rewards: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the reward-hacking check's quiet notes (too little evidence)
+    # per-prompt held-out results ({ids, greedy, sampled}) of the SFT baseline and the latest eval: the
+    # reward-hacking check's paired interval
+    held_out_first: dict = field(default_factory=dict)
+    held_out_last: dict = field(default_factory=dict)
 
 
 def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, reward_cfg, eval_df,
@@ -196,7 +201,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
             if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
                 record, kept = evaluate_now(run, run.step)
                 scalars.add("eval", record, run.step)
-                _check_reward_hacking(run, cfg.checkpoint.metric)
+                _check_reward_hacking(run, cfg)
                 if g.rollout_mode == "async":
                     run.queue = rollouts.state_dict()  # saved with the sampler that drew it
                 _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
@@ -226,7 +231,7 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
     from training.eval import evaluate_live
 
     backend.sync_generation_module()  # every rank: a collective under ZeRO-3
-    record = kept = None
+    record = kept = by_prompt = None
     if backend.is_main:
         with backend.autocast():
             live = evaluate_live(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, dtype,
@@ -235,8 +240,12 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
         result, kept = live.result, live if keep else None
         record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
         append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
-    record = backend.broadcast(record)
+        by_prompt = result.get("by_prompt") or {}
+    record, by_prompt = backend.broadcast((record, by_prompt))
     run.evals.append(record)
+    if not run.held_out_first:
+        run.held_out_first = by_prompt
+    run.held_out_last = by_prompt
     return record, kept
 
 
@@ -411,11 +420,19 @@ def _sync_weights(engine, backend, rollout: str) -> None:
     engine.load_weights([(name, t.detach().clone() if partitioned else t) for name, t in params])
 
 
-def _check_reward_hacking(run: RunState, metric: str) -> None:
-    message = detect_reward_hacking(run.train_rewards, [e[metric] for e in run.evals])
-    if message and message not in run.warnings:
-        run.warnings.append(message)
-        warn_loudly(message)
+def _check_reward_hacking(run: RunState, cfg: TrainingConfig) -> None:
+    """The banner on evidence (a warning in the summary), a quiet note when the run is too small to tell."""
+    metric = "sampled" if cfg.checkpoint.metric == "pass_at_1_sampled" else "greedy"  # pass@k has no per-prompt pair
+    check = detect_reward_hacking(run.train_rewards, {"by_prompt": run.held_out_first},
+                                  {"by_prompt": run.held_out_last}, cfg.grpo.hacking_alarm, metric)
+    if check is None:
+        return
+    if check.loud and check.message not in run.warnings:
+        run.warnings.append(check.message)
+        warn_loudly(check.message)
+    elif not check.loud and check.message not in run.notes:
+        run.notes.append(check.message)
+        log.info(check.message)
 
 
 def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, cfg: TrainingConfig, fmt) -> None:
@@ -449,6 +466,7 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
         "seconds": round(seconds, 2),
         "steps_per_second": steps_done / seconds if seconds > 0 else None,
         "warnings": run.warnings,
+        "notes": run.notes,
         **(extra or {}),
     }
     if write:  # rank 0 only with several ranks

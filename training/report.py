@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from training.checkpoint import atomic_write_text
@@ -32,30 +34,70 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in p.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
-def detect_reward_hacking(
-    train_rewards: list[float], eval_scores: list[float], min_reward_gain: float = 0.05,
-    min_eval_gain: float = 0.0,
-) -> str | None:
-    """A warning message when training reward rose while held-out pass@1 did not, else None.
+@dataclass(frozen=True)
+class HackingCheck:
+    """The reward-hacking check's outcome: `loud` is the banner (evidence), else a quiet note (too few
+    steps or held-out prompts to tell a hack from noise)."""
 
-    train_rewards: mean reward per training step, in order. eval_scores: eval pass@1 at each eval, the
-    first being the baseline. Reward gain compares the mean of the last quarter of steps with the
-    first quarter; eval gain compares the last eval with the first.
+    loud: bool
+    message: str
+
+
+def _window_rise(rewards: list[float]) -> tuple[float, float, float, float, int]:
+    """(first-window mean, last-window mean, rise, standard error of the rise, window): windows are the
+    first and last quarter of the steps; the error treats the per-step rewards as independent."""
+    w = max(1, len(rewards) // 4)
+    first, last = rewards[:w], rewards[-w:]
+    mean_a, mean_b = sum(first) / w, sum(last) / w
+    if w < 2:
+        return mean_a, mean_b, mean_b - mean_a, math.inf, w
+    var_a = sum((x - mean_a) ** 2 for x in first) / (w - 1)
+    var_b = sum((x - mean_b) ** 2 for x in last) / (w - 1)
+    return mean_a, mean_b, mean_b - mean_a, math.sqrt(var_a / w + var_b / w), w
+
+
+def detect_reward_hacking(train_rewards: list[float], baseline: dict, latest: dict, cfg,
+                          metric: str = "greedy", seed: int = 0) -> HackingCheck | None:
+    """The banner when the evidence says the policy learned to please the verifier, not the task; a quiet
+    note when the signs are there but the run is too small to tell; else None.
+
+    train_rewards: mean reward per training step, in order. baseline/latest: held-out evals carrying
+    `by_prompt` (training.eval), the first being the SFT model's. cfg: a HackingAlarmConfig. Evidence is
+    all of: the mean reward of the last quarter of steps at least cfg.min_reward_gain above the first
+    quarter's and above twice its standard error (clearly up, not a few lucky steps); held-out pass@1
+    not clearly up (the paired bootstrap interval of its change reaches 0 or below); and that interval
+    excluding the training gain (its top below the reward rise, read as points of pass@1, which it is
+    with correctness_weight 1). Then the run also has to reach cfg.min_steps steps and
+    cfg.min_prompts held-out prompts, or the banner becomes a quiet note.
     """
-    if len(train_rewards) < 4 or len(eval_scores) < 2:
+    if len(train_rewards) < 4:
         return None
-    q = max(1, len(train_rewards) // 4)
-    first = sum(train_rewards[:q]) / q
-    last = sum(train_rewards[-q:]) / q
-    reward_gain, eval_gain = last - first, eval_scores[-1] - eval_scores[0]
-    if reward_gain >= min_reward_gain and eval_gain <= min_eval_gain:
-        return (
-            f"REWARD HACKING SIGNAL: training reward rose by {reward_gain:+.3f} ({first:.3f} -> {last:.3f}) "
-            f"while held-out pass@1 changed by {eval_gain:+.3f} ({eval_scores[0]:.3f} -> {eval_scores[-1]:.3f}); "
-            "inspect high-reward completions for verifier loopholes (format-only credit, length gaming) "
-            "before trusting this checkpoint"
-        )
-    return None
+    mean_a, mean_b, rise, se, w = _window_rise(train_rewards)
+    if rise < cfg.min_reward_gain:
+        return None
+    gain = gain_interval(baseline, latest, metric, seed=seed, level=cfg.level)
+    if gain is None:
+        return None
+    reward_line = (f"training reward rose by {rise:+.3f} ({mean_a:.3f} -> {mean_b:.3f}, mean of the first and last "
+                   f"{w} of {len(train_rewards)} steps, standard error {se:.3f})")
+    held_line = (f"held-out {gain['metric'].replace('pass_at_1_', '')} pass@1 changed by {gain['points']:+.1f} points "
+                 f"({100 * gain['level']:.0f}% interval {gain['low']:+.1f} to {gain['high']:+.1f}, paired bootstrap "
+                 f"over {gain['prompts']} prompts)")
+    held_not_up = gain["low"] <= 0
+    if not held_not_up:
+        return None
+    short = [f"{len(train_rewards)} steps < min_steps {cfg.min_steps}"] if len(train_rewards) < cfg.min_steps else []
+    if gain["prompts"] < cfg.min_prompts:
+        short.append(f"{gain['prompts']} held-out prompts < min_prompts {cfg.min_prompts}")
+    if short:
+        return HackingCheck(False, f"reward-hacking check: too little evidence to call it ({'; '.join(short)}): "
+                                   f"{reward_line} while {held_line}; read the rollout samples")
+    if rise <= 2 * se or gain["high"] >= 100 * rise:
+        return None  # the rise is within step-to-step noise, or the held-out change may match it
+    return HackingCheck(True, (
+        f"REWARD HACKING SIGNAL: {reward_line} while {held_line}, an interval that excludes the training gain "
+        f"({100 * rise:+.1f} points); inspect high-reward completions for verifier loopholes (format-only credit, "
+        "the prompt's format example copied, length gaming) before trusting this checkpoint"))
 
 
 def warn_loudly(message: str) -> None:

@@ -3,7 +3,8 @@
 A verifier that accepts one universal answer poisons every reward it gives: GRPO finds the answer
 and makes it the policy's only output (`Answer: \\infty` once scored 1.0 against every math gold).
 So at attach time every rule is probed: each canary response below (garbage, universal answers,
-the verifier family's own hacks, the reference of a different row, the row's own prompt echoed)
+the verifier family's own hacks, the reference of a different row, the row's own prompt echoed,
+and for keyword-like rules the prompt's format example and required keywords spammed: prompt_canaries.py)
 is scored against a seeded sample of that rule's rows. A canary that scores on more than
 `max_share` of the sampled rows fails the rule, and the run stops before SFT with a report naming
 the rule, the canary and example rows. A single hit never stops the run (two rows may share an
@@ -22,6 +23,7 @@ import random
 import sys
 
 from .config import CanaryConfig
+from .prompt_canaries import PROMPT_CANARY_FIX, PROMPT_CANARY_NAMES, prompt_canaries
 from .registry import get_verifier
 
 MIN_HITS = 2  # one hit in a sample can be a coincidence (two rows whose answers agree); it is reported, not fatal
@@ -134,6 +136,7 @@ def probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int | None 
             reference = str(row.get("reference") or "")
             pairs = battery(rule.verifier, params, reference)
             pairs.append(("the row's own prompt", str(row.get("prompt") or "")))
+            pairs += prompt_canaries(rule.verifier, params, reference, str(row.get("prompt") or ""))
             other = _other_reference(sample, i, reference)
             if other is not None:
                 pairs.append(("another row's reference", other))
@@ -194,6 +197,8 @@ def summary(report: dict) -> str:
                      f"reference {ex.get('reference')!r}")
     lines.append("  fix the verifier (or its params) so these score 0; raise verifiers.canaries.max_share only "
                  "if the canary is really a right answer for those rows")
+    if any(f["canary"] in PROMPT_CANARY_NAMES for f in report["failed"]):
+        lines.append(f"  {PROMPT_CANARY_FIX}")
     return "\n".join(lines)
 
 

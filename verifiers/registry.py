@@ -33,6 +33,7 @@ BUILTINS: dict[str, str] = {
     "choice": "verifiers.choice:verify_choice",
     "function_call": "verifiers.function_call:verify_function_call",
     "refusal": "verifiers.refusal:verify_refusal",
+    "reply": "verifiers.reply:verify_reply",
     "working": "verifiers.working:verify_working",
 }
 

@@ -4,8 +4,9 @@
   options (A)-(D), reference = the option letter.
 - `code` -> verifier `code`: reference = JSON {"tests": "def check(candidate): ...",
   "entry_point": name}; solution = a correct function in a ```python block.
-- `reply_format` -> verifier `keyword`: draft a customer reply that must mention the returns link;
-  reference = JSON {"required": [...]}.
+- `reply_format` -> verifier `reply`: draft a customer reply that gives the returns link; reference =
+  JSON {"link", "mention": [the customer's name], "action", "reply"} (verifiers/reply.py): the link alone,
+  or the prompt's format example, names no customer and scores 0.
 These are meant to be hard for a tiny model: they show the pass@k tiering at work.
 """
 from __future__ import annotations
@@ -182,6 +183,7 @@ def reply_format(rng: random.Random, lang: str) -> Task:
             f"it has to contain the link to our returns page.",
             f"Reply to this message from {name}: \"I'd like to know {issue}.\" Include the returns link."])
         reply = f"{link} - start the return there, {name}."
+        action = "start the return"  # not in any request's wording: an echo of the request names no action
     else:
         name = rng.choice(CUSTOMERS_ZH)
         question = rng.choice([
@@ -189,7 +191,10 @@ def reply_format(rng: random.Random, lang: str) -> Task:
             f"顾客{name}（订单SO{rng.randint(10000, 99999)}）来信询问{issue}，请起草回复，务必附上退货页面链接。",
             f"请帮忙回复{name}：“{issue}？”要求回复里带上退货链接。"])
         reply = f"{link} {name}您好，请在此页面办理退货。"
-    return Task("reply_format", lang, question, json.dumps({"required": [link]}), reply)
+        action = "办理退货"
+    # no extra draws here: every later row keeps its bytes
+    reference = json.dumps({"link": link, "mention": [name], "action": action, "reply": reply})
+    return Task("reply_format", lang, question, reference, reply)
 
 
 GENERATORS = {"policy_choice": policy_choice, "code": code, "reply_format": reply_format}

@@ -88,8 +88,8 @@ def test_learnable_solutions_fit_the_generation_budget(retail):
     assert longest <= budget, f"a solution of {longest} chars does not fit {budget} new tokens"
     for lang in ("en", "zh"):
         task = retail.tasks_other.reply_format(rng, lang)
-        for keyword in json.loads(task.answer)["required"]:
-            assert task.solution.index(keyword) + len(keyword) <= budget
+        link = json.loads(task.answer)["link"]
+        assert task.solution.index(link) + len(link) <= budget
 
 
 
@@ -119,3 +119,29 @@ def test_tool_call_rule_and_prompt_match_the_generator(retail):
         assert verify("function_call", task.solution, tools_mod.as_json(task.answer), params).correct
         longest = max(longest, len(prompt) + len(task.solution) + 2)  # one token a character, plus BOS and EOS
     assert longest <= spec.training.sft.max_length, longest
+
+
+def test_reply_rule_pays_a_reply_not_the_format_example(retail):
+    """The hack a pretrained model found in 12 GRPO steps: the prompt's format example, or its link
+    followed by junk, answered every reply row. Under the spec's rule both score 0; the desk's reply
+    and the template's format example are the ones the rule names."""
+    import json
+    import random
+
+    from cleaning import render_prompt
+    from flows.spec import load_spec
+    from verifiers import verify
+
+    spec = load_spec(retail.generate.HERE / "spec.yaml")
+    rule = spec.verifiers.rule_for("reply_format")
+    part = spec.cleaning.template.part("reply_format")
+    assert rule.verifier == "reply" and rule.params["format_example"] == part.format_example
+    rng = random.Random(0)
+    for _ in range(60):
+        task = retail.tasks_other.reply_format(rng, rng.choice(["en", "zh"]))
+        link = json.loads(task.answer)["link"]
+        prompt = render_prompt(task.question, "reply_format", spec.cleaning.template)
+        assert verify("reply", task.solution, task.answer, rule.params).correct, task.solution
+        for hack in (part.format_example, link, f"{link} - {link}/-startshesen-reti&#4227=",
+                     prompt, f"{task.question} {link}", f"{task.solution} {link}"):
+            assert verify("reply", hack, task.answer, rule.params).score == 0.0, hack

@@ -100,6 +100,25 @@ def test_keyword_fuzz():
             assert v.score == 0.0, (response[:60], ref, v)
 
 
+def test_reply_fuzz():
+    """Garbage, keyword stuffing, and the prompt-built canaries of a reply row against random reply refs."""
+    from verifiers.prompt_canaries import prompt_canaries
+
+    rng = random.Random(0)
+    link = "https://shop.example.com/returns"
+    names = ["Sam Lee", "Grace Ho", "王芳", "Ivan Petrov", "李娜"]
+    for _ in range(100):
+        name, action = rng.choice(names), rng.choice(["start the return", "办理退货", "print the label"])
+        ref = json.dumps({"link": link, "mention": [name], "action": action, "reply": f"{link} {name}, {action} there."})
+        prompt = (f"Draft a reply to {name} about a scratched kettle.\nRequirements: include {link}\n"
+                  f"Format: {link} - start the return there.")
+        params = {"format_example": f"{link} - start the return there.", "forbidden": ["Requirements:", "Format:"]}
+        responses = candidates("keyword") + [r for _, r in prompt_canaries("reply", params, ref, prompt)]
+        for response in responses:
+            v = verify("reply", response, ref, params)
+            assert v.score == 0.0, (response[:60], ref, v)
+
+
 def test_json_fuzz():
     rng = random.Random(0)
     for _ in range(200):
