@@ -210,7 +210,7 @@ def _beats_constant(row: Mapping, const: Mapping, metric: str) -> bool:
     if row[metric] <= const[metric]:
         return False
     gain = row.get("gain_vs_constant")
-    if not const.get("pass_at_1_greedy") or gain is None or gain.get("low") is None:
+    if const.get("pass_at_1_greedy") == 0 or gain is None or gain.get("low") is None:
         return True
     return gain["low"] > 0
 

@@ -92,13 +92,29 @@ def check_quant_types(path: Path, types: list[str]) -> None:
                            "upgrade gguf")
 
 
+def _check_out(path: Path, out: Path, force: bool) -> None:
+    """Refuse an --out that would lose the user's files: a non-empty folder without --force, and even
+    with --force anything but an earlier model folder, the current folder or one holding it, or the
+    folder the source file is in."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not force:
+        raise GGUFImportError(f"{out}: exists and is not empty; pass --force to replace it, or another --out")
+    cwd = Path.cwd().resolve()
+    if out == cwd or out in cwd.parents or out == path.parent or out in path.parents:
+        raise GGUFImportError(f"{out}: holds the current folder or the source file; --force replaces only an "
+                              "earlier model folder: choose a new --out")
+    if not out.is_dir() or out.is_symlink() or not (out / "config.json").is_file():
+        raise GGUFImportError(f"{out}: is not a model folder (no config.json); --force replaces only an earlier "
+                              "import: choose another --out or remove it yourself")
+
+
 def import_gguf(path: Path, out: Path, *, dtype: str = "float32", force: bool = False) -> dict:
     """Write `path` (a .gguf file) as a Hugging Face folder at `out`; return what was written."""
-    path, out = Path(path), Path(out)
+    path, out = Path(path).resolve(), Path(out).resolve()
     if dtype not in DTYPES:
         raise GGUFImportError(f"--dtype {dtype}: choose one of {', '.join(DTYPES)}")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise GGUFImportError(f"{out}: exists and is not empty; pass --force to replace it, or another --out")
+    _check_out(path, out, force)
     header = check_gguf(path)
     started = time.perf_counter()
 
@@ -138,9 +154,18 @@ def import_gguf(path: Path, out: Path, *, dtype: str = "float32", force: bool = 
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         generation.save_pretrained(tmp)
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
+        old = None
+        if out.exists():  # swap: the old folder is removed only once the new one is in place
+            old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+            out.rename(old)
+        try:
+            tmp.rename(out)
+        except BaseException:
+            if old is not None:
+                old.rename(out)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

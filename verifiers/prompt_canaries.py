@@ -34,7 +34,8 @@ PROMPT_CANARY_NAMES = frozenset({
     "a link from the prompt repeated", "the required keywords repeated", "the required keywords padded with junk"})
 _LABEL = re.compile(r"^[ \t]*(?:format|格式)[ \t]*[:：][ \t]*", re.IGNORECASE | re.MULTILINE)
 _ANY_LABEL = re.compile(r"^[ \t]*[A-Za-z][A-Za-z ]{1,24}[:：]", re.MULTILINE)
-_URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'()\[\]]+", re.IGNORECASE)
+# a URL is ASCII: the text after it starts at the first other character (`…/returns办理退货`)
+_URL = re.compile(r"(?i:https?://|www\.)[^\s<>\"'()\[\]\u0080-\U0010ffff]+")  # no IGNORECASE on the class: 's', 'k' fold to ſ, K
 
 
 def format_examples(prompt: str) -> list[str]:

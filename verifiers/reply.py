@@ -38,7 +38,8 @@ from . import verdict as V
 
 DEFAULT_MAX_CHARS = 600
 DEFAULT_MAX_HITS = 3
-_URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'()\[\]，。、；！？）（]+", re.IGNORECASE)
+# a URL is ASCII: the text after it starts at the first other character (`…/returns办理退货`)
+_URL = re.compile(r"(?i:https?://|www\.)[^\s<>\"'()\[\]\u0080-\U0010ffff]+")  # no IGNORECASE on the class: 's', 'k' fold to ſ, K
 _URL_TAIL = ".,;:!?-"  # sentence punctuation after a URL is not part of it
 # prose punctuation, Latin and CJK; everything else that is not a letter, digit, space or currency sign is junk
 _PROSE = set(".,!?;:'\"()[]-–—…/%#*_<>") | set("，。！？；：、“”‘’（）《》「」【】·～")

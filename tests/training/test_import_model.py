@@ -216,6 +216,7 @@ def test_cli_writes_and_reports(tiny, tmp_path, capsys):
     out = tmp_path / "full"
     out.mkdir()
     (out / "old.txt").write_text("x")
+    (out / "config.json").write_text("{}")  # an earlier import: --force may replace it
     assert main(["import-model", str(tiny[1]), "--out", str(out), "--force"]) == 0
     printed = capsys.readouterr().out
     assert "llama" in printed and "float32" in printed and "chat template yes" in printed
@@ -230,3 +231,26 @@ def test_unreadable_file_and_missing_gguf_package(tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "gguf", None)  # as if it were not installed
     with pytest.raises(GGUFImportError, match=r"needs the `gguf` package: pip install 'gguf>=0.10'"):
         check_gguf(junk)
+
+
+def test_force_never_replaces_the_users_files(tiny, tmp_path, monkeypatch, capsys):
+    """--force replaces an earlier model folder only: not a folder of other files, not the folder the
+    source file is in, not the current folder (each once lost its files)."""
+    import shutil
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    source = notes / "m.gguf"
+    shutil.copy(tiny[1], source)
+    (notes / "config.json").write_text("{}")
+    assert main(["import-model", str(source), "--out", str(notes), "--force"]) == 2
+    assert "holds the current folder or the source file" in capsys.readouterr().err
+    monkeypatch.chdir(notes)
+    assert main(["import-model", str(tiny[1]), "--out", ".", "--force"]) == 2
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("x")
+    assert main(["import-model", str(tiny[1]), "--out", str(other), "--force"]) == 2
+    assert "is not a model folder" in capsys.readouterr().err
+    assert (notes / "notes.txt").read_text() == "mine" and source.exists() and (other / "keep.txt").exists()

@@ -119,6 +119,9 @@ def test_reply_chinese_row():
                       "reply": f"{LINK} 王芳您好，请在此页面办理退货。"})
     assert verify("reply", f"{LINK} 王芳您好，请在此页面办理退货。我的电话是<PHONE>。", ref, {}).correct
     assert not verify("reply", f"给王芳写一条简短回复，TA问：没拆封的水壶还能不能退。回复中必须包含退货页面链接。{LINK}", ref, {}).correct
+    # the link written inside the sentence with no spaces, as Chinese text does: the URL ends at the 办
+    assert verify("reply", f"王芳您好，请在{LINK}办理退货。", ref, {}).correct
+    assert not verify("reply", f"王芳您好，请在{LINK}&x=1办理退货。", ref, {}).correct
 
 
 @pytest.mark.parametrize("reference,fix", [
