@@ -68,8 +68,9 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
             "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
-            "gain": (f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}"
-                     + constant_gain_line(matrix, final_name) if final_name != "sft"
+            # the gain over SFT stays the console's last line; the constant baseline's stands above it
+            "gain": (constant_gain_line(matrix, final_name)
+                     + f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
                      else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")}
 
 
@@ -93,8 +94,8 @@ def best_line(matrix: dict) -> str:
 
 
 def constant_gain_line(matrix: dict, name: str) -> str:
-    """`\n... over the constant baseline ...`: the model's gain over one answer per category
-    (training.baseline), or "" when the matrix has no constant row."""
+    """`... over the constant baseline ...\n`: the model's gain over one answer per category
+    (training.baseline), a line above the gain over SFT; "" when the matrix has no constant row."""
     from training.report import gain_line
 
     row = next((r for r in matrix["rows"] if r["name"] == name), {})
@@ -102,8 +103,8 @@ def constant_gain_line(matrix: dict, name: str) -> str:
     if not gain:
         return ""
     if gain.get("low") is None:
-        return f"\n{name} over the constant baseline: {gain['points']:+.1f} points (no per-prompt scores for an interval)"
-    return f"\n{name} over the constant baseline, held-out {gain_line(gain)}"
+        return f"{name} over the constant baseline: {gain['points']:+.1f} points (no per-prompt scores for an interval)\n"
+    return f"{name} over the constant baseline, held-out {gain_line(gain)}\n"
 
 
 def doctor_text(run_dir: str) -> str:
