@@ -109,8 +109,8 @@ def test_run_with_dpo_reports_dpo_checkpoints_the_eval_matrix_samples_and_doctor
     assert all(Path(e["model"]).parent.parent.name == "dpo" for e in report["evals"][1:])
 
     matrix = report["eval_matrix"]
-    assert [r["name"] for r in matrix] == names and report["max_regression"] == 2.0
-    assert all(set(r["regression"]) == {"general"} and r["robustness"] is not None for r in matrix)
+    assert [r["name"] for r in matrix] == [*names, "constant"] and report["max_regression"] == 2.0  # + the constant baseline
+    assert all(set(r["regression"]) == {"general"} and r["robustness"] is not None for r in matrix if not r.get("is_constant"))
     assert report["best_model"] in names and f"best:       {report['best_model']}" in text
     assert "model" in text and "p@1 greedy" in text and "general" in text.split("p@1 greedy", 1)[1].split("\n")[0]
     assert "run doctor: " in text
