@@ -19,6 +19,7 @@ from flows.errors import EXIT_CODES
 
 EXIT_DATA = EXIT_CODES["data"]  # the data failed a check (validation report, canaries, missing sources)
 EXIT_USAGE = EXIT_CODES["usage"]  # the spec or the command line is wrong
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose output reader went away
 
 _EPILOG = """\
 commands and examples:
@@ -52,7 +53,8 @@ commands and examples:
                 rlvrflow doctor runs/demo/runs/20261201T040343Z-d58d00f4 --json
 
 exit codes: 0 ok, 1 data failed a check, 2 bad spec or arguments, 75 a transient failure outlasted
-its retries (a worker died, a connection dropped: run again), 70 a bug (with its traceback).
+its retries (a worker died, a connection dropped: run again), 70 a bug (with its traceback), 141 the
+reader of the output went away (`rlvrflow doctor RUN | head`: nothing is wrong).
 Two `rlvrflow run` on the same --out take turns: the second waits, then reuses the first's stages.
 """
 
@@ -175,12 +177,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a closed pipe prints a traceback
+        return code
+    except BrokenPipeError:
+        return closed_pipe()
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (`rlvrflow doctor RUN | head`): stop quietly, as a command killed
+    by SIGPIPE does. stdout is pointed at devnull so the interpreter's last flush cannot fail again;
+    the exit status is the shell's for SIGPIPE (141), which `set -o pipefail` sees and plain pipes ignore."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
     except UserError as exc:
         print(f"rlvrflow {args.command}: {exc}", file=sys.stderr)
         return exc.code
+    except BrokenPipeError:
+        raise  # stdout closed under us: main() stops quietly
     except KeyboardInterrupt:
         print(f"rlvrflow {args.command}: interrupted", file=sys.stderr)
         return 130
