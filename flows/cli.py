@@ -23,7 +23,7 @@ EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whos
 
 _EPILOG = """\
 commands and examples:
-  spec-check  validate a domain spec and print its sections
+  spec-check  validate a domain spec, print its sections and what its data implies
                 rlvrflow spec-check examples/retail/spec.yaml
   clean       ingest + clean + validate the spec's sources; print per-stage counts
                 rlvrflow clean examples/retail/spec.yaml --out runs/clean
@@ -76,8 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("spec-check", help="validate a domain spec", description="Validate a domain spec "
-                       "and print its sections. Example: rlvrflow spec-check examples/retail/spec.yaml")
+    p = sub.add_parser("spec-check", help="validate a domain spec", description="Validate a domain spec, "
+                       "print its sections, then what its data implies (no worked rows, prompts longer than the "
+                       "model's positions, settings the model ignores). Example: rlvrflow spec-check "
+                       "examples/retail/spec.yaml")
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.set_defaults(func=cmd_spec_check)
 
@@ -244,7 +246,20 @@ def cmd_spec_check(args) -> int:
         text = yaml.safe_dump({name: data[name]}, sort_keys=False, allow_unicode=True, width=100)
         print("\n".join(f"  {line}" for line in text.rstrip().splitlines()))
     print("every field, its default and its rules: docs/spec.md")
+    print_preflight(spec)
     return 0
+
+
+def print_preflight(spec) -> None:
+    """What the data implies before anything trains (flows/preflight.py): no worked rows, prompts longer
+    than the model's positions, settings the model ignores; one line each."""
+    from flows.preflight import preflight
+
+    notices = preflight(spec)
+    if notices:
+        print(f"what the data and the spec imply ({len(notices)}):")
+    for n in notices:
+        print(f"  [{n.kind}] {n.message}")
 
 
 def format_stats(stats: dict) -> str:
@@ -358,6 +373,8 @@ def cmd_run(args) -> int:
     from flows import ranks
 
     rank, world = ranks.world()
+    if rank == 0:
+        print_preflight(with_overrides(spec, overrides))  # the run's first lines
     if world > 1:  # torchrun / deepspeed launcher: rank 0 runs the flow, the others train with it
         ranks.join(with_overrides(spec, overrides))
         if rank != 0:

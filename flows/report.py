@@ -58,14 +58,27 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
                "curves": str(m[trained].dir / "curves.png"), "stages": stages,
                "tier_histogram": str(m["tier"].dir / "tier_histogram.png"),
                "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
-               "warnings": run_warnings(m)},
+               "sft_rows": m["sft"].stats.get("rows_used") if "sft" in m else None,
+               "warnings": run_warnings(m, results, final_name)},
     )
     path = write_report(Path(run_dir) / "report.json", report)
+    warned = report["warnings"]
+    gain = (f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
+            else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")
+    if any(w["kind"] == "answer_collapse" for w in warned):
+        gain += "; not a gain in skill: the final checkpoint gives one answer to most prompts (warnings above)"
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
             "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
-            "gain": (f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
-                     else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")}
+            "warnings": warnings_text(warned), "gain": gain}
+
+
+def warnings_text(warned: list[dict]) -> str:
+    """report.json's warnings for the terminal, one per line; empty when there are none."""
+    if not warned:
+        return ""
+    return "\n".join([f"warnings ({len(warned)}, also in report.json):"] +
+                     [f"  [{w['stage']}: {w['kind']}] {w['message']}" for w in warned])
 
 
 def best_line(matrix: dict) -> str:
@@ -108,13 +121,36 @@ def figures_markdown(report_path: str | Path) -> str:
     return "\n".join(lines)
 
 
-def run_warnings(m: dict[str, Manifest]) -> list[dict]:
-    """Every warning a stage recorded in its stats (GRPO's reward-hacking check among them), so
-    report.json says what a person should look at, not only the terminal."""
+# GRPO steps that updated nothing, as a share of the steps, from which report.json warns: a few are a
+# normal step whose prompts all went one way; a tenth of the run is compute spent on nothing
+IDLE_STEPS_SHARE = 0.1
+
+
+def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
+                 final_name: str | None = None) -> list[dict]:
+    """Every warning the run logged, as {stage, kind, message}, so report.json says what a person should
+    look at, not only the terminal: each stage's own `warnings` in its stats (SFT skipped for want of
+    worked rows, prompts or solutions cut by max_length, GRPO's reward-hacking check), GRPO steps that
+    updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the doctor's
+    answer_collapse, on the evaluate stage's results)."""
+    from training.doctor_rules import collapse_line, collapsed_answer
+
     out = []
     for name, x in m.items():
-        for message in x.stats.get("warnings") or []:
-            out.append({"stage": name, "message": str(message)})
+        for w in x.stats.get("warnings") or []:
+            w = w if isinstance(w, dict) else {"kind": f"{name}_warning", "message": str(w)}
+            out.append({"stage": name, "kind": str(w.get("kind") or f"{name}_warning"), "message": str(w["message"])})
+    st = m["grpo"].stats if "grpo" in m else {}
+    idle, steps = int(st.get("steps_without_update") or 0), int(st.get("steps") or 0)
+    if steps and idle >= IDLE_STEPS_SHARE * steps:
+        out.append({"stage": "grpo", "kind": "steps_without_update", "message": (
+            f"GRPO: {idle} of {steps} steps updated nothing (every group's rewards were equal: all right or all "
+            "wrong); `rlvrflow doctor` says which, and what to change")})
+    collapse = collapsed_answer((results or {}).get(final_name, {}).get("by_prompt")) if final_name != "sft" else None
+    if collapse is not None:
+        out.append({"stage": "evaluate", "kind": "answer_collapse", "message": (
+            f"{collapse_line(final_name, collapse)}: the model gives one answer whatever it is asked, so its "
+            "held-out hits are the golds that equal it, not skill; do not ship it (`rlvrflow doctor`)")})
     return out
 
 
