@@ -367,9 +367,9 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     trend = _quarters(correct)
     # the run's zero_variance_fraction (report.json's): groups pooled over all steps; older logs without
     # group counts give the mean of the steps' shares, and say so
-    evidence = [f"zero-variance groups: {share:.1%} of the {pooled[1]} groups scored over steps {zv[0][0]}-{zv[-1][0]}, "
+    evidence = [f"zero-variance groups: {share:.0%} of the {pooled[1]} groups scored over steps {zv[0][0]}-{zv[-1][0]}, "
                 "refills included (report.json zero_variance_fraction)" if pooled else
-                f"zero-variance groups: {share:.1%} per step on average over steps {zv[0][0]}-{zv[-1][0]} "
+                f"zero-variance groups: {share:.0%} per step on average over steps {zv[0][0]}-{zv[-1][0]} "
                 "(the steps log no group counts)"]
     if rate is not None:
         evidence.append(f"training correct rate {rate:.3f} on average" +
@@ -438,7 +438,7 @@ def no_sft_too_hard(rec: RunRecords) -> Finding | None:
                 f"tiering: {hard} of {total} prompts too hard for it (no correct sample)"]
     pooled = zero_variance_share(rec.metrics)
     if pooled:
-        evidence.append(f"zero-variance groups: {pooled[0]:.1%} of the {pooled[1]} groups scored")
+        evidence.append(f"zero-variance groups: {pooled[0]:.0%} of the {pooled[1]} groups scored")
     idle = sum(1 for m in rec.metrics if m.get("skipped"))
     if idle:
         evidence.append(f"{idle} of {len(rec.metrics)} GRPO steps updated nothing (no group had reward variance)")
