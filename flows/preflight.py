@@ -6,7 +6,7 @@
 Three checks, each on the rows as logged (ingested, not yet cleaned or deduplicated):
 - no worked rows: no row has a `solution`, so SFT will be skipped; the choices and what each costs;
 - prompts longer than the model's positions: the template's prompt plus the longest completion cap
-  (the embedded models read one token per character; a local model's own tokenizer counts);
+  (the embedded models read one token a character, plus BOS; a local model's own tokenizer counts);
 - settings the chosen model ignores: `training.tiny` with `embedded-base` or a local model.
 It reads the sources whole (the ingest step only: no cleaning, no validation); a source that matches
 no file yet is a notice, not an error, since spec-check also runs before the logs are generated.
@@ -84,9 +84,10 @@ def model_positions(spec: DomainSpec) -> tuple[int | None, str]:
 
 
 def _token_counter(spec: DomainSpec):
-    """Tokens of a prompt: characters for the embedded models (one token each), else the local model's tokenizer."""
+    """Tokens of a prompt: for the embedded models one a character plus BOS (their tokenizer is
+    character-level), else the local model's own tokenizer."""
     if spec.training.is_embedded:
-        return len
+        return lambda text: len(text) + 1
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(spec.training.model)
@@ -118,12 +119,17 @@ def too_long(spec: DomainSpec, rows: list[dict]) -> list[Notice]:
 
 
 def ignored_settings(spec: DomainSpec) -> list[Notice]:
-    """Spec settings the chosen model does not read."""
+    """Spec settings the chosen model does not read: `training.tiny` (which spec-check prints with its
+    defaults whatever the model) builds only `training.model: embedded`."""
     t = spec.training
     if t.model == "embedded":
         return []
-    chose = "set" if "tiny" in t.model_fields_set else "printed with its defaults"
-    own = ("embedded-base ships its own dimensions (training/assets/tiny_base/config.json)" if t.model == "embedded-base"
-           else f"{t.model} has its own dimensions")
-    return [Notice("ignored_setting", f"training.tiny ({chose}) is not used: {own}; it applies only to "
-                   "training.model: embedded")]
+    if t.model == "embedded-base":
+        from training.config import TINY_BASE_DIMS as d
+
+        own = (f"embedded-base has its own dimensions ({d.num_layers} layers, width {d.hidden_size}, "
+               f"{d.max_positions} positions)")
+    else:
+        own = f"{t.model} has its own dimensions (its config.json)"
+    return [Notice("ignored_setting", f"training.tiny, printed above, is not used: {own}; training.tiny applies "
+                   "only to training.model: embedded")]
