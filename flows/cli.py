@@ -373,8 +373,6 @@ def cmd_run(args) -> int:
     from flows import ranks
 
     rank, world = ranks.world()
-    if rank == 0:
-        print_preflight(with_overrides(spec, overrides))  # the run's first lines
     if world > 1:  # torchrun / deepspeed launcher: rank 0 runs the flow, the others train with it
         ranks.join(with_overrides(spec, overrides))
         if rank != 0:

@@ -1,5 +1,5 @@
-"""What a spec's data implies before anything trains: `rlvrflow spec-check` and the first lines of
-`rlvrflow run` print these notices.
+"""What a spec's data implies before anything trains: `rlvrflow spec-check` prints these notices, and
+the retrain flow logs them as its first warnings and puts them in report.json's `warnings`.
 
     for n in preflight(spec): print(n.kind, n.message)
 
@@ -131,5 +131,5 @@ def ignored_settings(spec: DomainSpec) -> list[Notice]:
                f"{d.max_positions} positions)")
     else:
         own = f"{t.model} has its own dimensions (its config.json)"
-    return [Notice("ignored_setting", f"training.tiny, printed above, is not used: {own}; training.tiny applies "
-                   "only to training.model: embedded")]
+    return [Notice("ignored_setting", f"training.tiny (spec-check prints it with its defaults) is not used: {own}; "
+                   "it applies only to training.model: embedded")]

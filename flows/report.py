@@ -26,12 +26,15 @@ def trained_stage(manifests: dict) -> str:
     return "dpo" if "dpo" in manifests else "grpo"
 
 
-def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict]) -> dict:
+def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict],
+                     notices: list[dict] | None = None) -> dict:
     """Build report.json (training.build_report) from the stage manifests; return what the CLI prints.
 
     The final checkpoint is the training stage's last; the best model is the eval matrix's choice
     (training.eval_matrix.choose_best: never a checkpoint that regressed on a regression set, SFT
-    when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads."""
+    when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads.
+    `notices`: what flows/preflight.py said of the data before the run ({kind, message}), first among
+    the warnings."""
     from training.eval_matrix import format_matrix
     from training.report import build_report, comparison_table, gain_line, write_report
 
@@ -59,7 +62,7 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
                "tier_histogram": str(m["tier"].dir / "tier_histogram.png"),
                "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
                "sft_rows": m["sft"].stats.get("rows_used") if "sft" in m else None,
-               "warnings": run_warnings(m, results, final_name)},
+               "warnings": run_warnings(m, results, final_name, notices)},
     )
     path = write_report(Path(run_dir) / "report.json", report)
     warned = report["warnings"]
@@ -127,15 +130,15 @@ IDLE_STEPS_SHARE = 0.1
 
 
 def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
-                 final_name: str | None = None) -> list[dict]:
+                 final_name: str | None = None, notices: list[dict] | None = None) -> list[dict]:
     """Every warning the run logged, as {stage, kind, message}, so report.json says what a person should
-    look at, not only the terminal: each stage's own `warnings` in its stats (SFT skipped for want of
+    look at, not only the terminal: the preflight `notices` (stage `preflight`), each stage's own `warnings` in its stats (SFT skipped for want of
     worked rows, prompts or solutions cut by max_length, GRPO's reward-hacking check), GRPO steps that
     updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the doctor's
     answer_collapse, on the evaluate stage's results)."""
     from training.doctor_rules import collapse_line, collapsed_answer
 
-    out = []
+    out = [{"stage": "preflight", "kind": str(n["kind"]), "message": str(n["message"])} for n in notices or []]
     for name, x in m.items():
         for w in x.stats.get("warnings") or []:
             w = w if isinstance(w, dict) else {"kind": f"{name}_warning", "message": str(w)}

@@ -37,9 +37,11 @@ def failed_run() -> dict[str, Manifest]:
 
 
 def test_every_logged_warning_reaches_the_report():
-    warned = run_warnings(failed_run(), {"sft": answers(SPREAD), "step_000180": answers(COLLAPSED)}, "step_000180")
+    notices = [{"kind": "no_worked_rows", "message": "none of the 2000 rows has a worked solution"}]  # flows/preflight
+    warned = run_warnings(failed_run(), {"sft": answers(SPREAD), "step_000180": answers(COLLAPSED)}, "step_000180",
+                          notices)
     assert [(w["stage"], w["kind"]) for w in warned] == [
-        ("sft", "sft_skipped"), ("sft", "prompts_truncated"), ("grpo", "grpo_warning"),
+        ("preflight", "no_worked_rows"), ("sft", "sft_skipped"), ("sft", "prompts_truncated"), ("grpo", "grpo_warning"),
         ("grpo", "steps_without_update"), ("evaluate", "answer_collapse")]
     by_kind = {w["kind"]: w["message"] for w in warned}
     assert "none of the 1682 train rows has a worked solution" in by_kind["sft_skipped"]
@@ -47,7 +49,7 @@ def test_every_logged_warning_reaches_the_report():
     assert by_kind["steps_without_update"].startswith("GRPO: 124 of 180 steps updated nothing")
     assert by_kind["answer_collapse"].startswith("step_000180 answers '2' on 150 of 200 held-out prompts (75.0%)")
     text = warnings_text(warned)
-    assert text.startswith("warnings (5, also in report.json):") and "[evaluate: answer_collapse]" in text
+    assert text.startswith("warnings (6, also in report.json):") and "[evaluate: answer_collapse]" in text
 
 
 def test_a_healthy_run_warns_of_nothing():
