@@ -69,7 +69,8 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     gain = (f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
             else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")
     if any(w["kind"] == "answer_collapse" for w in warned):
-        gain += "; not a gain in skill: the final checkpoint gives one answer to most prompts (warnings above)"
+        gain += ("; part of it is a constant answer, not skill: the final checkpoint gives one answer, mostly wrong, "
+                 "to most prompts of some categories (warnings above)")
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
             "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
@@ -136,7 +137,7 @@ def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
     worked rows, prompts or solutions cut by max_length, GRPO's reward-hacking check), GRPO steps that
     updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the doctor's
     answer_collapse, on the evaluate stage's results)."""
-    from training.doctor_rules import collapse_line, collapsed_answer
+    from training.doctor_rules import collapse_line, collapsed_answers
 
     out = [{"stage": "preflight", "kind": str(n["kind"]), "message": str(n["message"])} for n in notices or []]
     for name, x in m.items():
@@ -149,11 +150,11 @@ def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
         out.append({"stage": "grpo", "kind": "steps_without_update", "message": (
             f"GRPO: {idle} of {steps} steps updated nothing (every group's rewards were equal: all right or all "
             "wrong); `rlvrflow doctor` says which, and what to change")})
-    collapse = collapsed_answer((results or {}).get(final_name, {}).get("by_prompt")) if final_name != "sft" else None
+    collapse = collapsed_answers((results or {}).get(final_name, {}).get("by_prompt")) if final_name != "sft" else None
     if collapse is not None:
         out.append({"stage": "evaluate", "kind": "answer_collapse", "message": (
-            f"{collapse_line(final_name, collapse)}: the model gives one answer whatever it is asked, so its "
-            "held-out hits are the golds that equal it, not skill; do not ship it (`rlvrflow doctor`)")})
+            f"{collapse_line(final_name, collapse)}: there the model gives one answer whatever it is asked, so its "
+            "hits are the golds that equal it, not skill (`rlvrflow doctor`)")})
     return out
 
 

@@ -57,11 +57,14 @@ COLLAPSE_DROP = 0.1
 DEFAULT_MAX_REGRESSION = 2.0  # eval.max_regression's default, used when the run does not record its own
 HELDOUT_DROP_POINTS = 2.0  # the same bar for the main held-out set: GRPO made the model worse than SFT
 ROBUSTNESS_DROP_POINTS = 5.0  # robustness sets are small (tens of rows): 5 points is a few rows, not one
-# answer collapse: a model whose held-out greedy answers are one string on at least half the prompts
-# answers the same whatever it is asked; a real task's golds spread (the retail sample's most frequent
-# gold is under 5% of its held-out rows), so half the answers alike is a policy, not the data
+# answer collapse: one answer string on at least half of a set of held-out prompts (all of them, or one
+# category's), wrong on most of them. A model that learned a category whose golds are skewed gives its
+# frequent answer where it is right; one that gives it where it is mostly wrong answers regardless of
+# the question. Sets of fewer prompts are not judged (a share of one string that chance can reach).
 COLLAPSE_SHARE = 0.5
-COLLAPSE_MIN_PROMPTS = 20  # fewer held-out answers give a share of one string that chance can reach
+COLLAPSE_MIN_PROMPTS = 20  # all held-out prompts
+COLLAPSE_MIN_CATEGORY = 10  # one category's
+COLLAPSE_CRITICAL = 0.5  # collapsed sets that cover half the held-out prompts or more: the finding is critical
 # no SFT and nearly every tiered prompt unsolved by the base: GRPO has almost no group with a right answer
 NEARLY_ALL_TOO_HARD = 0.9
 GRAD_SPIKE_RATIO = 10.0  # a step whose grad norm is 10x the run's median is an explosion, not a hard batch
@@ -143,56 +146,79 @@ def zero_variance_share(metrics: list[dict]) -> tuple[float, int] | None:
 
 
 @dataclass(frozen=True)
-class Collapse:
-    """One answer string that a model gives on many held-out prompts (`answer_collapse`)."""
+class Collapsed:
+    """One set of held-out prompts (`where`: "all prompts" or a category) answered with one string."""
 
+    where: str
     answer: str
-    count: int
-    prompts: int
+    count: int  # prompts given that answer
+    prompts: int  # prompts in the set
+    right: int  # ... of which the answer was right
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """What `collapsed_answers` found in one model's held-out greedy answers."""
+
+    sets: tuple[Collapsed, ...]
+    prompts: int  # held-out prompts
+    covered: int  # prompts inside the collapsed sets
     hits: int  # prompts the model got right
-    hits_with_answer: int  # ... by giving that answer
+    hits_from_constant: int  # ... inside a collapsed set, with its one answer
     distinct: dict[str, tuple[int, int]]  # category -> (distinct answers, prompts)
 
     @property
-    def share(self) -> float:
-        return self.count / self.prompts
+    def critical(self) -> bool:
+        return self.covered >= COLLAPSE_CRITICAL * self.prompts
 
 
-def top_answer(by_prompt: dict | None) -> Collapse | None:
-    """The most frequent non-empty greedy answer of an eval's `by_prompt` (its `answers`), with how
-    often it was given and right; None without answers."""
-    answers = (by_prompt or {}).get("answers")
-    if not answers:
-        return None
-    said = [str(a).strip() for a in answers]
+def _one_answer(where: str, said: list[str], right: list[int], minimum: int) -> Collapsed | None:
+    """The set's most frequent non-empty answer when it is on COLLAPSE_SHARE of at least `minimum`
+    prompts and wrong on most of them."""
     counts: dict[str, int] = {}
     for a in said:
         if a:
             counts[a] = counts.get(a, 0) + 1
-    if not counts:
+    if len(said) < minimum or not counts:
         return None
     top, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-    cats = by_prompt.get("categories") or ["all"] * len(said)
-    per: dict[str, set] = {}
-    sizes: dict[str, int] = {}
-    for c, a in zip(cats, said):
-        per.setdefault(str(c), set()).add(a)
-        sizes[str(c)] = sizes.get(str(c), 0) + 1
+    hit = sum(r for r, a in zip(right, said) if a == top)
+    return Collapsed(where, top, n, len(said), hit) if n >= COLLAPSE_SHARE * len(said) and 2 * hit < n else None
+
+
+def collapsed_answers(by_prompt: dict | None) -> Collapse | None:
+    """One model's collapse to one answer, read from its eval's `by_prompt` (`answers`, `greedy`,
+    `categories`): over all prompts, else per category; None when no set collapsed or without answers."""
+    answers = (by_prompt or {}).get("answers")
+    if not answers:
+        return None
+    said = [str(a).strip() for a in answers]
     right = [int(x) for x in by_prompt.get("greedy") or [0] * len(said)]
-    return Collapse(top, n, len(said), sum(right), sum(r for r, a in zip(right, said) if r and a == top),
-                    {c: (len(per[c]), sizes[c]) for c in sorted(per)})
-
-
-def collapsed_answer(by_prompt: dict | None) -> Collapse | None:
-    """`top_answer` when it is at least COLLAPSE_SHARE of at least COLLAPSE_MIN_PROMPTS prompts, else None."""
-    c = top_answer(by_prompt)
-    return c if c is not None and c.prompts >= COLLAPSE_MIN_PROMPTS and c.share >= COLLAPSE_SHARE else None
+    cats = [str(c) for c in by_prompt.get("categories") or ["all"] * len(said)]
+    by_cat: dict[str, list[int]] = {}
+    for i, c in enumerate(cats):
+        by_cat.setdefault(c, []).append(i)
+    whole = _one_answer("all prompts", said, right, COLLAPSE_MIN_PROMPTS)
+    if whole is not None:
+        sets, inside = (whole,), range(len(said))
+    else:
+        sets = tuple(x for c, idx in sorted(by_cat.items())
+                     if (x := _one_answer(c, [said[i] for i in idx], [right[i] for i in idx], COLLAPSE_MIN_CATEGORY)))
+        inside = [i for x in sets for i in by_cat[x.where]]
+    if not sets:
+        return None
+    constant = {x.where: x.answer for x in sets}
+    from_constant = sum(right[i] for i in inside if said[i] == constant.get("all prompts", constant.get(cats[i])))
+    return Collapse(sets, len(said), len(inside), sum(right), from_constant,
+                    {c: (len({said[i] for i in idx}), len(idx)) for c, idx in sorted(by_cat.items())})
 
 
 def collapse_line(name: str, c: Collapse) -> str:
-    """`step_000060 answers '2' on 183 of 200 held-out prompts (91.5%); 17 of its 18 hits are that answer`."""
-    return (f"{name} answers {_clip(c.answer, 40)!r} on {c.count} of {c.prompts} held-out prompts ({_pts(c.share)}); "
-            f"{c.hits_with_answer} of its {c.hits} right answers are that answer")
+    """`step_000180 answers '2' on 25 of 25 gcd prompts (8 right), ...; 9 of its 12 right answers are those`."""
+    parts = [f"{_clip(x.answer, 40)!r} on {x.count} of {x.prompts} {'held-out' if x.where == 'all prompts' else x.where} "
+             f"prompts ({x.right} right)" for x in c.sets]
+    return (f"{name} answers {', '.join(parts)}; {c.hits_from_constant} of its {c.hits} right answers on the "
+            f"{c.prompts} held-out prompts are those")
 
 
 def _pts(x: float) -> str:
@@ -406,26 +432,32 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
 
 
 def answer_collapse(rec: RunRecords) -> Finding | None:
-    """A checkpoint gives one answer to most held-out prompts: its hits are the golds' prior, not the task."""
-    found = [(e, c) for e in rec.evals[1:] if (c := collapsed_answer(e.get("by_prompt"))) is not None]
+    """A checkpoint gives one answer to most held-out prompts (or to most of a category's) where that answer
+    is mostly wrong: its hits there are the golds that equal the constant, not the task."""
+    found = [(e, c) for e in rec.evals[1:] if (c := collapsed_answers(e.get("by_prompt"))) is not None]
     if not found:
         return None
     evidence = [collapse_line(e["name"], c) for e, c in found]
     last, c = found[-1]
     spread = ", ".join(f"{cat} {d} of {n}" for cat, (d, n) in c.distinct.items())
     evidence.append(f"distinct greedy answers per category at {last['name']}: {spread}")
-    base = top_answer(rec.evals[0].get("by_prompt"))
-    if base is not None:
-        evidence.append(f"for comparison, {collapse_line(rec.evals[0]['name'], base)}")
+    base = rec.evals[0].get("by_prompt") or {}
+    if base.get("answers") and base.get("categories"):
+        seen: dict[str, set] = {}
+        for a, cat in zip(base["answers"], base["categories"]):
+            seen.setdefault(str(cat), set()).add(str(a).strip())
+        evidence.append(f"{rec.evals[0]['name']} for comparison: " +
+                        ", ".join(f"{cat} {len(seen.get(cat, ()))}" for cat in c.distinct))
     if rec.sft_rows == 0:
         evidence.append("there was no SFT (no worked rows): GRPO started from the base model")
-    change = ("do not ship this checkpoint, and read its gain as the share of golds equal to the constant (compare "
-              "with the best constant answer per category), not as skill. The policy found one answer that scores "
-              "often enough to beat sampling anything else; give it something to learn from first: worked rows for "
-              "SFT, or a base model that already solves some of these prompts" +
+    change = ("do not ship this checkpoint for those categories, and read its gain there as the share of golds equal to "
+              "the constant (compare with the best constant answer per category), not as skill. The policy found "
+              "one answer that scores often enough to beat sampling anything else; give it something to learn "
+              "from first: worked rows for SFT, or a base model that already solves some of these prompts" +
               ("" if rec.sft_rows == 0 else "; lower training.grpo.lr or raise beta to hold it near SFT"))
-    return Finding("answer_collapse", "critical", "the model gives one answer to most held-out prompts",
-                   tuple(evidence), change)
+    where = ", ".join(x.where for x in c.sets)
+    return Finding("answer_collapse", "critical" if c.critical else "warning",
+                   f"the model gives one answer, mostly wrong, to most prompts of: {where}", tuple(evidence), change)
 
 
 def no_sft_too_hard(rec: RunRecords) -> Finding | None:

@@ -14,7 +14,8 @@ def manifest(stage: str, **stats) -> Manifest:
 
 
 def answers(values: list[str]) -> dict:
-    return {"by_prompt": {"ids": [f"p{i}" for i in range(len(values))], "greedy": [int(v == "2") for v in values],
+    """Greedy answers against golds that are all distinct from them: every answer wrong."""
+    return {"by_prompt": {"ids": [f"p{i}" for i in range(len(values))], "greedy": [0] * len(values),
                           "answers": values, "categories": ["gcd" if i % 2 else "lcm" for i in range(len(values))]}}
 
 
@@ -47,7 +48,7 @@ def test_every_logged_warning_reaches_the_report():
     assert "none of the 1682 train rows has a worked solution" in by_kind["sft_skipped"]
     assert "cut the start of 4 of 1682 prompts" in by_kind["prompts_truncated"]
     assert by_kind["steps_without_update"].startswith("GRPO: 124 of 180 steps updated nothing")
-    assert by_kind["answer_collapse"].startswith("step_000180 answers '2' on 150 of 200 held-out prompts (75.0%)")
+    assert by_kind["answer_collapse"].startswith("step_000180 answers '2' on 150 of 200 held-out prompts (0 right)")
     text = warnings_text(warned)
     assert text.startswith("warnings (6, also in report.json):") and "[evaluate: answer_collapse]" in text
 

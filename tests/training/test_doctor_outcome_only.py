@@ -44,24 +44,45 @@ CONSTANT = ["2" if i % 10 else str(100 + i) for i in range(200)]  # '2' on 180 o
 def test_answer_collapse_names_the_constant_its_hits_and_the_spread_per_category():
     rec = RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS), heldout("step_000060", CONSTANT, GOLDS)])
     f = R.answer_collapse(rec)
-    assert f is not None and f.severity == "critical"
-    assert f.evidence[0] == ("step_000060 answers '2' on 180 of 200 held-out prompts (90.0%); 20 of its 35 right "
-                             "answers are that answer")  # hits: '2' at multiples of 8 not of 10, and 15 own golds
+    assert f is not None and f.severity == "critical" and f.title.endswith("most prompts of: all prompts")
+    # hits: '2' where the gold is '2' (multiples of 8 that are not of 10: 20) and 15 prompts answered with their gold
+    assert f.evidence[0] == ("step_000060 answers '2' on 180 of 200 held-out prompts (20 right); 20 of its 35 right "
+                             "answers on the 200 held-out prompts are those")
     # gcd holds i % 4 == 0: '2' except at the 10 multiples of 20; lcm (odd i) is '2' throughout
     assert "gcd 11 of 50" in f.evidence[1] and "lcm 1 of 50" in f.evidence[1]
-    assert "for comparison, sft answers" in f.evidence[2]
+    assert f.evidence[2].startswith("sft for comparison: chain_sum ")
     assert "do not ship" in f.change
 
 
-def test_no_collapse_without_a_dominant_answer_or_with_too_few_prompts():
+def by_prompt(answers: list[str], golds: list[str], cats: list[str] | None = None) -> dict:
+    return {"answers": answers, "greedy": [int(a == g) for a, g in zip(answers, golds)],
+            **({"categories": cats} if cats else {})}
+
+
+def test_one_category_answered_with_one_wrong_answer_is_a_warning():
+    cats = [CATS[i % 4] for i in range(200)]
+    golds = [f"g{i}" if i % 12 else "2" for i in range(200)]  # gcd's gold is '2' on 17 of its 50 prompts
+    answers = ["2" if c == "gcd" else golds[i] if i % 3 == 0 else f"w{i}" for i, c in enumerate(cats)]
+    c = R.collapsed_answers(by_prompt(answers, golds, cats))
+    assert [(x.where, x.answer, x.count, x.prompts, x.right) for x in c.sets] == [("gcd", "2", 50, 50, 17)]
+    assert not c.critical and c.covered == 50 and c.hits_from_constant == 17
+    f = R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS),
+                                            {"name": "step_000090", "by_prompt": by_prompt(answers, golds, cats)}]))
+    assert f.severity == "warning" and f.title.endswith("most prompts of: gcd")
+
+
+def test_no_collapse_where_the_answer_is_mostly_right_or_the_sets_are_small():
     assert R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS),
                                                heldout("step_000060", SFT_ANSWERS, GOLDS)])) is None
-    half_but_one = ["2"] * 99 + [str(1000 + i) for i in range(101)]
-    assert R.collapsed_answer(heldout("step_000001", half_but_one, GOLDS)["by_prompt"]) is None
-    half = ["2"] * 100 + [str(1000 + i) for i in range(100)]
-    assert R.collapsed_answer(heldout("step_000001", half, GOLDS)["by_prompt"]).count == 100
-    few = heldout("step_000060", ["2"] * 10, ["2"] * 10)
-    assert R.answer_collapse(RunRecords(evals=[heldout("sft", ["1"] * 10, ["2"] * 10), few])) is None
+    golds = [f"g{i}" for i in range(200)]
+    assert R.collapsed_answers(by_prompt(["2"] * 99 + golds[99:], golds)) is None  # under half
+    assert R.collapsed_answers(by_prompt(["2"] * 100 + golds[100:], golds)).sets[0].count == 100
+    # a category whose golds are skewed, answered with its frequent gold where that is right: learned, not collapsed
+    skewed = ["1" if i < 70 else f"g{i}" for i in range(100)]
+    assert R.collapsed_answers(by_prompt(["1"] * 70 + skewed[70:], skewed, ["gcd"] * 100)) is None
+    # 9 prompts of a category, all '2' and wrong: too few to judge
+    small = by_prompt(["2"] * 9 + golds[9:40], golds[:40], ["gcd"] * 9 + ["lcm"] * 31)
+    assert R.collapsed_answers(small) is None
     unparsed = heldout("step_000060", [""] * 200, GOLDS)  # no answer at all is format_falls' business
     assert R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS), unparsed])) is None
     # an eval of an older run, without answers: nothing to read, no finding
