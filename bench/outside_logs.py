@@ -10,7 +10,7 @@ spec is written from the README's "Your own domain" and docs/spec.md alone: a js
 run takes minutes on two cores. With no worked rows SFT has nothing to learn from: the run starts
 GRPO from the base, and on these prompts the base solves almost none. What this bench is for is
 what the run then says: its first lines, the warnings in report.json and the doctor's findings
-(the policy tends to settle on one answer, `2`, which is right on a third of the gcd rows).
+(the policy tends to settle on one answer per kind, such as `2` for every gcd question).
 
 Not measured here: whether a larger model gains on these logs (this bench uses the embedded base).
 """
