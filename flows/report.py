@@ -137,7 +137,7 @@ def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
     worked rows, prompts or solutions cut by max_length, GRPO's reward-hacking check), GRPO steps that
     updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the doctor's
     answer_collapse, on the evaluate stage's results)."""
-    from training.doctor_rules import collapse_line, collapsed_answers
+    from training.answer_collapse import collapse_line, collapsed_answers
 
     out = [{"stage": "preflight", "kind": str(n["kind"]), "message": str(n["message"])} for n in notices or []]
     for name, x in m.items():

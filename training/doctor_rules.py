@@ -17,6 +17,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
+from training.answer_collapse import collapse_line, collapsed_answers
+
 MIN_STEPS = 8  # fewer logged steps give quarters of one or two steps: too noisy to call a trend
 REWARD_RISE = 0.05  # rewards live in ~[0, 1]; +0.05 of mean reward is ~3 more right answers per 64 rollouts
 EVAL_FLAT_POINTS = 1.0  # held-out pass@1 within 1 point of SFT: on 200 prompts that is 2 prompts, noise
@@ -57,14 +59,6 @@ COLLAPSE_DROP = 0.1
 DEFAULT_MAX_REGRESSION = 2.0  # eval.max_regression's default, used when the run does not record its own
 HELDOUT_DROP_POINTS = 2.0  # the same bar for the main held-out set: GRPO made the model worse than SFT
 ROBUSTNESS_DROP_POINTS = 5.0  # robustness sets are small (tens of rows): 5 points is a few rows, not one
-# answer collapse: one answer string on at least half of a set of held-out prompts (all of them, or one
-# category's), wrong on most of them. A model that learned a category whose golds are skewed gives its
-# frequent answer where it is right; one that gives it where it is mostly wrong answers regardless of
-# the question. Sets of fewer prompts are not judged (a share of one string that chance can reach).
-COLLAPSE_SHARE = 0.5
-COLLAPSE_MIN_PROMPTS = 20  # all held-out prompts
-COLLAPSE_MIN_CATEGORY = 10  # one category's
-COLLAPSE_CRITICAL = 0.5  # collapsed sets that cover half the held-out prompts or more: the finding is critical
 # no SFT and nearly every tiered prompt unsolved by the base: GRPO has almost no group with a right answer
 NEARLY_ALL_TOO_HARD = 0.9
 GRAD_SPIKE_RATIO = 10.0  # a step whose grad norm is 10x the run's median is an explosion, not a hard batch
@@ -143,82 +137,6 @@ def zero_variance_share(metrics: list[dict]) -> tuple[float, int] | None:
     seen = sum(int(m.get("groups_seen") or 0) for m in metrics)
     flat = sum(int(m.get("groups_zero_variance") or 0) for m in metrics)
     return (flat / seen, seen) if seen else None
-
-
-@dataclass(frozen=True)
-class Collapsed:
-    """One set of held-out prompts (`where`: "all prompts" or a category) answered with one string."""
-
-    where: str
-    answer: str
-    count: int  # prompts given that answer
-    prompts: int  # prompts in the set
-    right: int  # ... of which the answer was right
-
-
-@dataclass(frozen=True)
-class Collapse:
-    """What `collapsed_answers` found in one model's held-out greedy answers."""
-
-    sets: tuple[Collapsed, ...]
-    prompts: int  # held-out prompts
-    covered: int  # prompts inside the collapsed sets
-    hits: int  # prompts the model got right
-    hits_from_constant: int  # ... inside a collapsed set, with its one answer
-    distinct: dict[str, tuple[int, int]]  # category -> (distinct answers, prompts)
-
-    @property
-    def critical(self) -> bool:
-        return self.covered >= COLLAPSE_CRITICAL * self.prompts
-
-
-def _one_answer(where: str, said: list[str], right: list[int], minimum: int) -> Collapsed | None:
-    """The set's most frequent non-empty answer when it is on COLLAPSE_SHARE of at least `minimum`
-    prompts and wrong on most of them."""
-    counts: dict[str, int] = {}
-    for a in said:
-        if a:
-            counts[a] = counts.get(a, 0) + 1
-    if len(said) < minimum or not counts:
-        return None
-    top, n = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
-    hit = sum(r for r, a in zip(right, said) if a == top)
-    return Collapsed(where, top, n, len(said), hit) if n >= COLLAPSE_SHARE * len(said) and 2 * hit < n else None
-
-
-def collapsed_answers(by_prompt: dict | None) -> Collapse | None:
-    """One model's collapse to one answer, read from its eval's `by_prompt` (`answers`, `greedy`,
-    `categories`): over all prompts, else per category; None when no set collapsed or without answers."""
-    answers = (by_prompt or {}).get("answers")
-    if not answers:
-        return None
-    said = [str(a).strip() for a in answers]
-    right = [int(x) for x in by_prompt.get("greedy") or [0] * len(said)]
-    cats = [str(c) for c in by_prompt.get("categories") or ["all"] * len(said)]
-    by_cat: dict[str, list[int]] = {}
-    for i, c in enumerate(cats):
-        by_cat.setdefault(c, []).append(i)
-    whole = _one_answer("all prompts", said, right, COLLAPSE_MIN_PROMPTS)
-    if whole is not None:
-        sets, inside = (whole,), range(len(said))
-    else:
-        sets = tuple(x for c, idx in sorted(by_cat.items())
-                     if (x := _one_answer(c, [said[i] for i in idx], [right[i] for i in idx], COLLAPSE_MIN_CATEGORY)))
-        inside = [i for x in sets for i in by_cat[x.where]]
-    if not sets:
-        return None
-    constant = {x.where: x.answer for x in sets}
-    from_constant = sum(right[i] for i in inside if said[i] == constant.get("all prompts", constant.get(cats[i])))
-    return Collapse(sets, len(said), len(inside), sum(right), from_constant,
-                    {c: (len({said[i] for i in idx}), len(idx)) for c, idx in sorted(by_cat.items())})
-
-
-def collapse_line(name: str, c: Collapse) -> str:
-    """`step_000180 answers '2' on 25 of 25 gcd prompts (8 right), ...; 9 of its 12 right answers are those`."""
-    parts = [f"{_clip(x.answer, 40)!r} on {x.count} of {x.prompts} {'held-out' if x.where == 'all prompts' else x.where} "
-             f"prompts ({x.right} right)" for x in c.sets]
-    return (f"{name} answers {', '.join(parts)}; {c.hits_from_constant} of its {c.hits} right answers on the "
-            f"{c.prompts} held-out prompts are those")
 
 
 def _pts(x: float) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from training import doctor_rules as R
+from training.answer_collapse import collapsed_answers
 from training.doctor import diagnose, format_findings
 from training.doctor_rules import RunRecords
 
@@ -63,7 +64,7 @@ def test_one_category_answered_with_one_wrong_answer_is_a_warning():
     cats = [CATS[i % 4] for i in range(200)]
     golds = [f"g{i}" if i % 12 else "2" for i in range(200)]  # gcd's gold is '2' on 17 of its 50 prompts
     answers = ["2" if c == "gcd" else golds[i] if i % 3 == 0 else f"w{i}" for i, c in enumerate(cats)]
-    c = R.collapsed_answers(by_prompt(answers, golds, cats))
+    c = collapsed_answers(by_prompt(answers, golds, cats))
     assert [(x.where, x.answer, x.count, x.prompts, x.right) for x in c.sets] == [("gcd", "2", 50, 50, 17)]
     assert not c.critical and c.covered == 50 and c.hits_from_constant == 17
     f = R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS),
@@ -75,14 +76,14 @@ def test_no_collapse_where_the_answer_is_mostly_right_or_the_sets_are_small():
     assert R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS),
                                                heldout("step_000060", SFT_ANSWERS, GOLDS)])) is None
     golds = [f"g{i}" for i in range(200)]
-    assert R.collapsed_answers(by_prompt(["2"] * 99 + golds[99:], golds)) is None  # under half
-    assert R.collapsed_answers(by_prompt(["2"] * 100 + golds[100:], golds)).sets[0].count == 100
+    assert collapsed_answers(by_prompt(["2"] * 99 + golds[99:], golds)) is None  # under half
+    assert collapsed_answers(by_prompt(["2"] * 100 + golds[100:], golds)).sets[0].count == 100
     # a category whose golds are skewed, answered with its frequent gold where that is right: learned, not collapsed
     skewed = ["1" if i < 70 else f"g{i}" for i in range(100)]
-    assert R.collapsed_answers(by_prompt(["1"] * 70 + skewed[70:], skewed, ["gcd"] * 100)) is None
+    assert collapsed_answers(by_prompt(["1"] * 70 + skewed[70:], skewed, ["gcd"] * 100)) is None
     # 9 prompts of a category, all '2' and wrong: too few to judge
     small = by_prompt(["2"] * 9 + golds[9:40], golds[:40], ["gcd"] * 9 + ["lcm"] * 31)
-    assert R.collapsed_answers(small) is None
+    assert collapsed_answers(small) is None
     unparsed = heldout("step_000060", [""] * 200, GOLDS)  # no answer at all is format_falls' business
     assert R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS), unparsed])) is None
     # an eval of an older run, without answers: nothing to read, no finding
