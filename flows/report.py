@@ -133,10 +133,11 @@ IDLE_STEPS_SHARE = 0.1
 def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
                  final_name: str | None = None, notices: list[dict] | None = None) -> list[dict]:
     """Every warning the run logged, as {stage, kind, message}, so report.json says what a person should
-    look at, not only the terminal: the preflight `notices` (stage `preflight`), each stage's own `warnings` in its stats (SFT skipped for want of
-    worked rows, prompts or solutions cut by max_length, GRPO's reward-hacking check), GRPO steps that
-    updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the doctor's
-    answer_collapse, on the evaluate stage's results)."""
+    look at, not only the terminal: the preflight `notices` (stage `preflight`), each stage's own
+    `warnings` in its stats (SFT skipped for want of worked rows, prompts or solutions cut by max_length;
+    the trainer's plain strings, GRPO's reward-hacking check, get the kind `<stage>_warning`), GRPO steps
+    that updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the
+    doctor's answer_collapse, on the evaluate stage's results)."""
     from training.answer_collapse import collapse_line, collapsed_answers
 
     out = [{"stage": "preflight", "kind": str(n["kind"]), "message": str(n["message"])} for n in notices or []]

@@ -311,9 +311,10 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     trend = _quarters(correct)
     # the run's zero_variance_fraction (report.json's): groups pooled over all steps; older logs without
     # group counts give the mean of the steps' shares, and say so
-    evidence = [f"zero-variance groups: {share:.0%} of the {pooled[1]} groups scored over steps {zv[0][0]}-{zv[-1][0]}, "
-                "refills included (report.json zero_variance_fraction)" if pooled else
-                f"zero-variance groups: {share:.0%} per step on average over steps {zv[0][0]}-{zv[-1][0]} "
+    steps = f"steps {zv[0][0]}-{zv[-1][0]}"
+    evidence = [f"zero-variance groups: {share:.0%} of the {pooled[1]} groups scored over {steps}, refills included "
+                "(report.json zero_variance_fraction)" if pooled else
+                f"zero-variance groups: {share:.0%} per step on average over {steps} "
                 "(the steps log no group counts)"]
     if rate is not None:
         evidence.append(f"training correct rate {rate:.3f} on average" +
@@ -368,8 +369,8 @@ def answer_collapse(rec: RunRecords) -> Finding | None:
                         ", ".join(f"{cat} {len(seen.get(cat, ()))}" for cat in c.distinct))
     if rec.sft_rows == 0:
         evidence.append("there was no SFT (no worked rows): GRPO started from the base model")
-    change = ("do not ship this checkpoint for those categories, and read its gain there as the share of golds equal to "
-              "the constant (compare with the best constant answer per category), not as skill. The policy found "
+    change = ("do not ship this checkpoint for those categories, and read its gain there as the share of golds equal "
+              "to the constant (compare with the best constant answer per category), not as skill. The policy found "
               "one answer that scores often enough to beat sampling anything else; give it something to learn "
               "from first: worked rows for SFT, or a base model that already solves some of these prompts" +
               ("" if rec.sft_rows == 0 else "; lower training.grpo.lr or raise beta to hold it near SFT"))
@@ -483,6 +484,7 @@ def numbers_break(rec: RunRecords) -> Finding | None:
 
 
 RULES: tuple[Callable[[RunRecords], Finding | None], ...] = (
-    numbers_break, answer_collapse, no_sft_too_hard, reward_rises_eval_flat, heldout_falls, regression_drops, robustness_drops, reward_swings,
+    numbers_break, answer_collapse, no_sft_too_hard,
+    reward_rises_eval_flat, heldout_falls, regression_drops, robustness_drops, reward_swings,
     length_grows, format_falls, kl_grows, entropy_drifts, mostly_zero_variance,
 )

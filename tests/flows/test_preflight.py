@@ -106,9 +106,9 @@ def test_every_command_survives_a_closed_pipe(tmp_path):
 
     grpo = tmp_path / "grpo"
     grpo.mkdir()
-    (grpo / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward_mean": 0.1, "zero_variance_fraction": 0.9,
-                                                            "groups_seen": 8, "groups_zero_variance": 7}) + "\n"
-                                                for s in range(1, 21)))
+    lines = [{"step": s, "reward_mean": 0.1, "zero_variance_fraction": 0.9, "groups_seen": 8, "groups_zero_variance": 7}
+             for s in range(1, 21)]
+    (grpo / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
     for args in (["doctor", str(grpo)], ["doctor", str(grpo), "--json"], ["spec-check", str(outside(tmp_path))]):
         done = closed_pipe_run(args)
         assert done.returncode == EXIT_CLOSED_PIPE, (args, done.stderr)

@@ -54,8 +54,8 @@ def test_every_logged_warning_reaches_the_report():
 
 
 def test_a_healthy_run_warns_of_nothing():
-    m = {"sft": manifest("sft", rows_used=220, warnings=[]), "grpo": manifest("grpo", steps=180, steps_without_update=3),
-         "evaluate": manifest("evaluate")}
+    m = {"sft": manifest("sft", rows_used=220, warnings=[]),
+         "grpo": manifest("grpo", steps=180, steps_without_update=3), "evaluate": manifest("evaluate")}
     assert run_warnings(m, {"sft": answers(SPREAD), "step_000180": answers(SPREAD)}, "step_000180") == []
     assert warnings_text([]) == ""
     # a final "checkpoint" that is SFT itself (no GRPO checkpoint evaluated) is not judged for collapse here

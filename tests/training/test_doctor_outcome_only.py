@@ -99,7 +99,8 @@ def test_no_sft_too_hard_gives_the_choices_not_the_lr():
     assert "10 of 40 GRPO steps updated nothing" in f.evidence[3]
     assert "verifiers.answer_only_targets: true" in f.change and "training.model" in f.change
     assert "restart from SFT" not in f.change
-    assert R.no_sft_too_hard(RunRecords(metrics=flat_metrics(), sft_rows=220, tiers={"too_hard": 391, "learnable": 9})) is None
+    with_sft = RunRecords(metrics=flat_metrics(), sft_rows=220, tiers={"too_hard": 391, "learnable": 9})
+    assert R.no_sft_too_hard(with_sft) is None
     assert R.no_sft_too_hard(RunRecords(sft_rows=0, tiers={"too_hard": 200, "learnable": 200})) is None
     assert R.no_sft_too_hard(RunRecords(sft_rows=None, tiers={"too_hard": 400})) is None  # not recorded: no claim
 
