@@ -18,16 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows.spec import DomainSpec
+from training.config import TINY_BASE_DIMS, TinyModelConfig
 
 LONGEST_SHOWN = 3  # the longest prompts named in the notice
 
 
 @dataclass(frozen=True)
 class Notice:
-    """One thing the data or the spec implies: `kind` (a slug) and the message with the numbers and the fix."""
+    """One thing the data or the spec implies: `kind` (a slug) and the message with the numbers and the fix.
+    `warn`: the run repeats it as a warning (report.json); a note for spec-check's reader only is False."""
 
     kind: str
     message: str
+    warn: bool = True
 
 
 def preflight(spec: DomainSpec) -> list[Notice]:
@@ -125,11 +128,14 @@ def ignored_settings(spec: DomainSpec) -> list[Notice]:
     if t.model == "embedded":
         return []
     if t.model == "embedded-base":
-        from training.config import TINY_BASE_DIMS as d
-
+        d = TINY_BASE_DIMS
         own = (f"embedded-base has its own dimensions ({d.num_layers} layers, width {d.hidden_size}, "
                f"{d.max_positions} positions)")
     else:
         own = f"{t.model} has its own dimensions (its config.json)"
-    return [Notice("ignored_setting", f"training.tiny (spec-check prints it with its defaults) is not used: {own}; "
-                   "it applies only to training.model: embedded")]
+    # dimensions left at a default are only a note on spec-check's printout; other ones were written for a
+    # model that will not read them: a warning (compared by value: overrides re-validate the whole spec)
+    written = t.tiny not in (TinyModelConfig(), TINY_BASE_DIMS)
+    said = "set in the spec" if written else "spec-check prints it with its defaults"
+    return [Notice("ignored_setting", f"training.tiny ({said}) is not used: {own}; it applies only to "
+                   "training.model: embedded", warn=written)]

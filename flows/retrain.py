@@ -67,7 +67,7 @@ def retrain(
                 spec.orchestration.runner)
     # what the data implies (no worked rows, prompts past the model's positions, ignored settings): the
     # run's first lines, and report.json's warnings
-    notices = [{"kind": n.kind, "message": n.message} for n in preflight(spec)]
+    notices = [{"kind": n.kind, "message": n.message} for n in preflight(spec) if n.warn]
     for n in notices:
         logger.warning("%s", n["message"])
     fan_out = make_task_runner(spec)

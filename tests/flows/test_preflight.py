@@ -57,6 +57,8 @@ def test_outcome_only_logs_name_no_sft_the_long_prompts_and_the_ignored_settings
     assert long.startswith("2 of 42 prompts (categories gsm_symbolic)") and "512 positions" in long
     assert "gsm_symbolic-0010 (gsm_symbolic, 717 tokens)" in long and "gsm_symbolic-0191" in long
     assert "max_prompt_chars" in long
+    (note,) = [n for n in preflight(load_spec(outside(tmp_path))) if n.kind == "ignored_setting"]
+    assert not note.warn  # the user did not write training.tiny: a note for spec-check, not a run warning
     assert notices["ignored_setting"].startswith("training.tiny (spec-check prints it with its defaults) is not used: "
                                                  "embedded-base has its own dimensions (2 layers, width 128, 512 "
                                                  "positions)")
