@@ -69,8 +69,8 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     gain = (f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
             else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")
     if any(w["kind"] == "answer_collapse" for w in warned):
-        gain += ("; part of it is a constant answer, not skill: the final checkpoint gives one answer, mostly wrong, "
-                 "to most prompts of some categories (warnings above)")
+        gain += ("; its hits include a constant answer, not skill: the final checkpoint gives one answer, mostly "
+                 "wrong, to most prompts of some categories (warnings above)")
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
             "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
