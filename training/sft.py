@@ -87,7 +87,8 @@ NO_WORKED_ROWS_CHOICES = (
     "task's working first; (c) verifiers.answer_only_targets: true, so SFT trains on `Answer: <gold>` "
     "targets built from the golds: that teaches the answer format, not the working, and GRPO then starts "
     "from a model that has memorized answers; (d) training.model: a local instruct model that already "
-    "solves some of these prompts")
+    "solves some of these prompts (the README's 'Outcome-only logs' says what (a) and (c) gave on one outside "
+    "data set)")
 
 
 def no_worked_rows_message(rows: int) -> str:
