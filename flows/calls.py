@@ -304,6 +304,7 @@ def grpo(job: Job) -> Result:
                          pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,
                          on_progress=progress, workers=spec.verifiers.workers, timeout_s=spec.verifiers.timeout_s)
     stats = {k: summary.get(k) for k in ("steps", "seconds", "steps_per_second", "zero_variance_fraction",
+                                         "groups_seen", "groups_zero_variance", "steps_without_update",
                                          "final_checkpoint", "best_checkpoint", "warnings", "notes")}
     files = {"summary": "summary.json", "metrics": "metrics.jsonl"}
     if (Path(job.out) / "curves.png").exists():

@@ -19,10 +19,11 @@ from flows.errors import EXIT_CODES
 
 EXIT_DATA = EXIT_CODES["data"]  # the data failed a check (validation report, canaries, missing sources)
 EXIT_USAGE = EXIT_CODES["usage"]  # the spec or the command line is wrong
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose output reader went away
 
 _EPILOG = """\
 commands and examples:
-  spec-check  validate a domain spec and print its sections
+  spec-check  validate a domain spec, print its sections and what its data implies
                 rlvrflow spec-check examples/retail/spec.yaml
   clean       ingest + clean + validate the spec's sources; print per-stage counts
                 rlvrflow clean examples/retail/spec.yaml --out runs/clean
@@ -56,7 +57,7 @@ commands and examples:
 
 exit codes: 0 ok, 1 data failed a check, 2 bad spec or arguments, 75 a transient failure outlasted
 its retries (a worker died, a connection dropped: run again), 70 a bug (with its traceback), 141 the
-reader of the output left (`rlvrflow doctor RUN | head`).
+reader of the output went away (`rlvrflow doctor RUN | head`: nothing is wrong).
 Two `rlvrflow run` on the same --out take turns: the second waits, then reuses the first's stages.
 """
 
@@ -78,8 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("spec-check", help="validate a domain spec", description="Validate a domain spec "
-                       "and print its sections. Example: rlvrflow spec-check examples/retail/spec.yaml")
+    p = sub.add_parser("spec-check", help="validate a domain spec", description="Validate a domain spec, "
+                       "print its sections, then what its data implies (no worked rows, prompts longer than the "
+                       "model's positions, settings the model ignores). Example: rlvrflow spec-check "
+                       "examples/retail/spec.yaml")
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.set_defaults(func=cmd_spec_check)
 
@@ -190,18 +193,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where a closed pipe prints a traceback
+        return code
+    except BrokenPipeError:
+        return closed_pipe()
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (`rlvrflow doctor RUN | head`): stop quietly, as a command killed
+    by SIGPIPE does. stdout is pointed at devnull so the interpreter's last flush cannot fail again;
+    the exit status is the shell's for SIGPIPE (141), which `set -o pipefail` sees and plain pipes ignore."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
     except UserError as exc:
         print(f"rlvrflow {args.command}: {exc}", file=sys.stderr)
         return exc.code
+    except BrokenPipeError:
+        raise  # stdout closed under us: main() stops quietly
     except KeyboardInterrupt:
         print(f"rlvrflow {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `rlvrflow doctor RUN | head`: the reader left, which is no error of ours
-        _leave_closed_pipe()
-        return EXIT_CLOSED_PIPE
     except Exception:  # a bug (flows/errors.py): the traceback is what a report needs
         import traceback
 
@@ -209,22 +232,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rlvrflow {args.command}: failed on a bug (the traceback above); please report it",
               file=sys.stderr)
         return EXIT_CODES["bug"]
-
-
-# The shell's code for a writer whose reader closed the pipe (128 + SIGPIPE), as `cat` or `git log` exit.
-EXIT_CLOSED_PIPE = 141
-
-
-def _leave_closed_pipe() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not fail on the closed pipe
-    again (Python's documented recipe for SIGPIPE: docs.python.org, library/signal, 'Note on SIGPIPE')."""
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout already closed or not a real file: nothing left to flush
-        pass
 
 
 # ----- commands -------------------------------------------------------------------------------
@@ -253,7 +260,20 @@ def cmd_spec_check(args) -> int:
         text = yaml.safe_dump({name: data[name]}, sort_keys=False, allow_unicode=True, width=100)
         print("\n".join(f"  {line}" for line in text.rstrip().splitlines()))
     print("every field, its default and its rules: docs/spec.md")
+    print_preflight(spec)
     return 0
+
+
+def print_preflight(spec) -> None:
+    """What the data implies before anything trains (flows/preflight.py): no worked rows, prompts longer
+    than the model's positions, settings the model ignores; one line each."""
+    from flows.preflight import preflight
+
+    notices = preflight(spec)
+    if notices:
+        print(f"what the data and the spec imply ({len(notices)}):")
+    for n in notices:
+        print(f"  [{n.kind}] {n.message}")
 
 
 def format_stats(stats: dict) -> str:

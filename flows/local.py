@@ -64,7 +64,7 @@ class RunOutcome:
                   f"checkpoint: {r.get('checkpoint')} (final of {str(r.get('algorithm', 'grpo')).upper()})"]
         if r.get("best"):
             lines.append(r["best"])
-        for key in ("comparison", "matrix", "doctor"):  # SFT vs final; every model on every dimension; advice
+        for key in ("comparison", "matrix", "doctor", "warnings"):  # SFT vs final; every model; advice; warnings
             if r.get(key):
                 lines += ["", r[key]]
         if r.get("gain"):  # last, where a reader of the demo looks first

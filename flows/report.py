@@ -26,12 +26,15 @@ def trained_stage(manifests: dict) -> str:
     return "dpo" if "dpo" in manifests else "grpo"
 
 
-def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict]) -> dict:
+def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict],
+                     notices: list[dict] | None = None) -> dict:
     """Build report.json (training.build_report) from the stage manifests; return what the CLI prints.
 
     The final checkpoint is the training stage's last; the best model is the eval matrix's choice
     (training.eval_matrix.choose_best: never a checkpoint that regressed on a regression set, SFT
-    when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads."""
+    when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads.
+    `notices`: what flows/preflight.py said of the data before the run ({kind, message}), first among
+    the warnings."""
     from training.eval_matrix import format_matrix
     from training.report import build_report, comparison_table, gain_line, write_report
 
@@ -62,16 +65,30 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
                "curves": str(m[trained].dir / "curves.png"), "stages": stages,
                "tier_histogram": str(m["tier"].dir / "tier_histogram.png"),
                "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
-               "warnings": run_warnings(m)},
+               "sft_rows": m["sft"].stats.get("rows_used") if "sft" in m else None,
+               "warnings": run_warnings(m, results, final_name, notices)},
     )
     path = write_report(Path(run_dir) / "report.json", report)
+    warned = report["warnings"]
+    # the gain over SFT is the console's last line; the gain over the constant baseline stands above it
+    gain = (constant_gain_line(matrix, final_name)
+            + f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
+            else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")
+    if any(w["kind"] == "answer_collapse" for w in warned):
+        gain += ("; its hits include a constant answer, not skill: the final checkpoint gives one answer, mostly "
+                 "wrong, to most prompts of some categories (warnings above)")
     return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
             results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
             "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
-            # the gain over SFT stays the console's last line; the constant baseline's stands above it
-            "gain": (constant_gain_line(matrix, final_name)
-                     + f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
-                     else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")}
+            "warnings": warnings_text(warned), "gain": gain}
+
+
+def warnings_text(warned: list[dict]) -> str:
+    """report.json's warnings for the terminal, one per line; empty when there are none."""
+    if not warned:
+        return ""
+    return "\n".join([f"warnings ({len(warned)}, also in report.json):"] +
+                     [f"  [{w['stage']}: {w['kind']}] {w['message']}" for w in warned])
 
 
 def best_line(matrix: dict) -> str:
@@ -134,13 +151,37 @@ def figures_markdown(report_path: str | Path) -> str:
     return "\n".join(lines)
 
 
-def run_warnings(m: dict[str, Manifest]) -> list[dict]:
-    """Every warning a stage recorded in its stats (GRPO's reward-hacking check among them), so
-    report.json says what a person should look at, not only the terminal."""
-    out = []
+# GRPO steps that updated nothing, as a share of the steps, from which report.json warns: a few are a
+# normal step whose prompts all went one way; a tenth of the run is compute spent on nothing
+IDLE_STEPS_SHARE = 0.1
+
+
+def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
+                 final_name: str | None = None, notices: list[dict] | None = None) -> list[dict]:
+    """Every warning the run logged, as {stage, kind, message}, so report.json says what a person should
+    look at, not only the terminal: the preflight `notices` (stage `preflight`), each stage's own
+    `warnings` in its stats (SFT skipped for want of worked rows, prompts or solutions cut by max_length;
+    the trainer's plain strings, GRPO's reward-hacking check, get the kind `<stage>_warning`), GRPO steps
+    that updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the
+    doctor's answer_collapse, on the evaluate stage's results)."""
+    from training.answer_collapse import collapse_line, collapsed_answers
+
+    out = [{"stage": "preflight", "kind": str(n["kind"]), "message": str(n["message"])} for n in notices or []]
     for name, x in m.items():
-        for message in x.stats.get("warnings") or []:
-            out.append({"stage": name, "message": str(message)})
+        for w in x.stats.get("warnings") or []:
+            w = w if isinstance(w, dict) else {"kind": f"{name}_warning", "message": str(w)}
+            out.append({"stage": name, "kind": str(w.get("kind") or f"{name}_warning"), "message": str(w["message"])})
+    st = m["grpo"].stats if "grpo" in m else {}
+    idle, steps = int(st.get("steps_without_update") or 0), int(st.get("steps") or 0)
+    if steps and idle >= IDLE_STEPS_SHARE * steps:
+        out.append({"stage": "grpo", "kind": "steps_without_update", "message": (
+            f"GRPO: {idle} of {steps} steps updated nothing (every group's rewards were equal: all right or all "
+            "wrong); `rlvrflow doctor` says which, and what to change")})
+    collapse = collapsed_answers((results or {}).get(final_name, {}).get("by_prompt")) if final_name != "sft" else None
+    if collapse is not None:
+        out.append({"stage": "evaluate", "kind": "answer_collapse", "message": (
+            f"{collapse_line(final_name, collapse)}: there the model gives one answer whatever it is asked, so its "
+            "hits are the golds that equal it, not skill (`rlvrflow doctor`)")})
     return out
 
 

@@ -29,6 +29,7 @@ from flows.common import load_run_spec, make_task_runner
 from flows.dpo import dpo
 from flows.evaluate import evaluate
 from flows.grpo import grpo
+from flows.preflight import preflight
 from flows.prepare import prepare
 from flows.report import figures_markdown, new_run_dir, point_latest, write_run_report
 from flows.sft import sft
@@ -36,9 +37,9 @@ from flows.tier import tier
 
 
 @task(name="report", cache_policy=NO_CACHE, persist_result=False)
-def report_task(run_dir: str, domain: str, spec_path: str, manifests: dict) -> dict:
+def report_task(run_dir: str, domain: str, spec_path: str, manifests: dict, notices: list[dict]) -> dict:
     """Write report.json into the run folder (training.build_report)."""
-    return write_run_report(run_dir, domain, spec_path, manifests)
+    return write_run_report(run_dir, domain, spec_path, manifests, notices)
 
 
 def _run_id() -> str:
@@ -64,6 +65,11 @@ def retrain(
     logger = get_run_logger()
     logger.info("retrain %s: run folder %s (smoke=%s, force=%s, runner=%s)", spec.domain, run_dir, smoke, force,
                 spec.orchestration.runner)
+    # what the data implies (no worked rows, prompts past the model's positions, ignored settings): the
+    # run's first lines, and report.json's warnings
+    notices = [{"kind": n.kind, "message": n.message} for n in preflight(spec) if n.warn]
+    for n in notices:
+        logger.warning("%s", n["message"])
     fan_out = make_task_runner(spec)
     common = {"spec_path": spec_abs, "out": str(root), "force": force, "smoke": smoke, "runner": runner,
               "overrides": overrides}
@@ -79,7 +85,7 @@ def retrain(
     # the evaluate stage reads the trained stage's checkpoints whichever it is (flows/stages.py: `policy`)
     m["evaluate"] = evaluate(split=m["split"], sft=m["sft"], grpo=m[spec.training.algorithm], **common)
 
-    summary = report_task(str(run_dir), spec.domain, spec_abs, m)
+    summary = report_task(str(run_dir), spec.domain, spec_abs, m, notices)
     summary["seconds"] = round(time.monotonic() - start, 1)
     point_latest(root, summary)
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "stage-counts"), artifacts.stage_rows(m),

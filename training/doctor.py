@@ -94,7 +94,9 @@ def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None
 def _from_report(run_dir: Path) -> RunRecords:
     report = _read_json(run_dir / "report.json")
     stages = report.get("stages") or {}
-    rec = RunRecords(max_regression=float(report.get("max_regression", DEFAULT_MAX_REGRESSION)))
+    rec = RunRecords(max_regression=float(report.get("max_regression", DEFAULT_MAX_REGRESSION)),
+                     sft_rows=report.get("sft_rows"),
+                     tiers={str(k): int(v) for k, v in (report.get("tiers") or {}).items()})
     trainer = "dpo" if report.get("algorithm") == "dpo" else "grpo"  # both write metrics.jsonl and evals.jsonl
     grpo_dir = Path(stages[trainer]["dir"]) if stages.get(trainer, {}).get("dir") else None
     eval_dir = Path(stages["evaluate"]["dir"]) if stages.get("evaluate", {}).get("dir") else None

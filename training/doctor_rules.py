@@ -17,6 +17,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
+from training.answer_collapse import collapse_line, collapsed_answers
+
 MIN_STEPS = 8  # fewer logged steps give quarters of one or two steps: too noisy to call a trend
 REWARD_RISE = 0.05  # rewards live in ~[0, 1]; +0.05 of mean reward is ~3 more right answers per 64 rollouts
 EVAL_FLAT_POINTS = 1.0  # held-out pass@1 within 1 point of SFT: on 200 prompts that is 2 prompts, noise
@@ -57,6 +59,8 @@ COLLAPSE_DROP = 0.1
 DEFAULT_MAX_REGRESSION = 2.0  # eval.max_regression's default, used when the run does not record its own
 HELDOUT_DROP_POINTS = 2.0  # the same bar for the main held-out set: GRPO made the model worse than SFT
 ROBUSTNESS_DROP_POINTS = 5.0  # robustness sets are small (tens of rows): 5 points is a few rows, not one
+# no SFT and nearly every tiered prompt unsolved by the base: GRPO has almost no group with a right answer
+NEARLY_ALL_TOO_HARD = 0.9
 GRAD_SPIKE_RATIO = 10.0  # a step whose grad norm is 10x the run's median is an explosion, not a hard batch
 GRAD_NORM_HIGH = 100.0  # past this, clipping turns every update into a unit step in a random direction
 TOP_SAMPLES = 3  # highest-reward samples printed as evidence
@@ -81,13 +85,19 @@ class Finding:
 @dataclass
 class RunRecords:
     """What the rules read. metrics: GRPO metrics lines (step, reward_mean, correct_rate,
-    completion_tokens_mean, kl, entropy, grad_norm, loss, zero_variance_fraction). evals: eval results in
-    model order, the SFT baseline first, each with `name` and `step`. regression: {set: {model name:
+    completion_tokens_mean, kl, entropy, grad_norm, loss, zero_variance_fraction, groups_seen,
+    groups_zero_variance). evals: eval results in model order, the SFT baseline first, each with `name`
+    and `step` (and `by_prompt`: ids, greedy correctness, `answers`, `categories`). sft_rows, tiers: see
+    the fields. regression: {set: {model name:
     greedy pass@1}}. robustness: {model name: share handled well}. samples: rows with `response`
     and `reward` (optionally `prompt`, `step`, `model`). notes: what could not be read."""
 
     metrics: list[dict] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
+    # rows SFT trained on (the sft stage's rows_used; 0: no worked rows, the base is the "SFT" model;
+    # None: not recorded) and the tier stage's prompts per tier
+    sft_rows: int | None = None
+    tiers: dict[str, int] = field(default_factory=dict)
     regression: dict[str, dict[str, float]] = field(default_factory=dict)
     robustness: dict[str, float] = field(default_factory=dict)
     samples: list[dict] = field(default_factory=list)
@@ -118,6 +128,15 @@ def _eval_change(rec: RunRecords, key: str) -> tuple[dict, dict, float] | None:
     if len(evals) < 2:
         return None
     return evals[0], evals[-1], 100 * (float(evals[-1][key]) - float(evals[0][key]))
+
+
+def zero_variance_share(metrics: list[dict]) -> tuple[float, int] | None:
+    """The run's zero-variance share: zero-variance groups over every group scored, all logged steps
+    pooled (refill rounds included), and how many groups that is. The same figure as the GRPO
+    summary's and report.json's `zero_variance_fraction`. None when the steps carry no group counts."""
+    seen = sum(int(m.get("groups_seen") or 0) for m in metrics)
+    flat = sum(int(m.get("groups_zero_variance") or 0) for m in metrics)
+    return (flat / seen, seen) if seen else None
 
 
 def _pts(x: float) -> str:
@@ -283,13 +302,20 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     zv = _series(rec.metrics, "zero_variance_fraction")
     if len(zv) < MIN_STEPS:
         return None
-    share = statistics.fmean(v for _, v in zv)
+    pooled = zero_variance_share(rec.metrics)
+    share = pooled[0] if pooled else statistics.fmean(v for _, v in zv)
     if share <= ZERO_VARIANCE_MOST:
         return None
     correct = _series(rec.metrics, "correct_rate")
     rate = statistics.fmean(v for _, v in correct) if correct else None
     trend = _quarters(correct)
-    evidence = [f"zero-variance groups: {share:.0%} of groups on average over steps {zv[0][0]}-{zv[-1][0]}"]
+    # the run's zero_variance_fraction (report.json's): groups pooled over all steps; older logs without
+    # group counts give the mean of the steps' shares, and say so
+    steps = f"steps {zv[0][0]}-{zv[-1][0]}"
+    evidence = [f"zero-variance groups: {share:.0%} of the {pooled[1]} groups scored over {steps}, refills included "
+                "(report.json zero_variance_fraction)" if pooled else
+                f"zero-variance groups: {share:.0%} per step on average over {steps} "
+                "(the steps log no group counts)"]
     if rate is not None:
         evidence.append(f"training correct rate {rate:.3f} on average" +
                         (f", {trend[1]:.3f} ({trend[0]}) -> {trend[3]:.3f} ({trend[2]})" if trend else ""))
@@ -306,7 +332,10 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     if rec.evals and rec.evals[0].get("zero_variance_prompts") is not None:
         evidence.append(f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right "
                         "or all wrong")
-    if trend is not None and trend[1] - trend[3] > COLLAPSE_DROP:
+    if rec.sft_rows == 0:
+        change = ("there was no SFT (no worked rows), so the groups are flat because the base model cannot do the "
+                  "task, not because of the learning rate or stale tiers: see no_sft_too_hard for the choices")
+    elif trend is not None and trend[1] - trend[3] > COLLAPSE_DROP:
         change = ("the policy collapsed during training (its correct rate fell), which emptied the groups: lower "
                   "training.grpo.lr, restart from SFT or the best checkpoint; the tiers are not the cause")
     elif side == "hard":
@@ -319,6 +348,59 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
         change = ("re-tier with the current SFT model (stale tiers put solved and hopeless prompts in 'learnable'); "
                   "more SFT if most flat groups are all wrong")
     return Finding("mostly_zero_variance", "warning", "most groups are zero-variance", tuple(evidence), change)
+
+
+def answer_collapse(rec: RunRecords) -> Finding | None:
+    """A checkpoint gives one answer to most held-out prompts (or to most of a category's) where that answer
+    is mostly wrong: its hits there are the golds that equal the constant, not the task."""
+    found = [(e, c) for e in rec.evals[1:] if (c := collapsed_answers(e.get("by_prompt"))) is not None]
+    if not found:
+        return None
+    evidence = [collapse_line(e["name"], c) for e, c in found]
+    last, c = found[-1]
+    spread = ", ".join(f"{cat} {d} of {n}" for cat, (d, n) in c.distinct.items())
+    evidence.append(f"distinct greedy answers per category at {last['name']}: {spread}")
+    base = rec.evals[0].get("by_prompt") or {}
+    if base.get("answers") and base.get("categories"):
+        seen: dict[str, set] = {}
+        for a, cat in zip(base["answers"], base["categories"]):
+            seen.setdefault(str(cat), set()).add(str(a).strip())
+        evidence.append(f"{rec.evals[0]['name']} for comparison: " +
+                        ", ".join(f"{cat} {len(seen.get(cat, ()))}" for cat in c.distinct))
+    if rec.sft_rows == 0:
+        evidence.append("there was no SFT (no worked rows): GRPO started from the base model")
+    change = ("do not ship this checkpoint for those categories, and read its gain there as the share of golds equal "
+              "to the constant (compare with the best constant answer per category), not as skill. The policy found "
+              "one answer that scores often enough to beat sampling anything else; give it something to learn "
+              "from first: worked rows for SFT, or a base model that already solves some of these prompts" +
+              ("" if rec.sft_rows == 0 else "; lower training.grpo.lr or raise beta to hold it near SFT"))
+    where = ", ".join(x.where for x in c.sets)
+    return Finding("answer_collapse", "critical" if c.critical else "warning",
+                   f"the model gives one answer, mostly wrong, to most prompts of: {where}", tuple(evidence), change)
+
+
+def no_sft_too_hard(rec: RunRecords) -> Finding | None:
+    """No worked rows (SFT skipped) and the base solves almost no tiered prompt: GRPO has nothing to sharpen."""
+    total = sum(int(v) for v in rec.tiers.values())
+    hard = int(rec.tiers.get("too_hard", 0))
+    if rec.sft_rows != 0 or not total or hard < NEARLY_ALL_TOO_HARD * total:
+        return None
+    evidence = ["SFT trained on 0 rows (no train row has a worked solution): the base model is the SFT model",
+                f"tiering: {hard} of {total} prompts too hard for it (no correct sample)"]
+    pooled = zero_variance_share(rec.metrics)
+    if pooled:
+        evidence.append(f"zero-variance groups: {pooled[0]:.0%} of the {pooled[1]} groups scored")
+    idle = sum(1 for m in rec.metrics if m.get("skipped"))
+    if idle:
+        evidence.append(f"{idle} of {len(rec.metrics)} GRPO steps updated nothing (no group had reward variance)")
+    change = ("GRPO can only reinforce what the model already sometimes gets right; here it gets almost nothing "
+              "right, so expect little, or a constant answer that matches frequent golds. Choices: log a worked "
+              "reply (`solution`) for a few dozen rows per category so SFT runs (costs writing them); set "
+              "verifiers.answer_only_targets: true (SFT on `Answer: <gold>` targets: teaches the format, not the "
+              "working); or set training.model to a local instruct model that solves some of these prompts (costs "
+              "its size in time and memory). Lowering the lr or re-tiering does not help here")
+    return Finding("no_sft_too_hard", "critical", "no SFT, and the base model solves almost no training prompt",
+                   tuple(evidence), change)
 
 
 def heldout_falls(rec: RunRecords) -> Finding | None:
@@ -402,6 +484,7 @@ def numbers_break(rec: RunRecords) -> Finding | None:
 
 
 RULES: tuple[Callable[[RunRecords], Finding | None], ...] = (
-    numbers_break, reward_rises_eval_flat, heldout_falls, regression_drops, robustness_drops, reward_swings,
+    numbers_break, answer_collapse, no_sft_too_hard,
+    reward_rises_eval_flat, heldout_falls, regression_drops, robustness_drops, reward_swings,
     length_grows, format_falls, kl_grows, entropy_drifts, mostly_zero_variance,
 )

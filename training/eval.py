@@ -115,8 +115,10 @@ def summarize(tasks: list[Task], greedy: list, sampled: list[list], lengths: lis
             for c, d in sorted(per_cat.items())
         },
         # each prompt's scores, for paired comparisons between models (training.report.gain_interval)
+        # ... and each greedy answer as the verifier read it, with its category (the doctor's answer_collapse)
         "by_prompt": {"ids": [t.id for t in tasks], "greedy": [int(ok) for ok in g_ok],
-                       "sampled": [round(r, 4) for r in rates]},
+                       "sampled": [round(r, 4) for r in rates], "answers": [v.extracted for v in greedy],
+                       "categories": [t.category for t in tasks]},
     }
 
 

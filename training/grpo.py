@@ -453,6 +453,7 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
             write: bool = True, extra: dict | None = None) -> dict:
     final = ckpt.latest_checkpoint(out) or sft_model  # grpo.steps == 0: the SFT model is the result
     best = ckpt.best_checkpoint(out, cfg.checkpoint.metric) or final
+    metrics = read_jsonl(out / "metrics.jsonl")
     summary = {
         "final_checkpoint": str(final) if final else None,
         "best_checkpoint": str(best) if best else None,
@@ -463,6 +464,8 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
         **{k: getattr(run, k) for k in ("groups_seen", "groups_zero_variance", "groups_zero_solved", "groups_trained",
                                         "groups_stale", "groups_discarded", "generator_restarts")},
         "steps": run.step,
+        # steps where no group had reward variance, so the policy was not updated (report.json warns)
+        "steps_without_update": sum(1 for m in metrics if m.get("skipped")),
         "seconds": round(seconds, 2),
         "steps_per_second": steps_done / seconds if seconds > 0 else None,
         "warnings": run.warnings,
@@ -470,6 +473,6 @@ def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps
         **(extra or {}),
     }
     if write:  # rank 0 only with several ranks
-        plot_curves(read_jsonl(out / "metrics.jsonl"), run.evals, out / "curves.png")
+        plot_curves(metrics, run.evals, out / "curves.png")
         ckpt.atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
     return summary

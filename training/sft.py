@@ -79,8 +79,26 @@ def _encode(tokenizer, pairs, max_length: int, fmt=None) -> tuple[list[tuple[lis
     return encoded, cut
 
 
-def _warn_if_cut(cut: dict, n_rows: int, max_length: int, max_positions: int | None = None) -> None:
-    """SFT that never sees a prompt's start (or its later positions) is asked to answer it in full later.
+# What a run without worked rows can do instead; spec-check (flows/preflight.py) prints the same choices.
+NO_WORKED_ROWS_CHOICES = (
+    "(a) run as it is: GRPO starts from the base model, which gains only where the base already solves "
+    "some prompts (where it solves almost none, the policy tends to settle on the golds' most frequent "
+    "answer); (b) log a worked reply (`solution`) for a few dozen rows per category, so SFT teaches the "
+    "task's working first; (c) verifiers.answer_only_targets: true, so SFT trains on `Answer: <gold>` "
+    "targets built from the golds: that teaches the answer format, not the working, and GRPO then starts "
+    "from a model that has memorized answers; (d) training.model: a local instruct model that already "
+    "solves some of these prompts (the README's 'Outcome-only logs' says what (a) and (c) gave on one outside "
+    "data set)")
+
+
+def no_worked_rows_message(rows: int) -> str:
+    return (f"SFT: none of the {rows} train rows has a worked solution (all outcome-only), so SFT is skipped "
+            f"and the base model is saved unchanged as the SFT model. Choices: {NO_WORKED_ROWS_CHOICES}")
+
+
+def cut_warnings(cut: dict, n_rows: int, max_length: int, max_positions: int | None = None) -> list[dict]:
+    """What `max_length` cut, as report warnings ({kind, message}); SFT that never sees a prompt's start
+    (or its later positions) is asked to answer it in full later.
 
     The suggested max_length is the longest prompt + solution, capped at the model's trained positions
     (`max_positions`, e.g. the embedded model's `training.tiny.max_positions`): beyond those the model
@@ -95,20 +113,19 @@ def _warn_if_cut(cut: dict, n_rows: int, max_length: int, max_positions: int | N
                f"longest rows need {need}: shorten those prompts or use a model with more positions)")
     else:
         fix = f"Raise training.sft.max_length to {need}"
+    out = []
     if cut["prompts_truncated"]:
-        log.warning(
-            "training.sft.max_length=%d cut the start of %d of %d prompts (longest prompt %d tokens, longest "
-            "prompt + solution %d): the model is trained without those prompts' first tokens and positions but "
-            "sees them whole at tiering, GRPO and eval, where it tends to answer them with noise. %s if those "
-            "rows matter (costs SFT time only for the long rows' batches).",
-            max_length, cut["prompts_truncated"], n_rows, cut["longest_prompt_tokens"], need, fix,
-        )
+        out.append({"kind": "prompts_truncated", "message": (
+            f"training.sft.max_length={max_length} cut the start of {cut['prompts_truncated']} of {n_rows} prompts "
+            f"(longest prompt {cut['longest_prompt_tokens']} tokens, longest prompt + solution {need}): the model is "
+            "trained without those prompts' first tokens and positions but sees them whole at tiering, GRPO and "
+            f"eval, where it tends to answer them with noise. {fix} if those rows matter (costs SFT time only for "
+            "the long rows' batches).")})
     if cut["solutions_truncated"]:
-        log.warning(
-            "training.sft.max_length=%d cut the end of %d solutions: their last tokens and EOS are never trained, "
-            "so the model learns to run on at those rows. %s.",
-            max_length, cut["solutions_truncated"], fix,
-        )
+        out.append({"kind": "solutions_truncated", "message": (
+            f"training.sft.max_length={max_length} cut the end of {cut['solutions_truncated']} solutions: their last "
+            f"tokens and EOS are never trained, so the model learns to run on at those rows. {fix}.")})
+    return out
 
 
 def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int) -> Path:
@@ -128,9 +145,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     base_model, out = Path(base_model), Path(out_dir)
     sc = cfg.sft
     pairs, skipped = sft_examples(train_df)
-    if not pairs and skipped:
-        log.warning("SFT: none of the %d train rows has a solution (all outcome-only), so the base model is saved "
-                    "unchanged; log worked replies for some rows, or set verifiers.answer_only_targets: true", skipped)
+    warnings = [{"kind": "sft_skipped", "message": no_worked_rows_message(skipped)}] if not pairs and skipped else []
     key = _input_key(base_model, pairs, cfg, seed)
     stats_path = out / "sft_stats.json"
     if stats_path.exists() and json.loads(stats_path.read_text()).get("input_key") == key:
@@ -145,7 +160,9 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     log.info("sft: %s prompts, %s, %d of %d parameters trainable", fmt.kind, dtype_name(dtype),
              counts["trainable_params"], counts["total_params"])
     data, cut = _encode(tokenizer, pairs, sc.max_length, fmt)
-    _warn_if_cut(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
+    warnings += cut_warnings(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
+    for w in warnings:
+        log.warning("%s", w["message"])
     t0 = time.perf_counter()
     steps = sc.steps if data else 0
     tb_tmp = out.with_name(f".tmp-tb-{out.name}.{os.getpid()}")  # out/ is replaced whole at the save
@@ -160,6 +177,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     stats = {
         "rows_in": len(pairs) + skipped, "rows_used": len(pairs), "skipped_empty_solution": skipped,
         "steps": steps, "final_loss": loss_val, "seconds": round(time.perf_counter() - t0, 2), **cut,
+        "warnings": warnings,  # flows/report.py carries them into report.json
         "input_key": key, "base_model": str(base_model), "prompt_format": fmt.kind, "dtype": dtype_name(dtype),
         **counts,
     }

@@ -76,23 +76,33 @@ def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_m
     assert "training.sft.max_length=8 cut the end of 6 solutions" in caplog.text
 
 
-def test_max_length_suggestion_is_capped_at_the_models_positions(caplog):
+def test_max_length_suggestion_is_capped_at_the_models_positions():
     """Rows longer than the model's positions: the message names the cap instead of an unusable length."""
-    import logging
-
-    from training.sft import _warn_if_cut
+    from training.sft import cut_warnings
 
     cut = {"prompts_truncated": 3, "solutions_truncated": 0, "longest_prompt_tokens": 600, "longest_pair_tokens": 652}
-    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
-        _warn_if_cut(cut, 100, 420, max_positions=512)
-    assert "to at most 512 (the model's max positions; the longest rows need 652" in caplog.text
-    assert "to 652" not in caplog.text
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
-        _warn_if_cut(cut, 100, 420, max_positions=1024)
-    assert "Raise training.sft.max_length to 652 if" in caplog.text
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
-        _warn_if_cut(cut, 100, 512, max_positions=512)  # already at the cap: nothing left to raise
-    assert "max_length is already at the model's 512 positions (the longest rows need 652)" in caplog.text
-    assert "Raise" not in caplog.text
+
+    def text(max_length, max_positions):
+        found = cut_warnings(cut, 100, max_length, max_positions=max_positions)
+        assert [w["kind"] for w in found] == ["prompts_truncated"]
+        return found[0]["message"]
+
+    capped = text(420, 512)
+    assert "to at most 512 (the model's max positions; the longest rows need 652" in capped
+    assert "to 652" not in capped
+    assert "Raise training.sft.max_length to 652 if" in text(420, 1024)
+    at_cap = text(512, 512)  # already at the cap: nothing left to raise
+    assert "max_length is already at the model's 512 positions (the longest rows need 652)" in at_cap
+    assert "Raise" not in at_cap
+
+
+def test_no_worked_rows_is_a_warning_in_the_stats(tmp_path, base_model, toy):
+    """All rows outcome-only: SFT is skipped, and its stats carry the warning with the choices, for report.json."""
+    df = toy.copy_rows(2, 0).with_columns(pl.Series("solution", [None, ""], dtype=pl.String))
+    out = run_sft(base_model, df, toy.cfg(), tmp_path / "sft", seed=0)
+    stats = json.loads((out / "sft_stats.json").read_text())
+    assert stats["rows_used"] == 0 and stats["steps"] == 0
+    (w,) = stats["warnings"]
+    assert w["kind"] == "sft_skipped"
+    assert "none of the 2 train rows has a worked solution" in w["message"]
+    assert "verifiers.answer_only_targets: true" in w["message"] and "training.model" in w["message"]
