@@ -85,11 +85,12 @@ def attach(job: Job) -> Result:
     """verifiers.attach on one row range of the clean rows."""
     import polars as pl
 
-    import verifiers
+    # the function from its module: `verifiers.attach` is the submodule once anything imported it
+    from verifiers.attach import attach as attach_rows
 
     spec = job.spec
     df = pl.read_parquet(job.input("prepare", "rows")).slice(job.item["offset"], job.item["rows"])
-    kept, rejects, stats = verifiers.attach(df, spec.verifiers, spec.base_dir, workers=spec.verifiers.workers)
+    kept, rejects, stats = attach_rows(df, spec.verifiers, spec.base_dir, workers=spec.verifiers.workers)
     return Result(dict(stats), kept=kept, rejects=rejects)
 
 

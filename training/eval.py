@@ -307,7 +307,8 @@ def sample_records(tasks: list[Task], chosen: list[int], completions: list[list]
                    reward_cfg=None) -> list[dict]:
     """SAMPLE_FIELDS records: per chosen task its greedy (completions[i][0], verdicts[i][0]) and first
     sampled (completions[i][1], verdicts[i][1]) completion."""
-    from verifiers import RewardConfig, reward
+    from verifiers import RewardConfig
+    from verifiers.reward import reward  # the function, not the submodule of the same name
 
     rcfg = reward_cfg or RewardConfig()
     out = []
