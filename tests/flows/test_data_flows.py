@@ -48,11 +48,11 @@ def test_prepare_attach_split_then_cached(prefect_harness, toy_spec, tmp_path, r
 
 
 def test_transient_verifier_crash_is_retried(prefect_harness, toy_spec, tmp_path, monkeypatch):
+    import importlib
     from concurrent.futures.process import BrokenProcessPool
 
-    import verifiers
-
-    real, calls = verifiers.attach, []
+    attach_module = importlib.import_module("verifiers.attach")  # the stage calls attach from its module
+    real, calls = attach_module.attach, []
 
     def flaky(df, config, base_dir, workers=None):
         calls.append(df.height)
@@ -60,22 +60,23 @@ def test_transient_verifier_crash_is_retried(prefect_harness, toy_spec, tmp_path
             raise BrokenProcessPool("a verifier worker died")
         return real(df, config, base_dir, workers=workers)
 
-    monkeypatch.setattr(verifiers, "attach", flaky)
+    monkeypatch.setattr(attach_module, "attach", flaky)
     _, data = _prepare_attach(toy_spec, tmp_path / "out")
     assert len(calls) == 4  # three chunks, one of them twice
     assert data["attach"]["stats"]["rows_in"] == 40
 
 
 def test_data_error_is_not_retried_and_names_the_stage(prefect_harness, toy_spec, tmp_path, monkeypatch):
-    import verifiers
+    import importlib
 
+    attach_module = importlib.import_module("verifiers.attach")  # the stage calls attach from its module
     calls = []
 
     def broken(df, config, base_dir, workers=None):
         calls.append(1)
         raise ValueError("reference column holds bytes")
 
-    monkeypatch.setattr(verifiers, "attach", broken)
+    monkeypatch.setattr(attach_module, "attach", broken)
     from flows.errors import StageFailed
 
     with pytest.raises(StageFailed) as info:
