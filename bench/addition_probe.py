@@ -113,11 +113,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import polars as pl
 
-    from curriculum import CurriculumConfig, HFEngine, tier_rows
-    from training import build_tiny_model, evaluate, run_sft, train_grpo
-    from training.config import EvalConfig, TrainingConfig
-    from training.modeling import load_model_and_tokenizer
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig, HFEngine, tier_rows
+    from rlvrflow.training import build_tiny_model, evaluate, run_sft, train_grpo
+    from rlvrflow.training.config import EvalConfig, TrainingConfig
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+    from rlvrflow.verifiers import RewardConfig
 
     out = Path(args.out)
     shutil.rmtree(out / "grpo", ignore_errors=True)  # a full GRPO run each time; SFT is reused when unchanged

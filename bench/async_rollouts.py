@@ -52,7 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def grpo_config(args, seed: int, mode: str):
-    from training.config import TrainingConfig
+    from rlvrflow.training.config import TrainingConfig
 
     grpo = {"steps": args.steps, "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
             "lr": args.lr, "warmup_steps": 5, "max_new_tokens": 12, "rollout_mode": mode, "reward_workers": 1}
@@ -67,10 +67,10 @@ def grpo_config(args, seed: int, mode: str):
 
 
 def run_arm(args, seed: int, mode: str, sft, tiered, eval_df, out: Path) -> dict:
-    from curriculum import CurriculumConfig
-    from training import train_grpo
-    from training.config import EvalConfig
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training import train_grpo
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.verifiers import RewardConfig
 
     stamps: dict[int, float] = {}
     shutil.rmtree(out, ignore_errors=True)
@@ -89,9 +89,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.steps < 4:
         raise SystemExit("--steps must be at least 4 (the loop rate leaves out the first and the last step)")
-    from curriculum import CurriculumConfig, HFEngine, tier_rows
-    from training import build_tiny_model, run_sft
-    from training.modeling import load_model_and_tokenizer, set_threads
+    from rlvrflow.curriculum import CurriculumConfig, HFEngine, tier_rows
+    from rlvrflow.training import build_tiny_model, run_sft
+    from rlvrflow.training.modeling import load_model_and_tokenizer, set_threads
 
     set_threads(args.threads)
     out = Path(args.out)

@@ -104,8 +104,8 @@ SPEC = {"sources": [{"name": "tickets", "path": "logs/*.jsonl", "format": "jsonl
 
 def run_path(path: str, folder: Path, out: Path, workers: int, chunk_rows: int) -> dict:
     """One path, in this process (the child)."""
-    from cleaning import CleaningConfig, SourceSpec, ValidationConfig, prepare
-    from cleaning.prepare import prepare_in_memory
+    from rlvrflow.cleaning import CleaningConfig, SourceSpec, ValidationConfig, prepare
+    from rlvrflow.cleaning.prepare import prepare_in_memory
 
     sources = [SourceSpec.model_validate(s) for s in SPEC["sources"]]
     cleaning = CleaningConfig(chunk_rows=chunk_rows)
@@ -116,7 +116,7 @@ def run_path(path: str, folder: Path, out: Path, workers: int, chunk_rows: int) 
     elif path == "stream":
         result = prepare(sources, cleaning, validation, "bench", folder, out)
     else:
-        from cleaning.dask_run import local_cluster, prepare_on_dask
+        from rlvrflow.cleaning.dask_run import local_cluster, prepare_on_dask
 
         with local_cluster(workers) as client:
             result = prepare_on_dask(client, sources, cleaning, validation, "bench", folder, out)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ftfy.bad_codecs  # noqa: E402,F401  (registers sloppy-windows-1252)
 import polars as pl  # noqa: E402
 
-from cleaning import CleaningConfig, clean_frame, clean_value  # noqa: E402
+from rlvrflow.cleaning import CleaningConfig, clean_frame, clean_value  # noqa: E402
 
 CATEGORIES = ["arithmetic", "discount", "unit_conversion", "policy_choice", "sql"]
 EN = ["What is {a} + {b}?", "A customer buys {a} items at {b} dollars each. What is the total?",

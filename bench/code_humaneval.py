@@ -37,7 +37,7 @@ def programs():
 
 
 def run_ours(progs, workers: int, timeout: float) -> tuple[float, list[bool]]:
-    from verifiers import score_many
+    from rlvrflow.verifiers import score_many
 
     def item(p, completion):
         response = f"```python\n{p['prompt']}{completion}\n```"

@@ -82,7 +82,7 @@ def parse_args() -> argparse.Namespace:
 def build_stages(spec, root: Path) -> dict:
     """The sample domain's train/eval rows and SFT model via the stage runner's cached stages (the
     same folders `rlvrflow run --out ROOT` builds, so a run's stages are reused here and back)."""
-    from flows import stages
+    from rlvrflow.flows import stages
 
     t0 = time.perf_counter()
     m = {"prepare": stages.run("prepare", spec, root, {})}
@@ -112,9 +112,9 @@ def tiered_pool(paths: dict, c, pool_size: int, seed: int, root: Path):
     settings `c`; cached on disk per pool, seed, n_samples, sampling settings and SFT weights."""
     import polars as pl
 
-    from curriculum import tier_to_dir
+    from rlvrflow.curriculum import tier_to_dir
 
-    from curriculum.pool import rl_pool
+    from rlvrflow.curriculum.pool import rl_pool
 
     train, info = rl_pool(pl.read_parquet(paths["train"]), c.rl_rows, c.max_rows, seed)
     train = train.sort("id")
@@ -166,12 +166,12 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
     """One GRPO run from the SFT weights drawing prompts from `sampler`; returns its counts and eval."""
     import torch
 
-    from curriculum import HFEngine
-    from training.backends import make_backend
-    from training.eval import evaluate_model
-    from training.grpo import collect_groups, update_policy
-    from training.modeling import load_model_and_tokenizer, pick_device
-    from training.scoring import tasks_from_df
+    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.eval import evaluate_model
+    from rlvrflow.training.grpo import collect_groups, update_policy
+    from rlvrflow.training.modeling import load_model_and_tokenizer, pick_device
+    from rlvrflow.training.scoring import tasks_from_df
 
     device = pick_device(spec.training.device)
     torch.manual_seed(seed)
@@ -205,8 +205,8 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
     """Both arms on one seed's pool; the report of that seed."""
     import polars as pl
 
-    from curriculum import UniformSampler, make_sampler
-    from training.eval import evaluate
+    from rlvrflow.curriculum import UniformSampler, make_sampler
+    from rlvrflow.training.eval import evaluate
 
     cur = curriculum_settings(spec, args)
     tiers, eval_df = tiered_pool(paths, cur, args.pool, seed, root), pl.read_parquet(paths["eval"])
@@ -239,9 +239,9 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
 
 
 def main() -> int:
-    from flows.cli import parse_overrides
-    from flows.common import with_overrides
-    from flows.spec import load_spec
+    from rlvrflow.flows.cli import parse_overrides
+    from rlvrflow.flows.common import with_overrides
+    from rlvrflow.flows.spec import load_spec
 
     args = parse_args()
     if args.threads:

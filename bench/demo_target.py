@@ -81,8 +81,8 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
 
     import polars as pl
 
-    from training.eval import evaluate
-    from training.sft import run_sft
+    from rlvrflow.training.eval import evaluate
+    from rlvrflow.training.sft import run_sft
 
     stages = report["stages"]
     sft_dir = Path(stages["sft"]["dir"]) / "sft"
@@ -112,7 +112,7 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
     as well, since an eval draws at least one), as the evaluate stage calls it otherwise."""
     import polars as pl
 
-    from training.eval import evaluate
+    from rlvrflow.training.eval import evaluate
 
     cfg = spec.eval.model_copy(update={"max_prompts": 0, "n_samples": 1, "k": 1})
     rows = pl.read_parquet(split / "eval.parquet")
@@ -123,14 +123,14 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
 
 
 def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
-    from flows.cli import parse_overrides
-    from flows.common import with_overrides
-    from flows.spec import load_spec
-    from training.report import gain_interval
+    from rlvrflow.flows.cli import parse_overrides
+    from rlvrflow.flows.common import with_overrides
+    from rlvrflow.flows.spec import load_spec
+    from rlvrflow.training.report import gain_interval
 
     out = Path(args.out) / f"seed_{seed}"
     sets = [f"training.seed={seed}", *args.set]
-    cmd = [sys.executable, "-m", "flows.cli", "run", args.spec, "--out", str(out), "--force"]
+    cmd = [sys.executable, "-m", "rlvrflow.flows.cli", "run", args.spec, "--out", str(out), "--force"]
     for s in sets:
         cmd += ["--set", s]
     out.mkdir(parents=True, exist_ok=True)

@@ -97,10 +97,10 @@ def build(args: argparse.Namespace, device, arm: str):
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from training import lora
-    from training.config import LoRAConfig
-    from training.precision import resolve_dtype
-    from training.tiny_model import build_tokenizer
+    from rlvrflow.training import lora
+    from rlvrflow.training.config import LoRAConfig
+    from rlvrflow.training.precision import resolve_dtype
+    from rlvrflow.training.tiny_model import build_tokenizer
 
     prompts = [f"What is {a} + {b}? Answer: " for a, b in ((i * 7 % 50, i * 13 % 50) for i in range(args.prompts))]
     tokenizer = build_tokenizer(prompts + ["0123456789"])
@@ -152,7 +152,7 @@ def stand_in_rewards(completions: list[list[int]], group: int):
 
 def _autocast(device):
     """bf16 autocast on a GPU (training.dtype auto), none on CPU: the project's own precision rule."""
-    from training.precision import autocast, resolve_dtype
+    from rlvrflow.training.precision import autocast, resolve_dtype
 
     return autocast(device, resolve_dtype("auto", device))
 
@@ -166,8 +166,8 @@ def _sync(device) -> None:
 
 def grpo_step(model, rows, completions, advantages, weight, pad_id, device, denom):
     """One on-policy GRPO loss (old_logp = logp.detach(), as with one update per batch)."""
-    from training.grpo_math import grpo_loss
-    from training.modeling import completion_logprobs
+    from rlvrflow.training.grpo_math import grpo_loss
+    from rlvrflow.training.modeling import completion_logprobs
 
     with _autocast(device):
         logp, mask = completion_logprobs(model, rows, completions, pad_id, device)  # (B, Tc) each
@@ -225,9 +225,9 @@ def run(args: argparse.Namespace, arm: str) -> dict:
     """One arm of the single-process phase (or one rank of the ZeRO-2 phase when args.ds_child)."""
     import torch
 
-    from training import lora
-    from training.distributed import dist_env, dp_loss_denominator, pad_for_data_parallel, shard_rows
-    from training.grpo_math import group_advantages
+    from rlvrflow.training import lora
+    from rlvrflow.training.distributed import dist_env, dp_loss_denominator, pad_for_data_parallel, shard_rows
+    from rlvrflow.training.grpo_math import group_advantages
 
     env = dist_env()
     if args.device == "cuda":
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace, arm: str) -> dict:
     model, tok, prompt_ids = build(args, device, arm)
     counts = lora.parameter_counts(model)
     if args.ds_child:
-        from training.distributed import deepspeed_config, init_deepspeed
+        from rlvrflow.training.distributed import deepspeed_config, init_deepspeed
 
         cfg = deepspeed_config(stage=2, micro_batch=1, grad_accum=1, lr=args.lr, world_size=env.world_size,
                                bf16=device.type == "cuda")
@@ -355,8 +355,8 @@ def check_loop(args: argparse.Namespace) -> int:
     spec.loader.exec_module(toy)
     from safetensors.torch import load_file
 
-    from training.sft import run_sft
-    from training.tiny_model import build_tiny_model
+    from rlvrflow.training.sft import run_sft
+    from rlvrflow.training.tiny_model import build_tiny_model
 
     n = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
     worker = REPO / "tests" / "training_scale" / "ds_loop_worker.py"
@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device visible; run with --device cpu --tiny for the CPU fallback", file=sys.stderr)
         return 2
     if args.ds_child:
-        from training.distributed import barrier, leave_process_group
+        from rlvrflow.training.distributed import barrier, leave_process_group
 
         log = run(args, args.arm)
         if int(os.environ.get("RANK", "0")) == 0:

@@ -84,7 +84,7 @@ def rows(n: int, seed: int, split: str):
 
 
 def build_model(size: str, out: Path, seed: int) -> Path:
-    from training.qwen_model import Qwen2Dims, build_qwen2_model
+    from rlvrflow.training.qwen_model import Qwen2Dims, build_qwen2_model
 
     hidden, layers, heads, kv, inter = SIZES[size]
     corpus = [r["prompt"] + " Answer: " + r["reference"] for r in rows(400, seed, "corpus").iter_rows(named=True)]
@@ -95,10 +95,10 @@ def build_model(size: str, out: Path, seed: int) -> Path:
 
 def run_arm(args: argparse.Namespace) -> dict:
     """One arm in this process: train_grpo, timed per step and per update."""
-    from curriculum import CurriculumConfig
-    from training import grpo
-    from training.config import EvalConfig, TrainingConfig
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training import grpo
+    from rlvrflow.training.config import EvalConfig, TrainingConfig
+    from rlvrflow.verifiers import RewardConfig
 
     cfg = TrainingConfig.model_validate({
         "device": "cpu", "torch_threads": args.threads, "prompt_format": "chat",

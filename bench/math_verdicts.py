@@ -48,7 +48,7 @@ _PLAIN = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|[-+]?\.\d+")
 
 
 def ours(gold: str, response: str, params: dict | None = None) -> bool:
-    from verifiers.math.verifier import verify_math
+    from rlvrflow.verifiers.math.verifier import verify_math
 
     return verify_math(response, gold, params or {}).correct
 

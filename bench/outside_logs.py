@@ -112,7 +112,7 @@ def main() -> int:
         return 0
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cli = [sys.executable, "-m", "flows.cli"]
+    cli = [sys.executable, "-m", "rlvrflow.flows.cli"]
     subprocess.run(cli + ["spec-check", str(spec)], env=env, check=False)
     run = subprocess.run(cli + ["run", str(spec), "--out", str(args.out / "run")]
                          + [x for o in args.overrides for x in ("--set", o)], env=env, check=False)

@@ -122,7 +122,7 @@ def load_smollm(wheel_dir: Path, scratch: Path):
 def load_tiny_base(texts: list[str], scratch: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training.tiny_base import BASE_DIR, adapt_base
+    from rlvrflow.training.tiny_base import BASE_DIR, adapt_base
 
     folder = adapt_base(BASE_DIR, texts, scratch / "tiny_base_adapted", seed=0)
     tok = AutoTokenizer.from_pretrained(folder)

@@ -52,7 +52,7 @@ def math_rows(n: int, seed: int, template) -> list[dict]:
     is language and depth (`en-d2`), so per-category scores read per language and depth."""
     rng = random.Random(f"retail-math-probe:{seed}")
     weights = {c: generate.CATEGORY_WEIGHTS[c] for c in generate.MATH}
-    from cleaning.template import render_prompt
+    from rlvrflow.cleaning.template import render_prompt
 
     rows = []
     for i in range(n):
@@ -77,7 +77,7 @@ def worked(rows: list[dict], how: str, fraction: float, chinese_share: float, se
 def arithmetic_lines(n: int, seed: int) -> list[str]:
     """Generic arithmetic in the worked replies' notation, random operands (the tiny base's own lines,
     training.tiny_base.arithmetic_line): what a pretrained model knows."""
-    from training.tiny_base import arithmetic_line
+    from rlvrflow.training.tiny_base import arithmetic_line
 
     rng = random.Random(f"retail-math-probe-arith:{seed}")
     return [arithmetic_line(rng) for _ in range(n)]
@@ -94,8 +94,8 @@ def pretrain(base: Path, lines: list[str], cfg, steps: int, out: Path, seed: int
     """The base trained on generic arithmetic; (its folder, held-out accuracy on lines with one `=`)."""
     import polars as pl
 
-    from training import evaluate, run_sft
-    from training.config import EvalConfig
+    from rlvrflow.training import evaluate, run_sft
+    from rlvrflow.training.config import EvalConfig
 
     cut = len(lines) - 300
     train = pl.DataFrame({"prompt": ["calc: "] * cut, "solution": lines[:cut]})
@@ -140,11 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.pretrain and args.base != "random":
         ap.error("--pretrain trains a random-weight model: use it with --base random")
 
-    from curriculum import HFEngine, tier_rows
-    from flows.spec import load_spec
-    from training import build_tiny_model, evaluate, run_sft, train_grpo
-    from training.modeling import load_model_and_tokenizer
-    from training.tiny_base import BASE_DIMS, BASE_DIR, adapt_base
+    from rlvrflow.curriculum import HFEngine, tier_rows
+    from rlvrflow.flows.spec import load_spec
+    from rlvrflow.training import build_tiny_model, evaluate, run_sft, train_grpo
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+    from rlvrflow.training.tiny_base import BASE_DIMS, BASE_DIR, adapt_base
 
     spec = load_spec(RETAIL / "spec.yaml")
     args.max_rows = args.max_rows or spec.curriculum.max_rows

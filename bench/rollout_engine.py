@@ -42,9 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def default_model(rows, args, out: Path) -> Path:
-    from training.config import SFTConfig, TrainingConfig
-    from training.sft import run_sft
-    from training.tiny_model import resolve_base_model
+    from rlvrflow.training.config import SFTConfig, TrainingConfig
+    from rlvrflow.training.sft import run_sft
+    from rlvrflow.training.tiny_model import resolve_base_model
 
     cfg = TrainingConfig(sft=SFTConfig(steps=args.sft_steps), seed=args.seed, device="cpu", torch_threads=args.threads)
     base = resolve_base_model(cfg, rows["prompt"].to_list() + rows["solution"].to_list(), out / "base", args.seed)
@@ -63,9 +63,9 @@ def best_of(fn, repeats: int) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from curriculum import HFEngine, SamplingParams
+    from rlvrflow.curriculum import HFEngine, SamplingParams
     from trl_grpo import arithmetic_rows
-    from training.modeling import completion_logprobs, encode_prompt, load_model_and_tokenizer
+    from rlvrflow.training.modeling import completion_logprobs, encode_prompt, load_model_and_tokenizer
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

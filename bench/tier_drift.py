@@ -50,8 +50,8 @@ def sequence_logprobs(model_dir, tiers, rollouts, batch_prompts: int = 16) -> di
     import polars as pl
     import torch
 
-    from curriculum.engines import PromptFormat
-    from training.modeling import completion_logprobs, encode_completion, encode_prompt, load_model_and_tokenizer
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.modeling import completion_logprobs, encode_completion, encode_prompt, load_model_and_tokenizer
 
     device = torch.device("cpu")
     model, tok = load_model_and_tokenizer(model_dir, device, trainable=False)
@@ -101,8 +101,8 @@ def main() -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from curriculum import tier_to_dir
-    from flows.spec import load_spec
+    from rlvrflow.curriculum import tier_to_dir
+    from rlvrflow.flows.spec import load_spec
 
     spec = load_spec(args.spec)
     cur = spec.curriculum

@@ -74,9 +74,9 @@ def arithmetic_rows(n: int, seed: int):
     """(rows frame with the DESIGN.md columns, number dropped by the reference self-check)."""
     import polars as pl
 
-    from cleaning.config import TemplateConfig, TemplatePart
-    from cleaning.template import render_prompt
-    from verifiers import verify
+    from rlvrflow.cleaning.config import TemplateConfig, TemplatePart
+    from rlvrflow.cleaning.template import render_prompt
+    from rlvrflow.verifiers import verify
 
     sys.path.insert(0, str(REPO / "examples" / "retail"))
     import tasks_math  # the sample domain's generators (imports its sibling `catalog`)
@@ -103,11 +103,11 @@ def arithmetic_rows(n: int, seed: int):
 
 def prepare(args, out: Path):
     """SFT model dir, tiered train rows, eval rows (everything both trainers start from)."""
-    from curriculum import HFEngine, assign_split, tier_rows
-    from curriculum.config import CurriculumConfig
-    from training.config import SFTConfig, TrainingConfig
-    from training.sft import run_sft
-    from training.tiny_model import resolve_base_model
+    from rlvrflow.curriculum import HFEngine, assign_split, tier_rows
+    from rlvrflow.curriculum.config import CurriculumConfig
+    from rlvrflow.training.config import SFTConfig, TrainingConfig
+    from rlvrflow.training.sft import run_sft
+    from rlvrflow.training.tiny_model import resolve_base_model
 
     rows, dropped = arithmetic_rows(args.n_train, args.seed)
     rows = assign_split(rows, args.eval_fraction, args.seed)
@@ -124,17 +124,17 @@ def prepare(args, out: Path):
 
 
 def greedy_pass_at_1(model_dir: Path, evalrows, args) -> float:
-    from training.config import EvalConfig
-    from training.eval import evaluate
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.eval import evaluate
 
     cfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens, workers=2)
     return float(evaluate(model_dir, evalrows, cfg, args.seed, device="cpu")["pass_at_1_greedy"])
 
 
 def run_ours(sft: Path, tiered, evalrows, cfg, cur, args, out: Path) -> dict:
-    from training.config import CheckpointConfig, EvalConfig, GRPOConfig
-    from training.grpo import train_grpo
-    from verifiers import RewardConfig
+    from rlvrflow.training.config import CheckpointConfig, EvalConfig, GRPOConfig
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.verifiers import RewardConfig
 
     refill = GRPOConfig().max_refill_rounds if args.max_refill_rounds is None else args.max_refill_rounds
     g = GRPOConfig(steps=args.steps, prompts_per_step=args.prompts, group_size=args.group, lr=args.lr,
@@ -159,7 +159,7 @@ class VerifierReward:
         self.tasks, self.reward_cfg = tasks, reward_cfg
 
     def __call__(self, prompts, completions, completion_ids, **columns) -> list[float]:  # TRL's API
-        from training.scoring import rewards_for, score_groups
+        from rlvrflow.training.scoring import rewards_for, score_groups
 
         tasks = [self.tasks[i] for i in columns["id"]]
         verdicts = score_groups(tasks, [[c] for c in completions], workers=2)
@@ -175,8 +175,8 @@ def run_trl(sft: Path, tiered, args, out: Path) -> dict:
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer
 
-    from training.scoring import tasks_from_df
-    from verifiers import RewardConfig
+    from rlvrflow.training.scoring import tasks_from_df
+    from rlvrflow.verifiers import RewardConfig
 
     torch.manual_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(sft)

@@ -1,6 +1,6 @@
 """rlvrflow.cleaning: raw domain logs -> ingest -> clean -> dedup -> validated prompt rows.
 
-    from cleaning import prepare
+    from rlvrflow.cleaning import prepare
     result = prepare(sources, cleaning_cfg, validation_cfg, "retail", spec_dir, "runs/retail/clean")
 
 `prepare` streams: memory follows `cleaning.chunk_rows`, not the input (cleaning/stream.py);

@@ -1,6 +1,6 @@
 """The streaming prepare on a Dask cluster: files, hash shards and chunks fan out over the workers.
 
-    from cleaning.dask_run import prepare_on_dask, local_cluster
+    from rlvrflow.cleaning.dask_run import prepare_on_dask, local_cluster
     result = prepare_on_dask("tcp://scheduler:8786", sources, cleaning, validation, domain, base_dir, out)
     with local_cluster(workers=2) as client:                       # or a cluster on this machine
         result = prepare_on_dask(client, sources, cleaning, validation, domain, base_dir, out)

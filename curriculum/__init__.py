@@ -9,14 +9,14 @@ them, so `import curriculum` is cheap; `VLLMEngine` lives in `curriculum.vllm_en
 first access. See docs/DESIGN.md for where this sits in the pipeline.
 """
 
-from curriculum.adaptive import AdaptiveSampler, make_sampler
-from curriculum.config import AdaptiveSampling, CurriculumConfig, TierBoundaries, TierWeights
-from curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
-from curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
-from curriculum.report import tier_report
-from curriculum.sampler import StratifiedSampler, UniformSampler
-from curriculum.split import assign_split
-from curriculum.tiering import tier_rows, tier_to_dir, tier_with_rollouts
+from rlvrflow.curriculum.adaptive import AdaptiveSampler, make_sampler
+from rlvrflow.curriculum.config import AdaptiveSampling, CurriculumConfig, TierBoundaries, TierWeights
+from rlvrflow.curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
+from rlvrflow.curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
+from rlvrflow.curriculum.report import tier_report
+from rlvrflow.curriculum.sampler import StratifiedSampler, UniformSampler
+from rlvrflow.curriculum.split import assign_split
+from rlvrflow.curriculum.tiering import tier_rows, tier_to_dir, tier_with_rollouts
 
 __all__ = [
     "AdaptiveSampler",
@@ -45,7 +45,7 @@ __all__ = [
 
 def __getattr__(name: str):
     if name == "VLLMEngine":
-        from curriculum.vllm_engine import VLLMEngine
+        from rlvrflow.curriculum.vllm_engine import VLLMEngine
 
         return VLLMEngine
     raise AttributeError(f"module 'curriculum' has no attribute {name!r}")

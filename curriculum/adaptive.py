@@ -45,8 +45,8 @@ from collections import Counter, deque
 
 import numpy as np
 
-from curriculum.config import CurriculumConfig
-from curriculum.sampler import LOG_KEEP, RETIER_SUMMARY_EVERY, _train_pool
+from rlvrflow.curriculum.config import CurriculumConfig
+from rlvrflow.curriculum.sampler import LOG_KEEP, RETIER_SUMMARY_EVERY, _train_pool
 
 log = logging.getLogger("rlvrflow.curriculum")
 
@@ -267,6 +267,6 @@ def make_sampler(df, cfg: CurriculumConfig, seed: int, batch_size: int = 8, grou
     """The sampler `cfg.sampler` names: StratifiedSampler (quota) or AdaptiveSampler (adaptive)."""
     if cfg.sampler == "adaptive":
         return AdaptiveSampler(df, cfg, seed, batch_size, group_size)
-    from curriculum.sampler import StratifiedSampler
+    from rlvrflow.curriculum.sampler import StratifiedSampler
 
     return StratifiedSampler(df, cfg, seed, batch_size)

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from curriculum.engines import HF_LOAD_LOCK, FormattedEngine, HFEngine, PromptFormat, stop_token_ids
+from rlvrflow.curriculum.engines import HF_LOAD_LOCK, FormattedEngine, HFEngine, PromptFormat, stop_token_ids
 
 ENGINES = ("hf", "vllm")
 VLLM_INSTALL = ("on a GPU machine `pip install 'rlvrflow[gpu]'`; on a CPU-only one `bash scripts/setup_vllm.sh`, "
@@ -98,7 +98,7 @@ def _load_hf(path: Path, device: str, dtype: str):
 
 def _vllm_engine(path: Path, device: str, dtype: str, prompt_format, max_model_len, gpu_memory_utilization,
                  seed: int, field: str) -> FormattedEngine:
-    from curriculum.vllm_engine import VLLMEngine
+    from rlvrflow.curriculum.vllm_engine import VLLMEngine
 
     if (path / "adapter_config.json").is_file():
         raise ValueError(f"{field}: vllm cannot load the LoRA adapter checkpoint {path}; export merged weights "

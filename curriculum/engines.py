@@ -246,7 +246,7 @@ class HFEngine:
         """Load a local Hugging Face causal-LM directory (model + tokenizer) into an engine, prompting it
         in the format it was trained with (its rlvrflow_prompt.json; auto when it has none). Same as
         `curriculum.engine_factory.make_engine("hf", path, ...)`."""
-        from curriculum.engine_factory import make_engine
+        from rlvrflow.curriculum.engine_factory import make_engine
 
         return make_engine("hf", path, device=device, batch_size=batch_size)
 

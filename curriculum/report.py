@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curriculum.config import TIERS
+from rlvrflow.curriculum.config import TIERS
 
 ALL = "(all)"
 _COLOURS = {"too_hard": "#c0392b", "learnable": "#27ae60", "too_easy": "#2980b9"}

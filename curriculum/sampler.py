@@ -41,7 +41,7 @@ from collections import Counter, deque
 
 import numpy as np
 
-from curriculum.config import TIERS, CurriculumConfig
+from rlvrflow.curriculum.config import TIERS, CurriculumConfig
 
 log = logging.getLogger("rlvrflow.curriculum")
 

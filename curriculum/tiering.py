@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from curriculum.config import CurriculumConfig
-from curriculum.engines import RolloutEngine, SamplingParams
-from curriculum.passk import pass_at_k_array
-from curriculum.report import tier_report
+from rlvrflow.curriculum.config import CurriculumConfig
+from rlvrflow.curriculum.engines import RolloutEngine, SamplingParams
+from rlvrflow.curriculum.passk import pass_at_k_array
+from rlvrflow.curriculum.report import tier_report
 
 log = logging.getLogger("rlvrflow.curriculum")
 
@@ -57,7 +57,7 @@ def default_score_fn(workers: int | None, timeout_s: float = 30.0) -> ScoreFn:
     verifiers.timeout_s; imported lazily)."""
 
     def score(items):
-        from verifiers import score_many
+        from rlvrflow.verifiers import score_many
 
         return score_many(items, workers=workers, timeout_s=timeout_s)
 
@@ -225,7 +225,7 @@ def tier_to_dir(
     ROLLOUT_COLUMNS), `tiers_rejects.parquet` (empty: tiering drops nothing), `tiers_stats.json` and
     the tier report (tier_table.csv, tier_report.md, tier_histogram.png). Returns the tiered frame.
     """
-    from curriculum.engine_factory import make_engine, release
+    from rlvrflow.curriculum.engine_factory import make_engine, release
 
     started = time.time()
     out = Path(out_dir)

@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from curriculum.engines import Completion, SamplingParams
+from rlvrflow.curriculum.engines import Completion, SamplingParams
 
 _INSTALL_HINT = (
     "vllm is not importable in this environment; on a GPU machine `pip install 'rlvrflow[gpu]'`, on CPU "

@@ -180,7 +180,7 @@ def _round(x, digits: int):
 def samples_pages(samples: dict[str, str]) -> dict[str, str]:
     """{checkpoint: markdown}: each checkpoint's eval samples beside SFT's (training.eval.samples_markdown);
     `samples` maps model name -> samples file, SFT among them."""
-    from training.eval import read_samples, samples_markdown
+    from rlvrflow.training.eval import read_samples, samples_markdown
 
     if "sft" not in samples:
         return {}

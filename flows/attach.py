@@ -4,15 +4,15 @@ Verification fans out over row ranges of `orchestration.chunk_rows` on the flow'
 (threads by default; `retrain` swaps in Dask from `orchestration.runner`). A crashed verifier
 worker is retried; a row whose reference fails its own verifier is rejected with a reason.
 
-    python -c "from flows.attach import attach; attach('examples/retail/spec.yaml', 'runs/demo', clean)"
+    python -c "from rlvrflow.flows.attach import attach; attach('examples/retail/spec.yaml', 'runs/demo', clean)"
 """
 from __future__ import annotations
 
 from prefect import flow
 
-from flows import artifacts
-from flows.common import load_run_spec
-from flows.tasks import run_in_flow
+from rlvrflow.flows import artifacts
+from rlvrflow.flows.common import load_run_spec
+from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="attach", log_prints=True)

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.errors import DataError
-from flows.runner import Job, Result
-from flows.spec import DomainSpec
+from rlvrflow.flows.errors import DataError
+from rlvrflow.flows.runner import Job, Result
+from rlvrflow.flows.spec import DomainSpec
 
 # ----- prepare ----------------------------------------------------------------------------------
 
@@ -39,8 +39,7 @@ def source_files(spec: DomainSpec) -> list[Path]:
 def prepare(job: Job) -> Result:
     """cleaning.prepare (ingest, clean, dedup, validate) writing its files into the stage folder; with
     `orchestration.runner: dask` its per-file, per-shard and per-chunk tasks fan out over the cluster."""
-    import cleaning
-
+    from rlvrflow import cleaning
     spec = job.spec
     args = (spec.sources, spec.cleaning, spec.validation, spec.domain, spec.base_dir, Path(job.out))
     if spec.orchestration.runner == "dask":
@@ -57,7 +56,7 @@ def _prepare_on_dask(spec: DomainSpec, args: tuple):
     elsewhere (the CLI) on `orchestration.address`, or on a local cluster of `orchestration.workers`."""
     from distributed import get_worker, worker_client
 
-    from cleaning.dask_run import local_cluster, prepare_on_dask
+    from rlvrflow.cleaning.dask_run import local_cluster, prepare_on_dask
 
     try:
         get_worker()
@@ -86,7 +85,7 @@ def attach(job: Job) -> Result:
     import polars as pl
 
     # the function from its module: `verifiers.attach` is the submodule once anything imported it
-    from verifiers.attach import attach as attach_rows
+    from rlvrflow.verifiers.attach import attach as attach_rows
 
     spec = job.spec
     df = pl.read_parquet(job.input("prepare", "rows")).slice(job.item["offset"], job.item["rows"])
@@ -101,7 +100,7 @@ def attach_canaries(job: Job, stats: dict) -> Result:
 
     import polars as pl
 
-    from verifiers import canary
+    from rlvrflow.verifiers import canary
 
     cfg = job.spec.verifiers
     if not cfg.canaries.enabled:
@@ -135,8 +134,8 @@ def split(job: Job) -> Result:
     orchestration.max_rows rows by id when set (the rest are rejected as over_max_rows)."""
     import polars as pl
 
-    import curriculum
-    from cleaning.stage import make_stats, reject_frame
+    from rlvrflow import curriculum
+    from rlvrflow.cleaning.stage import make_stats, reject_frame
 
     spec = job.spec
     df = curriculum.assign_split(pl.read_parquet(job.input("attach", "rows")), spec.curriculum.eval_fraction,
@@ -174,7 +173,7 @@ def model_identity(spec: DomainSpec) -> Any:
     base's weights and tokenizer (a rebuilt base is another model); else each file's name, size and mtime."""
     cfg = training_config(spec)
     if cfg.model == "embedded-base":
-        from training.tiny_base import BASE_DIR, base_digest
+        from rlvrflow.training.tiny_base import BASE_DIR, base_digest
 
         return ["embedded-base", base_digest(BASE_DIR)]
     if cfg.is_embedded:
@@ -195,8 +194,8 @@ def sft(job: Job) -> Result:
     """training.resolve_base_model + training.run_sft into base/ and sft/."""
     import polars as pl
 
-    from training.sft import run_sft
-    from training.tiny_model import resolve_base_model
+    from rlvrflow.training.sft import run_sft
+    from rlvrflow.training.tiny_model import resolve_base_model
 
     cfg = training_config(job.spec)
     out = Path(job.out)
@@ -212,7 +211,7 @@ def sft(job: Job) -> Result:
 def tier_plan(job: Job) -> list[dict[str, Any]]:
     """Chunks of whole engine calls in tiering's own (seed, id) order, all tiered with the run's seed:
     the tiers are the same for any chunk_rows, any runner and `rlvrflow tier` (curriculum/tiering.py)."""
-    from curriculum.tiering import call_chunks
+    from rlvrflow.curriculum.tiering import call_chunks
 
     ids = tier_pool(job)[0]["id"].to_list()
     if None in ids or len(set(ids)) != len(ids):  # chunks select rows by id
@@ -230,7 +229,7 @@ def tier_pool(job: Job):
     """(rows, info): the train rows tiering and GRPO draw from (curriculum.pool.rl_pool)."""
     import polars as pl
 
-    from curriculum.pool import rl_pool
+    from rlvrflow.curriculum.pool import rl_pool
 
     cur = job.spec.curriculum
     train = pl.read_parquet(job.input("split", "train"))
@@ -244,9 +243,9 @@ def tier(job: Job) -> Result:
     """curriculum.tier_rows on the train rows of this chunk, with its own engine."""
     import polars as pl
 
-    from curriculum.engine_factory import make_engine, release
-    from curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
-    from training.modeling import pick_device, set_threads
+    from rlvrflow.curriculum.engine_factory import make_engine, release
+    from rlvrflow.curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
+    from rlvrflow.training.modeling import pick_device, set_threads
 
     spec = job.spec
     set_threads(spec.training.torch_threads)  # the engine's sampling obeys training.torch_threads too
@@ -271,8 +270,8 @@ def tier_finish(job: Job, stats: dict) -> Result:
 
     import polars as pl
 
-    from curriculum.pool import describe
-    from curriculum.report import tier_report
+    from rlvrflow.curriculum.pool import describe
+    from rlvrflow.curriculum.report import tier_report
 
     tiered = pl.read_parquet(Path(job.out) / "tiers.parquet")
     written = tier_report(tiered, job.out, k=job.spec.curriculum.k)
@@ -292,7 +291,7 @@ def grpo(job: Job) -> Result:
     """training.train_grpo from the SFT model on the tiered rows; resumes from the folder's checkpoints."""
     import polars as pl
 
-    from training.grpo import train_grpo
+    from rlvrflow.training.grpo import train_grpo
 
     spec = job.spec
 
@@ -321,9 +320,9 @@ def dpo(job: Job) -> Result:
     the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints."""
     import polars as pl
 
-    from training.checkpoint import atomic_write_text
-    from training.dpo import train_dpo
-    from training.dpo_data import PAIRS_FILE, build_pairs
+    from rlvrflow.training.checkpoint import atomic_write_text
+    from rlvrflow.training.dpo import train_dpo
+    from rlvrflow.training.dpo_data import PAIRS_FILE, build_pairs
 
     spec = job.spec
     pairs, pair_stats = build_pairs(pl.read_parquet(job.input("tier", "rows")),
@@ -358,7 +357,7 @@ def dpo(job: Job) -> Result:
 
 def models_to_evaluate(sft_model: str | Path, policy_dir: str | Path) -> dict[str, str]:
     """The SFT model and the checkpoints (GRPO's or DPO's) still on disk, by name (oldest first)."""
-    from training.checkpoint import list_checkpoints
+    from rlvrflow.training.checkpoint import list_checkpoints
 
     return {"sft": str(sft_model), **{Path(p).name: str(p) for _, p in list_checkpoints(policy_dir)}}
 
@@ -376,11 +375,11 @@ def evaluate(job: Job) -> Result:
     same setting (`loop_eval`); <name>.json then names the record in `reused_from`."""
     import polars as pl
 
-    from curriculum.engine_factory import release
-    from flows.eval_sets import load_sets
-    from training.eval import eval_engine
-    from training.eval import evaluate as run_eval
-    from training.modeling import set_threads
+    from rlvrflow.curriculum.engine_factory import release
+    from rlvrflow.flows.eval_sets import load_sets
+    from rlvrflow.training.eval import eval_engine
+    from rlvrflow.training.eval import evaluate as run_eval
+    from rlvrflow.training.modeling import set_threads
 
     spec, name, out = job.spec, job.item["name"], Path(job.out)
     set_threads(spec.training.torch_threads)
@@ -418,10 +417,10 @@ def loop_eval(job: Job, engine, eval_rows) -> dict | None:
     `training.eval.read_loop_eval` gives it back when it was kept for this folder with these files
     and under the `eval_setting` this engine would evaluate with. A vLLM eval engine (`eval.engine:
     vllm`) always evaluates anew."""
-    from curriculum import HFEngine
-    from training.eval import eval_setting, read_loop_eval, select_eval_tasks
-    from training.modeling import pick_device
-    from training.precision import dtype_name, resolve_dtype
+    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.training.eval import eval_setting, read_loop_eval, select_eval_tasks
+    from rlvrflow.training.modeling import pick_device
+    from rlvrflow.training.precision import dtype_name, resolve_dtype
 
     if not isinstance(engine, HFEngine):
         return None
@@ -440,9 +439,9 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
 
     import polars as pl
 
-    from training.baseline import constant_baseline
-    from training.eval import select_eval_tasks
-    from training.eval_matrix import build_matrix, decide_best
+    from rlvrflow.training.baseline import constant_baseline
+    from rlvrflow.training.eval import select_eval_tasks
+    from rlvrflow.training.eval_matrix import build_matrix, decide_best
 
     cfg, out, spec = job.spec.eval, Path(job.out), job.spec
     table, results, sets = [], {}, {}

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from flows.errors import EXIT_CODES
+from rlvrflow.flows.errors import EXIT_CODES
 
 EXIT_DATA = EXIT_CODES["data"]  # the data failed a check (validation report, canaries, missing sources)
 EXIT_USAGE = EXIT_CODES["usage"]  # the spec or the command line is wrong
@@ -238,7 +238,7 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _load(path: Path):
-    from flows.spec import SpecError, load_spec
+    from rlvrflow.flows.spec import SpecError, load_spec
 
     try:
         return load_spec(path)
@@ -267,7 +267,7 @@ def cmd_spec_check(args) -> int:
 def print_preflight(spec) -> None:
     """What the data implies before anything trains (flows/preflight.py): no worked rows, prompts longer
     than the model's positions, settings the model ignores; one line each."""
-    from flows.preflight import preflight
+    from rlvrflow.flows.preflight import preflight
 
     notices = preflight(spec)
     if notices:
@@ -302,7 +302,7 @@ def publish(manifest, names: dict[str, str], out: Path) -> None:
 
 
 def cmd_clean(args) -> int:
-    from flows import stages
+    from rlvrflow.flows import stages
 
     spec = _load(args.spec)
     m = _guard(lambda: stages.run("prepare", spec, args.out, {}))
@@ -323,7 +323,7 @@ def cmd_verify(args) -> int:
         raise UserError("--params: must be a JSON object like '{\"database\": \"shop.db\"}'", EXIT_USAGE)
     if not args.input.is_file():
         raise UserError(f"{args.input}: input file not found", EXIT_USAGE)
-    from verifiers.cli import verify_file
+    from rlvrflow.verifiers.cli import verify_file
 
     code = _guard(lambda: verify_file(args.verifier, json.dumps(params), args.input, args.output, args.workers))
     if code == 0:
@@ -345,7 +345,7 @@ def cmd_tier(args) -> int:
 def tier_with_model(spec, model: Path, out: Path):
     """prepare, attach, split, then tier with MODEL in place of the SFT stage's model: the same
     table rows and runner as `rlvrflow run`, so the same spec and seed give the same tiers."""
-    from flows import stages
+    from rlvrflow.flows import stages
 
     m = {"prepare": stages.run("prepare", spec, out, {})}
     m["attach"] = stages.run("attach", spec, out, m)
@@ -374,9 +374,9 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def cmd_run(args) -> int:
-    from flows.common import with_overrides
-    from flows.local import run_local
-    from flows.spec import SpecError
+    from rlvrflow.flows.common import with_overrides
+    from rlvrflow.flows.local import run_local
+    from rlvrflow.flows.spec import SpecError
 
     spec = _load(args.spec)  # fail fast on a bad spec or override, before Prefect starts
     overrides = parse_overrides(args.overrides)
@@ -384,7 +384,7 @@ def cmd_run(args) -> int:
         with_overrides(spec, overrides)
     except SpecError as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
-    from flows import ranks
+    from rlvrflow.flows import ranks
 
     rank, world = ranks.world()
     if world > 1:  # torchrun / deepspeed launcher: rank 0 runs the flow, the others train with it
@@ -406,7 +406,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_make_model(args) -> int:
-    from training.qwen_model import Qwen2Dims, make_model
+    from rlvrflow.training.qwen_model import Qwen2Dims, make_model
 
     if args.arch == "tiny-base":
         if args.corpus:
@@ -417,7 +417,7 @@ def cmd_make_model(args) -> int:
         steps = 20000 if args.steps is None else args.steps
         if steps < 1:
             raise UserError(f"--steps {steps}: at least 1", EXIT_USAGE)
-        from training.tiny_base import build_base_model
+        from rlvrflow.training.tiny_base import build_base_model
 
         out = build_base_model(args.out, steps=steps, seed=args.seed)
         print((out / "rlvrflow_model.json").read_text())
@@ -440,7 +440,7 @@ def cmd_make_model(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from training.export import export_checkpoint
+    from rlvrflow.training.export import export_checkpoint
 
     if not args.checkpoint.is_dir():
         raise UserError(f"{args.checkpoint}: not a directory; pass a step_NNNNNN/ checkpoint", EXIT_USAGE)
@@ -454,7 +454,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_import_model(args) -> int:
-    from training.import_model import GGUFImportError, import_gguf
+    from rlvrflow.training.import_model import GGUFImportError, import_gguf
 
     try:
         result = import_gguf(args.gguf_file, args.out, dtype=args.dtype, force=args.force)
@@ -472,9 +472,9 @@ def export_dpo_pairs(spec, out: Path, cache: Path) -> dict:
     keys match), then training.dpo_data.export_dpo of the tier stage into `out`; returns its stats."""
     import polars as pl
 
-    from flows import stages
-    from flows.errors import DataError
-    from training.dpo_data import build_pairs, export_dpo
+    from rlvrflow.flows import stages
+    from rlvrflow.flows.errors import DataError
+    from rlvrflow.training.dpo_data import build_pairs, export_dpo
 
     m = {"prepare": stages.run("prepare", spec, cache, {})}
     for name in ("attach", "split", "sft", "tier"):
@@ -491,8 +491,8 @@ def export_dpo_pairs(spec, out: Path, cache: Path) -> dict:
 
 
 def cmd_export_dpo(args) -> int:
-    from flows.common import SMOKE_OVERRIDES, with_overrides
-    from flows.spec import SpecError
+    from rlvrflow.flows.common import SMOKE_OVERRIDES, with_overrides
+    from rlvrflow.flows.spec import SpecError
 
     spec = _load(args.spec)
     changes = {**(SMOKE_OVERRIDES if args.smoke else {}), **parse_overrides(args.overrides)}
@@ -512,7 +512,7 @@ def cmd_export_dpo(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from training.doctor import main as doctor
+    from rlvrflow.training.doctor import main as doctor
 
     return doctor([str(args.run_dir)] + (["--json"] if args.json else []))
 
@@ -520,7 +520,7 @@ def cmd_doctor(args) -> int:
 def _guard(fn):
     """Run fn; a usage, data or transient failure (flows/errors.py) becomes a UserError with that
     kind's exit code and no traceback. A bug propagates: its traceback is what a report needs."""
-    from flows.errors import EXIT_CODES, classify
+    from rlvrflow.flows.errors import EXIT_CODES, classify
 
     try:
         return fn()
@@ -532,7 +532,7 @@ def _guard(fn):
 
 
 def _message(exc: BaseException) -> str:
-    from cleaning.validate import ValidationFailed
+    from rlvrflow.cleaning.validate import ValidationFailed
 
     cause = exc
     while cause is not None and not isinstance(cause, (ValidationFailed, FileNotFoundError)):

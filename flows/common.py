@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from flows.spec import DomainSpec, SpecError, load_spec, spec_data, spec_from_dict
+from rlvrflow.flows.spec import DomainSpec, SpecError, load_spec, spec_data, spec_from_dict
 
 # A budget that runs the whole chain in about a minute on two CPU cores: a handful of rows,
 # a few optimizer steps, tiny groups. `retrain(smoke=True)` and `rlvrflow run --smoke` apply it.

@@ -5,7 +5,7 @@ stage's rows and rollouts (training/dpo_data.py); the stage keeps them in `dpo_p
 its checkpoints. The stage's progress artifact moves while training; the loss curve and the pair
 counts are published when done. A crashed run resumes from its newest checkpoint on the next run.
 
-    python -c "from flows.dpo import dpo; dpo('examples/retail/spec.yaml', 'runs/demo', split, sft, tiers)"
+    python -c "from rlvrflow.flows.dpo import dpo; dpo('examples/retail/spec.yaml', 'runs/demo', split, sft, tiers)"
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import json
 
 from prefect import flow
 
-from flows import artifacts
-from flows.common import load_run_spec
-from flows.tasks import run_in_flow
+from rlvrflow.flows import artifacts
+from rlvrflow.flows.common import load_run_spec
+from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="dpo", log_prints=True)

@@ -50,15 +50,15 @@ class StageFailed(RuntimeError):
 
 
 def _usage_types() -> tuple[type, ...]:
-    from flows.spec import SpecError
-    from verifiers.registry import UnknownVerifier
+    from rlvrflow.flows.spec import SpecError
+    from rlvrflow.verifiers.registry import UnknownVerifier
 
     return (SpecError, UnknownVerifier)
 
 
 def _data_types() -> tuple[type, ...]:
-    from cleaning.ingest import IngestError
-    from cleaning.validate import ValidationFailed
+    from rlvrflow.cleaning.ingest import IngestError
+    from rlvrflow.cleaning.validate import ValidationFailed
 
     return (DataError, IngestError, ValidationFailed, FileNotFoundError)
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flows.errors import DataError
-from flows.spec import DomainSpec
+from rlvrflow.flows.errors import DataError
+from rlvrflow.flows.spec import DomainSpec
 
 COLUMNS = ("id", "category", "prompt", "reference", "verifier", "verifier_params")
 REQUIRED = ("id", "prompt", "reference")
@@ -51,7 +51,7 @@ def _missing(where: str, path: Path) -> DataError:
 
 def set_digests(spec: DomainSpec) -> dict[str, str]:
     """{path: sha256} of every set file: what the evaluate stage's key holds of them."""
-    from flows.cache import file_digest
+    from rlvrflow.flows.cache import file_digest
 
     out = {}
     for where, path in set_paths(spec).items():
@@ -84,7 +84,7 @@ def _records(path: Path, where: str) -> list[tuple[str, dict]]:
 
 
 def _params_json(raw: Any, base_dir: Path, at: str, where: str) -> str:
-    from verifiers.attach import resolve_params
+    from rlvrflow.verifiers.attach import resolve_params
 
     try:
         params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
@@ -99,7 +99,7 @@ def read_set(spec: DomainSpec, path: Path, where: str, verifier: str | None = No
     row gets it and `params`; without, each row must carry its own `verifier` (the robustness set)."""
     import polars as pl
 
-    from verifiers.registry import UnknownVerifier, check_name
+    from rlvrflow.verifiers.registry import UnknownVerifier, check_name
 
     rows, seen = [], set()
     fixed = None if verifier is None else _params_json(params or {}, spec.base_dir, "params", where)

@@ -3,7 +3,7 @@
 Each model is one task (in parallel on the flow's runner). Publishes the eval table: each
 checkpoint's headline metrics beside the SFT baseline's, with the difference.
 
-    python -c "from flows.evaluate import evaluate; evaluate('examples/retail/spec.yaml', 'runs/demo', split, sft, grpo)"
+    python -c "from rlvrflow.flows.evaluate import evaluate; evaluate('examples/retail/spec.yaml', 'runs/demo', split, sft, grpo)"
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import json
 
 from prefect import flow
 
-from flows import artifacts
-from flows.common import load_run_spec
-from flows.tasks import run_in_flow
+from rlvrflow.flows import artifacts
+from rlvrflow.flows.common import load_run_spec
+from rlvrflow.flows.tasks import run_in_flow
 
 HEADLINE = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate")
 

@@ -3,7 +3,7 @@
 The stage's progress artifact (`<domain>-grpo-progress`) moves while training; the reward curve is
 published when done. A crashed run resumes from its newest checkpoint on the next run.
 
-    python -c "from flows.grpo import grpo; grpo('examples/retail/spec.yaml', 'runs/demo', split, sft, tiers)"
+    python -c "from rlvrflow.flows.grpo import grpo; grpo('examples/retail/spec.yaml', 'runs/demo', split, sft, tiers)"
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import json
 
 from prefect import flow
 
-from flows import artifacts
-from flows.common import load_run_spec
-from flows.tasks import run_in_flow
+from rlvrflow.flows import artifacts
+from rlvrflow.flows.common import load_run_spec
+from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="grpo", log_prints=True)

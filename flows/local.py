@@ -110,8 +110,8 @@ def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke
     out.mkdir(parents=True, exist_ok=True)
     prefect_environment(out)
     with run_lock(out):
-        from flows.artifacts import read_json
-        from flows.retrain import retrain
+        from rlvrflow.flows.artifacts import read_json
+        from rlvrflow.flows.retrain import retrain
 
         previous = read_json(out / "latest.json")
         start = time.monotonic()
@@ -126,7 +126,7 @@ def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke
 
 def _failure(state) -> tuple[str, str]:
     """The flow's own exception (which stage failed and why) and its kind."""
-    from flows.errors import classify
+    from rlvrflow.flows.errors import classify
 
     try:
         state.result()

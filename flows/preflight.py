@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.spec import DomainSpec
-from training.config import TINY_BASE_DIMS, TinyModelConfig
+from rlvrflow.flows.spec import DomainSpec
+from rlvrflow.training.config import TINY_BASE_DIMS, TinyModelConfig
 
 LONGEST_SHOWN = 3  # the longest prompts named in the notice
 
@@ -47,7 +47,7 @@ def preflight(spec: DomainSpec) -> list[Notice]:
 def _logged_rows(spec: DomainSpec) -> list[dict] | str:
     """The ingested rows (id, question, category, solution), or why they could not be read (a source
     that matches no file yet, a file that does not parse: `rlvrflow clean` reports those in full)."""
-    from cleaning.ingest import IngestError, ingest
+    from rlvrflow.cleaning.ingest import IngestError, ingest
 
     try:
         return ingest(spec.sources, spec.domain, spec.base_dir).kept.select(
@@ -58,7 +58,7 @@ def _logged_rows(spec: DomainSpec) -> list[dict] | str:
 
 def no_worked_rows(spec: DomainSpec, rows: list[dict]) -> list[Notice]:
     """No row carries a worked solution: SFT has nothing to learn from."""
-    from training.sft import NO_WORKED_ROWS_CHOICES
+    from rlvrflow.training.sft import NO_WORKED_ROWS_CHOICES
 
     if any(r.get("solution") and str(r["solution"]).strip() for r in rows):
         return []
@@ -76,7 +76,7 @@ def model_positions(spec: DomainSpec) -> tuple[int | None, str]:
     if t.model == "embedded":
         return t.tiny.max_positions, "training.tiny.max_positions"
     if t.model == "embedded-base":
-        from training.tiny_base import BASE_DIR
+        from rlvrflow.training.tiny_base import BASE_DIR
 
         path = BASE_DIR / "config.json"
     else:
@@ -99,7 +99,7 @@ def _token_counter(spec: DomainSpec):
 
 def too_long(spec: DomainSpec, rows: list[dict]) -> list[Notice]:
     """Prompts that, with the completion budget, run past the model's positions."""
-    from cleaning.template import render_prompt
+    from rlvrflow.cleaning.template import render_prompt
 
     positions, where = model_positions(spec)
     if not positions:

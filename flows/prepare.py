@@ -3,7 +3,7 @@
 Publishes the rejects by reason and the Great Expectations summary as artifacts; a failed
 validation fails the run with the GX summary in the message and in the artifact.
 
-    python -c "from flows.prepare import prepare; prepare('examples/retail/spec.yaml', 'runs/demo')"
+    python -c "from rlvrflow.flows.prepare import prepare; prepare('examples/retail/spec.yaml', 'runs/demo')"
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 from prefect import flow
 
-from flows import artifacts
-from flows.common import load_run_spec
-from flows.tasks import run_in_flow
+from rlvrflow.flows import artifacts
+from rlvrflow.flows.common import load_run_spec
+from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="prepare", log_prints=True)

@@ -1,7 +1,7 @@
 """Several ranks under one launcher: rank 0 runs the pipeline, the other ranks train with it.
 
-    torchrun --nproc_per_node 4 -m flows.cli run SPEC --out OUT
-    deepspeed --num_gpus 4 --module flows.cli run SPEC --out OUT --set training.grpo.backend=deepspeed
+    torchrun --nproc_per_node 4 -m rlvrflow.flows.cli run SPEC --out OUT
+    deepspeed --num_gpus 4 --module rlvrflow.flows.cli run SPEC --out OUT --set training.grpo.backend=deepspeed
 
 Rank 0 runs `rlvrflow run` exactly as one process does (the Prefect flow, the data stages, SFT,
 tiering, eval, the report) and is the only rank that reads or writes the stage cache. The other ranks
@@ -31,7 +31,7 @@ _group: Any = None  # the handshake's process group, once joined
 
 def world() -> tuple[int, int]:
     """(rank, world size) from the launcher's environment; (0, 1) for a plain process."""
-    from training.distributed import dist_env
+    from rlvrflow.training.distributed import dist_env
 
     env = dist_env()
     return env.rank, env.world_size
@@ -43,8 +43,8 @@ def join(spec) -> None:
     global _group
     import torch.distributed as dist
 
-    from training.distributed import bind_local_device, init_process_group
-    from training.modeling import pick_device
+    from rlvrflow.training.distributed import bind_local_device, init_process_group
+    from rlvrflow.training.modeling import pick_device
 
     device = bind_local_device(pick_device(spec.training.device))
     init_process_group(device, spec.training.grpo.dist_timeout_minutes)
@@ -70,7 +70,7 @@ def abort(stage: str, exc: BaseException) -> None:
     import os
     import traceback
 
-    from flows.errors import exit_code
+    from rlvrflow.flows.errors import exit_code
 
     text = "".join(traceback.format_exception(exc)) + (
         f"rank 0: stage {stage} failed on a multi-rank launch ({type(exc).__name__}: {exc}); "
@@ -105,7 +105,7 @@ def close(ok: bool) -> None:
 def leave() -> None:
     """Every rank of a multi-rank launch, last thing: tear down the process group it joined (see
     training.distributed.leave_process_group); a no-op in a one-process run."""
-    from training.distributed import leave_process_group
+    from rlvrflow.training.distributed import leave_process_group
 
     leave_process_group()
 

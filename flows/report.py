@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from flows.cache import Manifest, atomic_write_json
+from rlvrflow.flows.cache import Manifest, atomic_write_json
 
 
 def new_run_dir(root: Path, run_id: str) -> Path:
@@ -35,8 +35,8 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads.
     `notices`: what flows/preflight.py said of the data before the run ({kind, message}), first among
     the warnings."""
-    from training.eval_matrix import format_matrix
-    from training.report import build_report, comparison_table, gain_line, write_report
+    from rlvrflow.training.eval_matrix import format_matrix
+    from rlvrflow.training.report import build_report, comparison_table, gain_line, write_report
 
     m = {name: Manifest.from_dict(d) for name, d in manifests.items()}
     ev, trained = m["evaluate"], trained_stage(m)
@@ -113,7 +113,7 @@ def best_line(matrix: dict) -> str:
 def constant_gain_line(matrix: dict, name: str) -> str:
     """`... over the constant baseline ...\n`: the model's gain over one answer per category
     (training.baseline), a line above the gain over SFT; "" when the matrix has no constant row."""
-    from training.report import gain_line
+    from rlvrflow.training.report import gain_line
 
     row = next((r for r in matrix["rows"] if r["name"] == name), {})
     gain = row.get("gain_vs_constant")
@@ -127,7 +127,7 @@ def constant_gain_line(matrix: dict, name: str) -> str:
 def doctor_text(run_dir: str) -> str:
     """The run doctor's findings (training.doctor) on the report just written; a run whose records
     the doctor cannot read still finishes, with the reason in place of the findings."""
-    from training.doctor import diagnose, format_findings
+    from rlvrflow.training.doctor import diagnose, format_findings
 
     try:
         return format_findings(diagnose(run_dir))
@@ -164,7 +164,7 @@ def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
     the trainer's plain strings, GRPO's reward-hacking check, get the kind `<stage>_warning`), GRPO steps
     that updated nothing, and a final checkpoint whose held-out answers collapsed to one string (the
     doctor's answer_collapse, on the evaluate stage's results)."""
-    from training.answer_collapse import collapse_line, collapsed_answers
+    from rlvrflow.training.answer_collapse import collapse_line, collapsed_answers
 
     out = [{"stage": "preflight", "kind": str(n["kind"]), "message": str(n["message"])} for n in notices or []]
     for name, x in m.items():

@@ -23,17 +23,17 @@ from typing import Literal, Optional
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows import artifacts
-from flows.attach import attach
-from flows.common import load_run_spec, make_task_runner
-from flows.dpo import dpo
-from flows.evaluate import evaluate
-from flows.grpo import grpo
-from flows.preflight import preflight
-from flows.prepare import prepare
-from flows.report import figures_markdown, new_run_dir, point_latest, write_run_report
-from flows.sft import sft
-from flows.tier import tier
+from rlvrflow.flows import artifacts
+from rlvrflow.flows.attach import attach
+from rlvrflow.flows.common import load_run_spec, make_task_runner
+from rlvrflow.flows.dpo import dpo
+from rlvrflow.flows.evaluate import evaluate
+from rlvrflow.flows.grpo import grpo
+from rlvrflow.flows.preflight import preflight
+from rlvrflow.flows.prepare import prepare
+from rlvrflow.flows.report import figures_markdown, new_run_dir, point_latest, write_run_report
+from rlvrflow.flows.sft import sft
+from rlvrflow.flows.tier import tier
 
 
 @task(name="report", cache_policy=NO_CACHE, persist_result=False)

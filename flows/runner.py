@@ -29,10 +29,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from flows.cache import Manifest, build_stage, stage_key
-from flows.errors import StageFailed, classify
-from flows.rows import check_rows
-from flows.spec import DomainSpec, spec_from_dict
+from rlvrflow.flows.cache import Manifest, build_stage, stage_key
+from rlvrflow.flows.errors import StageFailed, classify
+from rlvrflow.flows.rows import check_rows
+from rlvrflow.flows.spec import DomainSpec, spec_from_dict
 
 Echo = Callable[[str], None]
 Progress = Callable[[float], None]
@@ -126,8 +126,8 @@ class ThreadSteps(LocalSteps):
 
 def execute(fn: Callable[[Job], Result], job: Job, row_stage: bool, file: str) -> dict[str, Any]:
     """Run one library call and write what it returned; returns paths and stats (never frames)."""
-    import cleaning
-    from cleaning.stage import write_parquet
+    from rlvrflow import cleaning
+    from rlvrflow.cleaning.stage import write_parquet
 
     result = fn(job)
     out = Path(job.out)
@@ -152,7 +152,7 @@ def _concat_tables(out: Path, parts: list[dict[str, Any]], sort_by: str | None) 
     """Each side table of the parts, concatenated in plan order (stable-sorted by `sort_by`)."""
     import polars as pl
 
-    from cleaning.stage import write_parquet
+    from rlvrflow.cleaning.stage import write_parquet
 
     files = {}
     for name, filename in parts[0]["tables"].items():
@@ -169,8 +169,7 @@ def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str |
     counts summed and checked against what the plan gave; other files and stats by part."""
     import polars as pl
 
-    import cleaning
-
+    from rlvrflow import cleaning
     out = Path(job.out)
     files: dict[str, str] = {}
     for p in parts:
@@ -317,7 +316,7 @@ def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manif
         job = _job(stage, spec, root, out, upstream, progress)
         if stage.plan is None:
             kwargs = {"fn": stage.call, "job": job, "row_stage": stage.rows, "file": stage.stem}
-            from flows import ranks
+            from rlvrflow.flows import ranks
 
             if stage.all_ranks and ranks.active():
                 # Every rank is inside this one attempt: no retry (a rerun on rank 0 alone would pair its

@@ -1,13 +1,13 @@
 """The `sft` flow: build (or check) the base model and run cold-start SFT on the train split.
 
-    python -c "from flows.sft import sft; sft('examples/retail/spec.yaml', 'runs/demo', verified, split)"
+    python -c "from rlvrflow.flows.sft import sft; sft('examples/retail/spec.yaml', 'runs/demo', verified, split)"
 """
 from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import load_run_spec
-from flows.tasks import run_in_flow
+from rlvrflow.flows.common import load_run_spec
+from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="sft", log_prints=True)

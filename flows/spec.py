@@ -26,11 +26,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from cleaning.config import CleaningConfig, SourceSpec, ValidationConfig
-from curriculum.config import CurriculumConfig
-from flows.config import OrchestrationConfig
-from training.config import EvalConfig, TrainingConfig
-from verifiers.config import VerifierConfig
+from rlvrflow.cleaning.config import CleaningConfig, SourceSpec, ValidationConfig
+from rlvrflow.curriculum.config import CurriculumConfig
+from rlvrflow.flows.config import OrchestrationConfig
+from rlvrflow.training.config import EvalConfig, TrainingConfig
+from rlvrflow.verifiers.config import VerifierConfig
 
 __all__ = ["DomainSpec", "GenerationConfig", "SpecError", "load_spec", "spec_data", "spec_from_dict",
            "format_validation_error"]

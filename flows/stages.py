@@ -36,10 +36,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flows import calls
-from flows.cache import Manifest, file_digest, tree_digest
-from flows.runner import Stage, row_counts, run_stage
-from flows.spec import DomainSpec
+from rlvrflow.flows import calls
+from rlvrflow.flows.cache import Manifest, file_digest, tree_digest
+from rlvrflow.flows.runner import Stage, row_counts, run_stage
+from rlvrflow.flows.spec import DomainSpec
 
 MODEL_SETTINGS = ("training.prompt_format", "training.system_prompt", "training.dtype", "training.lora")
 
@@ -84,7 +84,7 @@ def _base_model(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
 
 def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     """The models evaluate reads (SFT and the policy's checkpoints on disk) and the eval set files."""
-    from flows.eval_sets import set_digests
+    from rlvrflow.flows.eval_sets import set_digests
 
     models = calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
     return {"models": {name: tree_digest(path) for name, path in models.items()}, "eval_sets": set_digests(spec),

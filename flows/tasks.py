@@ -15,11 +15,11 @@ from typing import Any, Callable
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows import artifacts, stages
-from flows.cache import Manifest
-from flows.errors import is_transient
-from flows.runner import print_line
-from flows.spec import DomainSpec
+from rlvrflow.flows import artifacts, stages
+from rlvrflow.flows.cache import Manifest
+from rlvrflow.flows.errors import is_transient
+from rlvrflow.flows.runner import print_line
+from rlvrflow.flows.spec import DomainSpec
 
 
 def retry_if_transient(task, task_run, state) -> bool:

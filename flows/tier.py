@@ -4,7 +4,7 @@ Sampling and scoring fan out in chunks of whole engine calls (about `orchestrati
 prompts each) on the flow's task runner; the tiers do not depend on the chunking or the runner.
 Publishes the tier table and the histogram (as a link).
 
-    python -c "from flows.tier import tier; tier('examples/retail/spec.yaml', 'runs/demo', split, sft)"
+    python -c "from rlvrflow.flows.tier import tier; tier('examples/retail/spec.yaml', 'runs/demo', split, sft)"
 """
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import csv
 
 from prefect import flow
 
-from flows import artifacts
-from flows.common import load_run_spec
-from flows.tasks import run_in_flow
+from rlvrflow.flows import artifacts
+from rlvrflow.flows.common import load_run_spec
+from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="tier", log_prints=True)

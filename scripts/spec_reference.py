@@ -174,7 +174,7 @@ def undescribed(model: type[BaseModel]) -> list[str]:
 
 def reference() -> str:
     """docs/spec.md as the models describe the spec today."""
-    from flows.spec import DomainSpec
+    from rlvrflow.flows.spec import DomainSpec
 
     return HEADER + "".join(f"\n{table(path, model)}\n" for path, model in sections(DomainSpec))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from training.config import (
+from rlvrflow.training.config import (
     CheckpointConfig, DPOConfig, EvalConfig, GRPOConfig, LoRAConfig, SFTConfig, TinyModelConfig, TrainingConfig,
 )
 
@@ -32,7 +32,7 @@ _WHERE = {
 def __getattr__(name: str):
     if name not in _WHERE:
         raise AttributeError(f"module 'training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"training.{_WHERE[name]}"), name)
+    value = getattr(importlib.import_module(f"rlvrflow.training.{_WHERE[name]}"), name)
     globals()[name] = value
     return value
 

@@ -12,7 +12,7 @@ a known order. The trainer draws prompts into requests (training/rollout_queue.p
 it is consuming: `lookahead_batches` requests (max_staleness + 1 - sync_every), each one step's worth
 of prompts scaled up by the run's zero-variance share so far (at most 4x), and none past the run's
 last step. That bounds the queue. The generator (its own
-process, started as `python -m training.async_rollouts` like the verifier pool's helpers, so the
+process, started as `python -m rlvrflow.training.async_rollouts` like the verifier pool's helpers, so the
 caller's `__main__` is never re-run and scripts need no `if __name__ == "__main__":` guard; one torch
 thread, the trainer's device) answers them oldest first with the newest weights published,
 samples `group_size` completions per prompt with HF, scores them with the verifier pool and writes the
@@ -51,9 +51,9 @@ import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-from training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
-from training.rollout_queue import QUEUE_DIR, RolloutQueue
-from verifiers._proc import die_with_parent
+from rlvrflow.training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
+from rlvrflow.training.rollout_queue import QUEUE_DIR, RolloutQueue
+from rlvrflow.verifiers._proc import die_with_parent
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -73,7 +73,7 @@ def check_dtype(cfg, dtype) -> None:
     log-probs (the loss's old_logp) differ systematically from the trainer's unmerged policy."""
     import torch
 
-    from training.precision import dtype_name
+    from rlvrflow.training.precision import dtype_name
 
     if cfg.lora is not None and dtype != torch.float32:
         raise ValueError(f"training.grpo.rollout_mode 'async' with LoRA needs training.dtype float32 (this run "
@@ -86,7 +86,7 @@ class AsyncRollouts:
 
     def __init__(self, out: Path, sft_model, cfg, tasks: dict, reward_cfg, seed: int, device, dtype,
                  workers: int, timeout_s: float) -> None:
-        from training.precision import dtype_name
+        from rlvrflow.training.precision import dtype_name
 
         self.root, self.g, self.seed = Path(out) / QUEUE_DIR, cfg.grpo, seed
         self.setup = {"sft_model": str(sft_model), "cfg": cfg, "tasks": tasks, "reward_cfg": reward_cfg,
@@ -128,7 +128,7 @@ class AsyncRollouts:
         """`prompts_per_step` groups with reward variance (fewer when refills run out), and the step's metrics."""
         import torch
 
-        from training.grpo_math import zero_variance_groups
+        from rlvrflow.training.grpo_math import zero_variance_groups
 
         g = self.g
         kept, stale, tally = [], 0, Tally()
@@ -222,7 +222,7 @@ class AsyncRollouts:
             os.replace(tmp, setup)
         path = [p for p in sys.path if p] + [os.getcwd()]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "training.async_rollouts", str(self.queue.dir),
+        self.proc = subprocess.Popen([sys.executable, "-m", "rlvrflow.training.async_rollouts", str(self.queue.dir),
                                       str(os.getpid())], env=env, stdin=subprocess.DEVNULL, close_fds=True)
 
     def __enter__(self) -> "AsyncRollouts":
@@ -262,10 +262,10 @@ def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dic
            dtype: str, workers: int, timeout_s: float) -> None:
     import torch
 
-    from curriculum import HFEngine
-    from curriculum.engines import PromptFormat
-    from training.modeling import encode_prompt, load_model_and_tokenizer
-    from training.precision import DTYPES, autocast
+    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.modeling import encode_prompt, load_model_and_tokenizer
+    from rlvrflow.training.precision import DTYPES, autocast
 
     torch.set_num_threads(1)
     g, dev, compute = cfg.grpo, torch.device(device), DTYPES[dtype]

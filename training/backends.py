@@ -28,8 +28,8 @@ step's checkpoint directory, next to rank 0's HF weights. Tested on CPU with 2 g
 
 from __future__ import annotations
 
-from training.config import GRPOConfig
-from training.grpo_math import warmup_cosine
+from rlvrflow.training.config import GRPOConfig
+from rlvrflow.training.grpo_math import warmup_cosine
 
 
 class TorchBackend:
@@ -45,7 +45,7 @@ class TorchBackend:
     def __init__(self, model, g: GRPOConfig, dtype=None, lora: bool = False) -> None:
         import torch
 
-        from training.precision import LossScaler
+        from rlvrflow.training.precision import LossScaler
 
         self.module = model
         self.lora = lora
@@ -79,7 +79,7 @@ class TorchBackend:
         return norm
 
     def autocast(self):
-        from training.precision import autocast
+        from rlvrflow.training.precision import autocast
 
         return autocast(self.device, self.dtype)
 
@@ -88,7 +88,7 @@ class TorchBackend:
 
     def named_parameters(self):
         if self.lora:
-            from training.lora import merged_named_parameters
+            from rlvrflow.training.lora import merged_named_parameters
 
             return merged_named_parameters(self.module)
         return self.module.named_parameters()
@@ -107,7 +107,7 @@ class TorchBackend:
         pass
 
     def save_checkpoint(self, run_dir, step: int, tokenizer, state: dict, meta: dict, extra: dict | None = None):
-        from training import checkpoint as ckpt
+        from rlvrflow.training import checkpoint as ckpt
 
         return ckpt.save_checkpoint(run_dir, step, self.module, tokenizer, state, meta, extra=extra)
 
@@ -135,7 +135,7 @@ class DeepSpeedBackend:
 
         import torch
 
-        from training import distributed as D
+        from rlvrflow.training import distributed as D
 
         self._d = D
         self.env = D.dist_env()
@@ -247,7 +247,7 @@ class DeepSpeedBackend:
         tokenizer, state.pt and meta.json and, after a barrier, renames it into place."""
         from pathlib import Path
 
-        from training import checkpoint as ckpt
+        from rlvrflow.training import checkpoint as ckpt
 
         tmp = self.broadcast(str(ckpt.checkpoint_tmp_dir(run_dir, step)) if self.is_main else None)
         tmp = Path(tmp)
@@ -303,7 +303,7 @@ class DataParallelBackend(TorchBackend):
     """
 
     def __init__(self, model, g: GRPOConfig, dtype=None, lora: bool = False) -> None:
-        from training import distributed as D
+        from rlvrflow.training import distributed as D
 
         self._d = D
         self.env = D.dist_env()
@@ -348,7 +348,7 @@ def make_backend(model, g: GRPOConfig, dtype=None, lora: bool = False):
     data-parallel torch backend."""
     import torch
 
-    from training.distributed import dist_env
+    from rlvrflow.training.distributed import dist_env
 
     if g.backend == "deepspeed":
         if dtype == torch.float16:

@@ -27,9 +27,9 @@ def pick_constants(train_rows: Sequence[dict], candidates: int = 3, max_rows: in
                    workers: int | None = None, timeout_s: float = 30.0) -> dict[str, str]:
     """{category: response}: per category, among the `candidates` most frequent training golds, the
     rendered constant right on most of (a seeded sample of up to `max_rows`) training rows."""
-    from training.scoring import Task
-    from verifiers.canary import render_constant, top_golds
-    from verifiers.pool import score_many
+    from rlvrflow.training.scoring import Task
+    from rlvrflow.verifiers.canary import render_constant, top_golds
+    from rlvrflow.verifiers.pool import score_many
 
     by_cat: dict[str, list[Task]] = {}
     for row in train_rows:
@@ -54,7 +54,7 @@ def pick_constants(train_rows: Sequence[dict], candidates: int = 3, max_rows: in
 def constant_baseline(train_rows: Sequence[dict], eval_tasks: Sequence, candidates: int = 3, seed: int = 0,
                       workers: int | None = None, timeout_s: float = 30.0) -> dict:
     """The constant baseline's eval result on `eval_tasks` (see the module docstring)."""
-    from verifiers.pool import score_many
+    from rlvrflow.verifiers.pool import score_many
 
     constants = pick_constants(train_rows, candidates, seed=seed, workers=workers, timeout_s=timeout_s)
     verdicts = score_many([(t.verifier, constants.get(t.category, ""), t.reference, t.params) for t in eval_tasks],

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from training.progress import check_reporters
+from rlvrflow.training.progress import check_reporters
 
 
 class _Frozen(BaseModel):
@@ -408,7 +408,7 @@ class RegressionSetConfig(_Frozen):
     def _known_file_and_verifier(self) -> "RegressionSetConfig":
         if not self.path.endswith((".jsonl", ".parquet")):
             raise ValueError(f"regression set {self.name!r}: path {self.path!r} must end in .jsonl or .parquet")
-        from verifiers.registry import UnknownVerifier, check_name
+        from rlvrflow.verifiers.registry import UnknownVerifier, check_name
 
         try:
             check_name(self.verifier)

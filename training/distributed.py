@@ -4,7 +4,7 @@ Everything here except `init_deepspeed` and the ZeRO-3 branch of the gather help
 DeepSpeed installed, so it is unit-tested on CPU. DeepSpeed is imported lazily, only where it is used.
 
 How `train_grpo` uses this module when `TrainingConfig.grpo.backend == "deepspeed"` (launched with
-`deepspeed --num_gpus N --module flows.cli run SPEC ...` or `torchrun --nproc_per_node N -m flows.cli run SPEC ...`;
+`deepspeed --num_gpus N --module rlvrflow.flows.cli run SPEC ...` or `torchrun --nproc_per_node N -m rlvrflow.flows.cli run SPEC ...`;
 flows/ranks.py runs the flow on rank 0 and brings every rank into the GRPO stage):
 
     env = dist_env()                                   # rank / local_rank / world size from the launcher

@@ -1,6 +1,6 @@
 """The run doctor: reads a finished (or stopped) run's records and names what went wrong, with evidence.
 
-    python -m training.doctor RUN_DIR [--json]
+    python -m rlvrflow.training.doctor RUN_DIR [--json]
     findings = diagnose("runs/demo/runs/20261201T014416Z-7282a748")
     print(format_findings(findings))
 
@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from training.doctor_rules import DEFAULT_MAX_REGRESSION, RULES, Finding, RunRecords
+from rlvrflow.training.doctor_rules import DEFAULT_MAX_REGRESSION, RULES, Finding, RunRecords
 
 # eval's samples_path files (`step_000100.samples.jsonl`), a trainer's `samples/step_NNNNNN.jsonl`
 SAMPLE_GLOBS = ("*samples*.jsonl", "samples/*.jsonl")
@@ -171,7 +171,7 @@ def format_findings(findings: list[Finding]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m training.doctor RUN_DIR [--json]`; exit status 0, or 2 when the records cannot be read."""
+    """`python -m rlvrflow.training.doctor RUN_DIR [--json]`; exit status 0, or 2 when the records cannot be read."""
     parser = argparse.ArgumentParser(prog="rlvrflow doctor", description="Name what went wrong in a run, with "
                                      "the evidence and the change to try.")
     parser.add_argument("run_dir", help="a run folder (OUT/runs/<time>-<id>), an output folder or a GRPO stage folder")

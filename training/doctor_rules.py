@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable
 
-from training.answer_collapse import collapse_line, collapsed_answers
+from rlvrflow.training.answer_collapse import collapse_line, collapsed_answers
 
 MIN_STEPS = 8  # fewer logged steps give quarters of one or two steps: too noisy to call a trend
 REWARD_RISE = 0.05  # rewards live in ~[0, 1]; +0.05 of mean reward is ~3 more right answers per 64 rollouts

@@ -42,10 +42,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from training import checkpoint as ckpt
-from training.config import EvalConfig, TrainingConfig
-from training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
-from training.report import append_jsonl, read_jsonl
+from rlvrflow.training import checkpoint as ckpt
+from rlvrflow.training.config import EvalConfig, TrainingConfig
+from rlvrflow.training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
+from rlvrflow.training.report import append_jsonl, read_jsonl
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -70,7 +70,7 @@ def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_cho
 
 def encode_pairs(tokenizer, pairs: list[dict], fmt, max_length: int) -> tuple[list[tuple], dict]:
     """(prompt ids, chosen ids, rejected ids) per pair, cut to max_length, and how many were cut."""
-    from training.modeling import encode_completion, encode_prompt
+    from rlvrflow.training.modeling import encode_completion, encode_prompt
 
     end_id = fmt.end_token_id(tokenizer)
     cut = {"responses_truncated": 0, "prompts_truncated": 0}
@@ -93,7 +93,7 @@ def sequence_logps(model, batch: list[tuple], pad_id: int, device) -> tuple[torc
     """Summed log-probs of the chosen and of the rejected responses of `batch`, each (B,).
 
     Both sides go through one forward; the shared prompt runs once (`completion_logprobs`)."""
-    from training.modeling import completion_logprobs
+    from rlvrflow.training.modeling import completion_logprobs
 
     prompts = [p for p, _, _ in batch] * 2
     comps = [c for _, c, _ in batch] + [r for _, _, r in batch]
@@ -146,9 +146,9 @@ def _data_key(sft_model, data: list[tuple], cfg: TrainingConfig) -> str:
 
 def _load_reference(out: Path, key: str, policy, sft_model, resumed: bool, data, pad_id, device, dtype, cfg):
     """The pairs' reference log-probs: read back from out/reference_logps.pt, else computed and saved."""
-    from training import lora
-    from training.modeling import load_model_and_tokenizer
-    from training.precision import autocast
+    from rlvrflow.training import lora
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+    from rlvrflow.training.precision import autocast
 
     path = out / REFERENCE_FILE
     if path.is_file():
@@ -183,11 +183,11 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     keys (final_checkpoint, best_checkpoint, baseline, final, evals, steps, seconds, steps_per_second,
     warnings) plus pairs, prompt_format, dtype and parameter counts.
     """
-    from curriculum.engines import PromptFormat
-    from training import lora
-    from training.grpo_math import warmup_cosine
-    from training.modeling import load_policy, pick_device, set_threads
-    from training.precision import LossScaler, autocast, dtype_name, resolve_dtype
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training import lora
+    from rlvrflow.training.grpo_math import warmup_cosine
+    from rlvrflow.training.modeling import load_policy, pick_device, set_threads
+    from rlvrflow.training.precision import LossScaler, autocast, dtype_name, resolve_dtype
 
     d, out = cfg.dpo, Path(out_dir)
     if not pairs:
@@ -259,8 +259,8 @@ def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dty
     """Evaluate the live policy (step 0: the SFT baseline); record it in evals.jsonl and its samples
     in samples/step_NNNNNN.jsonl; returns the record without per_category, and the eval whole
     (`training.eval.LoopEval`) for `write_loop_eval` once the weights are on disk."""
-    from training.eval import evaluate_live
-    from training.precision import autocast, dtype_name
+    from rlvrflow.training.eval import evaluate_live
+    from rlvrflow.training.precision import autocast, dtype_name
 
     with autocast(device, dtype):
         kept = evaluate_live(policy, tokenizer, eval_df, eval_cfg, seed, dtype_name(dtype),
@@ -289,7 +289,7 @@ def _restore(resume: Path, out: Path, opt, sched, scaler) -> dict:
 
 
 def _save(out: Path, run: dict, policy, tokenizer, opt, sched, scaler, record: dict, cfg: TrainingConfig, fmt) -> None:
-    from curriculum.engines import PROMPT_FORMAT_FILE
+    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE
 
     state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "scaler": scaler.state_dict(),
              "rng": ckpt.capture_rng(), "run": run}
@@ -319,7 +319,7 @@ def _finish(out: Path, run: dict, cfg: TrainingConfig, seconds: float, steps_don
 
 def plot_dpo_curves(metrics: list[dict], evals: list[dict], out_png: Path) -> Path | None:
     """Loss, margin and pair accuracy per step beside held-out pass@1 per eval; None without data."""
-    from training.report import plot_curves
+    from rlvrflow.training.report import plot_curves
 
     return plot_curves(metrics, evals, out_png, series=(("loss", "loss"), ("margin", "margin"),
                                                         ("accuracy", "accuracy")),

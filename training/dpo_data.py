@@ -28,8 +28,8 @@ import random
 import shutil
 from pathlib import Path
 
-from training.checkpoint import atomic_write_text
-from training.config import DPOConfig
+from rlvrflow.training.checkpoint import atomic_write_text
+from rlvrflow.training.config import DPOConfig
 
 PAIRS_FILE = "dpo_pairs.jsonl"
 DATASET_DIR = "dataset"

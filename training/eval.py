@@ -27,10 +27,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from curriculum import pass_at_k
+from rlvrflow.curriculum import pass_at_k
 
-from training.config import EvalConfig
-from training.scoring import Task, score_groups, tasks_from_df
+from rlvrflow.training.config import EvalConfig
+from rlvrflow.training.scoring import Task, score_groups, tasks_from_df
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -129,8 +129,8 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
 
     The verifier pool scores with `workers` processes (None: `cfg.workers`; 0: in this process) and a
     `timeout_s` deadline per completion (the spec's verifiers.timeout_s)."""
-    from curriculum import SamplingParams
-    from training.progress import progress_bar
+    from rlvrflow.curriculum import SamplingParams
+    from rlvrflow.training.progress import progress_bar
 
     prompts = [t.prompt for t in tasks]
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
@@ -173,7 +173,7 @@ def eval_setting(engine, tasks: list[Task], cfg: EvalConfig, seed: int, dtype: s
     import torch
     import transformers
 
-    from verifiers import RewardConfig
+    from rlvrflow.verifiers import RewardConfig
 
     rows = hashlib.sha256()
     for t in tasks:
@@ -228,7 +228,7 @@ def model_files(model_dir: str | Path) -> dict[str, list[int]]:
 def _model_identity(model_dir: str | Path) -> dict:
     """A model folder's resolved path and `model_files`, and for a LoRA adapter its base's too (the
     weights under the adapter are part of what an eval evaluated)."""
-    from training import lora
+    from rlvrflow.training import lora
 
     ident = {"model": str(Path(model_dir).resolve()), "files": model_files(model_dir)}
     if lora.is_adapter_dir(model_dir):
@@ -242,7 +242,7 @@ def write_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, kept:
     model the loop started from), tied to `model_dir`: its resolved path and `model_files` (a LoRA
     adapter's base's too). Call it once the weights `kept` evaluated are on disk there (a checkpoint:
     after its commit). A record that cannot be written is a warning: the stage then evaluates anew."""
-    from training.checkpoint import atomic_write_text
+    from rlvrflow.training.checkpoint import atomic_write_text
 
     path = Path(run_dir) / LOOP_EVALS_DIR / f"{name}.json"
     try:
@@ -307,8 +307,8 @@ def sample_records(tasks: list[Task], chosen: list[int], completions: list[list]
                    reward_cfg=None) -> list[dict]:
     """SAMPLE_FIELDS records: per chosen task its greedy (completions[i][0], verdicts[i][0]) and first
     sampled (completions[i][1], verdicts[i][1]) completion."""
-    from verifiers import RewardConfig
-    from verifiers.reward import reward  # the function, not the submodule of the same name
+    from rlvrflow.verifiers import RewardConfig
+    from rlvrflow.verifiers.reward import reward  # the function, not the submodule of the same name
 
     rcfg = reward_cfg or RewardConfig()
     out = []
@@ -322,7 +322,7 @@ def sample_records(tasks: list[Task], chosen: list[int], completions: list[list]
 
 
 def write_samples(path: str | Path, records: list[dict]) -> Path:
-    from training.checkpoint import atomic_write_text
+    from rlvrflow.training.checkpoint import atomic_write_text
 
     return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
 
@@ -367,7 +367,7 @@ def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, worker
                    samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0) -> dict:
     """Evaluate a live model object, prompting it in `prompt_format` (a `curriculum.engines.PromptFormat`;
     raw when None); samples, `workers` and `timeout_s` as `evaluate_engine`."""
-    from curriculum import HFEngine
+    from rlvrflow.curriculum import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
     return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg,
@@ -380,7 +380,7 @@ def evaluate_live(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, dtype: 
     """`evaluate_model` for the GRPO and DPO loops (`dtype`: the autocast dtype's name): the result with
     its `eval_setting` and the samples file's text, for `write_loop_eval` once the weights are saved; the
     evaluate stage then reads the eval back instead of running it again."""
-    from curriculum import HFEngine
+    from rlvrflow.curriculum import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
     tasks = select_eval_tasks(eval_df, cfg)
@@ -396,9 +396,9 @@ def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "aut
     builds one per call; a caller evaluating one model on several row sets builds it once, passes it to
     each `evaluate(..., engine=)` (a vLLM engine takes a while to start and holds its GPU memory) and
     then hands it to `curriculum.engine_factory.release`."""
-    from curriculum.engine_factory import make_engine
-    from training.modeling import load_model_and_tokenizer, pick_device
-    from training.precision import dtype_name, resolve_dtype
+    from rlvrflow.curriculum.engine_factory import make_engine
+    from rlvrflow.training.modeling import load_model_and_tokenizer, pick_device
+    from rlvrflow.training.precision import dtype_name, resolve_dtype
 
     dev = pick_device(device)
     dt = resolve_dtype(dtype, dev)
@@ -422,10 +422,10 @@ def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, w
     """
     import contextlib
 
-    from curriculum import HFEngine
-    from curriculum.engine_factory import release
-    from training.modeling import pick_device
-    from training.precision import autocast, resolve_dtype
+    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.curriculum.engine_factory import release
+    from rlvrflow.training.modeling import pick_device
+    from rlvrflow.training.precision import autocast, resolve_dtype
 
     dev = pick_device(device)
     dt = resolve_dtype(dtype, dev)

@@ -120,7 +120,7 @@ def build_matrix(evals, robustness: Mapping[str, Mapping] | None = None,
 def _gain(before: Mapping, after: Mapping) -> dict | None:
     """Greedy pass@1 gain in points with its paired bootstrap interval; the point gain alone (no
     interval) when a result has no per-prompt scores."""
-    from training.report import gain_interval
+    from rlvrflow.training.report import gain_interval
 
     interval = gain_interval(dict(before), dict(after), "greedy")
     if interval is not None:

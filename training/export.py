@@ -23,10 +23,10 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, merge: bool =
     """Write `out_dir` from `checkpoint`; returns what was written ({kind, out, params})."""
     import torch
 
-    from curriculum.engines import PROMPT_FORMAT_FILE
-    from training import checkpoint as ckpt
-    from training import lora
-    from training.modeling import load_model_and_tokenizer
+    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE
+    from rlvrflow.training import checkpoint as ckpt
+    from rlvrflow.training import lora
+    from rlvrflow.training.modeling import load_model_and_tokenizer
 
     src, out = Path(checkpoint), Path(out_dir)
     if not (src / "config.json").is_file() and not lora.is_adapter_dir(src):

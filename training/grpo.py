@@ -44,13 +44,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from training import checkpoint as ckpt
-from training.config import EvalConfig, TrainingConfig
-from training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
-from training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
-from training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
-from training.progress import Scalars, progress_bar
-from training.report import append_jsonl, detect_reward_hacking, plot_curves, read_jsonl, warn_loudly
+from rlvrflow.training import checkpoint as ckpt
+from rlvrflow.training.config import EvalConfig, TrainingConfig
+from rlvrflow.training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
+from rlvrflow.training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
+from rlvrflow.training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
+from rlvrflow.training.progress import Scalars, progress_bar
+from rlvrflow.training.report import append_jsonl, detect_reward_hacking, plot_curves, read_jsonl, warn_loudly
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -94,19 +94,19 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     """
     import torch
 
-    from curriculum import make_sampler
-    from curriculum.engines import PromptFormat
-    from training import lora
-    from training.backends import make_backend
-    from training.modeling import load_model_and_tokenizer, load_policy, pick_device, set_threads
-    from training.precision import dtype_name, resolve_dtype
-    from training.scoring import tasks_from_df
+    from rlvrflow.curriculum import make_sampler
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training import lora
+    from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.modeling import load_model_and_tokenizer, load_policy, pick_device, set_threads
+    from rlvrflow.training.precision import dtype_name, resolve_dtype
+    from rlvrflow.training.scoring import tasks_from_df
 
     g, out = cfg.grpo, Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     set_threads(cfg.torch_threads)
     device = pick_device(cfg.device)
-    from training.distributed import bind_local_device, dist_env
+    from rlvrflow.training.distributed import bind_local_device, dist_env
 
     if g.rollout_mode == "async" and dist_env().is_distributed:
         raise ValueError("training.grpo.rollout_mode 'async' runs in one process, not under a multi-rank launcher; "
@@ -115,7 +115,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         device = bind_local_device(device)  # this rank's GPU, before any model is loaded
     dtype = resolve_dtype(cfg.dtype, device)
     if g.rollout_mode == "async":
-        from training.async_rollouts import check_dtype
+        from rlvrflow.training.async_rollouts import check_dtype
 
         check_dtype(cfg, dtype)  # before any model is loaded
     torch.manual_seed(seed)
@@ -160,7 +160,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
         scalars.add("eval", run.evals[0], 0)
     rollouts = contextlib.nullcontext()
     if g.rollout_mode == "async":
-        from training.async_rollouts import AsyncRollouts
+        from rlvrflow.training.async_rollouts import AsyncRollouts
 
         rollouts = AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
                                  g.reward_workers if workers is None else workers, timeout_s)
@@ -228,7 +228,7 @@ def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, s
     replica, refreshed here in a collective gather) and its record is broadcast, so every rank keeps
     the same RunState.
     """
-    from training.eval import evaluate_live
+    from rlvrflow.training.eval import evaluate_live
 
     backend.sync_generation_module()  # every rank: a collective under ZeRO-3
     record = kept = by_prompt = None
@@ -277,8 +277,8 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
     `prompt_format` (raw when None) encodes the groups' prompt ids as the engine encoded them.
     Completions are scored by `workers` pool processes (None: g.reward_workers) within `timeout_s` each.
     """
-    from training.grpo_math import zero_variance_groups
-    from training.modeling import encode_prompt
+    from rlvrflow.training.grpo_math import zero_variance_groups
+    from rlvrflow.training.modeling import encode_prompt
 
     import torch
 
@@ -321,8 +321,8 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     """`updates_per_batch` optimizer steps on the GRPO loss of `groups`; returns loss diagnostics."""
     import torch
 
-    from training.grpo_math import grpo_loss, group_advantages
-    from training.modeling import completion_logprobs
+    from rlvrflow.training.grpo_math import grpo_loss, group_advantages
+    from rlvrflow.training.modeling import completion_logprobs
 
     rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G)
     adv = group_advantages(rewards, g.std_normalize).flatten().tolist()  # (B,)
@@ -387,15 +387,15 @@ def _padded(rows: list[list[float]], device):
 def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: TrainingConfig, fmt, dtype):
     """HF (the live policy) or vLLM (its own copy of the SFT weights, in `dtype`, prompts rendered in `fmt`)."""
     if kind == "vllm":
-        from curriculum.engines import FormattedEngine
-        from curriculum.vllm_engine import VLLMEngine
-        from training.precision import dtype_name
+        from rlvrflow.curriculum.engines import FormattedEngine
+        from rlvrflow.curriculum.vllm_engine import VLLMEngine
+        from rlvrflow.training.precision import dtype_name
 
         max_len = cfg.tiny.max_positions if cfg.is_embedded else 4096
         vllm = VLLMEngine(str(sft_model), dtype=dtype_name(dtype), max_model_len=max_len, seed=cfg.seed,
                           enforce_eager=device.type == "cpu")
         return vllm if fmt.kind == "raw" else FormattedEngine(vllm, tokenizer, fmt)
-    from curriculum import HFEngine
+    from rlvrflow.curriculum import HFEngine
 
     batch = max(cfg.grpo.prompts_per_step * cfg.grpo.group_size, 1)
     return HFEngine(model, tokenizer, device=str(device), batch_size=batch, prompt_format=fmt)
@@ -437,7 +437,7 @@ def _check_reward_hacking(run: RunState, cfg: TrainingConfig) -> None:
 
 def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, cfg: TrainingConfig, fmt) -> None:
     """Every rank calls this: DeepSpeed writes each rank's optimizer partition; rank 0 writes the rest."""
-    from curriculum.engines import PROMPT_FORMAT_FILE
+    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE
 
     state = {"backend": backend.state_dict(), "sampler": sampler.state_dict(), "rng": ckpt.capture_rng(),
              "run": run.__dict__}

@@ -30,8 +30,8 @@ class Group:
 def score_rollouts(engine, batch, g, reward_cfg, seed: int, workers: int, timeout_s: float) -> tuple:
     """`group_size` completions for each task of `batch`, scored: per prompt, their token ids, rewards,
     correct flags, texts, verdict statuses and the engine's per-token log-probs."""
-    from curriculum import SamplingParams
-    from training.scoring import rewards_for, score_groups
+    from rlvrflow.curriculum import SamplingParams
+    from rlvrflow.training.scoring import rewards_for, score_groups
 
     sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)
     outs = engine.generate([t.prompt for t in batch], g.group_size, sampling, seed=seed)

@@ -18,8 +18,8 @@ import json
 import logging
 from pathlib import Path
 
-from training.checkpoint import atomic_write_text
-from training.report import append_jsonl, read_jsonl
+from rlvrflow.training.checkpoint import atomic_write_text
+from rlvrflow.training.report import append_jsonl, read_jsonl
 
 log = logging.getLogger("rlvrflow.training")
 

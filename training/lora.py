@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from training.config import LoRAConfig
+from rlvrflow.training.config import LoRAConfig
 
 ADAPTER_CONFIG = "adapter_config.json"
 

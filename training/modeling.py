@@ -15,7 +15,7 @@ from typing import Literal
 
 import torch
 
-from training.grpo_math import token_logprobs, token_logprobs_and_entropy
+from rlvrflow.training.grpo_math import token_logprobs, token_logprobs_and_entropy
 
 
 def pick_device(name: str) -> torch.device:
@@ -73,8 +73,8 @@ def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: 
     A LoRA adapter directory loads its base (in `dtype`, frozen) with the adapter on top (trainable
     when `trainable`). The tokenizer gets a pad token (EOS) when it has none, so batching always works.
     """
-    from curriculum.engines import HF_LOAD_LOCK
-    from training import lora
+    from rlvrflow.curriculum.engines import HF_LOAD_LOCK
+    from rlvrflow.training import lora
 
     adapter = lora.is_adapter_dir(path)
     weights = lora.adapter_base(path) if adapter else path
@@ -102,7 +102,7 @@ def load_policy(path: str | Path, device: torch.device, dtype: torch.dtype, lora
     adapter checkpoint (resume), under its adapters. `base` names the base directory by its absolute
     path (recorded in the adapter's config). Raises when the checkpoint's kind does not match the config.
     """
-    from training import lora
+    from rlvrflow.training import lora
 
     if lora_cfg is None:
         if lora.is_adapter_dir(path):
@@ -122,7 +122,7 @@ def load_policy(path: str | Path, device: torch.device, dtype: torch.dtype, lora
 
 def encode_prompt(tokenizer, prompt: str, fmt=None) -> list[int]:
     """Prompt ids in `fmt` (a `curriculum.engines.PromptFormat`; raw when None)."""
-    from curriculum.engines import PromptFormat
+    from rlvrflow.curriculum.engines import PromptFormat
 
     return (fmt or PromptFormat()).encode(tokenizer, prompt)
 
@@ -213,7 +213,7 @@ def shared_prompt_logprobs(
     """
     order: dict[tuple[int, ...], int] = {}
     index = torch.tensor([order.setdefault(tuple(p), len(order)) for p in prompts], dtype=torch.long)
-    from curriculum.engines import left_pad
+    from rlvrflow.curriculum.engines import left_pad
 
     uniq = list(order)
     p_ids, p_attn = left_pad([list(p) for p in uniq], pad_id)

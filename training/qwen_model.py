@@ -112,7 +112,7 @@ def build_qwen2_model(corpus: Iterable[str], out_dir: str | Path, seed: int = 0,
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from training.checkpoint import save_pretrained_atomic
+    from rlvrflow.training.checkpoint import save_pretrained_atomic
 
     dims = dims or Qwen2Dims()
     if dims.hidden_size % dims.num_heads or dims.num_heads % dims.num_kv_heads:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from training.checkpoint import atomic_write_text
+from rlvrflow.training.checkpoint import atomic_write_text
 
 log = logging.getLogger("rlvrflow.training")
 

@@ -54,7 +54,7 @@ def score_groups(tasks: list[Task], groups: list[list[str]], workers: int | None
     """Verdicts for groups[i][j] (a response text) against tasks[i], via `verifiers.score_many` with
     `workers` processes (None: every core; 0: in this process) and a `timeout_s` deadline per item
     (the spec's verifiers.timeout_s)."""
-    from verifiers import score_many
+    from rlvrflow.verifiers import score_many
 
     items = [(t.verifier, text, t.reference, t.params) for t, g in zip(tasks, groups) for text in g]
     flat = score_many(items, workers=workers, timeout_s=timeout_s) if items else []
@@ -67,7 +67,7 @@ def score_groups(tasks: list[Task], groups: list[list[str]], workers: int | None
 
 def rewards_for(verdicts: list[list], texts: list[list[str]], n_tokens: list[list[int]], reward_cfg) -> list[list]:
     """`verifiers.reward` parts for every completion, grouped like the input."""
-    from verifiers.reward import reward  # the function: `verifiers.reward` is the submodule once imported
+    from rlvrflow.verifiers.reward import reward  # the function: `verifiers.reward` is the submodule once imported
 
     return [
         [reward(v, t, n, reward_cfg) for v, t, n in zip(vg, tg, ng)]

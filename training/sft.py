@@ -27,9 +27,9 @@ import shutil
 import time
 from pathlib import Path
 
-from training.checkpoint import atomic_write_text, save_pretrained_atomic
-from training.config import TrainingConfig
-from training.progress import Scalars, progress_bar
+from rlvrflow.training.checkpoint import atomic_write_text, save_pretrained_atomic
+from rlvrflow.training.config import TrainingConfig
+from rlvrflow.training.progress import Scalars, progress_bar
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -59,8 +59,8 @@ def _encode(tokenizer, pairs, max_length: int, fmt=None) -> tuple[list[tuple[lis
 
     `fmt`: the `PromptFormat` (raw when None); solutions end with its end token.
     """
-    from curriculum.engines import PromptFormat
-    from training.modeling import encode_completion, encode_prompt
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.modeling import encode_completion, encode_prompt
 
     fmt = fmt or PromptFormat()
     end_id = fmt.end_token_id(tokenizer)
@@ -137,10 +137,10 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     """
     import torch
 
-    from curriculum.engines import PROMPT_FORMAT_FILE, PromptFormat, stop_token_ids
-    from training import lora
-    from training.modeling import load_policy, pick_device, set_threads
-    from training.precision import dtype_name, resolve_dtype
+    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE, PromptFormat, stop_token_ids
+    from rlvrflow.training import lora
+    from rlvrflow.training.modeling import load_policy, pick_device, set_threads
+    from rlvrflow.training.precision import dtype_name, resolve_dtype
 
     base_model, out = Path(base_model), Path(out_dir)
     sc = cfg.sft
@@ -197,8 +197,8 @@ def _train(model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, s
     """
     import torch
 
-    from training.grpo_math import warmup_cosine
-    from training.precision import LossScaler, autocast
+    from rlvrflow.training.grpo_math import warmup_cosine
+    from rlvrflow.training.precision import LossScaler, autocast
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=sc.lr, weight_decay=sc.weight_decay)
@@ -251,7 +251,7 @@ def _length_bucketed_batches(data: list[tuple[list[int], list[int]]], batch_size
 
 def _batch_loss(model, batch: list[tuple[list[int], list[int]]], pad_id: int, device):
     """Mean negative log-likelihood of the solution tokens of one batch."""
-    from training.modeling import completion_logprobs
+    from rlvrflow.training.modeling import completion_logprobs
 
     logp, mask = completion_logprobs(model, [p for p, _ in batch], [c for _, c in batch], pad_id, device)
     m = mask.to(logp.dtype)
@@ -262,8 +262,8 @@ def sft_loss(model_path: str | Path, train_df, max_length: int = 512, device: st
     """Mean solution-token NLL of a saved model on `train_df` (used to check that SFT lowers the loss)."""
     import torch
 
-    from curriculum.engines import PromptFormat
-    from training.modeling import load_model_and_tokenizer
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.modeling import load_model_and_tokenizer
 
     dev = torch.device(device)
     model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)

@@ -33,7 +33,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from training.config import TINY_BASE_DIMS
+from rlvrflow.training.config import TINY_BASE_DIMS
 
 BASE_DIR = Path(__file__).resolve().parent / "assets" / "tiny_base"
 BASE_DIMS = TINY_BASE_DIMS
@@ -189,9 +189,9 @@ def build_base_model(out_dir: str | Path, steps: int = 20000, seed: int = 0, cor
     the corpus, check it on `check_rows` held-out rows, and save it to `out_dir` with its card."""
     import polars as pl
 
-    from training.config import SFTConfig, TrainingConfig
-    from training.sft import run_sft
-    from training.tiny_model import build_tiny_model
+    from rlvrflow.training.config import SFTConfig, TrainingConfig
+    from rlvrflow.training.sft import run_sft
+    from rlvrflow.training.tiny_model import build_tiny_model
 
     started = time.perf_counter()
     out = Path(out_dir).resolve()
@@ -219,8 +219,8 @@ def check_base(model_dir: str | Path, rows: list[dict], seed: int = 0) -> dict[s
     """Greedy accuracy per category (`calc`, `reading`) of a model on `held_out` rows."""
     import polars as pl
 
-    from training.config import EvalConfig
-    from training.eval import evaluate
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.eval import evaluate
 
     check = pl.DataFrame([{**r, "solution": None, "verifier": "math", "verifier_params": "{}", "split": "eval"}
                           for r in rows])
@@ -265,8 +265,8 @@ def adapt_base(base_dir: str | Path, texts, out_dir: str | Path, seed: int = 0) 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from training.checkpoint import save_pretrained_atomic
-    from training.tiny_model import SPECIAL_TOKENS, tokenizer_from_vocab
+    from rlvrflow.training.checkpoint import save_pretrained_atomic
+    from rlvrflow.training.tiny_model import SPECIAL_TOKENS, tokenizer_from_vocab
 
     base, out = require_base(base_dir), Path(out_dir)
     base_card = json.loads((base / "rlvrflow_model.json").read_text())

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from training.config import TinyModelConfig, TrainingConfig
+from rlvrflow.training.config import TinyModelConfig, TrainingConfig
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 
@@ -88,7 +88,7 @@ def build_tiny_model(
     import torch
     from transformers import LlamaForCausalLM
 
-    from training.checkpoint import save_pretrained_atomic
+    from rlvrflow.training.checkpoint import save_pretrained_atomic
 
     dims = dims or TinyModelConfig()
     corpus = list(corpus)
@@ -142,7 +142,7 @@ def resolve_base_model(cfg: TrainingConfig, texts: Iterable[str], out_dir: str |
     if not cfg.is_embedded:
         return check_hf_model_dir(cfg.model)
     if cfg.model == "embedded-base":
-        from training.tiny_base import BASE_DIR, adapt_base
+        from rlvrflow.training.tiny_base import BASE_DIR, adapt_base
 
         return adapt_base(BASE_DIR, texts, out_dir, seed)
     out = Path(out_dir)

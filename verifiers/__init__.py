@@ -1,6 +1,6 @@
 """Verifiers: turn a model response into a trusted, explained verdict and a reward.
 
-    from verifiers import verify, score_many
+    from rlvrflow.verifiers import verify, score_many
     verify("math", "so the answer is \\boxed{36}", "36", {})   # Verdict(1.0, 'correct', '36', ...)
 
 Public names are loaded lazily so `import verifiers` pulls in neither sympy nor polars; see

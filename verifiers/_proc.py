@@ -15,7 +15,7 @@ import sys
 from multiprocessing.connection import Connection
 
 _BOOT = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-         "from verifiers._proc import child_boot; child_boot(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))")
+         "from rlvrflow.verifiers._proc import child_boot; child_boot(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))")
 
 
 class Child:

@@ -4,7 +4,7 @@ Each input line is a JSON object with `response` and `reference` (and optional `
 over --params). Each output line keeps every input field in order and adds `score`, `status`,
 `extracted` and `detail`. A malformed line becomes `{"line": N, "raw": ..., ...}` with status
 `error`; nothing crashes on bad rows. Rows are verified across processes with a progress bar and
-the output is written atomically. Also runnable as `python -m verifiers.cli` (same arguments).
+the output is written atomically. Also runnable as `python -m rlvrflow.verifiers.cli` (same arguments).
 """
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def verify_file(verifier: Any, params_json: Any, in_path: Any, out_path: Any,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verifiers.cli", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m rlvrflow.verifiers.cli", description=__doc__.splitlines()[0])
     ap.add_argument("--verifier", required=True)
     ap.add_argument("--params", default="{}", help="JSON object of verifier params")
     ap.add_argument("--workers", type=int, default=None)

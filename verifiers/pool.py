@@ -101,7 +101,7 @@ class WarmPool:
         self.paths: list[list[str] | None] = [None] * workers
 
     def _spawn(self, i: int) -> Child:
-        self.slots[i] = Child("verifiers.pool:worker_main")
+        self.slots[i] = Child("rlvrflow.verifiers.pool:worker_main")
         self.paths[i] = None
         return self.slots[i]
 

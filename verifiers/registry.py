@@ -24,17 +24,17 @@ VerifierFn = Callable[[str, str, dict], Verdict]
 ENTRY_POINT_GROUP = "rlvrflow.verifiers"
 
 BUILTINS: dict[str, str] = {
-    "math": "verifiers.math.verifier:verify_math",
-    "code": "verifiers.code.verifier:verify_code",
-    "sql": "verifiers.sql:verify_sql",
-    "json": "verifiers.jsonv:verify_json",
-    "keyword": "verifiers.keyword:verify_keyword",
-    "regex": "verifiers.keyword:verify_regex",
-    "choice": "verifiers.choice:verify_choice",
-    "function_call": "verifiers.function_call:verify_function_call",
-    "refusal": "verifiers.refusal:verify_refusal",
-    "reply": "verifiers.reply:verify_reply",
-    "working": "verifiers.working:verify_working",
+    "math": "rlvrflow.verifiers.math.verifier:verify_math",
+    "code": "rlvrflow.verifiers.code.verifier:verify_code",
+    "sql": "rlvrflow.verifiers.sql:verify_sql",
+    "json": "rlvrflow.verifiers.jsonv:verify_json",
+    "keyword": "rlvrflow.verifiers.keyword:verify_keyword",
+    "regex": "rlvrflow.verifiers.keyword:verify_regex",
+    "choice": "rlvrflow.verifiers.choice:verify_choice",
+    "function_call": "rlvrflow.verifiers.function_call:verify_function_call",
+    "refusal": "rlvrflow.verifiers.refusal:verify_refusal",
+    "reply": "rlvrflow.verifiers.reply:verify_reply",
+    "working": "rlvrflow.verifiers.working:verify_working",
 }
 
 _REGISTERED: dict[str, VerifierFn] = {}

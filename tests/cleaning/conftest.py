@@ -55,7 +55,7 @@ def _rows(n: int) -> list[dict]:
 def toy_sources(write):
     """Two sources over three files (JSONL, GBK CSV, CSV with a bad line): exact, near (in another
     chunk at small chunk sizes) and id duplicates, quarantined lines and rows the checks reject."""
-    from cleaning import SourceSpec
+    from rlvrflow.cleaning import SourceSpec
 
     rows = _rows(12)
     lines = [json.dumps(r, ensure_ascii=False) for r in rows]

@@ -2,8 +2,8 @@
 import pytest
 from pydantic import ValidationError
 
-from cleaning import CleaningConfig, SourceSpec, ValidationConfig
-from cleaning.config import TemplateConfig
+from rlvrflow.cleaning import CleaningConfig, SourceSpec, ValidationConfig
+from rlvrflow.cleaning.config import TemplateConfig
 
 
 def test_defaults_build_and_are_frozen():
@@ -41,7 +41,7 @@ def test_template_layout_needs_the_three_placeholders():
 
 
 def test_field_descriptions_exist_for_every_field():
-    from cleaning import config
+    from rlvrflow.cleaning import config
 
     for model in (config.SourceSpec, config.FieldMap, config.WidthConfig, config.SpecialTokensConfig,
                   config.TemplatePart, config.TemplateConfig, config.DedupConfig, config.CleaningConfig,

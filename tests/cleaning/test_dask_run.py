@@ -8,9 +8,9 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 import distributed  # noqa: F401 - the dev extra installs it: a missing one is a failure, not a skip
-from cleaning import CleaningConfig, ValidationConfig
-from cleaning.dask_run import local_cluster, prepare_on_dask
-from cleaning.stream import prepare_stream
+from rlvrflow.cleaning import CleaningConfig, ValidationConfig
+from rlvrflow.cleaning.dask_run import local_cluster, prepare_on_dask
+from rlvrflow.cleaning.stream import prepare_stream
 
 
 VALIDATION = ValidationConfig(categories=["arithmetic", "policy"], max_rejected_fraction=0.5)

@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from cleaning import IngestError, SourceSpec, ingest
+from rlvrflow.cleaning import IngestError, SourceSpec, ingest
 
 FIELDS = {"id": "ticket", "question": "q", "reference": "a", "category": "type"}
 
@@ -87,7 +87,7 @@ def test_a_stray_control_character_keeps_the_row(tmp_path, write, line):
     write("t.jsonl", line + b"\n")
     r = run(tmp_path, "t.jsonl")
     assert r.rejects.height == 0 and r.kept.height == 1
-    from cleaning import CleaningConfig, clean_stage
+    from rlvrflow.cleaning import CleaningConfig, clean_stage
 
     cleaned = clean_stage(r.kept, CleaningConfig(), "retail").kept
     assert cleaned.select("question", "reference").row(0) == ("What is 2+2?", "4")

@@ -8,8 +8,8 @@ import random
 import polars as pl
 import pytest
 
-from cleaning import CleaningConfig, clean_stage
-from cleaning.pii import id_number_valid, luhn_valid, scrub_frame, scrub_row
+from rlvrflow.cleaning import CleaningConfig, clean_stage
+from rlvrflow.cleaning.pii import id_number_valid, luhn_valid, scrub_frame, scrub_row
 
 SCRUBBED = [
     # phones: mainland mobiles, landlines, +86 and international forms

@@ -6,9 +6,9 @@ import json
 import polars as pl
 import pytest
 
-from cleaning import ReconciliationError, StageResult, dedup, write_stage
-from cleaning.config import DedupConfig
-from cleaning.stage import make_stats, reject_frame
+from rlvrflow.cleaning import ReconciliationError, StageResult, dedup, write_stage
+from rlvrflow.cleaning.config import DedupConfig
+from rlvrflow.cleaning.stage import make_stats, reject_frame
 
 
 def rows(questions: list[str]) -> pl.DataFrame:

@@ -10,11 +10,11 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from cleaning import CleaningConfig, SourceSpec, ValidationConfig
-from cleaning.decode import Undecodable, decode_file
-from cleaning.linestream import stream_lines
-from cleaning.prepare import prepare_in_memory
-from cleaning.stream import prepare_stream
+from rlvrflow.cleaning import CleaningConfig, SourceSpec, ValidationConfig
+from rlvrflow.cleaning.decode import Undecodable, decode_file
+from rlvrflow.cleaning.linestream import stream_lines
+from rlvrflow.cleaning.prepare import prepare_in_memory
+from rlvrflow.cleaning.stream import prepare_stream
 
 VALIDATION = ValidationConfig(categories=["arithmetic", "policy"], max_rejected_fraction=0.5)
 
@@ -121,7 +121,7 @@ def test_progress_bars_draw_on_a_terminal_only(monkeypatch):
     import io
     import sys
 
-    from cleaning.chunks import bar
+    from rlvrflow.cleaning.chunks import bar
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -139,10 +139,10 @@ def test_progress_bars_draw_on_a_terminal_only(monkeypatch):
 
 def test_empty_sources_fail_validation_as_the_in_memory_path_does(tmp_path):
     """No records at all: too_few_rows from validation on both paths, not a crash in writing the parts."""
-    from cleaning import CleaningConfig, SourceSpec, ValidationConfig
-    from cleaning.prepare import prepare_in_memory
-    from cleaning.stream import prepare_stream
-    from cleaning.validate import ValidationFailed
+    from rlvrflow.cleaning import CleaningConfig, SourceSpec, ValidationConfig
+    from rlvrflow.cleaning.prepare import prepare_in_memory
+    from rlvrflow.cleaning.stream import prepare_stream
+    from rlvrflow.cleaning.validate import ValidationFailed
 
     for i, fn in enumerate((prepare_stream, prepare_in_memory)):
         d = tmp_path / str(i)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from cleaning import CleaningConfig, clean_frame, clean_value, to_half_width
-from cleaning.transforms import TEXT_FIELDS
-from cleaning.width import _HAS_FORMULA, convert_spans
+from rlvrflow.cleaning import CleaningConfig, clean_frame, clean_value, to_half_width
+from rlvrflow.cleaning.transforms import TEXT_FIELDS
+from rlvrflow.cleaning.width import _HAS_FORMULA, convert_spans
 
 from .fuzz import messy_rows
 
@@ -149,7 +149,7 @@ def test_ftfy_leaves_fast_path_text_alone():
 
     import ftfy
 
-    from cleaning.rules import FTFY_CONFIG, SUSPECT
+    from rlvrflow.cleaning.rules import FTFY_CONFIG, SUSPECT
 
     rng = random.Random(7)
     pools = ["\t\n", "".join(chr(c) for c in range(0x20, 0x7F)), "".join(chr(c) for c in range(0x3000, 0x302A)),

@@ -6,9 +6,9 @@ import json
 import polars as pl
 import pytest
 
-from cleaning import (CleaningConfig, SourceSpec, ValidationConfig, ValidationFailed, clean_frame,
+from rlvrflow.cleaning import (CleaningConfig, SourceSpec, ValidationConfig, ValidationFailed, clean_frame,
                       clean_stage, prepare, validate)
-from cleaning.template import build_prompts
+from rlvrflow.cleaning.template import build_prompts
 
 COLUMNS = ["id", "domain", "category", "question", "reference", "solution", "prompt", "source"]
 

@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curriculum import AdaptiveSampler, StratifiedSampler, make_sampler
-from curriculum.adaptive import beta_from_counts, mixed_chance
-from curriculum.config import CurriculumConfig
+from rlvrflow.curriculum import AdaptiveSampler, StratifiedSampler, make_sampler
+from rlvrflow.curriculum.adaptive import beta_from_counts, mixed_chance
+from rlvrflow.curriculum.config import CurriculumConfig
 
 ADAPTIVE = {"sampler": "adaptive", "weights": {"learnable": 1.0, "too_hard": 1.0, "too_easy": 1.0}}
 

@@ -9,8 +9,8 @@ import importlib.util
 
 import pytest
 
-from curriculum.engine_factory import checkpoint_dtype, make_engine, vllm_prompting
-from curriculum.engines import FormattedEngine, HFEngine, PromptFormat, SamplingParams
+from rlvrflow.curriculum.engine_factory import checkpoint_dtype, make_engine, vllm_prompting
+from rlvrflow.curriculum.engines import FormattedEngine, HFEngine, PromptFormat, SamplingParams
 
 BOS_TEMPLATE = ("<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                 "{% if add_generation_prompt %}assistant: {% endif %}")
@@ -19,7 +19,7 @@ BOS_TEMPLATE = ("<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n
 @pytest.fixture(scope="module")
 def qwen_dir(tmp_path_factory):
     """The in-project Qwen2 test model: ChatML template, EOS <|im_end|>, no BOS."""
-    from training.qwen_model import build_qwen2_model
+    from rlvrflow.training.qwen_model import build_qwen2_model
 
     corpus = ["where is my order 12345?", "refund for order 777 please", "hello, the parcel never came"] * 20
     return build_qwen2_model(corpus, tmp_path_factory.mktemp("qwen") / "m", seed=0)
@@ -66,9 +66,9 @@ def test_vllm_without_vllm_says_how_to_install(tiny_model_dir, without_vllm):
 def test_tiering_and_eval_name_their_own_field(tmp_path, tiny_model_dir, without_vllm):
     import polars as pl
 
-    from curriculum import CurriculumConfig, tier_to_dir
-    from training.config import EvalConfig
-    from training.eval import evaluate
+    from rlvrflow.curriculum import CurriculumConfig, tier_to_dir
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.eval import evaluate
 
     df = pl.DataFrame({"id": ["a"], "prompt": ["1+1="], "category": ["arith"]})
     with pytest.raises(ImportError, match=r"curriculum\.engine is 'vllm'"):
@@ -80,8 +80,8 @@ def test_tiering_and_eval_name_their_own_field(tmp_path, tiny_model_dir, without
 def test_config_rejects_an_unknown_engine():
     from pydantic import ValidationError
 
-    from curriculum import CurriculumConfig
-    from training.config import EvalConfig
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training.config import EvalConfig
 
     with pytest.raises(ValidationError, match="engine"):
         CurriculumConfig(engine="tgi")
@@ -163,8 +163,8 @@ def test_first_loads_from_several_threads_at_once(tiny_model_dir):
 
     script = (
         "import sys, threading\n"
-        "from curriculum.engine_factory import make_engine\n"
-        "from training.modeling import load_model_and_tokenizer\n"
+        "from rlvrflow.curriculum.engine_factory import make_engine\n"
+        "from rlvrflow.training.modeling import load_model_and_tokenizer\n"
         "errors = []\n"
         "def load(i):\n"
         "    try:\n"

@@ -14,9 +14,9 @@ vllm = pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 
-from curriculum.engine_factory import make_engine, release  # noqa: E402
-from curriculum.engines import FormattedEngine, HFEngine, PromptFormat, SamplingParams  # noqa: E402
-from curriculum.vllm_engine import VLLMEngine  # noqa: E402
+from rlvrflow.curriculum.engine_factory import make_engine, release  # noqa: E402
+from rlvrflow.curriculum.engines import FormattedEngine, HFEngine, PromptFormat, SamplingParams  # noqa: E402
+from rlvrflow.curriculum.vllm_engine import VLLMEngine  # noqa: E402
 
 PROMPTS = ["12+3=", "what is 7*8?", "a"]
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
@@ -165,7 +165,7 @@ def test_stop_token_ids_end_completions_as_hfs_eos_does(engine, hf):
 def test_sync_from_the_embedded_models_named_parameters(tmp_path, live):
     """The trainer's path: the project's tiny model (tied embeddings), synced from named_parameters()."""
     live.close()
-    from training import tiny_model as tiny  # the project must import here: a failure, never a skip
+    from rlvrflow.training import tiny_model as tiny  # the project must import here: a failure, never a skip
     corpus = ["12+3=15", "what is 7*8? 56", "Answer: 42\n"]
     model_dir = tiny.build_tiny_model(corpus, tmp_path / "embedded", seed=0)
     hf = HFEngine.from_pretrained(str(model_dir), batch_size=4)
@@ -226,7 +226,7 @@ CHAT_PROMPTS = ["where is my order 12345?", "refund please", "hi"]
 @pytest.fixture(scope="module")
 def qwen_dir(tmp_path_factory):
     """The in-project Qwen2 test model (ChatML template, EOS <|im_end|>, no BOS), as `rlvrflow make-model`."""
-    from training.qwen_model import build_qwen2_model
+    from rlvrflow.training.qwen_model import build_qwen2_model
 
     corpus = ["where is my order 12345?", "refund for order 777 please", "hello, the parcel never came"] * 20
     return build_qwen2_model(corpus, tmp_path_factory.mktemp("qwen") / "m", seed=0)
@@ -302,8 +302,8 @@ def test_tiering_with_curriculum_engine_vllm(qwen_dir, qwen_vllm, live, tmp_path
 
     import polars as pl
 
-    from curriculum import CurriculumConfig, tier_to_dir, tier_with_rollouts
-    from curriculum.tiering import ROLLOUTS_FILE
+    from rlvrflow.curriculum import CurriculumConfig, tier_to_dir, tier_with_rollouts
+    from rlvrflow.curriculum.tiering import ROLLOUTS_FILE
 
     cfg = CurriculumConfig(engine="vllm", n_samples=4, k=2, max_new_tokens=8)
     length = lambda items: [float(len(resp) % 2) for _, resp, _, _ in items]  # noqa: E731 (varied, deterministic)
@@ -319,8 +319,8 @@ def test_tiering_with_curriculum_engine_vllm(qwen_dir, qwen_vllm, live, tmp_path
 def test_eval_with_eval_engine_vllm_matches_hf_greedy(qwen_dir, live, tmp_path):
     """Greedy results agree (same float32 weights, prompt ids and stop ids; argmax over the same logits
     up to kernel rounding). The sampled metrics differ: vLLM and torch draw from different generators."""
-    from training.config import EvalConfig
-    from training.eval import evaluate, read_samples
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.eval import evaluate, read_samples
 
     live.close()
 

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
+from rlvrflow.curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
 
 
 def brute_force(n: int, c: int, k: int) -> float:

@@ -6,8 +6,8 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from curriculum.config import CurriculumConfig
-from curriculum.sampler import StratifiedSampler, UniformSampler
+from rlvrflow.curriculum.config import CurriculumConfig
+from rlvrflow.curriculum.sampler import StratifiedSampler, UniformSampler
 
 RATE = {"too_hard": 0.0, "learnable": 0.5, "too_easy": 1.0}
 
@@ -183,7 +183,7 @@ def test_report_moves_prompts_between_tiers():
 
 
 def test_retiering_is_summed_up_every_n_batches_at_info(caplog):
-    from curriculum.sampler import RETIER_SUMMARY_EVERY
+    from rlvrflow.curriculum.sampler import RETIER_SUMMARY_EVERY
 
     df = pool({("a", "learnable"): 30, ("a", "too_hard"): 30, ("a", "too_easy"): 30})
     s = StratifiedSampler(df, CurriculumConfig(retier_window=1), seed=0, batch_size=6)

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from curriculum.split import assign_split, eval_count
+from rlvrflow.curriculum.split import assign_split, eval_count
 
 
 def rows(sizes: dict[str, int]) -> pl.DataFrame:

@@ -5,10 +5,10 @@ import json
 import polars as pl
 import pytest
 
-from curriculum.config import CurriculumConfig
-from curriculum.engines import Completion
-from curriculum.passk import pass_at_k
-from curriculum.tiering import ROLLOUT_COLUMNS, ROLLOUTS_FILE, tier_rows, tier_to_dir, tier_with_rollouts
+from rlvrflow.curriculum.config import CurriculumConfig
+from rlvrflow.curriculum.engines import Completion
+from rlvrflow.curriculum.passk import pass_at_k
+from rlvrflow.curriculum.tiering import ROLLOUT_COLUMNS, ROLLOUTS_FILE, tier_rows, tier_to_dir, tier_with_rollouts
 
 
 class ScriptedEngine:
@@ -95,7 +95,7 @@ def test_scorer_returning_the_wrong_count_is_an_error():
 
 
 def test_default_scorer_is_the_verifiers_package():
-    import verifiers.pool
+    import rlvrflow.verifiers.pool
     df = rows(2).with_columns(pl.Series("reference", ["42", "7"]), pl.lit("math").alias("verifier"))
 
     class Answers:
@@ -133,7 +133,7 @@ def test_tier_to_dir_with_the_tiny_model_writes_the_stage(tiny_model_dir, tmp_pa
 
 
 def test_rollouts_keep_every_sample_with_its_verdict():
-    from verifiers.verdict import Verdict
+    from rlvrflow.verifiers.verdict import Verdict
 
     def verdicts(items):
         return [Verdict(1.0, "correct", "ok") if r == "ok" else Verdict(0.0, "wrong", r) for _, r, _, _ in items]

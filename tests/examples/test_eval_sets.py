@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from training.config import EvalConfig
-from training.scoring import Task
-from verifiers import verify
+from rlvrflow.training.config import EvalConfig
+from rlvrflow.training.scoring import Task
+from rlvrflow.verifiers import verify
 
 PATH = Path(__file__).resolve().parents[2] / "examples" / "retail" / "eval_sets.py"
 TRAINING_CATEGORIES = {"arithmetic", "discount", "order_total", "unit_conversion", "policy_choice", "sql", "code",

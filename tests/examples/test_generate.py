@@ -12,10 +12,10 @@ from fractions import Fraction
 
 import pytest
 
-from flows.spec import load_spec
-from verifiers import verify
-from verifiers.function_call import check_reference
-from verifiers.reply import check_reference as reply_check
+from rlvrflow.flows.spec import load_spec
+from rlvrflow.verifiers import verify
+from rlvrflow.verifiers.function_call import check_reference
+from rlvrflow.verifiers.reply import check_reference as reply_check
 
 ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 TOKENS = ("<s>", "</s>", "<|im_start|>", "<|im_end|>", "[SEP]", "[CLS]", "<|endoftext|>", "<pad>")
@@ -179,7 +179,7 @@ def test_injected_pii_is_what_a_scrubber_must_find_and_near_misses_are_not(retai
     its kind, with IDs and cards passing their checksums, and no near miss is PII."""
     import random
 
-    import cleaning.pii as pii
+    import rlvrflow.cleaning.pii as pii
     gen, rng = retail.generate, random.Random(5)
     for _ in range(300):
         for kind in gen.PII_KINDS:

@@ -15,8 +15,8 @@ import pytest
 
 
 def test_cleaning_rejects_exactly_the_injected_rows(generated, retail, tmp_path):
-    import cleaning
-    import flows.spec as flows_spec
+    from rlvrflow import cleaning
+    import rlvrflow.flows.spec as flows_spec
     spec_file = tmp_path / "spec.yaml"  # the real spec, next to this run's raw/ and shop.db
     shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
     shutil.copytree(generated.out, tmp_path / "raw")
@@ -42,8 +42,8 @@ def test_pii_is_scrubbed_where_the_manifest_put_it_and_near_misses_survive(gener
     """spec.yaml switches `cleaning.pii` on: every injected phone, e-mail, ID, card and IP is gone
     from its field, the clean stage's counts by kind equal the manifest's, and every near miss
     (order numbers, amounts, IDs and cards failing their checksums) is still there verbatim."""
-    import cleaning
-    import flows.spec as flows_spec
+    from rlvrflow import cleaning
+    import rlvrflow.flows.spec as flows_spec
     spec_file = tmp_path / "spec.yaml"
     shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
     shutil.copytree(generated.out, tmp_path / "raw")
@@ -76,8 +76,8 @@ def test_a_fraction_reference_has_one_form_and_the_math_verifier_takes_both(reta
     clean stage writes them all as a/b, which the math verifier matches in either notation."""
     import random
 
-    import cleaning
-    import verifiers
+    from rlvrflow import cleaning
+    from rlvrflow import verifiers
     rng = random.Random(0)
     forms = {retail.noise.latex("0.75", rng) for _ in range(60)} - {"$0.75$", "\\boxed{0.75}", "\\(0.75\\)",
                                                                       "$\\boxed{0.75}$"}
@@ -92,9 +92,9 @@ def test_attach_keeps_every_tool_call_row(retail, generator_cli, tmp_path):
     """The tool-call rows, in both reference forms, survive attach's reference self-check with the
     spec's tools; a row whose log has no reply stays outcome-only (no reply made up for SFT). A third
     of the rows are worked here: at the default 6%, 400 rows give about one worked tool call."""
-    from cleaning import clean_stage, dedup, ingest
-    from flows.spec import load_spec
-    from verifiers import attach
+    from rlvrflow.cleaning import clean_stage, dedup, ingest
+    from rlvrflow.flows.spec import load_spec
+    from rlvrflow.verifiers import attach
 
     generator_cli(tmp_path / "raw", args=("--worked-fraction", "0.33"))
     generated = SimpleNamespace(manifest=json.loads((tmp_path / "raw" / "manifest.json").read_text(encoding="utf-8")))

@@ -13,8 +13,8 @@ OLD_RULE = ("keyword", {"forbidden": ["Requirements:", "Format:"]})  # the spec'
 def _rows(retail, verifier: str, params: dict, n: int = 60) -> list[dict]:
     """Reply rows as attach hands them to the canaries: the rendered prompt, the generator's reference
     (for the old rule, as the generator wrote it then: {"required": [link]})."""
-    from cleaning import render_prompt
-    from flows.spec import load_spec
+    from rlvrflow.cleaning import render_prompt
+    from rlvrflow.flows.spec import load_spec
 
     template = load_spec(retail.generate.HERE / "spec.yaml").cleaning.template
     rng = random.Random(0)
@@ -36,13 +36,13 @@ class _Rule:
 
 
 def _probe(rows, verifier):
-    from verifiers import canary
+    from rlvrflow.verifiers import canary
 
     return canary.probe(rows, [_Rule(verifier)], canary.CanaryConfig(), workers=1)
 
 
 def test_the_old_keyword_rule_is_caught_by_the_prompt_canaries_alone(retail, monkeypatch):
-    from verifiers import canary
+    from rlvrflow.verifiers import canary
 
     verifier, params = OLD_RULE
     rows = _rows(retail, verifier, params)
@@ -62,21 +62,21 @@ def test_the_old_keyword_rule_is_caught_by_the_prompt_canaries_alone(retail, mon
 
 
 def test_the_spec_reply_rule_passes_every_canary(retail):
-    from flows.spec import load_spec
+    from rlvrflow.flows.spec import load_spec
 
     rule = load_spec(retail.generate.HERE / "spec.yaml").verifiers.rule_for("reply_format")
     report = _probe(_rows(retail, rule.verifier, dict(rule.params)), rule.verifier)
     assert report["ok"], report["failed"]
     assert report["rules"][0]["scored"] == {}  # not one canary scored on any row
-    from verifiers.canary import GARBAGE
-    from verifiers.prompt_canaries import PROMPT_CANARY_NAMES
+    from rlvrflow.verifiers.canary import GARBAGE
+    from rlvrflow.verifiers.prompt_canaries import PROMPT_CANARY_NAMES
 
     assert report["rules"][0]["canaries"] >= len(GARBAGE) + len(PROMPT_CANARY_NAMES)  # the prompt's own were probed
 
 
 @pytest.mark.parametrize("verifier", ["keyword", "reply"])
 def test_prompt_canaries_for_a_reply_row(retail, verifier):
-    from verifiers.prompt_canaries import format_examples, prompt_canaries
+    from rlvrflow.verifiers.prompt_canaries import format_examples, prompt_canaries
 
     row = _rows(retail, verifier, {}, n=1)[0]
     assert format_examples(row["prompt"]) == ["https://shop.example.com/returns - start the return there."]

@@ -56,7 +56,7 @@ def test_every_gold_query_runs_and_has_an_answer(retail, tmp_path):
 
 
 def test_spec_loads_and_matches_the_generator(retail):
-    import flows.spec as flows_spec
+    import rlvrflow.flows.spec as flows_spec
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
     categories = set(retail.generate.CATEGORY_WEIGHTS) | {"tool_call"}  # tool calls come on top of the weights
     assert {r.category for r in spec.verifiers.rules} == categories == set(spec.validation.categories)
@@ -78,7 +78,7 @@ def test_learnable_solutions_fit_the_generation_budget(retail):
     import json
     import random
 
-    import flows.spec as flows_spec
+    import rlvrflow.flows.spec as flows_spec
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
     budget = min(spec.eval.max_new_tokens, spec.training.grpo.max_new_tokens)
     rng = random.Random(0)
@@ -98,9 +98,9 @@ def test_tool_call_rule_and_prompt_match_the_generator(retail):
     format example answers no row, and a prompt plus its reply fits the SFT length whole."""
     import random
 
-    from cleaning import render_prompt
-    from flows.spec import load_spec
-    from verifiers import verify
+    from rlvrflow.cleaning import render_prompt
+    from rlvrflow.flows.spec import load_spec
+    from rlvrflow.verifiers import verify
 
     tools_mod = retail.tasks_tools
     spec = load_spec(retail.generate.HERE / "spec.yaml")
@@ -128,9 +128,9 @@ def test_reply_rule_pays_a_reply_not_the_format_example(retail):
     import json
     import random
 
-    from cleaning import render_prompt
-    from flows.spec import load_spec
-    from verifiers import verify
+    from rlvrflow.cleaning import render_prompt
+    from rlvrflow.flows.spec import load_spec
+    from rlvrflow.verifiers import verify
 
     spec = load_spec(retail.generate.HERE / "spec.yaml")
     rule = spec.verifiers.rule_for("reply_format")

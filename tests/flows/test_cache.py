@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cache import build_stage, file_digest, stage_dir, stage_key
+from rlvrflow.flows.cache import build_stage, file_digest, stage_dir, stage_key
 
 
 def _builder(calls: list, payload: str = "x"):
@@ -107,7 +107,7 @@ def test_concurrent_builders_share_one_build(tmp_path):
 def test_a_build_that_finished_while_this_one_waited_for_the_lock_is_reused(tmp_path, monkeypatch):
     """The race the concurrent test hit under load: the other builder writes its manifest and releases
     the lock between this builder's manifest check and its lock. The check is repeated under the lock."""
-    import flows.cache as cache
+    import rlvrflow.flows.cache as cache
 
     calls: list = []
     build_stage(tmp_path, "s", "k", _builder(calls))

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 import textwrap
 
-from flows.cli import main
+from rlvrflow.flows.cli import main
 
 BROKEN_PLUGIN = textwrap.dedent('''
     """A user verifier with the bug the canaries exist for: it never looks at the answer."""
-    from verifiers.verdict import Verdict
+    from rlvrflow.verifiers.verdict import Verdict
 
 
     def lenient(response, reference, params):
@@ -51,8 +51,8 @@ def test_a_broken_plugin_verifier_stops_the_run_at_attach(prefect_harness, toy_s
 def test_canaries_pass_on_the_math_verifier_and_land_in_the_attach_stats(toy_spec, tmp_path):
     from pathlib import Path
 
-    from flows import stages
-    from flows.spec import load_spec
+    from rlvrflow.flows import stages
+    from rlvrflow.flows.spec import load_spec
 
     spec = load_spec(toy_spec)
     root = Path(tmp_path / "root")
@@ -64,10 +64,10 @@ def test_canaries_pass_on_the_math_verifier_and_land_in_the_attach_stats(toy_spe
 
 
 def test_a_plugin_adds_its_own_canaries(tmp_path, monkeypatch):
-    from verifiers import canary
+    from rlvrflow.verifiers import canary
 
     (tmp_path / "ticket_checks.py").write_text(textwrap.dedent('''
-        from verifiers.verdict import Verdict
+        from rlvrflow.verifiers.verdict import Verdict
         CANARIES = ["Status: unknown"]
         def canaries(reference, params):
             return [f"Ticket {reference} is open, closed and pending"]

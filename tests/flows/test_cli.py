@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from rlvrflow.flows.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,8 +45,8 @@ def test_bad_spec_is_one_message_and_exit_2(tmp_path, toy_spec, capsys):
 
 
 def test_set_creates_an_unset_section_and_bad_paths_are_usage_errors(tmp_path, toy_spec, capsys):
-    from flows.common import with_overrides
-    from flows.spec import SpecError, load_spec
+    from rlvrflow.flows.common import with_overrides
+    from rlvrflow.flows.spec import SpecError, load_spec
 
     spec = load_spec(toy_spec)
     assert spec.training.lora is None  # the section a user trying LoRA sets first
@@ -158,8 +158,8 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
 def test_tier_writes_tiers_parquet_into_out(tmp_path, toy_spec, capsys):
     import polars as pl
 
-    from training.config import TinyModelConfig
-    from training.tiny_model import build_tiny_model
+    from rlvrflow.training.config import TinyModelConfig
+    from rlvrflow.training.tiny_model import build_tiny_model
 
     corpus = [line for line in (toy_spec.parent / "raw" / "part-0.jsonl").read_text().splitlines()]
     model = build_tiny_model(corpus + ["Answer: 0123456789"], tmp_path / "model", seed=0,

@@ -20,7 +20,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _start(args: list[str], tmp_path: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=REPO, env=_env(tmp_path),
+    return subprocess.Popen([sys.executable, "-m", "rlvrflow.flows.cli", *args], cwd=REPO, env=_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

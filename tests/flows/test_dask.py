@@ -13,9 +13,9 @@ import prefect_dask  # noqa: F401,E402
 def test_prepare_and_attach_on_a_local_dask_cluster(prefect_harness, toy_spec, tmp_path):
     from prefect_dask import DaskTaskRunner
 
-    from flows.attach import attach
-    from flows.common import load_run_spec, make_task_runner
-    from flows.prepare import prepare
+    from rlvrflow.flows.attach import attach
+    from rlvrflow.flows.common import load_run_spec, make_task_runner
+    from rlvrflow.flows.prepare import prepare
 
     spec = load_run_spec(toy_spec, runner="dask")
     runner = make_task_runner(spec)

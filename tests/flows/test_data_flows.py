@@ -10,8 +10,8 @@ import pytest
 
 
 def _prepare_attach(spec: Path, out: Path, force: bool = False):
-    from flows.attach import attach
-    from flows.prepare import prepare
+    from rlvrflow.flows.attach import attach
+    from rlvrflow.flows.prepare import prepare
 
     clean = prepare(str(spec), str(out), force=force)
     return clean, attach(str(spec), str(out), clean, force=force)
@@ -51,7 +51,7 @@ def test_transient_verifier_crash_is_retried(prefect_harness, toy_spec, tmp_path
     import importlib
     from concurrent.futures.process import BrokenProcessPool
 
-    attach_module = importlib.import_module("verifiers.attach")  # the stage calls attach from its module
+    attach_module = importlib.import_module("rlvrflow.verifiers.attach")  # the stage calls attach from its module
     real, calls = attach_module.attach, []
 
     def flaky(df, config, base_dir, workers=None):
@@ -69,7 +69,7 @@ def test_transient_verifier_crash_is_retried(prefect_harness, toy_spec, tmp_path
 def test_data_error_is_not_retried_and_names_the_stage(prefect_harness, toy_spec, tmp_path, monkeypatch):
     import importlib
 
-    attach_module = importlib.import_module("verifiers.attach")  # the stage calls attach from its module
+    attach_module = importlib.import_module("rlvrflow.verifiers.attach")  # the stage calls attach from its module
     calls = []
 
     def broken(df, config, base_dir, workers=None):
@@ -77,7 +77,7 @@ def test_data_error_is_not_retried_and_names_the_stage(prefect_harness, toy_spec
         raise ValueError("reference column holds bytes")
 
     monkeypatch.setattr(attach_module, "attach", broken)
-    from flows.errors import StageFailed
+    from rlvrflow.flows.errors import StageFailed
 
     with pytest.raises(StageFailed) as info:
         _prepare_attach(toy_spec, tmp_path / "out")
@@ -88,8 +88,8 @@ def test_data_error_is_not_retried_and_names_the_stage(prefect_harness, toy_spec
 
 
 def test_missing_sources_fail_prepare_with_the_fix(prefect_harness, toy_spec, tmp_path):
-    from flows.errors import StageFailed
-    from flows.prepare import prepare
+    from rlvrflow.flows.errors import StageFailed
+    from rlvrflow.flows.prepare import prepare
 
     for f in (toy_spec.parent / "raw").iterdir():
         f.unlink()
@@ -101,7 +101,7 @@ def test_missing_sources_fail_prepare_with_the_fix(prefect_harness, toy_spec, tm
 
 def test_failed_validation_fails_the_run_and_publishes_the_summary(prefect_harness, toy_spec, tmp_path,
                                                                   read_artifact):
-    from flows.prepare import prepare
+    from rlvrflow.flows.prepare import prepare
 
     toy_spec.write_text(toy_spec.read_text().replace("validation:\n", "validation:\n  min_rows: 1000\n"))
     state = prepare(str(toy_spec), str(tmp_path / "out"), return_state=True)

@@ -66,7 +66,7 @@ def letters(tmp_path_factory):
 def test_export_dpo_writes_a_dataset_load_from_disk_reads(letters, tmp_path, capsys):
     import datasets
 
-    from flows.cli import main
+    from rlvrflow.flows.cli import main
 
     spec, cache = letters
     out = tmp_path / "pairs"
@@ -91,7 +91,7 @@ def test_export_dpo_writes_a_dataset_load_from_disk_reads(letters, tmp_path, cap
 @pytest.mark.slow
 def test_run_with_dpo_reports_dpo_checkpoints_the_eval_matrix_samples_and_doctor(
         prefect_harness, letters, capsys, read_artifact):
-    from flows.cli import main
+    from rlvrflow.flows.cli import main
 
     spec, cache = letters
     assert main(["run", str(spec), "--out", str(cache), "--smoke", "--set", "training.algorithm=dpo",
@@ -129,7 +129,7 @@ def test_run_with_dpo_reports_dpo_checkpoints_the_eval_matrix_samples_and_doctor
 def test_run_with_async_rollouts_by_a_spec_switch(prefect_harness, letters, capsys):
     """`training.grpo.rollout_mode: async` through `rlvrflow run`: the GRPO stage trains from the generator
     process's queue (its counters in summary.json), and the run ends with the gain over SFT."""
-    from flows.cli import main
+    from rlvrflow.flows.cli import main
 
     spec, cache = letters
     assert main(["run", str(spec), "--out", str(cache), "--smoke", "--set", "training.grpo.rollout_mode=async"]) == 0

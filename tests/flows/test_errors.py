@@ -6,7 +6,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
-from flows.errors import DataError, StageFailed, TransientError, classify, exit_code, is_transient
+from rlvrflow.flows.errors import DataError, StageFailed, TransientError, classify, exit_code, is_transient
 
 
 def _chained(outer: BaseException, cause: BaseException) -> BaseException:
@@ -34,10 +34,10 @@ def test_kinds_by_type(exc, kind):
 
 
 def test_library_errors_and_chains():
-    from cleaning.ingest import IngestError
-    from cleaning.validate import ValidationFailed
-    from flows.spec import SpecError
-    from verifiers.registry import UnknownVerifier
+    from rlvrflow.cleaning.ingest import IngestError
+    from rlvrflow.cleaning.validate import ValidationFailed
+    from rlvrflow.flows.spec import SpecError
+    from rlvrflow.verifiers.registry import UnknownVerifier
 
     assert classify(IngestError("x")) == "data" and classify(ValidationFailed({"reason": "gx", "failures": []})) == "data"
     assert classify(SpecError("x")) == classify(UnknownVerifier("nope")) == "usage"
@@ -63,7 +63,7 @@ def test_stage_failed_keeps_its_kind_through_pickling_and_sets_the_exit_code():
 
 
 def test_retry_policy_uses_the_same_classification():
-    from flows.tasks import retry_if_transient
+    from rlvrflow.flows.tasks import retry_if_transient
 
     class State:
         def __init__(self, exc):

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from flows import artifacts, calls
-from flows.common import with_overrides
-from flows.errors import DataError
-from flows.eval_sets import load_sets, set_digests
-from flows.report import best_line
-from flows.runner import Job
-from flows.spec import load_spec
+from rlvrflow.flows import artifacts, calls
+from rlvrflow.flows.common import with_overrides
+from rlvrflow.flows.errors import DataError
+from rlvrflow.flows.eval_sets import load_sets, set_digests
+from rlvrflow.flows.report import best_line
+from rlvrflow.flows.runner import Job
+from rlvrflow.flows.spec import load_spec
 
 SETS = {"eval.regression_sets": [{"name": "general", "path": "eval/general.jsonl", "verifier": "sql",
                                   "params": {"database": "shop.db"}}],
@@ -150,7 +150,7 @@ def test_a_gain_a_constant_answer_explains_is_never_best_and_says_so(toy_spec, t
     [warning] = result.stats["warnings"]
     assert "step_000001 gains +25.0 points over sft" in warning and "'Answer: 2'" in warning
     assert "constant baseline" in best_line(matrix)
-    from training.eval_matrix import format_matrix
+    from rlvrflow.training.eval_matrix import format_matrix
 
     assert format_matrix(matrix["rows"]).splitlines()[3].startswith("constant")  # beside the regression set's column
 
@@ -203,7 +203,7 @@ def _doctor_run(tmp_path):
 
 
 def test_doctor_command_reads_a_run_folder(tmp_path, capsys):
-    from flows.cli import main
+    from rlvrflow.flows.cli import main
 
     out, run = _doctor_run(tmp_path)
     assert main(["doctor", str(run)]) == 0
@@ -225,7 +225,7 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader left before the first line
     try:
-        done = subprocess.run([sys.executable, "-m", "flows.cli", "doctor", str(run)], stdout=write_end,
+        done = subprocess.run([sys.executable, "-m", "rlvrflow.flows.cli", "doctor", str(run)], stdout=write_end,
                               stderr=subprocess.PIPE, text=True, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     finally:

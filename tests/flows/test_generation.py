@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from curriculum.config import CurriculumConfig
-from flows.cache import stage_key
-from flows.runner import section
-from flows.spec import SpecError, load_spec, spec_data, spec_from_dict
-from flows.stages import STAGES
-from training.config import EvalConfig, GRPOConfig, SFTConfig
+from rlvrflow.curriculum.config import CurriculumConfig
+from rlvrflow.flows.cache import stage_key
+from rlvrflow.flows.runner import section
+from rlvrflow.flows.spec import SpecError, load_spec, spec_data, spec_from_dict
+from rlvrflow.flows.stages import STAGES
+from rlvrflow.training.config import EvalConfig, GRPOConfig, SFTConfig
 
 RETAIL = Path(__file__).resolve().parents[2] / "examples" / "retail" / "spec.yaml"
 GENERATING = ("tier", "grpo", "dpo", "evaluate")

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flows.cli import EXIT_CLOSED_PIPE, main
-from flows.preflight import preflight
-from flows.spec import load_spec
+from rlvrflow.flows.cli import EXIT_CLOSED_PIPE, main
+from rlvrflow.flows.preflight import preflight
+from rlvrflow.flows.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = Path(__file__).parent / "data" / "reasoning_gym_sample.jsonl"  # see data/README.md
@@ -95,7 +95,7 @@ def closed_pipe_run(args: list[str]) -> subprocess.CompletedProcess:
     read, write = os.pipe()
     os.close(read)  # before the child starts: its every write to stdout fails with EPIPE
     try:
-        return subprocess.run([sys.executable, "-m", "flows.cli", *args], stdout=write, stderr=subprocess.PIPE,
+        return subprocess.run([sys.executable, "-m", "rlvrflow.flows.cli", *args], stdout=write, stderr=subprocess.PIPE,
                               text=True, cwd=REPO, timeout=120,
                               env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
     finally:

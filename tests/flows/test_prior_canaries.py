@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from flows import stages
-from flows.errors import StageFailed
-from flows.spec import load_spec
+from rlvrflow.flows import stages
+from rlvrflow.flows.errors import StageFailed
+from rlvrflow.flows.spec import load_spec
 
 
 def test_attach_stops_on_a_prior_over_the_bound_and_warns_below_it(toy_spec, tmp_path):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.cache import Manifest
-from flows.report import run_warnings, warnings_text
+from rlvrflow.flows.cache import Manifest
+from rlvrflow.flows.report import run_warnings, warnings_text
 
 
 def manifest(stage: str, **stats) -> Manifest:
@@ -24,7 +24,7 @@ SPREAD = [str(i) for i in range(200)]
 
 
 def failed_run() -> dict[str, Manifest]:
-    from training.sft import cut_warnings, no_worked_rows_message
+    from rlvrflow.training.sft import cut_warnings, no_worked_rows_message
 
     cut = {"prompts_truncated": 4, "solutions_truncated": 0, "longest_prompt_tokens": 716, "longest_pair_tokens": 730}
     return {

@@ -6,12 +6,12 @@ import json
 
 import polars as pl
 
-import curriculum.tiering as tiering
-from flows import stages
-from flows.runner import LocalSteps, counts_line
-from flows.spec import load_spec
-from training.config import TinyModelConfig
-from training.tiny_model import build_tiny_model
+import rlvrflow.curriculum.tiering as tiering
+from rlvrflow.flows import stages
+from rlvrflow.flows.runner import LocalSteps, counts_line
+from rlvrflow.flows.spec import load_spec
+from rlvrflow.training.config import TinyModelConfig
+from rlvrflow.training.tiny_model import build_tiny_model
 
 
 def _outcome_only_every_other_row(raw) -> set[str]:

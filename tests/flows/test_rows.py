@@ -4,9 +4,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from flows.rows import RowSchemaError, check_rows, columns_after
-from flows.runner import Result, Stage, run_stage
-from flows.spec import load_spec
+from rlvrflow.flows.rows import RowSchemaError, check_rows, columns_after
+from rlvrflow.flows.runner import Result, Stage, run_stage
+from rlvrflow.flows.spec import load_spec
 
 ATTACHED = {c: pl.String for c in columns_after("attach")}
 

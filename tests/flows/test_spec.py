@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.common import SMOKE_OVERRIDES, load_run_spec, with_overrides
-from flows.spec import SpecError, load_spec
+from rlvrflow.flows.common import SMOKE_OVERRIDES, load_run_spec, with_overrides
+from rlvrflow.flows.spec import SpecError, load_spec
 
 
 def test_valid_spec_loads_with_base_dir(toy_spec: Path):

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from flows.spec import DomainSpec
+from rlvrflow.flows.spec import DomainSpec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,8 +74,8 @@ def test_rows_show_type_default_and_rules_and_missing_descriptions_are_found():
 def test_spec_check_prints_every_section_in_full_as_the_stages_see_it(toy_spec, capsys):
     import yaml
 
-    from flows.cli import main
-    from flows.spec import load_spec
+    from rlvrflow.flows.cli import main
+    from rlvrflow.flows.spec import load_spec
 
     long_params = {"note": "x" * 400}
     text = toy_spec.read_text().replace("verifier: math}", f"verifier: math, params: {json.dumps(long_params)}}}")

@@ -2,10 +2,10 @@
 their output, and every stage's key follows exactly the spec sections its row declares."""
 from __future__ import annotations
 
-from flows.cache import Manifest
-from flows.runner import stage_key_of
-from flows.spec import load_spec, spec_from_dict
-from flows.stages import STAGES
+from rlvrflow.flows.cache import Manifest
+from rlvrflow.flows.runner import stage_key_of
+from rlvrflow.flows.spec import load_spec, spec_from_dict
+from rlvrflow.flows.stages import STAGES
 
 
 def _m(name: str) -> Manifest:

@@ -7,13 +7,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import curriculum.tiering as tiering
-from flows import stages
-from flows.cli import main
-from flows.runner import LocalSteps, ThreadSteps
-from flows.spec import load_spec
-from training.config import TinyModelConfig
-from training.tiny_model import build_tiny_model
+import rlvrflow.curriculum.tiering as tiering
+from rlvrflow.flows import stages
+from rlvrflow.flows.cli import main
+from rlvrflow.flows.runner import LocalSteps, ThreadSteps
+from rlvrflow.flows.spec import load_spec
+from rlvrflow.training.config import TinyModelConfig
+from rlvrflow.training.tiny_model import build_tiny_model
 
 
 def _tiers(frame: pl.DataFrame) -> list[tuple]:
@@ -78,9 +78,9 @@ def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_s
     assert len(samples[0]) == len(cli) * spec.curriculum.n_samples
 
     # the `tier` flow on Prefect (its tasks on the flow's thread pool), fed by the prepare and attach flows
-    from flows.attach import attach
-    from flows.prepare import prepare
-    from flows.tier import tier
+    from rlvrflow.flows.attach import attach
+    from rlvrflow.flows.prepare import prepare
+    from rlvrflow.flows.tier import tier
 
     out = str(tmp_path / "flow")
     data = attach(str(toy_spec), out, prepare(str(toy_spec), out), overrides={"orchestration.chunk_rows": 8})
@@ -92,7 +92,7 @@ def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_s
     assert len(set(counts)) > 2, counts  # the counts do vary with what was sampled
 
     # the old scheme (a seed per fan-out chunk) gives other counts: the comparisons above can fail
-    from curriculum.engines import HFEngine
+    from rlvrflow.curriculum.engines import HFEngine
 
     train = pl.read_parquet(tmp_path / "cli" / "tiers.parquet")
     other = tiering.tier_rows(train, HFEngine.from_pretrained(str(tiny_model)), spec.curriculum,

@@ -6,15 +6,15 @@ import textwrap
 
 import polars as pl
 
-from flows import stages
-from flows.spec import load_spec
-from verifiers import pool
+from rlvrflow.flows import stages
+from rlvrflow.flows.spec import load_spec
+from rlvrflow.verifiers import pool
 
 SLOW_PLUGIN = textwrap.dedent('''
     """A verifier that takes 6 s: what verifiers.timeout_s exists for."""
     import time
 
-    from verifiers.verdict import Verdict
+    from rlvrflow.verifiers.verdict import Verdict
 
 
     def slow_math(response, reference, params):

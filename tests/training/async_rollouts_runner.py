@@ -34,10 +34,10 @@ def wait_for_a_result(out: Path) -> None:
 
 
 def main() -> None:
-    from curriculum import CurriculumConfig
-    from training.config import EvalConfig
-    from training.grpo import train_grpo
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.verifiers import RewardConfig
 
     sft, out, kill_after, who = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     cfg = toy.training_cfg(grpo={"steps": STEPS, "lr": 1e-2, "rollout_mode": "async", "max_staleness": 2},

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from training.config import TinyModelConfig, TrainingConfig
+from rlvrflow.training.config import TinyModelConfig, TrainingConfig
 
 TINY = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=1, intermediate_size=64, max_positions=64)
 
@@ -63,13 +63,13 @@ def toy():
 
 @pytest.fixture(scope="session")
 def base_model(tmp_path_factory):
-    from training.tiny_model import build_tiny_model
+    from rlvrflow.training.tiny_model import build_tiny_model
 
     return build_tiny_model(corpus(), tmp_path_factory.mktemp("base") / "model", seed=0, dims=TINY)
 
 
 @pytest.fixture(scope="session")
 def sft_model(tmp_path_factory, base_model):
-    from training.sft import run_sft
+    from rlvrflow.training.sft import run_sft
 
     return run_sft(base_model, copy_rows(200, 1), training_cfg(), tmp_path_factory.mktemp("sft") / "model", seed=0)

@@ -20,10 +20,10 @@ spec.loader.exec_module(toy)
 
 
 def main() -> None:
-    from curriculum import CurriculumConfig
-    from training.config import EvalConfig
-    from training.grpo import train_grpo
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.verifiers import RewardConfig
 
     sft, out, kill_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
     cfg = toy.training_cfg(grpo={"steps": 5}, checkpoint={"every": 2, "keep_last": 3})

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from curriculum import CurriculumConfig
-from training.config import EvalConfig, GRPOConfig
-from training.grpo import train_grpo
-from verifiers import RewardConfig
+from rlvrflow.curriculum import CurriculumConfig
+from rlvrflow.training.config import EvalConfig, GRPOConfig
+from rlvrflow.training.grpo import train_grpo
+from rlvrflow.verifiers import RewardConfig
 
 
 def _metrics(out):
@@ -83,7 +83,7 @@ def _generator_pid(out: Path) -> int:
 
 def _check_lineage(out: Path, summary: dict) -> None:
     """No group trained twice, every consumed group accounted for, the sampler's window and tiers in step."""
-    from training import checkpoint as ckpt
+    from rlvrflow.training import checkpoint as ckpt
 
     m = _metrics(out)
     assert [x["step"] for x in m] == list(range(1, STEPS + 1))  # each step once in the resumed lineage
@@ -154,9 +154,9 @@ def test_the_generator_receives_the_merged_lora_weights(tmp_path, sft_model, toy
     with them computes what the adapter model computes."""
     import torch
 
-    from training.async_rollouts import AsyncRollouts, _load_weights
-    from training.backends import make_backend
-    from training.modeling import load_model_and_tokenizer, load_policy
+    from rlvrflow.training.async_rollouts import AsyncRollouts, _load_weights
+    from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.modeling import load_model_and_tokenizer, load_policy
 
     cfg = toy.cfg(grpo={"rollout_mode": "async"}, lora={"r": 4, "alpha": 8})
     policy, tok = load_policy(sft_model, torch.device("cpu"), torch.float32, cfg.lora, base=sft_model)
@@ -165,7 +165,7 @@ def test_the_generator_receives_the_merged_lora_weights(tmp_path, sft_model, toy
             if "lora_B" in name:
                 p.normal_(0, 0.5)  # adapters that change the output (fresh ones start at B = 0)
     rollouts = AsyncRollouts(tmp_path, sft_model, cfg, {}, RewardConfig(), 0, torch.device("cpu"), torch.float32, 1, 5.0)
-    from training.rollout_queue import RolloutQueue
+    from rlvrflow.training.rollout_queue import RolloutQueue
 
     rollouts.queue, _ = RolloutQueue.fresh(tmp_path / "q")
     rollouts.publish(make_backend(policy, cfg.grpo, torch.float32, lora=True), 7)
@@ -185,12 +185,12 @@ def test_the_generator_receives_the_merged_lora_weights(tmp_path, sft_model, toy
 def test_the_rollout_mode_is_in_the_grpo_stage_key_and_reaches_train_grpo():
     """`--set training.grpo.rollout_mode=async` on the retail spec gives the GRPO stage a new cache key, and
     the config its call passes to train_grpo carries the mode (flows/calls.py `training_config`)."""
-    from flows.cache import Manifest
-    from flows.calls import training_config
-    from flows.common import with_overrides
-    from flows.runner import stage_key_of
-    from flows.spec import load_spec
-    from flows.stages import STAGES
+    from rlvrflow.flows.cache import Manifest
+    from rlvrflow.flows.calls import training_config
+    from rlvrflow.flows.common import with_overrides
+    from rlvrflow.flows.runner import stage_key_of
+    from rlvrflow.flows.spec import load_spec
+    from rlvrflow.flows.stages import STAGES
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "retail" / "spec.yaml")
     mode = with_overrides(spec, {"training.grpo.rollout_mode": "async"})
@@ -207,8 +207,8 @@ def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy)
     instead of waiting for a result that will never come (or restarting it over and over)."""
     import torch
 
-    from training.async_rollouts import AsyncRollouts, GeneratorFailed
-    from training.grpo import RunState
+    from rlvrflow.training.async_rollouts import AsyncRollouts, GeneratorFailed
+    from rlvrflow.training.grpo import RunState
 
     class NoWeights:  # a backend with nothing to publish
         def named_parameters(self):
@@ -230,9 +230,9 @@ from pathlib import Path
 
 import torch
 
-from training.async_rollouts import AsyncRollouts
-from training.grpo import RunState
-from verifiers import RewardConfig
+from rlvrflow.training.async_rollouts import AsyncRollouts
+from rlvrflow.training.grpo import RunState
+from rlvrflow.verifiers import RewardConfig
 
 print("top level ran", flush=True)
 spec = importlib.util.spec_from_file_location("toy_conftest", sys.argv[1])
@@ -258,7 +258,7 @@ with rollouts:
 
 
 def test_a_script_without_a_main_guard_starts_the_generator_once(tmp_path):
-    """The generator is a fresh `python -m training.async_rollouts`, not a multiprocessing spawn: a script
+    """The generator is a fresh `python -m rlvrflow.training.async_rollouts`, not a multiprocessing spawn: a script
     without `if __name__ == "__main__":` is not re-run in it, and the generator's own error reaches the trainer
     (a spawn would re-run the script's top level in the child, which then dies without a word)."""
     import os
@@ -281,7 +281,7 @@ def test_async_lora_in_a_16_bit_dtype_is_refused_before_a_model_loads(tmp_path, 
     log-probs (old_logp) differ from the trainer's unmerged policy. train_grpo refuses before loading anything."""
     import torch
 
-    from training.async_rollouts import check_dtype
+    from rlvrflow.training.async_rollouts import check_dtype
 
     with pytest.raises(ValidationError, match="dtype: float32"):  # a 16-bit dtype named in the spec: at load
         toy.cfg(grpo={"rollout_mode": "async"}, lora={"r": 4, "alpha": 8}, dtype=dtype)

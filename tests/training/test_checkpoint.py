@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from training import checkpoint as ck
+from rlvrflow.training import checkpoint as ck
 
 
 def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path):

@@ -7,7 +7,7 @@ def test_make_model_then_export_from_the_command_line(tmp_path, capsys):
     # flows is imported here, not at the top: `make test-vllm` collects this file in an env without flows' deps
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from flows.cli import main
+    from rlvrflow.flows.cli import main
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Copy 7\nAnswer: 7\n" * 20)
@@ -22,7 +22,7 @@ def test_make_model_then_export_from_the_command_line(tmp_path, capsys):
 
 
 def test_bad_arguments_exit_2_with_the_fix(tmp_path, capsys):
-    from flows.cli import main
+    from rlvrflow.flows.cli import main
 
     assert main(["make-model", "--out", str(tmp_path / "m"), "--corpus", str(tmp_path / "missing.txt")]) == 2
     assert "--corpus" in capsys.readouterr().err

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from training import doctor_rules as R
-from training.doctor import diagnose, format_findings, load_records, main
-from training.doctor_rules import RunRecords
+from rlvrflow.training import doctor_rules as R
+from rlvrflow.training.doctor import diagnose, format_findings, load_records, main
+from rlvrflow.training.doctor_rules import RunRecords
 
 STEPS = 40
 

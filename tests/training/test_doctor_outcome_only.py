@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from training import doctor_rules as R
-from training.answer_collapse import collapsed_answers
-from training.doctor import diagnose, format_findings
-from training.doctor_rules import RunRecords
+from rlvrflow.training import doctor_rules as R
+from rlvrflow.training.answer_collapse import collapsed_answers
+from rlvrflow.training.doctor import diagnose, format_findings
+from rlvrflow.training.doctor_rules import RunRecords
 
 STEPS = 40
 CATS = ("gcd", "lcm", "products", "chain_sum")

@@ -7,8 +7,8 @@ import shutil
 import pytest
 import torch
 
-from training.config import EvalConfig
-from training.dpo import batch_indices, dpo_loss, encode_pairs, train_dpo
+from rlvrflow.training.config import EvalConfig
+from rlvrflow.training.dpo import batch_indices, dpo_loss, encode_pairs, train_dpo
 
 EVAL = EvalConfig(k=1, n_samples=4, max_new_tokens=8, workers=1)
 
@@ -45,8 +45,8 @@ def test_batches_visit_every_pair_once_per_epoch_and_repeat_by_seed():
 def test_pairs_encode_like_sft_and_end_only_where_the_sample_ended(base_model):
     from transformers import AutoTokenizer
 
-    from curriculum.engines import PromptFormat
-    from training.modeling import encode_completion
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.modeling import encode_completion
 
     tok = AutoTokenizer.from_pretrained(base_model)
     fmt = PromptFormat()
@@ -86,7 +86,7 @@ def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, 
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["final_checkpoint"] == str(step)
     # the loop's own eval of that checkpoint, kept whole, is what the evaluate stage would compute anew;
     # the copied run's record of the step it lost is not taken for the resumed run's own step_000004
-    from training.eval import eval_engine, eval_setting, evaluate, read_loop_eval, select_eval_tasks
+    from rlvrflow.training.eval import eval_engine, eval_setting, evaluate, read_loop_eval, select_eval_tasks
 
     setting = eval_setting(eval_engine(step, EVAL, "cpu"), select_eval_tasks(eval_rows, EVAL), EVAL, 0, "float32")
     fresh = evaluate(step, eval_rows, EVAL, seed=0, device="cpu", samples_path=tmp_path / "fresh.jsonl")
@@ -114,9 +114,9 @@ def test_retention_removes_a_deleted_checkpoints_kept_eval(sft_model, toy, tmp_p
 
 def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folder(sft_model, toy, tmp_path):
     """The cached reference log-probs belong to one set of SFT weights, not to a folder name."""
-    from curriculum.engines import PromptFormat
-    from training.dpo import REFERENCE_FILE, _data_key, _load_reference
-    from training.modeling import load_model_and_tokenizer
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.dpo import REFERENCE_FILE, _data_key, _load_reference
+    from rlvrflow.training.modeling import load_model_and_tokenizer
 
     sft = tmp_path / "sft"
     shutil.copytree(sft_model, sft)
@@ -151,16 +151,16 @@ def test_no_pairs_is_an_error_that_says_where_to_look(sft_model, toy, tmp_path):
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory, toy):
-    from training.qwen_model import Qwen2Dims, build_qwen2_model
+    from rlvrflow.training.qwen_model import Qwen2Dims, build_qwen2_model
 
     return build_qwen2_model(toy.corpus() * 20, tmp_path_factory.mktemp("qwen") / "model", seed=0,
                              dims=Qwen2Dims(vocab_size=512))
 
 
 def test_lora_chat_dpo_uses_the_base_as_reference_and_saves_the_adapter(qwen, toy, tmp_path):
-    from curriculum.engines import PromptFormat
-    from training.dpo import REFERENCE_FILE, reference_logps
-    from training.modeling import load_model_and_tokenizer
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.dpo import REFERENCE_FILE, reference_logps
+    from rlvrflow.training.modeling import load_model_and_tokenizer
 
     cfg = toy.cfg(algorithm="dpo", prompt_format="chat", lora={"r": 4, "alpha": 8},
                   dpo={"steps": 2, "lr": 1e-2, "batch_size": 3, "max_length": 96}, checkpoint={"every": 2})
@@ -182,12 +182,12 @@ def test_dpo_on_tiering_samples_raises_held_out_pass_at_1_over_sft(base_model, t
     """SFT on noisy demonstrations, tier with the SFT model, export pairs, DPO: held-out pass@1 rises."""
     import datasets
 
-    from curriculum import CurriculumConfig
-    from curriculum.tiering import tier_to_dir
-    from training.config import DPOConfig
-    from training.dpo_data import export_dpo, read_pairs
-    from training.eval import evaluate, read_samples, samples_markdown
-    from training.sft import run_sft
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.curriculum.tiering import tier_to_dir
+    from rlvrflow.training.config import DPOConfig
+    from rlvrflow.training.dpo_data import export_dpo, read_pairs
+    from rlvrflow.training.eval import evaluate, read_samples, samples_markdown
+    from rlvrflow.training.sft import run_sft
 
     digits = (7,)
     sft = run_sft(base_model, toy.copy_rows(200, 1, noise=0.9, digits=digits), toy.cfg(), tmp_path / "sft", seed=0)

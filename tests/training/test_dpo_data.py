@@ -5,8 +5,8 @@ import json
 import polars as pl
 import pytest
 
-from training.config import DPOConfig
-from training.dpo_data import build_pairs, export_dpo, pair_samples, read_pairs
+from rlvrflow.training.config import DPOConfig
+from rlvrflow.training.dpo_data import build_pairs, export_dpo, pair_samples, read_pairs
 
 
 def _tiers(tiers: dict[str, str]) -> pl.DataFrame:

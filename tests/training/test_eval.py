@@ -7,9 +7,9 @@ import polars as pl
 import torch
 import pytest
 
-from curriculum import Completion
-from training.config import EvalConfig
-from training.eval import evaluate, evaluate_engine, select_eval_tasks
+from rlvrflow.curriculum import Completion
+from rlvrflow.training.config import EvalConfig
+from rlvrflow.training.eval import evaluate, evaluate_engine, select_eval_tasks
 
 
 class ScriptedEngine:
@@ -121,10 +121,10 @@ def test_a_loop_eval_is_read_back_only_for_its_model_and_setting(sft_model, toy,
     import os
     import shutil
 
-    from curriculum.engines import PromptFormat
-    from training.eval import eval_engine, eval_setting, evaluate_live, read_loop_eval, write_loop_eval
-    from training.modeling import load_model_and_tokenizer
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.eval import eval_engine, eval_setting, evaluate_live, read_loop_eval, write_loop_eval
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+    from rlvrflow.verifiers import RewardConfig
 
     rows = toy.copy_rows(12, 3, split="eval")
     cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12, workers=1)
@@ -196,7 +196,7 @@ def test_a_kept_eval_of_a_lora_adapter_is_tied_to_its_base_too(tmp_path):
     import json
     import os
 
-    from training.eval import LoopEval, read_loop_eval, write_loop_eval
+    from rlvrflow.training.eval import LoopEval, read_loop_eval, write_loop_eval
 
     base, adapter = tmp_path / "sft", tmp_path / "run" / "step_000002"
     for folder, files in ((base, ("config.json", "model.safetensors")), (adapter, ("adapter_model.safetensors",))):
@@ -216,8 +216,8 @@ def test_a_kept_eval_of_a_lora_adapter_is_tied_to_its_base_too(tmp_path):
 
 def test_samples_and_run_logs_survive_line_separators_inside_a_response(tmp_path):
     """JSON keeps U+2028, U+2029 and U+0085 unescaped: a reader must split lines on newlines only."""
-    from training.eval import read_samples, write_samples
-    from training.report import append_jsonl, read_jsonl
+    from rlvrflow.training.eval import read_samples, write_samples
+    from rlvrflow.training.report import append_jsonl, read_jsonl
 
     text = "a\u2028b\u2029c\x85d"
     write_samples(tmp_path / "s.jsonl", [{"response": text}, {"response": "e"}])
@@ -240,7 +240,7 @@ def _answers(tasks, greedy_right: bool):
 
 
 def test_samples_file_holds_the_same_prompts_per_category_at_every_eval(toy, tmp_path):
-    from training.eval import SAMPLE_FIELDS, read_samples
+    from rlvrflow.training.eval import SAMPLE_FIELDS, read_samples
 
     rows = _two_category_rows(toy)
     tasks = select_eval_tasks(rows, EvalConfig())
@@ -266,7 +266,7 @@ def test_samples_file_holds_the_same_prompts_per_category_at_every_eval(toy, tmp
 
 
 def test_samples_markdown_puts_two_evals_side_by_side():
-    from training.eval import samples_markdown
+    from rlvrflow.training.eval import samples_markdown
 
     def rec(i, mode, response, status, reward, category="copy"):
         return {"id": i, "category": category, "prompt": f"Copy {i}\n| x", "mode": mode, "response": response,
@@ -287,7 +287,7 @@ def test_samples_markdown_puts_two_evals_side_by_side():
 def test_demo_bench_scores_every_held_out_prompt(sft_model, toy, tmp_path, load_bench):
     """bench/demo_target.py's whole-split check: every held-out row, greedy, beyond eval.max_prompts,
     and the same numbers as an eval of the whole split; a model scored against itself gains 0."""
-    from flows.spec import load_spec
+    from rlvrflow.flows.spec import load_spec
 
     spec = load_spec("examples/retail/spec.yaml")
     spec = spec.model_copy(update={"eval": spec.eval.model_copy(update={"max_prompts": 5, "max_new_tokens": 12}),

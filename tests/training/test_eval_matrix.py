@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.eval_matrix import build_matrix, choose_best, decide_best, format_matrix, stability, stability_of
+from rlvrflow.training.eval_matrix import build_matrix, choose_best, decide_best, format_matrix, stability, stability_of
 
 
 def result(name: str, greedy: float, **extra) -> dict:
@@ -87,8 +87,8 @@ def _scored(name: str, golds: list[str], answers: list[str]) -> dict:
 
 
 def _constant(golds: list[str], answer: str) -> dict:
-    from training.baseline import score_constants
-    from training.scoring import Task
+    from rlvrflow.training.baseline import score_constants
+    from rlvrflow.training.scoring import Task
 
     tasks = [Task(f"p{i}", "gcd", "q", "math", g, {}) for i, g in enumerate(golds)]
     return score_constants(tasks, {"gcd": f"Answer: {answer}"}, ["correct" if g == answer else "wrong" for g in golds])
@@ -157,13 +157,13 @@ def test_without_per_prompt_scores_the_point_estimate_decides():
 
 
 def test_the_constant_is_picked_on_the_training_golds_not_the_held_out_ones():
-    from training.baseline import constant_baseline
+    from rlvrflow.training.baseline import constant_baseline
 
     def row(i, gold, split):
         return {"id": f"{split}{i}", "category": "gcd", "prompt": "q", "verifier": "math", "reference": gold,
                 "verifier_params": "{}"}
 
-    from training.scoring import Task
+    from rlvrflow.training.scoring import Task
 
     train = [row(i, g, "t") for i, g in enumerate(["3", "3", "3", "2", "2"])]
     held_out = [Task.from_row(row(i, g, "e")) for i, g in enumerate(["2", "2", "2", "3"])]

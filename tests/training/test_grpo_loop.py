@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from curriculum import Completion, CurriculumConfig
-from training.config import EvalConfig, GRPOConfig
-from training.grpo import collect_groups, train_grpo
-from training.scoring import tasks_from_df
-from verifiers import RewardConfig
+from rlvrflow.curriculum import Completion, CurriculumConfig
+from rlvrflow.training.config import EvalConfig, GRPOConfig
+from rlvrflow.training.grpo import collect_groups, train_grpo
+from rlvrflow.training.scoring import tasks_from_df
+from rlvrflow.verifiers import RewardConfig
 
 
 class DigitEngine:
@@ -99,7 +99,7 @@ def _metrics(out):
 
 @pytest.mark.slow
 def test_grpo_raises_reward_on_the_copy_task(tmp_path, base_model, toy):
-    from training.sft import run_sft
+    from rlvrflow.training.sft import run_sft
 
     # SFT on noisy demonstrations (90% random digits) leaves the model right ~20% of the time
     rows = toy.copy_rows(200, 1, noise=0.9, digits=(7,))
@@ -147,10 +147,10 @@ def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sf
     """3 rows over grad_accum 4: micro-batches of 1, 1, 1 and 0 rows with different lengths. The logged
     entropy is the mean over all completion tokens under the policy before the update, not a mean of
     micro-batch means (nor one that counts the empty micro-batch)."""
-    from training.backends import TorchBackend
-    from training.config import GRPOConfig
-    from training.grpo import Group, update_policy
-    from training.modeling import completion_logprobs, load_model_and_tokenizer
+    from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.config import GRPOConfig
+    from rlvrflow.training.grpo import Group, update_policy
+    from rlvrflow.training.modeling import completion_logprobs, load_model_and_tokenizer
 
     model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
     prompt = tok("Copy 7\n").input_ids
@@ -229,7 +229,7 @@ class _RecordingEngine:
 def test_weight_sync_to_vllm_survives_zero3_gathers_and_non_main_ranks_take_part():
     """Rank 0 hands vLLM copies of ZeRO-3's gathered parameters (a gathered tensor is valid only inside the
     loop body); a rank without an engine still walks the gather, a collective every rank must join."""
-    from training.grpo import _sync_weights
+    from rlvrflow.training.grpo import _sync_weights
 
     weights = {"a.weight": torch.arange(6.0).reshape(2, 3), "b.bias": torch.ones(4)}
     main, engine = _ShardedParams(weights), _RecordingEngine()
@@ -246,7 +246,7 @@ def test_weight_sync_to_vllm_survives_zero3_gathers_and_non_main_ranks_take_part
 
 
 def test_the_tally_tells_all_wrong_from_all_right_zero_variance_groups():
-    from training.grpo_groups import Tally
+    from rlvrflow.training.grpo_groups import Tally
 
     tally = Tally()
     assert not tally.add([1.1, 1.1], [True, True], [[1], [2]], drop_zero=True)  # learned since tiering
@@ -286,7 +286,7 @@ def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp
     assert len(state["last_drawn"]) >= 4
     # step 1.0: every drawn arm's value is now the share of mixed groups in its last batch; the others keep
     # the prior (the Beta-binomial chance for a group of 4)
-    from curriculum.adaptive import beta_from_counts, mixed_chance
+    from rlvrflow.curriculum.adaptive import beta_from_counts, mixed_chance
 
     a, b = beta_from_counts([(i % 9, 8) for i in range(30)])
     moved = {k for _, k, _, v in state["value"] if v != pytest.approx(mixed_chance(k, 8, a, b, 4))}
@@ -299,12 +299,12 @@ def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_mode
     must equal what the loss scores at the trainer's temperature before any update, so the first
     ratio is 1 and nothing is clipped (eps 1e-3); a trainer at temperature 1 against the same rollouts
     (what scoring raw log-probs did) has the clip bind on many tokens."""
-    from curriculum import SamplingParams
-    from curriculum.engines import HFEngine
-    from training.backends import TorchBackend
-    from training.config import GRPOConfig
-    from training.grpo import Group, update_policy
-    from training.modeling import load_model_and_tokenizer
+    from rlvrflow.curriculum import SamplingParams
+    from rlvrflow.curriculum.engines import HFEngine
+    from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.config import GRPOConfig
+    from rlvrflow.training.grpo import Group, update_policy
+    from rlvrflow.training.modeling import load_model_and_tokenizer
 
     model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
     prompt = "Copy 7\n"

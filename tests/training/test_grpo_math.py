@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from training.grpo_math import (
+from rlvrflow.training.grpo_math import (
     aggregate, clipped_surrogate, group_advantages, grpo_loss, k3_kl, token_logprobs, token_logprobs_and_entropy,
     warmup_cosine, zero_variance_groups,
 )

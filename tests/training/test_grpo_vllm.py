@@ -14,11 +14,11 @@ pytest.importorskip("vllm")
 
 
 def test_vllm_rollouts_follow_the_updated_policy(tmp_path, base_model, toy):
-    from curriculum import CurriculumConfig
-    from training.config import EvalConfig
-    from training.grpo import train_grpo
-    from training.sft import run_sft
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.training.sft import run_sft
+    from rlvrflow.verifiers import RewardConfig
 
     sft = run_sft(base_model, toy.copy_rows(200, 1, noise=0.9, digits=(7,)), toy.cfg(), tmp_path / "sft", seed=0)
     cfg = toy.cfg(grpo={"steps": 12, "prompts_per_step": 8, "group_size": 8, "rollout": "vllm"},

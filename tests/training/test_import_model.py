@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from flows.cli import main  # noqa: E402
-from training.import_model import GGUFImportError, check_gguf, check_quant_types, import_gguf  # noqa: E402
+from rlvrflow.flows.cli import main  # noqa: E402
+from rlvrflow.training.import_model import GGUFImportError, check_gguf, check_quant_types, import_gguf  # noqa: E402
 
 CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
           "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")

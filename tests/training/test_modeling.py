@@ -4,7 +4,7 @@ for its completions) must give the plain padded forward's log-probs, mask and gr
 import pytest
 import torch
 
-from training.modeling import completion_logprobs, load_model_and_tokenizer
+from rlvrflow.training.modeling import completion_logprobs, load_model_and_tokenizer
 
 
 def _batch(tokenizer):

@@ -15,10 +15,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from curriculum import CurriculumConfig
-from curriculum.engines import HFEngine, PromptFormat, SamplingParams
-from training.config import EvalConfig, TrainingConfig
-from verifiers import RewardConfig
+from rlvrflow.curriculum import CurriculumConfig
+from rlvrflow.curriculum.engines import HFEngine, PromptFormat, SamplingParams
+from rlvrflow.training.config import EvalConfig, TrainingConfig
+from rlvrflow.verifiers import RewardConfig
 
 SYSTEM = "You copy digits."
 EVAL = EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1)
@@ -36,7 +36,7 @@ def _cfg(toy, **over):
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory, toy):
-    from training.qwen_model import Qwen2Dims, build_qwen2_model
+    from rlvrflow.training.qwen_model import Qwen2Dims, build_qwen2_model
 
     return build_qwen2_model(_corpus(toy), tmp_path_factory.mktemp("qwen") / "model", seed=0,
                              dims=Qwen2Dims(vocab_size=512))
@@ -44,7 +44,7 @@ def qwen(tmp_path_factory, toy):
 
 @pytest.fixture(scope="module")
 def chat_sft(tmp_path_factory, qwen, toy):
-    from training.sft import run_sft
+    from rlvrflow.training.sft import run_sft
 
     cfg = _cfg(toy, prompt_format="chat", system_prompt=SYSTEM)
     return run_sft(qwen, toy.copy_rows(200, 1), cfg, tmp_path_factory.mktemp("chat_sft") / "model", seed=0)
@@ -62,7 +62,7 @@ def _tok(path):
 def test_make_model_builds_a_qwen2_dir_that_auto_classes_load(tmp_path, toy):
     from transformers import AutoModelForCausalLM
 
-    from training.qwen_model import Qwen2Dims, make_model
+    from rlvrflow.training.qwen_model import Qwen2Dims, make_model
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"body": t, "n": 1}) + "\n" for t in _corpus(toy)) + "{broken line\n")
@@ -83,7 +83,7 @@ def test_make_model_builds_a_qwen2_dir_that_auto_classes_load(tmp_path, toy):
 
 
 def test_make_model_without_text_fails_with_the_fix(tmp_path):
-    from training.qwen_model import make_model
+    from rlvrflow.training.qwen_model import make_model
 
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
@@ -111,7 +111,7 @@ def test_prompt_format_auto_is_chat_with_a_template_and_raw_without(qwen, base_m
 
 
 def test_chat_sft_trains_on_the_rendered_prompt_and_stops_on_im_end(chat_sft, qwen, toy):
-    from training.sft import _encode
+    from rlvrflow.training.sft import _encode
 
     tok = _tok(qwen)
     fmt = PromptFormat.for_model_dir(chat_sft, tok)
@@ -133,12 +133,12 @@ def test_chat_sft_trains_on_the_rendered_prompt_and_stops_on_im_end(chat_sft, qw
 
 
 def test_grpo_on_chat_prompts_sees_the_rendered_prompt(chat_sft, qwen, toy, tmp_path):
-    from training.grpo import collect_groups, train_grpo
-    from training.scoring import tasks_from_df
+    from rlvrflow.training.grpo import collect_groups, train_grpo
+    from rlvrflow.training.scoring import tasks_from_df
 
     class Recorder:  # an engine that answers right half the time and remembers what it was asked
         def generate(self, prompts, n, sampling, seed):
-            from curriculum import Completion
+            from rlvrflow.curriculum import Completion
 
             self.prompts = prompts
             return [[Completion(f"Answer: {p.split()[1] if j % 2 else 0}", (5, 6), (0.0, 0.0), "stop")
@@ -163,9 +163,9 @@ def test_grpo_on_chat_prompts_sees_the_rendered_prompt(chat_sft, qwen, toy, tmp_
 
 
 def test_bf16_on_cpu_loss_is_finite_fp32_and_a_step_lowers_it(qwen, toy):
-    from training.modeling import completion_logprobs, load_model_and_tokenizer, load_policy
-    from training.precision import autocast, resolve_dtype
-    from training.sft import _batch_loss, _encode
+    from rlvrflow.training.modeling import completion_logprobs, load_model_and_tokenizer, load_policy
+    from rlvrflow.training.precision import autocast, resolve_dtype
+    from rlvrflow.training.sft import _batch_loss, _encode
 
     cpu = torch.device("cpu")
     assert resolve_dtype("auto", cpu) == torch.float32 and resolve_dtype("bfloat16", cpu) == torch.bfloat16
@@ -192,8 +192,8 @@ def test_bf16_on_cpu_loss_is_finite_fp32_and_a_step_lowers_it(qwen, toy):
 
 
 def test_bf16_sft_and_grpo_run_end_to_end(qwen, toy, tmp_path):
-    from training.grpo import train_grpo
-    from training.sft import run_sft
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.training.sft import run_sft
 
     cfg = _cfg(toy, dtype="bfloat16", sft={"steps": 30}, grpo={"steps": 2, "beta": 0.1, "entropy_coef": 0.01},
                checkpoint={"every": 2})
@@ -214,9 +214,9 @@ def test_bf16_sft_and_grpo_run_end_to_end(qwen, toy, tmp_path):
 
 
 def test_lora_reference_is_the_base_model_exactly(qwen):
-    from training.config import LoRAConfig
-    from training.lora import AdapterDisabled, parameter_counts
-    from training.modeling import completion_logprobs, load_model_and_tokenizer, load_policy
+    from rlvrflow.training.config import LoRAConfig
+    from rlvrflow.training.lora import AdapterDisabled, parameter_counts
+    from rlvrflow.training.modeling import completion_logprobs, load_model_and_tokenizer, load_policy
 
     cpu = torch.device("cpu")
     policy, tok = load_policy(qwen, cpu, torch.float32, LoRAConfig(r=4, alpha=8))
@@ -240,7 +240,7 @@ def test_lora_reference_is_the_base_model_exactly(qwen):
 def test_lora_sft_changes_only_what_the_adapters_touch(qwen, toy, tmp_path):
     from safetensors.torch import load_file
 
-    from training.sft import run_sft
+    from rlvrflow.training.sft import run_sft
 
     cfg = _cfg(toy, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}, sft={"steps": 10})
     sft = run_sft(qwen, toy.copy_rows(50, 1), cfg, tmp_path / "sft", seed=0)
@@ -263,8 +263,8 @@ def test_lora_grpo_saves_the_adapter_unmerged_resumes_after_kill_9_and_exports(c
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from training.export import export_checkpoint
-    from training.modeling import load_model_and_tokenizer
+    from rlvrflow.training.export import export_checkpoint
+    from rlvrflow.training.modeling import load_model_and_tokenizer
 
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     assert _run(chat_sft, straight, 0).returncode == 0
@@ -305,9 +305,9 @@ def test_lora_grpo_saves_the_adapter_unmerged_resumes_after_kill_9_and_exports(c
 
 
 def test_fp16_steps_go_through_loss_scaling_and_lower_the_loss(qwen):
-    from training.modeling import load_policy
-    from training.precision import LossScaler, autocast
-    from training.sft import _batch_loss, _encode
+    from rlvrflow.training.modeling import load_policy
+    from rlvrflow.training.precision import LossScaler, autocast
+    from rlvrflow.training.sft import _batch_loss, _encode
 
     cpu = torch.device("cpu")
     policy, tok = load_policy(qwen, cpu, torch.float16)

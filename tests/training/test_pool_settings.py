@@ -11,20 +11,20 @@ import textwrap
 import polars as pl
 import pytest
 
-import verifiers
-from curriculum import Completion, CurriculumConfig
-from training.config import EvalConfig, GRPOConfig
-from training.eval import evaluate_engine, read_samples, select_eval_tasks
-from training.grpo import collect_groups
-from training.scoring import tasks_from_df
-from verifiers import RewardConfig
+from rlvrflow import verifiers
+from rlvrflow.curriculum import Completion, CurriculumConfig
+from rlvrflow.training.config import EvalConfig, GRPOConfig
+from rlvrflow.training.eval import evaluate_engine, read_samples, select_eval_tasks
+from rlvrflow.training.grpo import collect_groups
+from rlvrflow.training.scoring import tasks_from_df
+from rlvrflow.verifiers import RewardConfig
 
 SLOW = "slow_pool_checks:slow_copy"
 SLOW_PLUGIN = textwrap.dedent('''
     """A verifier that takes 2 s before answering like `math` would on "Answer: d"."""
     import time
 
-    from verifiers.verdict import Verdict
+    from rlvrflow.verifiers.verdict import Verdict
 
 
     def slow_copy(response, reference, params):
@@ -97,7 +97,7 @@ def spy(monkeypatch):
 
 
 def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_model, toy, tmp_path):
-    from training.grpo import train_grpo
+    from rlvrflow.training.grpo import train_grpo
 
     cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "group_size": 2, "reward_workers": 2},
                   checkpoint={"every": 1})
@@ -108,7 +108,7 @@ def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_mod
 
 
 def test_train_grpo_keeps_its_sections_worker_counts_by_default(spy, sft_model, toy, tmp_path):
-    from training.grpo import train_grpo
+    from rlvrflow.training.grpo import train_grpo
 
     cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "group_size": 2, "reward_workers": 1},
                   checkpoint={"every": 1})
@@ -118,7 +118,7 @@ def test_train_grpo_keeps_its_sections_worker_counts_by_default(spy, sft_model, 
 
 
 def test_train_dpo_evaluates_with_its_pool_settings(spy, sft_model, toy, tmp_path):
-    from training.dpo import train_dpo
+    from rlvrflow.training.dpo import train_dpo
 
     cfg = toy.cfg(algorithm="dpo", dpo={"steps": 1, "batch_size": 2, "warmup_steps": 0}, checkpoint={"every": 1})
     pairs = [{"prompt": f"Copy {d}\n", "chosen": f"Answer: {d}", "rejected": f"Answer: {d + 1}"} for d in range(3)]

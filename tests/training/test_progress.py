@@ -3,7 +3,7 @@
 import io
 import logging
 
-from training.progress import bars_enabled, progress_bar
+from rlvrflow.training.progress import bars_enabled, progress_bar
 
 
 class _Terminal(io.StringIO):

@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from training.config import HackingAlarmConfig
-from training.report import build_report, detect_reward_hacking, plot_curves, warn_loudly, write_report
+from rlvrflow.training.config import HackingAlarmConfig
+from rlvrflow.training.report import build_report, detect_reward_hacking, plot_curves, warn_loudly, write_report
 
 EVAL = {"pass_at_1_greedy": 0.5, "pass_at_1_sampled": 0.4, "pass_at_k": 0.7, "format_rate": 0.9}
 
@@ -134,7 +134,7 @@ def _per_prompt(greedy: list[int], sampled: list[float] | None = None, ids=None)
 
 
 def test_gain_interval_is_paired_and_brackets_the_gain(tmp_path):
-    from training.report import comparison_table, gain_interval
+    from rlvrflow.training.report import comparison_table, gain_interval
 
     base = _per_prompt([0] * 50 + [1] * 50)
     # the same prompts in another order: 30 more right, none lost -> +30 points, all differences >= 0
@@ -154,8 +154,8 @@ def test_gain_interval_is_paired_and_brackets_the_gain(tmp_path):
 def test_grpo_keeps_the_banner_in_warnings_and_the_note_in_notes(caplog):
     """What GRPO does with the check at each checkpoint eval: the banner once in run.warnings (logged as a
     warning), the quiet note in run.notes (logged as info), from the per-prompt results RunState keeps."""
-    from training.config import TrainingConfig
-    from training.grpo import RunState, _check_reward_hacking
+    from rlvrflow.training.config import TrainingConfig
+    from rlvrflow.training.grpo import RunState, _check_reward_hacking
 
     first, last = _held(120, 30, 27)
     loud = RunState(train_rewards=[0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5,

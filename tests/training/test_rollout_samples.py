@@ -4,11 +4,11 @@ import json
 import logging
 from types import SimpleNamespace
 
-from curriculum import CurriculumConfig
-from training.config import EvalConfig
-from training.grpo import Group, train_grpo
-from training.grpo_logs import rollout_samples, step_line
-from verifiers import RewardConfig
+from rlvrflow.curriculum import CurriculumConfig
+from rlvrflow.training.config import EvalConfig
+from rlvrflow.training.grpo import Group, train_grpo
+from rlvrflow.training.grpo_logs import rollout_samples, step_line
+from rlvrflow.verifiers import RewardConfig
 
 
 def _group(task_id, rewards, texts, statuses):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import polars as pl
 
-from training.sft import run_sft, sft_examples, sft_loss
+from rlvrflow.training.sft import run_sft, sft_examples, sft_loss
 
 
 def test_sft_lowers_loss_and_counts_skipped_rows(base_model, sft_model, toy):
@@ -78,7 +78,7 @@ def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_m
 
 def test_max_length_suggestion_is_capped_at_the_models_positions():
     """Rows longer than the model's positions: the message names the cap instead of an unusable length."""
-    from training.sft import cut_warnings
+    from rlvrflow.training.sft import cut_warnings
 
     cut = {"prompts_truncated": 3, "solutions_truncated": 0, "longest_prompt_tokens": 600, "longest_pair_tokens": 652}
 

@@ -5,11 +5,11 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from curriculum import CurriculumConfig
-from training.config import EvalConfig, TrainingConfig
-from training.grpo import train_grpo
-from training.sft import run_sft
-from verifiers import RewardConfig
+from rlvrflow.curriculum import CurriculumConfig
+from rlvrflow.training.config import EvalConfig, TrainingConfig
+from rlvrflow.training.grpo import train_grpo
+from rlvrflow.training.sft import run_sft
+from rlvrflow.verifiers import RewardConfig
 
 
 def _scalars(log_dir):

@@ -5,8 +5,8 @@ import os
 import pytest
 import torch
 
-from training import modeling
-from training.config import TrainingConfig
+from rlvrflow.training import modeling
+from rlvrflow.training.config import TrainingConfig
 
 
 @pytest.mark.parametrize("cores,threads", [(1, 1), (2, 1), (3, 1), (4, 2), (8, 4), (64, 4)])

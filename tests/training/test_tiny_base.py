@@ -8,12 +8,12 @@ from fractions import Fraction
 import pytest
 from pydantic import ValidationError
 
-from training.config import TrainingConfig
-from training.tiny_base import (
+from rlvrflow.training.config import TrainingConfig
+from rlvrflow.training.tiny_base import (
     BASE_DIR, CALC_PROMPT, CUES, EN_WORDS, ZH_WORDS, adapt_base, arithmetic_line, base_corpus, build_base_model,
     held_out, reading_example,
 )
-from training.tiny_model import resolve_base_model
+from rlvrflow.training.tiny_model import resolve_base_model
 
 
 def _value(expr: str) -> Fraction:
@@ -91,8 +91,8 @@ def test_the_shipped_base_loads_and_does_what_its_card_says():
     checked here on fresh held-out rows (not the card's own figures)."""
     import polars as pl
 
-    from training.config import EvalConfig
-    from training.eval import evaluate
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.eval import evaluate
 
     card = json.loads((BASE_DIR / "rlvrflow_model.json").read_text())
     assert card["kind"] == "embedded-tiny-base" and card["recipe"]["steps"] == 20000
@@ -141,7 +141,7 @@ def test_a_rebuilt_base_is_another_model_for_adapt_and_for_the_stage_keys(tmp_pa
     import torch
     from transformers import AutoModelForCausalLM
 
-    from training.tiny_base import base_digest
+    from rlvrflow.training.tiny_base import base_digest
 
     other = tmp_path / "other_base"
     shutil.copytree(BASE_DIR, other)
@@ -157,7 +157,7 @@ def test_a_rebuilt_base_is_another_model_for_adapt_and_for_the_stage_keys(tmp_pa
 
 
 def test_the_code_digest_leaves_assets_out(tmp_path):
-    from flows.cache import tree_digest
+    from rlvrflow.flows.cache import tree_digest
 
     (tmp_path / "assets").mkdir()
     (tmp_path / "a.py").write_text("x = 1\n")
@@ -171,7 +171,7 @@ def test_the_code_digest_leaves_assets_out(tmp_path):
 
 
 def test_make_model_tiny_base_refuses_what_it_does_not_use(tmp_path, capsys):
-    from flows.cli import main
+    from rlvrflow.flows.cli import main
 
     out = str(tmp_path / "b")
     assert main(["make-model", "--arch", "tiny-base", "--out", out, "--vocab-size", "100"]) == 2
@@ -213,13 +213,13 @@ def test_build_base_model_small(tmp_path):
 def test_a_missing_base_names_the_files_and_the_fix(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from flows.calls import model_identity
-    from flows.spec import load_spec
+    from rlvrflow.flows.calls import model_identity
+    from rlvrflow.flows.spec import load_spec
 
     partial = tmp_path / "tiny_base"  # a partial checkout: the config came along, the rest did not
     partial.mkdir()
     (partial / "config.json").write_text("{}")
-    monkeypatch.setattr("training.tiny_base.BASE_DIR", partial)
+    monkeypatch.setattr("rlvrflow.training.tiny_base.BASE_DIR", partial)
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples/retail/spec.yaml")
     with pytest.raises(FileNotFoundError) as err:
         model_identity(spec)  # the first thing a run asks of the base (its stage keys)

@@ -5,8 +5,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from training.config import EvalConfig, GRPOConfig, TinyModelConfig, TrainingConfig
-from training.tiny_model import build_tokenizer, char_vocab, resolve_base_model
+from rlvrflow.training.config import EvalConfig, GRPOConfig, TinyModelConfig, TrainingConfig
+from rlvrflow.training.tiny_model import build_tokenizer, char_vocab, resolve_base_model
 
 
 def test_char_tokenizer_round_trips_and_prepends_bos():

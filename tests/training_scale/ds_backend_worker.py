@@ -26,7 +26,7 @@ STEPS = 3
 
 
 def groups():
-    from training.grpo import Group
+    from rlvrflow.training.grpo import Group
 
     g = torch.Generator().manual_seed(5)
     out = []
@@ -38,7 +38,7 @@ def groups():
 
 
 def grpo_cfg(ga: int, backend: str = "deepspeed", stage: int = 2):
-    from training.config import GRPOConfig
+    from rlvrflow.training.config import GRPOConfig
 
     return GRPOConfig(steps=STEPS, prompts_per_step=3, group_size=2, grad_accum=ga, lr=1e-2, warmup_steps=1,
                       max_grad_norm=1.0, backend=backend, zero_stage=stage, updates_per_batch=1)
@@ -50,7 +50,7 @@ def schedule_of_groups(step: int):
 
 
 def train(backend, g) -> dict:
-    from training.grpo import update_policy
+    from rlvrflow.training.grpo import update_policy
 
     rows, norms = [], []
     for step in range(STEPS):
@@ -64,7 +64,7 @@ def train(backend, g) -> dict:
 
 
 def zero3_threshold_zero():
-    import training.distributed as D
+    import rlvrflow.training.distributed as D
 
     original = D.deepspeed_config
 
@@ -80,8 +80,8 @@ def zero3_threshold_zero():
 def main() -> None:
     import torch.distributed as dist
 
-    from training.backends import DeepSpeedBackend, TorchBackend
-    from training.distributed import dist_env, gathered_state_dict, leave_process_group
+    from rlvrflow.training.backends import DeepSpeedBackend, TorchBackend
+    from rlvrflow.training.distributed import dist_env, gathered_state_dict, leave_process_group
 
     if os.environ.get("DS_Z3_PERSIST") != "1":
         zero3_threshold_zero()

@@ -25,11 +25,11 @@ RANK_LOCAL = {"loss", "clip_fraction", "kl", "entropy", "step_seconds"}  # this 
 
 
 def main() -> None:
-    from curriculum import CurriculumConfig, HFEngine, StratifiedSampler
-    from training.config import EvalConfig
-    from training.distributed import leave_process_group
-    from training.grpo import train_grpo
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig, HFEngine, StratifiedSampler
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.distributed import leave_process_group
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.verifiers import RewardConfig
 
     sft, out, kill_after, stage, record_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     rank = int(os.environ.get("RANK", "0"))

@@ -45,7 +45,7 @@ def per_token_loss(model, input_ids: torch.Tensor, advantages: torch.Tensor) -> 
 
 
 def run_deepspeed(steps: int, lr: float, stage: int):
-    from training.distributed import (
+    from rlvrflow.training.distributed import (
         deepspeed_config, dist_env, dp_loss_denominator, gathered_state_dict, init_deepspeed,
         pad_for_data_parallel, shard_rows,
     )
@@ -84,7 +84,7 @@ def run_reference(steps: int, lr: float) -> dict[str, torch.Tensor]:
 def main() -> None:
     import torch.distributed as dist
 
-    from training.distributed import dist_env, leave_process_group, save_hf_checkpoint
+    from rlvrflow.training.distributed import dist_env, leave_process_group, save_hf_checkpoint
 
     out_path, stage, steps, lr = sys.argv[1], int(sys.argv[2]), 3, 1e-2
     state, rows, losses, engine = run_deepspeed(steps, lr, stage)

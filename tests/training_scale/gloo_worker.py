@@ -11,7 +11,7 @@ import sys
 
 import torch.distributed as dist
 
-from training.distributed import (
+from rlvrflow.training.distributed import (
     all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dist_env, dp_loss_denominator, leave_process_group,
 )
 

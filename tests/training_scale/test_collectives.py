@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from training.distributed import (
+from rlvrflow.training.distributed import (
     all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dp_loss_denominator, leave_process_group,
 )
 

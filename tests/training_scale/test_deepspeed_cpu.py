@@ -121,8 +121,8 @@ def toy_sft(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("toy_conftest_ds", REPO / "tests" / "training" / "conftest.py")
     toy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(toy)
-    from training.sft import run_sft
-    from training.tiny_model import build_tiny_model
+    from rlvrflow.training.sft import run_sft
+    from rlvrflow.training.tiny_model import build_tiny_model
 
     root = tmp_path_factory.mktemp("ds_toy")
     base = build_tiny_model(toy.corpus(), root / "base", seed=0, dims=toy.TINY)
@@ -163,10 +163,10 @@ def test_train_grpo_two_ranks_agree_and_resume_after_kill_matches(tmp_path, toy_
         assert sum("optim_states" in name for name in ds_files) == 2, ds_files  # both ranks' partitions saved
 
     # the same run in one torch process (this interpreter: no DeepSpeed) ends at the same weights
-    from curriculum import CurriculumConfig
-    from training.config import EvalConfig
-    from training.grpo import train_grpo
-    from verifiers import RewardConfig
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training.config import EvalConfig
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.verifiers import RewardConfig
 
     cfg = toy.training_cfg(grpo={"steps": 5, "grad_accum": 2}, checkpoint={"every": 2, "keep_last": 3})
     train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),

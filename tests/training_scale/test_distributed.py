@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.distributed import (
+from rlvrflow.training.distributed import (
     DistEnv,
     deepspeed_config,
     dist_env,

@@ -1,6 +1,6 @@
 """The documented multi-rank launch, end to end through the real CLI on 2 gloo ranks (CPU):
 
-    torchrun --nproc_per_node 2 -m flows.cli run SPEC --smoke --out OUT [--set training.grpo.backend=deepspeed]
+    torchrun --nproc_per_node 2 -m rlvrflow.flows.cli run SPEC --smoke --out OUT [--set training.grpo.backend=deepspeed]
 
 on a 40-row arithmetic domain.
 
@@ -57,7 +57,7 @@ def launch(python: str, spec: Path, *overrides: str) -> subprocess.CompletedProc
     sets = [arg for o in overrides for arg in ("--set", o)]
     for _attempt in range(3):  # a probed port can be taken before torchrun binds it: retry on a new one
         cmd = [python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               "-m", "flows.cli", "run", str(spec), "--smoke", "--out", str(spec.parent / "out"), *sets]
+               "-m", "rlvrflow.flows.cli", "run", str(spec), "--smoke", "--out", str(spec.parent / "out"), *sets]
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
         if proc.returncode == 0 or "address already in use" not in (proc.stdout + proc.stderr).lower():
             return proc

@@ -40,8 +40,8 @@ def test_rows_are_deterministic_for_a_seed(bench, rows):
 
 
 def test_verifier_reward_pays_for_the_right_answer(bench, rows):
-    from training.scoring import tasks_from_df
-    from verifiers import RewardConfig
+    from rlvrflow.training.scoring import tasks_from_df
+    from rlvrflow.verifiers import RewardConfig
 
     df = rows[0].head(2)
     reward = bench.VerifierReward({t.id: t for t in tasks_from_df(df)}, RewardConfig())

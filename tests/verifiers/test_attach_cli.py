@@ -7,8 +7,8 @@ import json
 import polars as pl
 import pytest
 
-from verifiers import VerifierConfig, attach
-from verifiers.cli import verify_file
+from rlvrflow.verifiers import VerifierConfig, attach
+from rlvrflow.verifiers.cli import verify_file
 
 CODE_REF = json.dumps({"tests": "def check(c):\n    assert c(2) == 4\n", "entry_point": "dbl"})
 

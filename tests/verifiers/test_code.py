@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from verifiers import verify
-from verifiers.code.extract import extract_code
-from verifiers.code.sandbox import Limits, SandboxUnavailable, resolve_mode, run_sandboxed, sandbox_runtime
-from verifiers.code.verifier import check_reference
+from rlvrflow.verifiers import verify
+from rlvrflow.verifiers.code.extract import extract_code
+from rlvrflow.verifiers.code.sandbox import Limits, SandboxUnavailable, resolve_mode, run_sandboxed, sandbox_runtime
+from rlvrflow.verifiers.code.verifier import check_reference
 
 REF = json.dumps({"tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n"
                            "    assert candidate(-1, 1) == 0\n", "entry_point": "add"})
@@ -105,7 +105,7 @@ def test_bad_reference_is_an_error():
 
 
 def test_without_bwrap_it_refuses_unless_opted_in(monkeypatch):
-    monkeypatch.setattr("verifiers.code.sandbox.bwrap_path", lambda: None)
+    monkeypatch.setattr("rlvrflow.verifiers.code.sandbox.bwrap_path", lambda: None)
     monkeypatch.delenv("RLVRFLOW_SANDBOX", raising=False)
     with pytest.raises(SandboxUnavailable, match="rlimits"):
         resolve_mode(None)

@@ -9,9 +9,9 @@ import textwrap
 import pytest
 from pydantic import ValidationError
 
-import verifiers
-from verifiers import RewardConfig, Verdict, VerifierConfig, get_verifier, reward, score_many, verify
-from verifiers.registry import UnknownVerifier, register
+from rlvrflow import verifiers
+from rlvrflow.verifiers import RewardConfig, Verdict, VerifierConfig, get_verifier, reward, score_many, verify
+from rlvrflow.verifiers.registry import UnknownVerifier, register
 
 
 def test_unknown_name_lists_valid_ones():
@@ -39,7 +39,7 @@ def test_config_is_frozen_and_strict():
 
 
 def test_every_field_has_a_description():
-    from verifiers.config import LengthPenaltyConfig, VerifierRule
+    from rlvrflow.verifiers.config import LengthPenaltyConfig, VerifierRule
 
     for model in (VerifierConfig, VerifierRule, RewardConfig, LengthPenaltyConfig):
         for name, field in model.model_fields.items():
@@ -47,7 +47,7 @@ def test_every_field_has_a_description():
 
 
 USER_MODULE = textwrap.dedent('''
-    from verifiers.verdict import Verdict
+    from rlvrflow.verifiers.verdict import Verdict
     def shout(response, reference, params):
         ok = response.strip() == reference.upper()
         return Verdict(float(ok), "correct" if ok else "wrong", response.strip())
@@ -73,7 +73,7 @@ def test_dotted_path_verifier_in_process_and_in_pool(user_module):
 def test_entry_point_verifier(user_module, monkeypatch):
     from importlib import metadata
 
-    from verifiers import registry
+    from rlvrflow.verifiers import registry
 
     ep = metadata.EntryPoint(name="tickets", value=user_module, group=registry.ENTRY_POINT_GROUP)
     monkeypatch.setattr(registry, "_entry_points", lambda: {"tickets": ep})
@@ -100,7 +100,7 @@ def test_score_many_keeps_order_and_never_raises():
 
 def test_score_many_times_out_a_stuck_verifier(tmp_path, monkeypatch):
     (tmp_path / "slow_checks.py").write_text(
-        "import time\nfrom verifiers.verdict import Verdict\n"
+        "import time\nfrom rlvrflow.verifiers.verdict import Verdict\n"
         "def hang(r, ref, p):\n    time.sleep(60)\n    return Verdict(1.0, 'correct')\n"
         "def crash(r, ref, p):\n    import os; os._exit(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -119,7 +119,7 @@ def test_verifier_exception_becomes_error(tmp_path, monkeypatch):
 
 
 def test_import_is_light():
-    code = ("import sys, verifiers, verifiers.config, verifiers.registry\n"
+    code = ("import sys, rlvrflow, rlvrflow.verifiers, rlvrflow.verifiers.config, rlvrflow.verifiers.registry\n"
             "heavy = [m for m in ('torch', 'sympy', 'prefect', 'great_expectations', 'polars') if m in sys.modules]\n"
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

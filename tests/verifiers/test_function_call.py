@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from verifiers import VerifierConfig, attach, verify
-from verifiers.function_call import check_reference, extract_calls, solution_from_reference
+from rlvrflow.verifiers import VerifierConfig, attach, verify
+from rlvrflow.verifiers.function_call import check_reference, extract_calls, solution_from_reference
 
 TOOLS = {
     "issue_refund": {"type": "object", "required": ["order_id", "amount"], "additionalProperties": False,

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from verifiers import verify
-from verifiers.math.compare import Options, equal
-from verifiers.math.numbers import read_number
-from verifiers.math.extract import extract
-from verifiers.math.normalize import normalize
+from rlvrflow.verifiers import verify
+from rlvrflow.verifiers.math.compare import Options, equal
+from rlvrflow.verifiers.math.numbers import read_number
+from rlvrflow.verifiers.math.extract import extract
+from rlvrflow.verifiers.math.normalize import normalize
 
 CASES = Path(__file__).resolve().parents[2] / "bench" / "cases" / "math_cases.jsonl"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.math.extract import extract
-from verifiers.math.phrases import SUBJECTS
-from verifiers.math.units import MAX_READINGS, UNITS, quantities
-from verifiers.math.verifier import verify_math
+from rlvrflow.verifiers.math.extract import extract
+from rlvrflow.verifiers.math.phrases import SUBJECTS
+from rlvrflow.verifiers.math.units import MAX_READINGS, UNITS, quantities
+from rlvrflow.verifiers.math.verifier import verify_math
 
 C, W, H, U = "correct", "wrong", "hedged", "unparsed"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers import verify
+from rlvrflow.verifiers import verify
 
 CASES = [
     # (gold, response, status)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers import verify
+from rlvrflow.verifiers import verify
 
 HERE = Path(__file__).with_name("cases")
 ROWS = [json.loads(line) for line in (HERE / "math_verify_cases.jsonl").read_text(encoding="utf-8").splitlines()]

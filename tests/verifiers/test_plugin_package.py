@@ -70,7 +70,7 @@ def test_rlvrflow_verify_finds_the_installed_plugin(plugin_site, tmp_path):
 ATTACH = """
 import json, sys
 import polars as pl
-from verifiers import VerifierConfig, attach, available
+from rlvrflow.verifiers import VerifierConfig, attach, available
 assert "ticket_status" in available()
 cfg = VerifierConfig.model_validate({"rules": [{"category": "tickets", "verifier": "ticket_status"}],
                                   "answer_only_targets": True})  # so the plugin's solution hook runs

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from verifiers import canary
-from verifiers.config import CanaryConfig
+from rlvrflow.verifiers import canary
+from rlvrflow.verifiers.config import CanaryConfig
 
 
 class Gcd:

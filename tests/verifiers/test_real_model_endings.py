@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers import verify
+from rlvrflow.verifiers import verify
 
 HERE = Path(__file__).with_name("cases")
 CASES = [json.loads(line) for line in (HERE / "real_model_endings.jsonl").read_text(encoding="utf-8").splitlines()]

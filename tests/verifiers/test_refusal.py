@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers import canary, verify
-from verifiers.attach import self_check
-from verifiers.refusal import canaries, check_reference, solution_from_reference, verify_refusal
+from rlvrflow.verifiers import canary, verify
+from rlvrflow.verifiers.attach import self_check
+from rlvrflow.verifiers.refusal import canaries, check_reference, solution_from_reference, verify_refusal
 
 ORDER = "order id|order number|订单号"
 PRICE = "price|cost|how much"

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from verifiers import verify
+from rlvrflow.verifiers import verify
 
 SCHEMA_REF = json.dumps({"schema": {"type": "object", "required": ["sku", "qty"],
                                     "properties": {"sku": {"type": "string"}, "qty": {"type": "integer", "minimum": 1}}},
@@ -137,7 +137,7 @@ def test_reply_chinese_row():
      "own reply fails"),
 ])
 def test_reply_reference_errors_name_the_fix(reference, fix):
-    from verifiers.reply import check_reference
+    from rlvrflow.verifiers.reply import check_reference
 
     problem = check_reference(reference, {})
     assert problem is not None and fix in problem, problem
@@ -145,7 +145,7 @@ def test_reply_reference_errors_name_the_fix(reference, fix):
 
 
 def test_reply_reference_reply_that_copies_the_format_example_is_a_data_error():
-    from verifiers.reply import check_reference
+    from rlvrflow.verifiers.reply import check_reference
 
     ref = json.dumps({"link": LINK, "mention": [], "action": "start the return", "reply": f"{LINK} - start the return there."})
     assert "format example" in check_reference(ref, REPLY_PARAMS)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from verifiers import verify
-from verifiers.sql import results_match
+from rlvrflow.verifiers import verify
+from rlvrflow.verifiers.sql import results_match
 
 GOLD = "SELECT customer, SUM(total) FROM orders GROUP BY customer"
 

@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from verifiers import canary, verify
+from rlvrflow.verifiers import canary, verify
 
 ISSUE_18 = ["Answer: \\infty", "\\boxed{\\infty}", "Answer: -\\infty", "Answer: oo", "Answer: 1e999", "答案是1e400",
             "Answer: 10^{1000}", "Answer: 2^{10000}", "Answer: 1e308*10", "Answer: 3*12", "Answer: 36.0000000001"]
@@ -102,7 +102,7 @@ def test_keyword_fuzz():
 
 def test_reply_fuzz():
     """Garbage, keyword stuffing, and the prompt-built canaries of a reply row against random reply refs."""
-    from verifiers.prompt_canaries import prompt_canaries
+    from rlvrflow.verifiers.prompt_canaries import prompt_canaries
 
     rng = random.Random(0)
     link = "https://shop.example.com/returns"

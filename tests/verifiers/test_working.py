@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers import verify
-from verifiers.working import links
+from rlvrflow.verifiers import verify
+from rlvrflow.verifiers.working import links
 
 HOLDS = [
     "5*20-2=100-2=98\nAnswer: 98",
@@ -138,7 +138,7 @@ def test_max_digits_param():
 
 
 def test_a_rule_that_uses_it_as_the_row_verifier_is_stopped_by_the_canaries():
-    from verifiers import canary
+    from rlvrflow.verifiers import canary
 
     class Rule:
         category, verifier = "totals", "working"

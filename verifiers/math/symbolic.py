@@ -180,7 +180,7 @@ class _Helper:
         with self.lock:
             if self.child is None or not self.child.alive():
                 self.stop()
-                self.child = Child("verifiers.math.symbolic:helper_main")
+                self.child = Child("rlvrflow.verifiers.math.symbolic:helper_main")
                 try:  # the imports take seconds on a busy machine; they are not the request's time
                     ready = self.child.rx.poll(STARTUP_TIMEOUT_S) and self.child.rx.recv() == "ready"
                 except (EOFError, OSError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from verifiers import Verdict
+from rlvrflow.verifiers import Verdict
 
 STATUSES = {"open": ["open", "reopened"], "pending": ["pending", "on hold"], "escalated": ["escalated"],
             "resolved": ["resolved", "solved", "fixed"], "closed": ["closed"]}
