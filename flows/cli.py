@@ -179,6 +179,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     p.set_defaults(func=cmd_doctor)
 
+    p = sub.add_parser("models", help="the model registry: list, show, register, promote, rollback",
+                       description="The registry under OUT/registry/ (flows/models.py): every registered "
+                       "run's best model, and the champion, the model in use. Example: rlvrflow models "
+                       "--out runs/retail promote 20261204T010000Z-1a2b3c4d --reason 'beats last week'")
+    p.add_argument("--out", type=Path, required=True, help="the --out folder of the runs")
+    msub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    msub.add_parser("list", help="registered models, oldest first; * marks the champion")
+    q = msub.add_parser("show", help="one model's record as JSON (default: the champion)")
+    q.add_argument("model", nargs="?", help="a model id (the run folder's name)")
+    q = msub.add_parser("register", help="export a finished run's best model into the registry")
+    q.add_argument("run_dir", type=Path, help="OUT/runs/<time>-<run id>/")
+    q = msub.add_parser("promote", help="make a registered model the champion")
+    q.add_argument("model", help="a model id (the run folder's name)")
+    q.add_argument("--reason", required=True, help="why, kept in the registry's events")
+    q = msub.add_parser("rollback", help="make the previous champion current again")
+    q.add_argument("--reason", required=True, help="why, kept in the registry's events")
+    p.set_defaults(func=cmd_models)
+
     p = sub.add_parser("import-model", help="GGUF file -> plain Hugging Face model", description="Load a GGUF "
                        "file with transformers' GGUF support (dequantized to float) and write a Hugging Face "
                        "folder: safetensors weights, tokenizer with its chat template, generation config "
@@ -450,6 +468,31 @@ def cmd_export(args) -> int:
         raise UserError(str(exc), EXIT_USAGE) from None
     print(json.dumps(result, indent=1))
     print(f"wrote {args.out} ({result['kind']})")
+    return 0
+
+
+def cmd_models(args) -> int:
+    from rlvrflow.flows.models import Registry, RegistryError, describe
+
+    registry = Registry(args.out)
+    try:
+        if args.action == "list":
+            models = registry.models()
+            print("\n".join(describe(m) for m in models) if models else f"no models registered in {registry.dir}")
+        elif args.action == "show":
+            model = registry.get(args.model) if args.model else registry.champion()
+            if model is None:
+                raise RegistryError(f"no champion in {registry.dir} yet; `rlvrflow models --out {args.out} "
+                                    "promote ID --reason ...` makes one")
+            print(json.dumps(model, indent=1))
+        elif args.action == "register":
+            print(describe(registry.register(args.run_dir)))
+        elif args.action == "promote":
+            print("champion: " + describe(registry.promote(args.model, args.reason)))
+        else:
+            print("champion again: " + describe({**registry.rollback(args.reason), "champion": True}))
+    except RegistryError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
     return 0
 
 

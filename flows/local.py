@@ -64,6 +64,8 @@ class RunOutcome:
                   f"checkpoint: {r.get('checkpoint')} (final of {str(r.get('algorithm', 'grpo')).upper()})"]
         if r.get("best"):
             lines.append(r["best"])
+        if r.get("registered"):
+            lines.append(r["registered"])
         for key in ("comparison", "matrix", "doctor", "warnings"):  # SFT vs final; every model; advice; warnings
             if r.get(key):
                 lines += ["", r[key]]

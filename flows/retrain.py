@@ -1,7 +1,8 @@
 """The `retrain` flow: the whole chain for one domain, each stage a subflow you can watch in the UI.
 
 prepare -> attach (+ split) -> sft -> tier -> grpo or dpo (training.algorithm) -> evaluate -> report
-(with the eval matrix, the best model and the run doctor's findings). Stages whose inputs,
+(with the eval matrix, the best model and the run doctor's findings) -> register (the best model
+in OUT/registry, flows/models.py). Stages whose inputs,
 spec section and code are unchanged are reused from `OUT/stages/` (content-hash keys), so a rerun
 with nothing changed takes a fraction of the first run; `force=True` recomputes everything.
 Each run writes its report to its own folder `OUT/runs/<time>-<run id>/`, so concurrent runs never
@@ -40,6 +41,18 @@ from rlvrflow.flows.tier import tier
 def report_task(run_dir: str, domain: str, spec_path: str, manifests: dict, notices: list[dict]) -> dict:
     """Write report.json into the run folder (training.build_report)."""
     return write_run_report(run_dir, domain, spec_path, manifests, notices)
+
+
+@task(name="register", cache_policy=NO_CACHE, persist_result=False)
+def register_task(out: str, run_dir: str) -> str:
+    """Record the run's best model in OUT/registry (flows/models.py); returns its line for the console."""
+    from rlvrflow.flows.models import Registry, describe
+
+    registry = Registry(out)
+    model = registry.register(run_dir)
+    champion = registry.champion()
+    return (f"registered: {describe(model).strip()}\n"
+            f"champion:   {describe(champion).strip() if champion else 'none yet (rlvrflow models promote)'}")
 
 
 def _run_id() -> str:
@@ -86,6 +99,7 @@ def retrain(
     m["evaluate"] = evaluate(split=m["split"], sft=m["sft"], grpo=m[spec.training.algorithm], **common)
 
     summary = report_task(str(run_dir), spec.domain, spec_abs, m, notices)
+    summary["registered"] = register_task(str(root), str(run_dir))
     summary["seconds"] = round(time.monotonic() - start, 1)
     point_latest(root, summary)
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "stage-counts"), artifacts.stage_rows(m),

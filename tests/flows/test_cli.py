@@ -104,6 +104,13 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     assert Path(report["checkpoint"]).is_dir() and report["domain"] == "toy"
     assert json.loads((Path(latest["run_dir"]) / "run.json").read_text()) == latest
     assert all(st["reason"] == "first build of this stage here" for st in report["stages"].values())
+    # the run's best model is in the registry, exported as a plain model folder; no champion yet
+    from rlvrflow.flows.models import Registry
+
+    registered = Registry(out).models()
+    assert [m["id"] for m in registered] == [Path(latest["run_dir"]).name]
+    assert (Path(registered[0]["path"]) / "config.json").is_file() and not registered[0]["champion"]
+    assert f"registered: {registered[0]['id']}" in first and "champion:   none yet" in first
 
     # the UI's artifacts: counts, rejects, GX summary, tiers, eval table, reward curve, training progress
     def table(key: str) -> list[dict]:

@@ -1,0 +1,190 @@
+"""The model registry: every finished run's best model, and which one is the champion.
+
+    registry = Registry("runs/retail")            # OUT/registry/ of `rlvrflow run --out runs/retail`
+    model = registry.register(run_dir)            # the run's best model, exported beside its record
+    registry.promote(model["id"], "first model")
+    registry.champion()                           # the record of the model in use
+    registry.rollback("tonight's model answers in English")   # the previous champion is current again
+
+Layout under OUT/registry/:
+- `events.jsonl`: append-only, one JSON object per line (`register`, `promote`, `rollback`), each with
+  its time and reason. Every append holds an flock on the file, so concurrent runs never interleave a
+  line; an event is written once its newline is (a line a crashed writer left without one is dropped
+  by the next append); the champion is what the events say when read in order, never a second file
+  to keep in step.
+- `models/<id>/`: the registered model as a plain Hugging Face folder (training/export.py: a LoRA
+  checkpoint merged into its base), so a rollback never depends on a stage folder or a base model that
+  a later run replaced. `<id>` is the run folder's name.
+
+A record carries what the model was measured with: the spec's sha256, the data's fingerprint (the
+prepare and attach stage keys, content hashes of the logs and the rules), the eval matrix's best row and
+the gain over SFT with its interval, and the run's report.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+EVENTS = "events.jsonl"
+
+
+class RegistryError(Exception):
+    """A registry request that cannot be carried out (unknown model, no champion to roll back to)."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _sha256(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+class Registry:
+    def __init__(self, out: str | Path):
+        self.dir = Path(out) / "registry"
+        self.events_path = self.dir / EVENTS
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def events(self) -> list[dict]:
+        """Every event in order. A last line without its newline (a writer that crashed) is not an
+        event; any other unreadable line is an error that names it (nothing is silently skipped)."""
+        if not self.events_path.is_file():
+            return []
+        text = self.events_path.read_text()
+        lines = text.split("\n")
+        events = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                if number == len(lines) and not text.endswith("\n"):
+                    break
+                raise RegistryError(f"{self.events_path}:{number}: not a JSON event ({exc.msg}); "
+                                    "fix or remove that line") from None
+        return events
+
+    def models(self) -> list[dict]:
+        """Registered models, oldest first, each with `champion: bool`."""
+        champion = self._champions()[-1:] or [None]
+        return [{**e["model"], "champion": e["model"]["id"] == champion[0]}
+                for e in self.events() if e["event"] == "register"]
+
+    def get(self, model_id: str) -> dict:
+        for model in self.models():
+            if model["id"] == model_id:
+                return model
+        known = ", ".join(m["id"] for m in self.models()[-5:]) or "none yet"
+        raise RegistryError(f"no registered model {model_id!r} in {self.dir} (latest: {known}); "
+                            "`rlvrflow models list` shows them")
+
+    def champion(self) -> dict | None:
+        ids = self._champions()
+        return self.get(ids[-1]) if ids else None
+
+    def _champions(self) -> list[str]:
+        """The champion stack: a promotion pushes, a rollback pops; the last is the model in use."""
+        stack: list[str] = []
+        for event in self.events():
+            if event["event"] == "promote":
+                stack.append(event["id"])
+            elif event["event"] == "rollback":
+                stack.pop()
+        return stack
+
+    # -- writing ----------------------------------------------------------------------------------------
+    def register(self, run_dir: str | Path) -> dict:
+        """Export a finished run's best model into the registry and record it (not promoted)."""
+        from rlvrflow.training.export import export_checkpoint
+
+        run_dir = Path(run_dir)
+        report_path = run_dir / "report.json"
+        if not report_path.is_file():
+            raise RegistryError(f"{run_dir}: no report.json; register a run folder that finished "
+                                "(OUT/runs/<time>-<run id>/)")
+        report = json.loads(report_path.read_text())
+        model_id = run_dir.name
+        if any(m["id"] == model_id for m in self.models()):
+            raise RegistryError(f"{model_id} is already registered")
+        source = report.get("best_checkpoint") or report.get("checkpoint")
+        if not source or not Path(source).is_dir():
+            raise RegistryError(f"{report_path}: the best model's folder {source!r} is gone; rerun the run")
+        dest = self.dir / "models" / model_id
+        export_checkpoint(source, dest, merge=True)
+        decision = report.get("best_decision") or {}
+        best_name = decision.get("best") or report.get("best_model")
+        best_row = next((e for e in report.get("evals", []) if e.get("name") == best_name), {})
+        stages = report.get("stages", {})
+        model = {
+            "id": model_id,
+            "time": _now(),
+            "domain": report.get("domain"),
+            "path": str(dest.resolve()),
+            "source": str(source),
+            "best": best_name,
+            "spec": report.get("spec"),
+            "spec_sha256": _sha256(Path(report["spec"])) if report.get("spec") else None,
+            "data": {name: stages[name]["key"] for name in ("prepare", "attach") if name in stages},
+            "metric": decision.get("metric", "pass_at_1_greedy"),
+            "score": best_row.get(decision.get("metric", "pass_at_1_greedy")),
+            "gain": (report.get("gain") or {}).get("greedy"),
+            "no_gain": bool(decision.get("no_gain")),
+            "report": str(report_path.resolve()),
+            "eval_matrix": report.get("eval_matrix"),
+        }
+        self._append({"event": "register", "time": model["time"], "model": model})
+        return model
+
+    def promote(self, model_id: str, reason: str) -> dict:
+        """Make a registered model the champion."""
+        model = self.get(model_id)
+        current = self._champions()[-1:] or [None]
+        if current[0] == model_id:
+            raise RegistryError(f"{model_id} is already the champion")
+        self._append({"event": "promote", "time": _now(), "id": model_id, "previous": current[0],
+                      "reason": reason})
+        return {**model, "champion": True}
+
+    def rollback(self, reason: str) -> dict:
+        """Make the champion before the current one current again; returns its record."""
+        stack = self._champions()
+        if len(stack) < 2:
+            raise RegistryError("no earlier champion to roll back to" if stack else "there is no champion yet")
+        self._append({"event": "rollback", "time": _now(), "id": stack[-1], "to": stack[-2], "reason": reason})
+        return self.get(stack[-2])
+
+    def _append(self, event: dict) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(event, sort_keys=True, default=str) + "\n"
+        with self.events_path.open("a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                fh.seek(0)
+                data = fh.read()
+                if data and not data.endswith(b"\n"):  # a crashed writer's torn line was never an event
+                    fh.truncate(data.rfind(b"\n") + 1)
+                fh.seek(0, os.SEEK_END)
+                fh.write(line.encode())
+                fh.flush()
+                os.fsync(fh.fileno())
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def describe(model: dict) -> str:
+    """One line for `rlvrflow models list`."""
+    mark = "*" if model.get("champion") else " "
+    score = model.get("score")
+    gain = model.get("gain") or {}
+    gain_text = (f"{gain['points']:+.1f} points over SFT [{gain['low']:+.1f}, {gain['high']:+.1f}]"
+                 if {"points", "low", "high"} <= set(gain) else "no gain figure")
+    score_text = f"{score:.1%}" if isinstance(score, (int, float)) else "?"
+    return f"{mark} {model['id']}  {model.get('best')}  {model.get('metric')} {score_text}  {gain_text}"
