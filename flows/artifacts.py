@@ -199,3 +199,24 @@ def publish_eval(domain: str, evaluate_dir: str | Path, matrix_file: str | Path,
     for name, markdown in samples_pages(samples).items():
         publish_markdown(artifact_key(domain, f"samples-{name}"), markdown,
                          f"held-out samples: sft vs {name} (the same prompts at every checkpoint)")
+
+
+def promotion_markdown(model: dict, champion: dict | None, verdict: str, decision: dict) -> str:
+    """The `<domain>-promotion` page: tonight's model, the champion it met, the verdict and why."""
+    def score(m: dict | None) -> str:
+        value = (m or {}).get("score")
+        return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "?"
+
+    lines = [f"## {model['id']}: {verdict}", "",
+             "| | model | held-out greedy pass@1 (its own run) |", "|---|---|---|",
+             f"| tonight | `{model['id']}` ({model.get('best')}) | {score(model)} |"]
+    if champion is not None:
+        lines.append(f"| champion | `{champion['id']}` ({champion.get('best')}) | {score(champion)} |")
+    gain = decision.get("gain")
+    if gain:
+        lines += ["", f"On tonight's {gain['prompts']} held-out prompts: {gain['points']:+.1f} points over the champion "
+                      f"({100 * gain['level']:.0f}% paired interval {gain['low']:+.1f} to {gain['high']:+.1f})."]
+    for label, drop in (decision.get("regressions") or {}).items():
+        lines.append(f"- {label}: {-drop:+.1f} points against the champion")
+    lines += ["", "**Why:** " + "; ".join(decision.get("reasons") or [])]
+    return "\n".join(lines)

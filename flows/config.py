@@ -1,8 +1,7 @@
-"""The `orchestration:` section of a domain spec: how the Prefect flows fan out and retry.
+"""The sections of a domain spec owned by `flows/`; the libraries never see them. Both have defaults.
 
-Owned by `flows/`; the libraries never see it. All fields have defaults, so a spec may omit it.
-
-    orchestration: {runner: dask, workers: 2, chunk_rows: 256, retries: 2}
+    orchestration: {runner: dask, workers: 2, chunk_rows: 256, retries: 2}   # fan-out and retries
+    promotion: {min_gain: 1.0, require_interval_above_zero: true}            # champion vs challenger
 """
 from __future__ import annotations
 
@@ -37,4 +36,26 @@ class OrchestrationConfig(BaseModel):
     max_rows: int = Field(
         0, ge=0, description="use at most this many verified rows per split (by id order) for "
         "training and eval; 0 = all (smoke runs set it small)"
+    )
+
+
+class PromotionConfig(BaseModel):
+    """When tonight's model replaces the champion (flows/promotion.py, flows/models.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    auto: bool = Field(
+        True, description="after each run, apply this rule and promote tonight's best model when it holds (the "
+        "first registered model becomes champion); false: register only, promote with `rlvrflow models promote`"
+    )
+    min_gain: float = Field(
+        0.0, ge=0, le=100, description="points of greedy pass@1 tonight's best must gain over the champion on "
+        "the same held-out prompts (paired); the gain must also be above zero, so a tie keeps the champion"
+    )
+    require_interval_above_zero: bool = Field(
+        False, description="also require the low end of the paired 95% interval of that gain above zero"
+    )
+    max_regression: float | None = Field(
+        None, ge=0, le=100, description="points of greedy pass@1 tonight's best may lose against the champion on "
+        "any regression set or the robustness set; null: eval.max_regression"
     )

@@ -1,8 +1,8 @@
 """The `retrain` flow: the whole chain for one domain, each stage a subflow you can watch in the UI.
 
 prepare -> attach (+ split) -> sft -> tier -> grpo or dpo (training.algorithm) -> evaluate -> report
-(with the eval matrix, the best model and the run doctor's findings) -> register (the best model
-in OUT/registry, flows/models.py). Stages whose inputs,
+(with the eval matrix, the best model and the run doctor's findings) -> register the best model in
+OUT/registry and promote it when it beats the champion (compare, flows/promotion.py; flows/models.py). Stages whose inputs,
 spec section and code are unchanged are reused from `OUT/stages/` (content-hash keys), so a rerun
 with nothing changed takes a fraction of the first run; `force=True` recomputes everything.
 Each run writes its report to its own folder `OUT/runs/<time>-<run id>/`, so concurrent runs never
@@ -26,14 +26,18 @@ from prefect.cache_policies import NO_CACHE
 
 from rlvrflow.flows import artifacts
 from rlvrflow.flows.attach import attach
+from rlvrflow.flows.cache import Manifest
 from rlvrflow.flows.common import load_run_spec, make_task_runner
+from rlvrflow.flows.compare import compare
 from rlvrflow.flows.dpo import dpo
 from rlvrflow.flows.evaluate import evaluate
 from rlvrflow.flows.grpo import grpo
+from rlvrflow.flows.models import Registry
 from rlvrflow.flows.preflight import preflight
 from rlvrflow.flows.prepare import prepare
 from rlvrflow.flows.report import figures_markdown, new_run_dir, point_latest, write_run_report
 from rlvrflow.flows.sft import sft
+from rlvrflow.flows.stages import champion_model
 from rlvrflow.flows.tier import tier
 
 
@@ -44,15 +48,19 @@ def report_task(run_dir: str, domain: str, spec_path: str, manifests: dict, noti
 
 
 @task(name="register", cache_policy=NO_CACHE, persist_result=False)
-def register_task(out: str, run_dir: str) -> str:
-    """Record the run's best model in OUT/registry (flows/models.py); returns its line for the console."""
-    from rlvrflow.flows.models import Registry, describe
+def register_task(out: str, run_dir: str, domain: str, auto: bool, compared: dict | None) -> str:
+    """Register the run's best model and apply the promotion rule (flows/promotion.py); the decision
+    and its reasons become the `<domain>-promotion` artifact; returns the console's lines."""
+    from rlvrflow.flows.models import describe
+    from rlvrflow.flows.promotion import register_and_promote
 
-    registry = Registry(out)
-    model = registry.register(run_dir)
-    champion = registry.champion()
-    return (f"registered: {describe(model).strip()}\n"
-            f"champion:   {describe(champion).strip() if champion else 'none yet (rlvrflow models promote)'}")
+    done = register_and_promote(out, run_dir, auto, Manifest.from_dict(compared).path("compare") if compared else None)
+    model, now, decision = done["model"], done["champion"], done["decision"]
+    artifacts.publish_markdown(artifacts.artifact_key(domain, "promotion"), artifacts.promotion_markdown(
+        model, done["champion_before"], done["verdict"], decision),
+        "tonight's model against the champion: promoted or not, and why")
+    return (f"registered: {describe(model).strip()} ({done['verdict']}: {'; '.join(decision['reasons'])})\n"
+            f"champion:   {describe(now).strip() if now else 'none (rlvrflow models promote ID --reason ...)'}")
 
 
 def _run_id() -> str:
@@ -98,8 +106,15 @@ def retrain(
     # the evaluate stage reads the trained stage's checkpoints whichever it is (flows/stages.py: `policy`)
     m["evaluate"] = evaluate(split=m["split"], sft=m["sft"], grpo=m[spec.training.algorithm], **common)
 
+    # tonight's best against the model in use, on tonight's prompts (flows/promotion.py)
+    champion = Registry(root).champion()
+    if champion is not None:
+        m["compare"] = compare(split=m["split"], evaluate=m["evaluate"],
+                               champion=champion_model(champion["path"]).to_dict(), **common)
+
     summary = report_task(str(run_dir), spec.domain, spec_abs, m, notices)
-    summary["registered"] = register_task(str(root), str(run_dir))
+    summary["registered"] = register_task(str(root), str(run_dir), spec.domain, spec.promotion.auto,
+                                          m.get("compare"))
     summary["seconds"] = round(time.monotonic() - start, 1)
     point_latest(root, summary)
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "stage-counts"), artifacts.stage_rows(m),

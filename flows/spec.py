@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from rlvrflow.cleaning.config import CleaningConfig, SourceSpec, ValidationConfig
 from rlvrflow.curriculum.config import CurriculumConfig
-from rlvrflow.flows.config import OrchestrationConfig
+from rlvrflow.flows.config import OrchestrationConfig, PromotionConfig
 from rlvrflow.training.config import EvalConfig, TrainingConfig
 from rlvrflow.verifiers.config import VerifierConfig
 
@@ -136,6 +136,10 @@ class DomainSpec(BaseModel):
     orchestration: OrchestrationConfig = Field(
         default_factory=OrchestrationConfig,
         description="task runner (threads | dask), fan-out chunking and retries (flows.config)",
+    )
+    promotion: PromotionConfig = Field(
+        default_factory=PromotionConfig,
+        description="when tonight's model replaces the champion in OUT/registry (flows.config, flows/promotion.py)",
     )
 
     @model_validator(mode="wrap")

@@ -14,6 +14,8 @@
               split.eval                           verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     evaluate  split.eval split.train sft.model     eval training.{seed,dtype} verifiers.{reward,timeout_s}
               policy.summary                       (+ checkpoints, eval set files)                one per model
+    compare   split.eval evaluate.matrix           promotion eval training.{seed,dtype}                -
+              champion.model (the registry's)      verifiers.{reward,timeout_s} (+ eval set files)
 
 `rlvrflow run` trains with grpo or dpo (training.algorithm); evaluate reads that stage as `policy`:
 `run("evaluate", ...)` takes the upstream manifest of the stage named by training.algorithm (passed
@@ -36,7 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvrflow.flows import calls
+from rlvrflow.flows import calls, promotion
 from rlvrflow.flows.cache import Manifest, file_digest, tree_digest
 from rlvrflow.flows.runner import Stage, row_counts, run_stage
 from rlvrflow.flows.spec import DomainSpec
@@ -89,6 +91,12 @@ def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     models = calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
     return {"models": {name: tree_digest(path) for name, path in models.items()}, "eval_sets": set_digests(spec),
             **_verifier_files(spec, upstream)}
+
+
+def _compare_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    from rlvrflow.flows.eval_sets import set_digests
+
+    return {"eval_sets": set_digests(spec), **_verifier_files(spec, upstream)}
 
 
 def _split_line(st: dict) -> str:
@@ -153,6 +161,10 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
           code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,
           finish=calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),
+    Stage("compare", inputs=("split.eval", "evaluate.matrix", "champion.model"),
+          sections=("promotion", "eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
+          code=("training", "verifiers", "curriculum"), call=promotion.compare, extra_key=_compare_inputs,
+          summary=promotion.compare_line),
 )}
 
 
@@ -164,6 +176,15 @@ def run(name: str, spec: DomainSpec, root: str | Path, upstream: dict[str, Manif
         upstream = {**upstream, **{"policy": m for m in upstream.values() if m.stage == spec.training.algorithm}}
     needed = {k: upstream[k] for k in STAGES[name].upstream if k in upstream}
     return run_stage(STAGES[name], spec, root, needed, steps, force, **kwargs)
+
+
+def champion_model(path: str | Path) -> Manifest:
+    """The registry's champion (an exported model folder) as the `champion` input of compare."""
+    path = Path(path).resolve()
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"the champion's model folder {path} is gone or incomplete; make another "
+                                "model current (`rlvrflow models --out OUT rollback` or `promote ID`)")
+    return Manifest("champion", "registry", path, {"model": "."}, {"model": tree_digest(path)}, cached=True)
 
 
 def given_model(path: str | Path) -> Manifest:

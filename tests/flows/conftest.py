@@ -118,3 +118,34 @@ def read_artifact():
         return found[0] if found else None
 
     return read
+
+
+
+@pytest.fixture
+def fake_run():
+    """fake_run(out, name, score, points=5.0): a finished run folder (report.json) whose best model is a
+    plain model folder, as the model registry reads it (flows/models.py)."""
+
+    def make(out: Path, name: str, score: float, points: float = 5.0) -> Path:
+        ckpt = out / "stages" / "grpo" / name / "step_000004"
+        ckpt.mkdir(parents=True)
+        (ckpt / "config.json").write_text(json.dumps({"model_type": "llama", "run": name}))
+        (ckpt / "model.safetensors").write_bytes(name.encode())
+        (ckpt / "state.pt").write_bytes(b"optimizer")  # training state: not part of a registered model
+        spec = out / "spec.yaml"
+        spec.write_text("domain: toy\n")
+        run = out / "runs" / name
+        run.mkdir(parents=True)
+        report = {
+            "domain": "toy", "spec": str(spec), "best_checkpoint": str(ckpt), "checkpoint": str(ckpt),
+            "best_decision": {"best": "step_000004", "metric": "pass_at_1_greedy", "no_gain": False},
+            "evals": [{"name": "sft", "pass_at_1_greedy": 0.1}, {"name": "step_000004", "pass_at_1_greedy": score}],
+            "gain": {"greedy": {"points": points, "low": points - 3, "high": points + 3,
+                                "metric": "pass_at_1_greedy"}},
+            "stages": {"prepare": {"key": "p" + name}, "attach": {"key": "a" + name}},
+            "eval_matrix": str(run / "matrix.json"),
+        }
+        (run / "report.json").write_text(json.dumps(report))
+        return run
+
+    return make

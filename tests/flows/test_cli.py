@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_help_documents_every_command_with_examples():
-    done = subprocess.run([sys.executable, "-c", "import sys; from flows.cli import main; sys.exit(main())",
+    done = subprocess.run([sys.executable, "-c", "import sys; from rlvrflow.flows.cli import main; sys.exit(main())",
                            "--help"], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0
     for command in ("spec-check", "clean", "verify", "tier", "run"):

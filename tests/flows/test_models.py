@@ -10,30 +10,7 @@ from rlvrflow.flows.cli import main
 from rlvrflow.flows.models import Registry, RegistryError
 
 
-def fake_run(out: Path, name: str, score: float, points: float = 5.0) -> Path:
-    """A finished run folder whose best model is a plain model folder (config.json + weights)."""
-    ckpt = out / "stages" / "grpo" / name / "step_000004"
-    ckpt.mkdir(parents=True)
-    (ckpt / "config.json").write_text(json.dumps({"model_type": "llama", "run": name}))
-    (ckpt / "model.safetensors").write_bytes(name.encode())
-    (ckpt / "state.pt").write_bytes(b"optimizer")  # training state: not part of a registered model
-    spec = out / "spec.yaml"
-    spec.write_text("domain: toy\n")
-    run = out / "runs" / name
-    run.mkdir(parents=True)
-    report = {
-        "domain": "toy", "spec": str(spec), "best_checkpoint": str(ckpt), "checkpoint": str(ckpt),
-        "best_decision": {"best": "step_000004", "metric": "pass_at_1_greedy", "no_gain": False},
-        "evals": [{"name": "sft", "pass_at_1_greedy": 0.1}, {"name": "step_000004", "pass_at_1_greedy": score}],
-        "gain": {"greedy": {"points": points, "low": points - 3, "high": points + 3, "metric": "pass_at_1_greedy"}},
-        "stages": {"prepare": {"key": "p" + name}, "attach": {"key": "a" + name}},
-        "eval_matrix": str(run / "matrix.json"),
-    }
-    (run / "report.json").write_text(json.dumps(report))
-    return run
-
-
-def test_register_promote_rollback(tmp_path):
+def test_register_promote_rollback(fake_run, tmp_path):
     reg = Registry(tmp_path)
     first = reg.register(fake_run(tmp_path, "night1", 0.4))
     assert reg.champion() is None and [m["id"] for m in reg.models()] == ["night1"]
@@ -62,7 +39,7 @@ def test_register_promote_rollback(tmp_path):
         reg.promote("night1", "twice")
 
 
-def test_a_torn_last_line_is_not_an_event_and_the_next_append_drops_it(tmp_path):
+def test_a_torn_last_line_is_not_an_event_and_the_next_append_drops_it(fake_run, tmp_path):
     reg = Registry(tmp_path)
     reg.register(fake_run(tmp_path, "night1", 0.4))
     with reg.events_path.open("a") as fh:
@@ -92,7 +69,7 @@ def test_concurrent_appends_never_interleave(tmp_path):
     assert len(events) == 80 and {(e["worker"], e["i"]) for e in events} == {(w, i) for w in range(4) for i in range(20)}
 
 
-def test_register_refuses_a_run_without_a_report_or_model(tmp_path):
+def test_register_refuses_a_run_without_a_report_or_model(fake_run, tmp_path):
     reg = Registry(tmp_path)
     (tmp_path / "runs" / "half").mkdir(parents=True)
     with pytest.raises(RegistryError, match="no report.json"):
@@ -107,7 +84,7 @@ def test_register_refuses_a_run_without_a_report_or_model(tmp_path):
     assert reg.models() == []
 
 
-def test_models_cli(tmp_path, capsys):
+def test_models_cli(fake_run, tmp_path, capsys):
     for night, score in (("night1", 0.4), ("night2", 0.5)):
         assert main(["models", "--out", str(tmp_path), "register", str(fake_run(tmp_path, night, score))]) == 0
     assert main(["models", "--out", str(tmp_path), "promote", "night1", "--reason", "first"]) == 0

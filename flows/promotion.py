@@ -1,0 +1,156 @@
+"""Champion against challenger on one yardstick, and the spec's rule that decides a promotion.
+
+The `compare` stage runs when the registry (flows/models.py) has a champion: it evaluates the
+champion on tonight's held-out prompts, regression sets and robustness set, with the same eval
+settings as the evaluate stage, and compares it with tonight's best model (the eval matrix's `best`)
+prompt by prompt (a paired bootstrap interval, training.report.gain_interval). `decide` applies the
+`promotion:` section; `compare.json` holds both models' figures and the decision with its reasons.
+
+    promotion: {min_gain: 1.0, require_interval_above_zero: true, max_regression: 2.0}
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlvrflow.flows.config import PromotionConfig
+from rlvrflow.flows.runner import Job, Result
+
+
+def _pass(result: dict | None) -> float | None:
+    value = (result or {}).get("pass_at_1_greedy")
+    return None if value is None else 100 * float(value)
+
+
+def decide(challenger: dict, champion: dict, challenger_sets: dict, champion_sets: dict,
+           cfg: PromotionConfig, max_regression: float) -> dict:
+    """{promote, reasons, gain, regressions}: whether `challenger` replaces `champion` under `cfg`.
+
+    challenger/champion: evaluate results on the same held-out rows (with `by_prompt`); *_sets: their
+    {"regression": {set: result}, "robustness": result | None}. A regression is a drop of greedy pass@1
+    points against the champion on a regression set or the robustness set."""
+    from rlvrflow.training.report import gain_interval
+
+    gain = gain_interval(champion, challenger, "greedy")
+    reasons: list[str] = []
+    if gain is None:
+        reasons.append("no per-prompt results to compare on the held-out prompts")
+    else:
+        if gain["points"] <= 0 or gain["points"] < cfg.min_gain:
+            reasons.append(f"gain {gain['points']:+.1f} points over the champion: a challenger must gain more than "
+                           f"zero and at least promotion.min_gain ({cfg.min_gain:+.1f})")
+        if cfg.require_interval_above_zero and gain["low"] <= 0:
+            reasons.append(f"the {100 * gain['level']:.0f}% interval ({gain['low']:+.1f} to {gain['high']:+.1f}) "
+                           "does not lie above zero (promotion.require_interval_above_zero)")
+    limit = cfg.max_regression if cfg.max_regression is not None else max_regression
+    pairs = [(f"regression set {name}", result, (champion_sets.get("regression") or {}).get(name))
+             for name, result in (challenger_sets.get("regression") or {}).items()]
+    pairs.append(("the robustness set", challenger_sets.get("robustness"), champion_sets.get("robustness")))
+    regressions = {}
+    for label, new, old in pairs:
+        if _pass(new) is None or _pass(old) is None:
+            continue
+        drop = round(_pass(old) - _pass(new), 2)
+        regressions[label] = drop
+        if drop > limit:
+            reasons.append(f"{label}: {drop:.1f} points below the champion (more than {limit:.1f})")
+    promote = not reasons
+    if promote:
+        reasons.append(f"gain {gain['points']:+.1f} points ({gain['low']:+.1f} to {gain['high']:+.1f}) over the "
+                       f"champion on {gain['prompts']} held-out prompts; no set regressed more than {limit:.1f}")
+    return {"promote": promote, "reasons": reasons, "gain": gain, "regressions": regressions}
+
+
+def _evaluate_model(spec, model: str, rows, samples: Path) -> tuple[dict, dict]:
+    """The evaluate stage's measurement of one model: held-out rows, then each regression set and the
+    robustness set, one engine for all of them."""
+    from rlvrflow.curriculum.engine_factory import release
+    from rlvrflow.flows.eval_sets import load_sets
+    from rlvrflow.training.eval import eval_engine
+    from rlvrflow.training.eval import evaluate as run_eval
+
+    sets = load_sets(spec)
+    engine = eval_engine(model, spec.eval, spec.training.device, spec.training.dtype, spec.training.seed)
+
+    def on(part, samples_path: Path | None = None) -> dict:
+        return run_eval(model, part, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
+                        device=spec.training.device, dtype=spec.training.dtype, samples_path=samples_path,
+                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s, engine=engine)
+
+    try:
+        result = {"name": "champion", **on(rows, samples)}
+        extra = {"regression": {name: on(part) for name, part in sets.regression.items()},
+                 "robustness": None if sets.robustness is None else on(sets.robustness)}
+    finally:
+        release(engine)
+    return result, extra
+
+
+def compare(job: Job) -> Result:
+    """The champion on tonight's held-out prompts and sets, tonight's best beside it, and the decision
+    (compare.json; champion.json, champion.samples.jsonl and champion.sets.json as the evaluate stage
+    writes a model's)."""
+    import polars as pl
+
+    from rlvrflow.training.modeling import set_threads
+
+    spec, out = job.spec, Path(job.out)
+    set_threads(spec.training.torch_threads)
+    champion_model = str(job.input("champion", "model"))
+    champion, champion_sets = _evaluate_model(spec, champion_model, pl.read_parquet(job.input("split", "eval")),
+                                              out / "champion.samples.jsonl")
+    (out / "champion.json").write_text(json.dumps(champion, indent=1, default=str))
+    (out / "champion.sets.json").write_text(json.dumps(champion_sets, indent=1, default=str))
+
+    matrix_path = job.input("evaluate", "matrix")
+    best = json.loads(matrix_path.read_text())["best"]
+    challenger = json.loads((matrix_path.parent / f"{best}.json").read_text())
+    challenger_sets = json.loads((matrix_path.parent / f"{best}.sets.json").read_text())
+    decision = decide(challenger, champion, challenger_sets, champion_sets, spec.promotion, spec.eval.max_regression)
+    record: dict[str, Any] = {
+        "champion": {"model": champion_model, "pass_at_1_greedy": champion.get("pass_at_1_greedy")},
+        "challenger": {"name": best, "model": challenger.get("model"),
+                       "pass_at_1_greedy": challenger.get("pass_at_1_greedy")},
+        **decision,
+    }
+    (out / "compare.json").write_text(json.dumps(record, indent=1, default=str))
+    gain = decision["gain"] or {}
+    return Result({"promote": decision["promote"], "best": best, "gain_points": gain.get("points"),
+                   "reasons": decision["reasons"]},
+                  {"compare": "compare.json", "champion": "champion.json", "champion.sets": "champion.sets.json"})
+
+
+def register_and_promote(out: str | Path, run_dir: str | Path, auto: bool, compared: Path | None) -> dict:
+    """Register a finished run's best model; with `auto` (promotion.auto), promote it when it is the
+    first model or when compare's decision (compared: its compare.json, None when there was no
+    champion) says so and the champion it measured is still the champion.
+    Returns {model, champion_before, champion, verdict, decision}."""
+    from rlvrflow.flows.models import Registry
+
+    registry = Registry(out)
+    model = registry.register(run_dir)
+    before = registry.champion()
+    if before is None:
+        decision = {"promote": True, "reasons": ["the first registered model: there is no champion to compare with"]}
+    elif compared is None:
+        decision = {"promote": False, "reasons": [
+            f"{before['id']} became champion while this run ran, which compared with none; rerun to compare"]}
+    else:
+        decision = json.loads(Path(compared).read_text())
+        if Path(decision["champion"]["model"]).resolve() != Path(before["path"]).resolve():
+            decision = {**decision, "promote": False, "reasons": [
+                f"the champion changed to {before['id']} while this run compared with another; rerun to compare"]}
+    if not auto:
+        decision = {**decision, "promote": False, "reasons": [
+            *decision["reasons"], "promotion.auto is false: promote by hand with `rlvrflow models promote`"]}
+    if decision["promote"]:
+        registry.promote(model["id"], "; ".join(decision["reasons"]))
+    now = registry.champion()
+    verdict = "promoted" if now is not None and now["id"] == model["id"] else "not promoted"
+    return {"model": model, "champion_before": before, "champion": now, "verdict": verdict, "decision": decision}
+
+
+def compare_line(st: dict) -> str:
+    verdict = "promote" if st.get("promote") else "keep the champion"
+    return f"tonight's best {st.get('best')} against the champion: {verdict} ({'; '.join(st.get('reasons') or [])})"
