@@ -151,7 +151,7 @@ def sections(model: type[BaseModel], path: str = "") -> list[tuple[str, type[Bas
 
 
 def table(path: str, model: type[BaseModel]) -> str:
-    module = model.__module__.replace(".", "/") + ".py"
+    module = model.__module__.removeprefix("rlvrflow.").replace(".", "/") + ".py"  # the file in this repository
     title = f"`{path}`" if path else "Top level"
     doc = " ".join((model.__doc__ or "").split())
     lines = [f"## {title}", "", f"`{model.__name__}` in `{module}`" + (f": {doc}" if doc else ""), "",
