@@ -104,13 +104,13 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     assert Path(report["checkpoint"]).is_dir() and report["domain"] == "toy"
     assert json.loads((Path(latest["run_dir"]) / "run.json").read_text()) == latest
     assert all(st["reason"] == "first build of this stage here" for st in report["stages"].values())
-    # the run's best model is in the registry, exported as a plain model folder; no champion yet
+    # the run's best model is in the registry, exported as a plain model folder, and the first is champion
     from rlvrflow.flows.models import Registry
 
     registered = Registry(out).models()
     assert [m["id"] for m in registered] == [Path(latest["run_dir"]).name]
-    assert (Path(registered[0]["path"]) / "config.json").is_file() and not registered[0]["champion"]
-    assert f"registered: {registered[0]['id']}" in first and "champion:   none yet" in first
+    assert (Path(registered[0]["path"]) / "config.json").is_file() and registered[0]["champion"]
+    assert f"registered: {registered[0]['id']}" in first and "(promoted: the first registered model" in first
 
     # the UI's artifacts: counts, rejects, GX summary, tiers, eval table, reward curve, training progress
     def table(key: str) -> list[dict]:
@@ -134,7 +134,9 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
 
     assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
     second = capsys.readouterr().out
-    assert "7/7 stages reused" in second and "previous run in this folder" in second
+    # every stage reused; the one new is compare (tonight's best against the champion the first run made)
+    assert "7/8 stages reused" in second and "previous run in this folder" in second
+    assert any(line.startswith("  compare ") and "[computed in" in line for line in second.splitlines())
     for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):  # counts, cached too
         assert any(line.startswith(f"  {stage} ") and "[cached " in line for line in second.splitlines()), stage
     assert any(line.startswith("  split ") and " train, " in line for line in second.splitlines())
