@@ -4,8 +4,10 @@ Why not `keyword`: a keyword rule that requires the returns link pays for the li
 own format example carries it. A pretrained instruct model (SmolLM2-135M-Instruct, LoRA) found that
 in 12 GRPO steps: it answered every reply request with the format example itself, or with the link
 followed by junk, for full reward. A reply rule needs what each row's reply must contain (the
-customer it answers, what to do), which is per-row data, so it lives in the reference, not in
-patterns shared by every row.
+customer it answers, the item, what this request needs them told), which is per-row data, so it
+lives in the reference, not in patterns shared by every row. When each row asked only for the
+customer and one stock action, the format example with the customer's name put in still scored:
+the action must differ by kind of request, and the prompt should show a placeholder.
 
 reference (JSON object; attach rejects a row whose reference breaks these rules or whose `reply`
 fails its own rule):
@@ -29,8 +31,9 @@ params (all optional, from the rule):
 
 Junk scores 0 too: outside URLs a reply is prose, so a character that prose does not use (`&`, `=`,
 `{`, `|`, `^`, `~`, `@`, a control character, any symbol but a currency sign) makes it wrong. Left
-out: the required parts joined by filler words score ("Sam Lee, the mug: 30 days, thanks <link>"),
-and so does a fluent reply with a wrong claim in it. Matching is case-insensitive literal text.
+out: the required parts joined by filler words score ("Hi Sam Lee, the ceramic mug: 30 days,
+thanks <link>"), and so does a fluent reply with a wrong claim in it. Matching is case-insensitive
+literal text.
 """
 from __future__ import annotations
 
