@@ -8,7 +8,8 @@ with the link followed by junk. The fixed canaries in canary.py never saw that t
 
 For each probed row these add (names as the canary report shows them):
   - the prompt's format example (the text after its last `Format:` line label, and the prompt's
-    last line), alone, twice, padded with junk, and after the prompt's question;
+    last line), alone, twice, padded with junk, after the prompt's question, and with the required
+    keywords it lacks put in before its final stop (`...there, Sam Lee.`: what the model wrote next);
   - every URL in the prompt: alone, followed by junk (as the model wrote it), repeated;
   - the reference's required keywords (`keyword`'s `required`; `reply`'s link, mentions and
     action): repeated, and padded with junk. `regex` patterns are not text, so a regex rule gets
@@ -30,7 +31,8 @@ PROMPT_CANARY_FIX = ("a rule that pays for text the prompt itself shows (its for
                      "forbid the format example, or change the template's format_example to a placeholder")
 PROMPT_CANARY_NAMES = frozenset({
     "the prompt's format example", "the prompt's format example twice", "the prompt's format example padded with junk",
-    "the prompt's question and format example", "a link from the prompt", "a link from the prompt followed by junk",
+    "the prompt's question and format example", "the prompt's format example with the required keywords",
+    "a link from the prompt", "a link from the prompt followed by junk",
     "a link from the prompt repeated", "the required keywords repeated", "the required keywords padded with junk"})
 _LABEL = re.compile(r"^[ \t]*(?:format|格式)[ \t]*[:：][ \t]*", re.IGNORECASE | re.MULTILINE)
 _ANY_LABEL = re.compile(r"^[ \t]*[A-Za-z][A-Za-z ]{1,24}[:：]", re.MULTILINE)
@@ -81,16 +83,19 @@ def prompt_canaries(verifier: str, params: dict, reference: str, prompt: str) ->
         return []
     out: list[tuple[str, str]] = []
     question = _question(prompt)
+    terms = required_keywords(verifier, reference, params)
     for example in format_examples(prompt):
         out += [("the prompt's format example", example),
                 ("the prompt's format example twice", f"{example}\n{example}"),
                 ("the prompt's format example padded with junk", f"{example} {JUNK}"),
                 ("the prompt's question and format example", f"{question}\n{example}")]
+        if missing := [t for t in terms if t.lower() not in example.lower()]:
+            out.append(("the prompt's format example with the required keywords",
+                        f"{example.rstrip('.!?。！？ ')}, {', '.join(missing)}."))
     for url in dict.fromkeys(u.rstrip(".,;:!?") for u in _URL.findall(prompt)):
         out += [("a link from the prompt", url),
                 ("a link from the prompt followed by junk", f"{url} - {url.rsplit('/', 1)[0]}/{JUNK}"),
                 ("a link from the prompt repeated", " ".join([url] * 5))]
-    terms = required_keywords(verifier, reference, params)
     if terms:
         out += [("the required keywords repeated", " ".join(terms * 5)),
                 ("the required keywords padded with junk", f"{JUNK} {' '.join(terms)} {JUNK}")]

@@ -4,29 +4,36 @@ Why not `keyword`: a keyword rule that requires the returns link pays for the li
 own format example carries it. A pretrained instruct model (SmolLM2-135M-Instruct, LoRA) found that
 in 12 GRPO steps: it answered every reply request with the format example itself, or with the link
 followed by junk, for full reward. A reply rule needs what each row's reply must contain (the
-customer it answers, what to do), which is per-row data, so it lives in the reference, not in
-patterns shared by every row.
+customer it answers, the item, what this request needs them told), which is per-row data, so it
+lives in the reference, not in patterns shared by every row. When each row asked only for the
+customer and one stock action, the format example with the customer's name put in still scored:
+the action must differ by kind of request, and the prompt should show a placeholder.
 
 reference (JSON object; attach rejects a row whose reference breaks these rules or whose `reply`
 fails its own rule):
   link:    the one URL the reply must give, exactly once and whole (not the start of a longer URL);
            no other URL may appear
   mention: what the reply must name, a list whose items are a string or a list of alternatives
-           (e.g. the customer's name, the order id the ticket gives)
-  action:  alternatives, one of which must appear: what the customer is told to do
-           ("start the return"); choose words the request itself does not use, so an echo of the
-           request with the link pasted on scores 0
+           (the customer's name, the item the request is about, the order id the ticket gives)
+  action:  alternatives, one of which must appear: what this request needs the customer told
+           ("download the return label", "within 30 days"); choose words the request itself does
+           not use, so an echo of the request with the link pasted on scores 0, and words that
+           differ between kinds of request, so one stock reply cannot answer them all
   reply:   the reference reply (the desk's own), which must pass this rule
 params (all optional, from the rule):
-  format_example: the prompt's format example; a response that contains it verbatim scores 0
+  format_example: the prompt's format example; a response that contains it (less its final
+                  punctuation: `...there, Sam Lee.` still copies `...there.`) scores 0
   forbidden: literal texts that must not appear (the prompt's section labels: an echo of the prompt)
   max_chars: longer responses score 0 (default 600: a reply is short)
   max_hits:  how often any mention or action may appear (default 3): repeating them is spam
+  min_words: words the reply needs besides the link, mentions and action (default 3; a CJK
+             character counts as one): a list of the required parts is not a reply
 
 Junk scores 0 too: outside URLs a reply is prose, so a character that prose does not use (`&`, `=`,
 `{`, `|`, `^`, `~`, `@`, a control character, any symbol but a currency sign) makes it wrong. Left
-out: a terse reply that is only the required parts ("<link> Sam Lee start the return") scores; so
-does a fluent reply with a wrong claim in it. Matching is case-insensitive literal text.
+out: the required parts joined by filler words score ("Hi Sam Lee, the ceramic mug: 30 days,
+thanks <link>"), and so does a fluent reply with a wrong claim in it. Matching is case-insensitive
+literal text.
 """
 from __future__ import annotations
 
@@ -38,10 +45,14 @@ from . import verdict as V
 
 DEFAULT_MAX_CHARS = 600
 DEFAULT_MAX_HITS = 3
+DEFAULT_MIN_WORDS = 3
 # a URL is ASCII: the text after it starts at the first other character (`…/returns办理退货`)
 _URL = re.compile(r"(?i:https?://|www\.)[^\s<>\"'()\[\]\u0080-\U0010ffff]+")  # no IGNORECASE on the class: 's', 'k' fold to ſ, K
 _URL_TAIL = ".,;:!?-"  # sentence punctuation after a URL is not part of it
 # prose punctuation, Latin and CJK; everything else that is not a letter, digit, space or currency sign is junk
+# a word of prose: a run of letters or digits, or one CJK character (Chinese has no spaces)
+_WORD = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\W_\u3400-\u9fff\uf900-\ufaff]+")
+_END = ".!?。！？ "  # a format example's final punctuation, which a copy may drop
 _PROSE = set(".,!?;:'\"()[]-–—…/%#*_<>") | set("，。！？；：、“”‘’（）《》「」【】·～")
 
 
@@ -100,6 +111,15 @@ def _junk(text: str) -> str:
     return "".join(bad)
 
 
+def _other_words(text: str, ref: dict) -> int:
+    """How many words `text` has besides its URLs, mentions and action."""
+    rest = _URL.sub(" ", text.lower())
+    for alternatives in ref["mention"] + [ref["action"]]:
+        for a in sorted(alternatives, key=len, reverse=True):
+            rest = rest.replace(a.lower(), " ")
+    return len(_WORD.findall(rest))
+
+
 def _check(response: str, ref: dict, params: dict) -> V.Verdict:
     text = response or ""
     if not text.strip():
@@ -108,9 +128,9 @@ def _check(response: str, ref: dict, params: dict) -> V.Verdict:
     if len(text) > max_chars:
         return V.wrong("", f"response has {len(text)} chars, more than max_chars={max_chars}")
     low = text.lower()
-    example = str(params.get("format_example") or "").strip()
+    example = str(params.get("format_example") or "").strip().rstrip(_END)
     if example and example.lower() in low:
-        return V.wrong(V.clip(example, 80), "copies the prompt's format example verbatim")
+        return V.wrong(V.clip(example, 80), "copies the prompt's format example")
     for label in params.get("forbidden") or []:
         if str(label).lower() in low:
             return V.wrong(V.clip(str(label), 80), f"forbidden text {label!r} found (an echo of the prompt)")
@@ -130,11 +150,15 @@ def _check(response: str, ref: dict, params: dict) -> V.Verdict:
             return V.wrong(link, f"does not name {' or '.join(repr(a) for a in alternatives)}")
         if max_hits and hits > max_hits:
             return V.wrong(link, f"{alternatives[0]!r} appears {hits} times (max_hits={max_hits}): keyword spam")
+    min_words = int(params.get("min_words", DEFAULT_MIN_WORDS) or 0)
+    if (words := _other_words(text, ref)) < min_words:
+        return V.wrong(link, f"only {words} words besides the link and the required parts (min_words={min_words}): "
+                             "a list of keywords, not a reply")
     return V.correct(link, f"gives the link once, names all {len(ref['mention'])} required items and the action")
 
 
 def _param_problem(params: dict) -> str | None:
-    for key in ("max_chars", "max_hits"):
+    for key in ("max_chars", "max_hits", "min_words"):
         if key in params and (type(params[key]) is not int or params[key] < 0):
             return f"reply param {key!r} must be a non-negative integer, got {params[key]!r}"
     if not isinstance(params.get("format_example", ""), str):

@@ -4,15 +4,18 @@
   options (A)-(D), reference = the option letter.
 - `code` -> verifier `code`: reference = JSON {"tests": "def check(candidate): ...",
   "entry_point": name}; solution = a correct function in a ```python block.
-- `reply_format` -> verifier `reply`: draft a customer reply that gives the returns link; reference =
-  JSON {"link", "mention": [the customer's name], "action", "reply"} (verifiers/reply.py): the link alone,
-  or the prompt's format example, names no customer and scores 0.
+- `reply_format` -> verifier `reply`: draft a customer reply that gives the returns link and answers
+  what this customer asked; reference = JSON {"link", "mention": [the customer's name, the item],
+  "action": [what this kind of request needs: "download", "30 days", ...], "reply"} (verifiers/reply.py):
+  the link alone, the prompt's format example, an echo of the request or one stock reply for every
+  request scores 0.
 These are meant to be hard for a tiny model: they show the pass@k tiering at work.
 """
 from __future__ import annotations
 
 import json
 import random
+import re
 
 from catalog import CUSTOMERS_EN, CUSTOMERS_ZH, POLICY, PRODUCTS, STORES
 from tasks_math import ANSWER_PREFIX, Task
@@ -164,17 +167,31 @@ def code(rng: random.Random, lang: str) -> Task:
     return Task("code", lang, question, reference, "```python\n" + source.format(**values) + "```")
 
 
+# What customers ask, and what the desk's reply must tell each of them (the reply rule's `action`:
+# words the request does not use, and different for every kind of request, so neither an echo of
+# the request nor one stock reply scores). {w} is the item's return window, {d} the refund time.
 _ISSUES = {
-    "en": ["how to send back a {p} that arrived scratched", "whether an unopened {p} can still be returned",
-           "where to print a return label for the {p}", "how long a refund for the {p} takes"],
-    "zh": ["收到的{p}有划痕，怎么退回", "没拆封的{p}还能不能退", "{p}的退货单在哪里打印", "{p}的退款多久到账"],
+    "en": [("how to send back a {p} that arrived scratched", ["refund or exchange", "replacement"],
+            "{n}, the {p} can get a refund or exchange there."),
+           ("whether an unopened {p} can still be returned", ["{w} days"],
+            "{n}, an unopened {p} can go back in {w} days."),
+           ("where to print a return label for the {p}", ["download"],
+            "{n}, download the {p}'s return label there."),
+           ("how long a refund for the {p} takes", ["{d} business days", "{d} working days"],
+            "{n}, the refund for the {p} takes {d} business days.")],
+    "zh": [("收到的{p}有划痕，怎么退回", ["退款或换货", "换新"], "{n}您好，很抱歉{p}有划痕，请在此页面申请退款或换货。"),
+           ("没拆封的{p}还能不能退", ["{w}天"], "{n}您好，没拆封的{p}在{w}天内可以全额退款。"),
+           ("{p}的退货单在哪里打印", ["下载"], "{n}您好，{p}的退货单可以在此页面下载。"),
+           ("{p}的退款多久到账", ["{d}个工作日"], "{n}您好，{p}的退款会在{d}个工作日内到账。")],
 }
 
 
 def reply_format(rng: random.Random, lang: str) -> Task:
     link = POLICY["return_link"]  # first in the reply, so a short generation budget still reaches it
-    prod = rng.choice(PRODUCTS)[1 if lang == "en" else 2]
-    issue = rng.choice(_ISSUES[lang]).format(p=prod)
+    product = rng.choice(PRODUCTS)
+    prod = product[1 if lang == "en" else 2]
+    ask, action, answer = rng.choice(_ISSUES[lang])
+    issue = ask.format(p=prod)
     if lang == "en":
         name = rng.choice(CUSTOMERS_EN)
         question = rng.choice([
@@ -182,18 +199,20 @@ def reply_format(rng: random.Random, lang: str) -> Task:
             f"{name} (order SO{rng.randint(10000, 99999)}) wrote in asking {issue}. Write the answer; "
             f"it has to contain the link to our returns page.",
             f"Reply to this message from {name}: \"I'd like to know {issue}.\" Include the returns link."])
-        reply = f"{link} - start the return there, {name}."
-        action = "start the return"  # not in any request's wording: an echo of the request names no action
+        sep = " - "
     else:
         name = rng.choice(CUSTOMERS_ZH)
         question = rng.choice([
             f"给{name}写一条简短回复，TA问：{issue}。回复中必须包含退货页面链接。",
             f"顾客{name}（订单SO{rng.randint(10000, 99999)}）来信询问{issue}，请起草回复，务必附上退货页面链接。",
             f"请帮忙回复{name}：“{issue}？”要求回复里带上退货链接。"])
-        reply = f"{link} {name}您好，请在此页面办理退货。"
-        action = "办理退货"
+        sep = " "
     # no extra draws here: every later row keeps its bytes
-    reference = json.dumps({"link": link, "mention": [name], "action": action, "reply": reply})
+    facts = {"p": prod, "n": name, "w": _window(product[3]), "d": POLICY["refund_business_days"]}
+    reply = link + sep + answer.format(**facts)
+    item = re.split(r"\s*[(（]", prod)[0]  # "green tea (100 g)": a reply may say "green tea"
+    reference = json.dumps({"link": link, "mention": [name, item], "action": [a.format(**facts) for a in action],
+                            "reply": reply})
     return Task("reply_format", lang, question, reference, reply)
 
 

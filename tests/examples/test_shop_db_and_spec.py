@@ -123,8 +123,11 @@ def test_tool_call_rule_and_prompt_match_the_generator(retail):
 
 def test_reply_rule_pays_a_reply_not_the_format_example(retail):
     """The hack a pretrained model found in 12 GRPO steps: the prompt's format example, or its link
-    followed by junk, answered every reply row. Under the spec's rule both score 0; the desk's reply
-    and the template's format example are the ones the rule names."""
+    followed by junk, answered every reply row; then the example plus the customer's name. The prompt
+    now shows a placeholder, and each row's reference asks for what its request needs (the customer,
+    the item, an action the request does not word and other kinds of request do not share), so those,
+    an echo, one stock reply and a bare keyword list score 0; the desk's reply scores, and a prompt
+    plus its reply fits the SFT length whole."""
     import json
     import random
 
@@ -136,12 +139,26 @@ def test_reply_rule_pays_a_reply_not_the_format_example(retail):
     rule = spec.verifiers.rule_for("reply_format")
     part = spec.cleaning.template.part("reply_format")
     assert rule.verifier == "reply" and rule.params["format_example"] == part.format_example
+    assert "http" not in part.format_example  # a placeholder: no link to copy
     rng = random.Random(0)
-    for _ in range(60):
+    actions: dict[str, set] = {}
+    longest = 0
+    for _ in range(200):
         task = retail.tasks_other.reply_format(rng, rng.choice(["en", "zh"]))
-        link = json.loads(task.answer)["link"]
+        ref = json.loads(task.answer)
+        link, (name, item), action = ref["link"], ref["mention"], ref["action"]
         prompt = render_prompt(task.question, "reply_format", spec.cleaning.template)
         assert verify("reply", task.solution, task.answer, rule.params).correct, task.solution
-        for hack in (part.format_example, link, f"{link} - {link}/-startshesen-reti&#4227=",
-                     prompt, f"{task.question} {link}", f"{task.solution} {link}"):
+        assert name in task.question and item in task.question  # what the request names, the reply names
+        assert not any(a.lower() in task.question.lower() for a in action), (action, task.question)
+        actions.setdefault(task.lang, set()).add(tuple(a.rstrip("0123456789天 days") for a in action))
+        stock = (f"{link} - Hi {name}, you can start the return for the {item} on that page, thank you."
+                 if task.lang == "en" else f"{link} {name}您好，{item}请在此页面办理退货。")
+        for hack in (part.format_example, f"{part.format_example}, {name}.", link,
+                     f"{link} - start the return there, {name}.", f"{link} - {link}/-startshesen-reti&#4227=",
+                     prompt, f"{task.question} {link}", f"{task.solution} {link}", stock,
+                     " ".join([link, name, item, action[0]])):
             assert verify("reply", hack, task.answer, rule.params).score == 0.0, hack
+        longest = max(longest, len(prompt) + len(task.solution) + 2)  # one token a character, plus BOS and EOS
+    assert all(len(kinds) == 4 for kinds in actions.values()), actions  # four kinds of request, four actions
+    assert longest <= spec.training.sft.max_length, longest
