@@ -246,3 +246,27 @@ class ValidationConfig(_Frozen):
         if self.min_question_chars > self.max_question_chars:
             raise ValueError("min_question_chars must not exceed max_question_chars")
         return self
+
+
+class DriftConfig(_Frozen):
+    """The `drift:` section: how far tonight's rows may move from the champion's before the run stops
+    (cleaning/drift.py). Checked only when the registry has a champion."""
+
+    enabled: bool = Field(True, description="check tonight's rows against the champion's before any training")
+    max_share_shift: float = Field(0.15, ge=0, le=1, description=(
+        "how far a category's share of the rows may move, either way (0.15: a 30% category may be 15%-45%); "
+        "a category that vanishes fails it"))
+    max_format_shift: float = Field(0.10, ge=0, le=1, description=(
+        "share of a category's references that may take a format the champion's rows had under 1% of "
+        "(integer, decimal, fraction, percent, json, text)"))
+    range_margin: float = Field(0.5, ge=0, description=(
+        "how much wider than the champion's 1st-99th percentile range numeric references and question "
+        "lengths may spread, as a fraction of that range"))
+    max_out_of_range: float = Field(0.05, ge=0, le=1, description=(
+        "share of a category's numeric references (and of questions, by length) that may fall outside that range"))
+    max_solution_drop: float = Field(0.2, ge=0, le=1, description=(
+        "how far the share of rows with a worked solution may fall"))
+    max_rejected_share: float = Field(0.5, ge=0, le=1, description=(
+        "share of a source file's rows that may be lost before training (rejected at ingest, cleaning, "
+        "validation, dedup or attach); a file over it is a broken source: a changed field mapping, another "
+        "encoding, a re-export of rows already read"))

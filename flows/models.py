@@ -14,7 +14,8 @@ Layout under OUT/registry/:
   to keep in step.
 - `models/<id>/`: the registered model as a plain Hugging Face folder (training/export.py: a LoRA
   checkpoint merged into its base), so a rollback never depends on a stage folder or a base model that
-  a later run replaced. `<id>` is the run folder's name.
+  a later run replaced, and `data_profile.json`, the rows it was trained on as a later night's drift
+  check reads them (flows/drift.py). `<id>` is the run folder's name.
 
 A record carries what the model was measured with: the spec's sha256, the data's fingerprint (the
 prepare and attach stage keys, content hashes of the logs and the rules), the eval matrix's best row and
@@ -103,6 +104,7 @@ class Registry:
     # -- writing ----------------------------------------------------------------------------------------
     def register(self, run_dir: str | Path) -> dict:
         """Export a finished run's best model into the registry and record it (not promoted)."""
+        from rlvrflow.flows.drift import PROFILE_FILE, data_profile
         from rlvrflow.training.export import export_checkpoint
 
         run_dir = Path(run_dir)
@@ -119,10 +121,14 @@ class Registry:
             raise RegistryError(f"{report_path}: the best model's folder {source!r} is gone; rerun the run")
         dest = self.dir / "models" / model_id
         export_checkpoint(source, dest, merge=True)
+        stages = report.get("stages", {})
+        if {"prepare", "attach"} <= set(stages) and report.get("spec"):  # what a later night's data is checked against
+            profile = data_profile(Path(stages["prepare"]["dir"]), Path(stages["attach"]["dir"]),
+                                   Path(report["spec"]).parent)
+            (dest / PROFILE_FILE).write_text(json.dumps(profile, indent=1, ensure_ascii=False))
         decision = report.get("best_decision") or {}
         best_name = decision.get("best") or report.get("best_model")
         best_row = next((e for e in report.get("evals", []) if e.get("name") == best_name), {})
-        stages = report.get("stages", {})
         model = {
             "id": model_id,
             "time": _now(),

@@ -17,6 +17,7 @@ clobber each other; stages they share are computed once (a lock per stage folder
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Literal, Optional
@@ -28,7 +29,6 @@ from rlvrflow.flows import artifacts
 from rlvrflow.flows.attach import attach
 from rlvrflow.flows.cache import Manifest
 from rlvrflow.flows.common import load_run_spec, make_task_runner
-from rlvrflow.flows.compare import compare
 from rlvrflow.flows.dpo import dpo
 from rlvrflow.flows.evaluate import evaluate
 from rlvrflow.flows.grpo import grpo
@@ -37,7 +37,9 @@ from rlvrflow.flows.preflight import preflight
 from rlvrflow.flows.prepare import prepare
 from rlvrflow.flows.report import figures_markdown, new_run_dir, point_latest, write_run_report
 from rlvrflow.flows.sft import sft
-from rlvrflow.flows.stages import champion_model
+from rlvrflow.flows.drift import drift_markdown, stop_if_drifted
+from rlvrflow.flows.stages import champion_data, champion_model
+from rlvrflow.flows.tasks import run_in_flow
 from rlvrflow.flows.tier import tier
 
 
@@ -99,6 +101,16 @@ def retrain(
     m["prepare"] = prepare(**common)
     data = attach.with_options(task_runner=fan_out)(clean=m["prepare"], **common)
     m["attach"], m["split"] = data["attach"], data["split"]
+    # tonight's rows against the champion's, before anything trains (flows/drift.py)
+    champion = Registry(root).champion()
+    if champion is not None and spec.drift.enabled:
+        drifted = run_in_flow("drift", spec, root, {"prepare": m["prepare"], "attach": m["attach"],
+                                                    "champion_data": champion_data(champion["path"]).to_dict()}, force)
+        m["drift"] = drifted.to_dict()
+        artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "drift"),
+                                   drift_markdown(json.loads(drifted.path("drift").read_text())),
+                                   "tonight's rows against the champion's: what changed, every check")
+        stop_if_drifted(drifted.path("drift"))
     m["sft"] = sft(verified=m["attach"], split=m["split"], **common)
     m["tier"] = tier.with_options(task_runner=make_task_runner(spec))(split=m["split"], sft=m["sft"], **common)
     trainer = {"grpo": grpo, "dpo": dpo}[spec.training.algorithm]
@@ -107,10 +119,10 @@ def retrain(
     m["evaluate"] = evaluate(split=m["split"], sft=m["sft"], grpo=m[spec.training.algorithm], **common)
 
     # tonight's best against the model in use, on tonight's prompts (flows/promotion.py)
-    champion = Registry(root).champion()
     if champion is not None:
-        m["compare"] = compare(split=m["split"], evaluate=m["evaluate"],
-                               champion=champion_model(champion["path"]).to_dict(), **common)
+        m["compare"] = run_in_flow("compare", spec, root, {"split": m["split"], "evaluate": m["evaluate"],
+                                                           "champion": champion_model(champion["path"]).to_dict()},
+                                   force).to_dict()
 
     summary = report_task(str(run_dir), spec.domain, spec_abs, m, notices)
     summary["registered"] = register_task(str(root), str(run_dir), spec.domain, spec.promotion.auto,

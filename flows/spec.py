@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from rlvrflow.cleaning.config import CleaningConfig, SourceSpec, ValidationConfig
+from rlvrflow.cleaning.config import CleaningConfig, DriftConfig, SourceSpec, ValidationConfig
 from rlvrflow.curriculum.config import CurriculumConfig
 from rlvrflow.flows.config import OrchestrationConfig, PromotionConfig
 from rlvrflow.training.config import EvalConfig, TrainingConfig
@@ -136,6 +136,11 @@ class DomainSpec(BaseModel):
     orchestration: OrchestrationConfig = Field(
         default_factory=OrchestrationConfig,
         description="task runner (threads | dask), fan-out chunking and retries (flows.config)",
+    )
+    drift: DriftConfig = Field(
+        default_factory=DriftConfig,
+        description="how far tonight's rows may move from the champion's before the run stops "
+        "(cleaning.config.DriftConfig)",
     )
     promotion: PromotionConfig = Field(
         default_factory=PromotionConfig,

@@ -14,6 +14,8 @@
               split.eval                           verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     evaluate  split.eval split.train sft.model     eval training.{seed,dtype} verifiers.{reward,timeout_s}
               policy.summary                       (+ checkpoints, eval set files)                one per model
+    drift     prepare.stats attach.rows            drift (+ source files)                          -
+              champion_data.profile (the registry's)
     compare   split.eval evaluate.matrix           promotion eval training.{seed,dtype}                -
               champion.model (the registry's)      verifiers.{reward,timeout_s} (+ eval set files)
 
@@ -38,7 +40,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvrflow.flows import calls, promotion
+from rlvrflow.flows import calls, drift, promotion
 from rlvrflow.flows.cache import Manifest, file_digest, tree_digest
 from rlvrflow.flows.runner import Stage, row_counts, run_stage
 from rlvrflow.flows.spec import DomainSpec
@@ -161,6 +163,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
           code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,
           finish=calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),
+    Stage("drift", inputs=("prepare.stats", "attach.rows", "champion_data.profile"), sections=("drift",),
+          code=("cleaning", "flows"), call=drift.drift, extra_key=_source_files, summary=drift.drift_line),
     Stage("compare", inputs=("split.eval", "evaluate.matrix", "champion.model"),
           sections=("promotion", "eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
           code=("training", "verifiers", "curriculum"), call=promotion.compare, extra_key=_compare_inputs,
@@ -185,6 +189,17 @@ def champion_model(path: str | Path) -> Manifest:
         raise FileNotFoundError(f"the champion's model folder {path} is gone or incomplete; make another "
                                 "model current (`rlvrflow models --out OUT rollback` or `promote ID`)")
     return Manifest("champion", "registry", path, {"model": "."}, {"model": tree_digest(path)}, cached=True)
+
+
+def champion_data(model_dir: str | Path) -> Manifest:
+    """The champion's data profile (written when it was registered) as the `champion_data` input of drift."""
+    path = Path(model_dir).resolve()
+    profile = path / drift.PROFILE_FILE
+    if not profile.is_file():
+        raise FileNotFoundError(f"{profile} is missing: the champion was registered without its data profile; "
+                                "promote a model registered by this version, or set drift.enabled: false")
+    return Manifest("champion_data", "registry", path, {"profile": drift.PROFILE_FILE},
+                    {"profile": file_digest(profile)}, cached=True)
 
 
 def given_model(path: str | Path) -> Manifest:

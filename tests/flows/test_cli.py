@@ -134,9 +134,11 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
 
     assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
     second = capsys.readouterr().out
-    # every stage reused; the one new is compare (tonight's best against the champion the first run made)
-    assert "7/8 stages reused" in second and "previous run in this folder" in second
-    assert any(line.startswith("  compare ") and "[computed in" in line for line in second.splitlines())
+    # every stage reused; new are drift and compare, against the champion the first run made
+    assert "7/9 stages reused" in second and "previous run in this folder" in second
+    for stage in ("drift", "compare"):
+        assert any(line.startswith(f"  {stage} ") and "[computed in" in line for line in second.splitlines()), stage
+    assert any(line.startswith("  drift ") and "all " in line and " checks passed" in line for line in second.splitlines())
     for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):  # counts, cached too
         assert any(line.startswith(f"  {stage} ") and "[cached " in line for line in second.splitlines()), stage
     assert any(line.startswith("  split ") and " train, " in line for line in second.splitlines())

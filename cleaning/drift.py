@@ -1,0 +1,201 @@
+"""New rows against the rows the champion was trained on: what changed, and whether it drifted.
+
+    reference = profile(champion_rows, files)          # kept with the champion in the registry
+    report = check_drift(tonight_rows, files, reference, DriftConfig())
+    report["failed"]                                   # the checks beyond the spec's bounds
+
+The profile holds what a later night is measured against: rows per category and source file, the
+share of rows with a worked solution, each category's reference formats (integer, decimal,
+fraction, percent, text, ...), the range of its numeric references and of the question lengths.
+`check_drift` turns the profile into a Great Expectations suite run on tonight's rows (the bounds
+come from the profile widened by the `drift:` section) and lists, beside the verdicts, what changed:
+files added, removed or changed, and rows per category and source, then and now.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import polars as pl
+
+from rlvrflow.cleaning.config import DriftConfig
+
+PROFILE_VERSION = 1
+_KINDS = (
+    ("integer", re.compile(r"-?\d[\d,]*")),
+    ("decimal", re.compile(r"-?\d[\d,]*\.\d+")),
+    ("fraction", re.compile(r"-?\d+\s*/\s*\d+")),
+    ("percent", re.compile(r"-?\d+(?:\.\d+)?\s*%")),
+    ("json", re.compile(r"[\[{].*[\]}]", re.S)),
+)
+
+
+def reference_kind(reference: str | None) -> str:
+    """The format of a gold answer: integer, decimal, fraction, percent, json, text or empty."""
+    text = (reference or "").strip()
+    if not text:
+        return "empty"
+    return next((name for name, rx in _KINDS if rx.fullmatch(text)), "text")
+
+
+def reference_value(reference: str | None) -> float | None:
+    """A numeric gold's value (integer, decimal, percent without its sign), else None."""
+    kind = reference_kind(reference)
+    if kind not in ("integer", "decimal", "percent"):
+        return None
+    return float((reference or "").strip().rstrip("%").replace(",", "").strip())
+
+
+def _with_derived(rows: pl.DataFrame) -> pl.DataFrame:
+    solution = pl.col("solution") if "solution" in rows.columns else pl.lit(None, dtype=pl.String)
+    return rows.select(
+        pl.col("category").cast(pl.String),
+        pl.col("question").cast(pl.String),
+        pl.col("reference").map_elements(reference_kind, return_dtype=pl.String).alias("reference_kind"),
+        pl.col("reference").map_elements(reference_value, return_dtype=pl.Float64).alias("reference_value"),
+        (solution.fill_null("").str.strip_chars() != "").alias("has_solution"),
+    )
+
+
+def _quantiles(values: pl.Series) -> list[float] | None:
+    values = values.drop_nulls()
+    if values.is_empty():
+        return None
+    return [float(values.quantile(0.01, "nearest")), float(values.quantile(0.99, "nearest"))]
+
+
+def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The numbers a later night's rows are checked against. `files`: {path: {rows, sha256}}."""
+    work = _with_derived(rows)
+    n = max(work.height, 1)
+    categories: dict[str, Any] = {}
+    for (category,), part in sorted(work.group_by("category"), key=lambda kv: str(kv[0][0])):
+        kinds = part["reference_kind"].value_counts()
+        categories[str(category)] = {
+            "rows": part.height,
+            "share": part.height / n,
+            "reference_kinds": {k: c / part.height for k, c in zip(kinds["reference_kind"], kinds["count"])},
+            "reference_range": _quantiles(part["reference_value"]),
+        }
+    return {
+        "version": PROFILE_VERSION,
+        "rows": work.height,
+        "solution_share": float(work["has_solution"].mean() or 0.0) if work.height else 0.0,
+        "question_length": _quantiles(work["question"].str.len_chars()),
+        "categories": categories,
+        "files": files or {},
+    }
+
+
+def _widen(bounds: list[float], margin: float) -> tuple[float, float]:
+    low, high = bounds
+    pad = margin * max(high - low, abs(high), abs(low), 1.0)
+    return low - pad, high + pad
+
+
+def _expectations(reference: dict, cfg: DriftConfig) -> list[tuple[str, Any]]:
+    """(check name, GX expectation) for every bound the reference profile implies."""
+    import great_expectations.expectations as gxe
+
+    checks: list[tuple[str, Any]] = []
+    for category, old in reference["categories"].items():
+        only = {"row_condition": f'category=="{category}"', "condition_parser": "pandas"}
+        low, high = old["share"] - cfg.max_share_shift, old["share"] + cfg.max_share_shift
+        checks.append((f"category {category}: share at least {max(low, 0):.0%} (was {old['share']:.0%})",
+                       gxe.ExpectColumnValuesToBeInSet(column="category", value_set=[category], mostly=max(low, 0.0))))
+        if high < 1:
+            checks.append((f"category {category}: share at most {high:.0%} (was {old['share']:.0%})",
+                           gxe.ExpectColumnValuesToNotBeInSet(column="category", value_set=[category],
+                                                              mostly=1 - high)))
+        kinds = [k for k, share in old["reference_kinds"].items() if share >= 0.01]
+        kept = sum(old["reference_kinds"][k] for k in kinds)
+        checks.append((f"category {category}: reference formats stay {'/'.join(sorted(kinds))}",
+                       gxe.ExpectColumnValuesToBeInSet(column="reference_kind", value_set=kinds,
+                                                       mostly=max(kept - cfg.max_format_shift, 0.0), **only)))
+        if old.get("reference_range"):
+            low, high = _widen(old["reference_range"], cfg.range_margin)
+            checks.append((f"category {category}: numeric references within {low:g} .. {high:g}",
+                           gxe.ExpectColumnValuesToBeBetween(column="reference_value", min_value=low, max_value=high,
+                                                             mostly=1 - cfg.max_out_of_range, **only)))
+    if reference.get("question_length"):
+        low, high = _widen(reference["question_length"], cfg.range_margin)
+        checks.append((f"question length within {max(low, 0):.0f} .. {high:.0f} characters",
+                       gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=max(int(low), 0),
+                                                               max_value=int(high), mostly=1 - cfg.max_out_of_range)))
+    floor = reference["solution_share"] - cfg.max_solution_drop
+    if floor > 0:
+        checks.append((f"rows with a worked solution at least {floor:.0%} (was {reference['solution_share']:.0%})",
+                       gxe.ExpectColumnValuesToBeInSet(column="has_solution", value_set=[True], mostly=floor)))
+    return checks
+
+
+def _run(frame: pl.DataFrame, checks: list[tuple[str, Any]]) -> list[dict]:
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch = (ctx.data_sources.add_pandas("drift").add_dataframe_asset("rows")
+             .add_batch_definition_whole_dataframe("all"))
+    for i, (name, expectation) in enumerate(checks):
+        expectation.meta = {"rlvrflow_check": i}
+    suite = ctx.suites.add(gx.ExpectationSuite(name="drift", expectations=[e for _, e in checks]))
+    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name="drift", data=batch, suite=suite))
+    result = vd.run(batch_parameters={"dataframe": frame.to_pandas()}).to_json_dict()
+    out = []
+    for r in result["results"]:
+        i = r["expectation_config"]["meta"]["rlvrflow_check"]
+        res = r.get("result") or {}
+        seen = res.get("element_count") or 0
+        share = 1 - (res.get("unexpected_percent") or 0.0) / 100 if seen else None
+        out.append({"check": checks[i][0], "ok": bool(r["success"]), "expectation": r["expectation_config"]["type"],
+                    "rows": seen, "share_expected": None if share is None else round(share, 4)})
+    return sorted(out, key=lambda c: [name for name, _ in checks].index(c["check"]))
+
+
+def kept_per_file(rows: pl.DataFrame, files: dict[str, dict]) -> dict[str, int] | None:
+    """Verified rows per source file, from each row's provenance (`source`: `file:line`, `file:row N`,
+    `dir[split]:row N`); None for rows without provenance."""
+    if "source" not in rows.columns:
+        return None
+    origin = rows["source"].cast(pl.String).fill_null("").str.replace(r"(\[[^\]]*\])?:(row )?\d+$", "")
+    counts = dict(zip(*origin.value_counts().to_dict(as_series=False).values()))
+    return {path: counts.get(path, 0) for path in files}
+
+
+def changes(rows: pl.DataFrame, files: dict[str, dict], reference: dict) -> dict[str, Any]:
+    """What is new since the reference: files added, removed or changed; rows per category then and now."""
+    old_files, new_files = reference.get("files", {}), files or {}
+    now = rows.group_by("category").len() if rows.height else pl.DataFrame({"category": [], "len": []})
+    counts_now = {str(c): n for c, n in zip(now["category"], now["len"])}
+    counts_then = {c: v["rows"] for c, v in reference["categories"].items()}
+    return {
+        "files_added": sorted(set(new_files) - set(old_files)),
+        "files_removed": sorted(set(old_files) - set(new_files)),
+        "files_changed": sorted(p for p in set(old_files) & set(new_files)
+                                if old_files[p].get("sha256") != new_files[p].get("sha256")),
+        "rows": {"then": reference["rows"], "now": rows.height},
+        "rows_per_file": {p: {"then": old_files.get(p, {}).get("rows"), "now": new_files.get(p, {}).get("rows")}
+                          for p in sorted(set(old_files) | set(new_files))},
+        "rows_per_category": {c: {"then": counts_then.get(c, 0), "now": counts_now.get(c, 0)}
+                              for c in sorted(set(counts_then) | set(counts_now))},
+    }
+
+
+def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg: DriftConfig) -> dict[str, Any]:
+    """{changes, checks, failed, profile}: tonight's rows against the reference profile."""
+    if reference.get("version") != PROFILE_VERSION:
+        raise ValueError(f"the champion's data profile has version {reference.get('version')!r}, this rlvrflow "
+                         f"reads {PROFILE_VERSION}; register a model trained with this version")
+    checks = _run(_with_derived(rows), _expectations(reference, cfg)) if rows.height else []
+    kept = kept_per_file(rows, files)
+    for path, f in sorted((files or {}).items()) if kept is not None else ():  # a source that broke loses most of its rows on the way
+        read = (f.get("rows") or 0) + (f.get("rejected") or 0)  # ingest's kept and quarantined rows
+        lost = read - kept.get(path, 0)
+        share = lost / read if read else 0.0
+        checks.append({"check": f"file {path}: at most {cfg.max_rejected_share:.0%} of its rows lost before "
+                                f"training ({lost} of {read})", "ok": share <= cfg.max_rejected_share,
+                       "expectation": "max_rejected_share", "rows": read, "share_expected": round(1 - share, 4)})
+    failed = [c["check"] for c in checks if not c["ok"]] or ([] if rows.height else ["no rows tonight"])
+    return {"changes": changes(rows, files, reference), "checks": checks, "failed": failed,
+            "profile": profile(rows, files)}
