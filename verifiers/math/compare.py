@@ -38,8 +38,10 @@ from .normalize import compact
 from .numbers import Number, numbers_equal, read_number, read_time
 from .symbolic import symbolic_equal
 
-_ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?!=)")
-_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
+# `x =`, `x_1 =`, `\\alpha \\in`, `W(n) =`: a name (a function's value too) given its value.
+_ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)(?:\(\s*[A-Za-z]\s*\))?\s*(?:=|\\in)\s*(?!=)")
+# `x=2 or x=3`; `W(x)=1orW(x)=-1` glues the word between a value and the next assignment.
+_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|(?<=\d)(?:or|and)(?=[A-Za-z](?:\(\w\))?=)|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
 _INFINITE = re.compile(r"\\infty|∞|(?<![A-Za-z])(?:oo|inf|infinity|nan)(?![A-Za-z])|\\text\{\s*nan", re.IGNORECASE)
 _PM = re.compile(r"\\pm|±|\\mp|∓")
 MAX_ELEMENTS = 64
@@ -51,6 +53,10 @@ _APPROX = re.compile(r"\\approx|≈")
 _LESS = r"(<|\\+leq?(?![a-z])|≤|<=)"
 # `0 < f(x) < 1`, `-2 \le x \le 7`: a bounded unknown, the interval it lies in.
 _CHAIN = re.compile(r"^\s*([^<>=\\]+?|\S+?)\s*" + _LESS + r"\s*(" + _VAR + r"(?:\(\s*[A-Za-z]\s*\))?)\s*" + _LESS + r"\s*(.+?)\s*$")
+
+# `2x+4y-3=0`, `x \\neq 5`, `y \\leq 2x`: the operator of a relation between two expressions.
+_RELATION_OP = re.compile(r"(?<![<>!\\])=(?!=)|\\neq(?![A-Za-z])|\\[lg]eq(?![A-Za-z])|(?<!\\)[<>]")
+_UNKNOWN = re.compile(r"(?<!\\)(?<![A-Za-z])[A-Za-z]")
 
 EQUAL, DIFFERENT, ABSTAIN, TIMEOUT = "equal", "different", "abstain", "timeout"
 
@@ -178,6 +184,17 @@ def _as_interval(s: str) -> str:
     return f"{left}{low.strip()},{high.strip()}{right}"
 
 
+def is_relation(s: str) -> bool:
+    """An equation or inequality between expressions (`2x+4y-3=0`, `x \\neq 5`, `y=2x+3`): not
+    a value named by an assignment (`x = 5`, `p = \\frac{15}{8}`), nor a list or a chain."""
+    if len(_top_level_split(s, re.compile(r",|;|" + _SPLIT_WORDS.pattern))) > 1:
+        return False
+    sides = _top_level_split(s, _RELATION_OP)
+    if len(sides) != 2 or not all(sides):
+        return False
+    return not (_ASSIGN.match(s) and not _UNKNOWN.search(re.sub(r"\\[A-Za-z]+", " ", sides[1])))
+
+
 def has_infinity(s: str) -> bool:
     return bool(_INFINITE.search(s))
 
@@ -186,6 +203,8 @@ def equal(gold: str, pred: str, opts: Options) -> Vote:
     """The vote on two normalized answers; see the module docstring."""
     gold, pred = _as_interval(_last_side(_unlabel(gold))), _last_side(_exact_part(_unlabel(pred)))
     gold, pred = gold.replace("!=", "\\neq"), pred.replace("!=", "\\neq")
+    if is_relation(gold) and is_relation(pred) and opts.symbolic_timeout_s is not None:
+        return _symbolic(gold, pred, opts)  # `2x+4y-3=0` is `y=-\\frac{1}{2}x+\\frac{3}{4}`: moved terms
     gold, pred = strip_assignment(gold), strip_assignment(pred)
     if compact(gold) == compact(pred):
         return Vote(EQUAL, "text")
@@ -204,6 +223,10 @@ def equal(gold: str, pred: str, opts: Options) -> Vote:
         return _collections(gc, pc, opts)
     if opts.symbolic_timeout_s is None:
         return Vote(ABSTAIN, "none")
+    return _symbolic(gold, pred, opts)
+
+
+def _symbolic(gold: str, pred: str, opts: Options) -> Vote:
     got = symbolic_equal(gold, pred, opts.float_digits, opts.symbolic_timeout_s)
     if got == "timeout":
         return Vote(TIMEOUT, "symbolic")
@@ -343,3 +366,9 @@ def _element_vote(vote: Vote) -> Vote:
     if vote.outcome in (TIMEOUT, ABSTAIN):
         return Vote(vote.outcome, "collection")
     return Vote(DIFFERENT, "collection", vote.why)
+
+
+def holds_relation(s: str) -> bool:
+    """A gold with a relation operator anywhere: an equation, or values named by assignments
+    (`p = -1 and p = \\frac{15}{8}`), to be compared with the relation an answer was cut from."""
+    return bool(_RELATION_OP.search(s))

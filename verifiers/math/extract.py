@@ -31,7 +31,7 @@ final answers). Text after a marker runs to the end of the line or sentence; a `
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .normalize import to_halfwidth
 from .phrases import Ending, answer_hedge, final_sentence, phrase_answer, retraction
@@ -65,10 +65,15 @@ _THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _STATES = re.compile(r"(?:\b(?:is|are|equals|was|be)\b|(?<![<>!=])=(?!=)|等于|为|是)\s*", re.IGNORECASE)
 _LIST = re.compile(r"\s(?:or|and)\s|或|、|;")
 MAX_STATED_CHARS = 40
+# sentence ends; `... = 6$ So, the pair is $(7, 6)$`: a capitalised clause after math starts one
+_SENTENCE_SPLIT = re.compile(r"(?<=[^\d\s])\.\s+|。|[!?！？](?!=)\s*|(?<=\$)\s+(?=[A-Z][a-z]*,)")
+MAX_WHOLE_CHARS = 200
+_CONCLUSION = re.compile(r"[\s$]*(?:therefore|thus|hence|so|in total|in conclusion|所以|因此|综上)(?![A-Za-z])", re.IGNORECASE)
+_RELATION = re.compile(r"(?<![<>!=])=(?!=)|!=|\\neq?(?![A-Za-z])|≠|[<>≤≥]|\\[lg]eq?(?![A-Za-z])")
 MAX_LINE_SCAN = 2000
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
 _NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
-_SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!?！？]")
+_SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!?！？](?!=)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,8 @@ class Extraction:
     restated: tuple[str, ...] = ()  # the same value written otherwise in the final sentence
     hedge: str = ""             # why the answer is hedged: a hedge word on it (`约`, `about`,
     #                              `probably`), or one number in two units (`2.5 kg vs 2.5 g`)
+    whole: str = ""             # level 5: the relation or assignments the answer was cut from
+    #                              (`y=-\\frac{1}{2}x+\\frac{3}{4}`, `p=-1,p=2`), for a gold that is one
 
 
 def braced(text: str, start: int) -> tuple[str, int] | None:
@@ -136,7 +143,12 @@ def _after_marker(text: str, pos: int) -> str:
             return stated
         # "Answer: 36 (six times six)": the value with its gloss dropped, when one is left
         bare = re.sub(r"\s*\([^()]*\)\s*$", "", got).strip()
-        return bare if bare != got.strip() and len(re.findall(r"[A-Za-z]{3,}", bare)) < 2 else ""
+        if bare != got.strip() and len(re.findall(r"[A-Za-z]{3,}", bare)) < 2:
+            return bare
+        # "Final Answer: Jane started growing Sphere 3 hours ago.": the one number it states
+        numbers = set(_NUMBER.findall(got))
+        one = numbers.pop() if len(numbers) == 1 and "$" not in got and "\\" not in got else ""
+        return one if one and not answer_hedge(one, got) else ""
     return got
 
 
@@ -248,7 +260,8 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     last = re.sub(r"\*\*|__|`", "", lines[-1]) if lines else ""
     if stated := _stated(last):
-        return _restated(stated, "sentence", last)
+        got = _restated(stated, "sentence", last)
+        return replace(got, whole=_whole(last)) if got.answer == stated else got
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)] \
         if len(last) <= MAX_LINE_SCAN else []  # an unclosed `\\(` makes the span search quadratic
     if len(spans) == 1 and spans[0].strip():  # "Therefore $x \geq 5$ is the solution."
@@ -269,7 +282,7 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
 
 def _stated(line: str) -> str | None:
     """What the last sentence of `line` says the result is, when it ends in a short value."""
-    sentences = [s for s in re.split(r"(?<=[^\d\s])\.\s+|。|[!?！？]\s*", line) if s.strip()]
+    sentences = [s for s in _SENTENCE_SPLIT.split(line) if s.strip()]
     if not sentences:
         return None
     last = sentences[-1].strip()
@@ -286,10 +299,31 @@ def _stated(line: str) -> str | None:
     return value
 
 
+def _whole(line: str) -> str:
+    """The relation or assignments a stated value was cut from: the last math span of the last
+    sentence (`$y=-\\frac{1}{2}x+\\frac{3}{4}$`, `$x != 5$`), else the sentence after its last
+    verb of being (`W(x)=1 or W(x)=-1`); "" when that holds no relation."""
+    sentences = [s for s in _SENTENCE_SPLIT.split(line) if s.strip()]
+    if not sentences:
+        return ""
+    last = sentences[-1].strip().rstrip(".。")
+    spans = list(_MATH_SPAN.finditer(last))
+    if spans:
+        text = next(g for g in spans[-1].groups() if g is not None)
+    else:
+        verbs = list(re.finditer(r"\b(?:is|are|equals)\b|等于|为|是", last, re.IGNORECASE))
+        text = last[verbs[-1].end():] if verbs else last
+    return text.strip() if len(text) <= MAX_WHOLE_CHARS and _RELATION.search(text) else ""
+
+
 def extract_gold(reference: str) -> str:
     """A reference may itself carry a marker (`答案: 36`, `\\boxed{36}`); else it is the answer.
     A reference with several different boxed answers (`\\boxed{1} and \\boxed{-2}`) means all of
-    them: a set."""
+    them: a set. A last `\\boxed{` never closed runs to the end of the gold (a response cut off
+    inside a box is not read so: its answer may be incomplete, `\\boxed{12` of `\\boxed{125}`)."""
+    opened = [m.end() for m in _BOXED.finditer(reference) if reference[m.end():m.end() + 1] == "{"]
+    if opened and braced(reference, opened[-1]) is None:
+        reference += "}"  # a gold's last box never closed is a typo: it runs to the end
     got = extract(reference, final_sentence_levels=False)
     if got.level in ("marker", "boxed", "answer") and got.answer:
         boxed = [b.strip() for b in _boxed_all(reference) if b.strip()]
@@ -334,15 +368,19 @@ def _restated(answer: str, level: str, line: str) -> Extraction:
 
 def _several_on_last_line(last: str) -> Extraction:
     """Several numbers on the last line: one value restated (`The conversion gives 2.5 kg, i.e.
-    2500 g.`) is the answer; several different values in its final sentence are a hedge; else
-    (numbers only in the working before it) there is no answer."""
+    2500 g.`) is the answer; several different values in its final sentence are a hedge; one
+    value in a concluding final sentence (`Therefore, ...`) is the answer; else (numbers only in
+    the working before it) there is no answer."""
     found = quantities(last)
     if one := readings(found):
         return Extraction(one[0].as_answer(), "fallback", (), _readings(one),
                           answer_hedge(one[0].text, final_sentence(last)))
-    values = tuple(dict.fromkeys(q.shown() for q in quantities(final_sentence(last))))
+    sentence = final_sentence(last)
+    values = tuple(dict.fromkeys(q.shown() for q in quantities(sentence)))
     if len(values) > 1:
         return Extraction(values[0], "fallback", values)
+    if len(values) == 1 and _CONCLUSION.match(sentence):  # "Therefore, there are 12 sequences ..."
+        return Extraction(values[0], "fallback", (), hedge=answer_hedge(values[0], sentence))
     return Extraction(None, "none", ())
 
 

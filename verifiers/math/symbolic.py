@@ -45,10 +45,25 @@ def _parse(text: str, cache: dict):
                            normalization_config=None), latex]
     except Exception:  # noqa: BLE001 - the grammar raises many types; try math-verify's own route
         got = parse(f"${text}$", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None)
+    got = [_evaluated(x) for x in got]
     if len(cache) >= _CACHE_SIZE:
         cache.clear()
     cache[text] = got
     return got
+
+
+def _evaluated(obj):
+    """A sum or product of explicit matrices (`A + B`, `A B`) is the matrix it makes, as a
+    matrix whose entries are written as sums already is; one whose shapes do not fit stays as
+    written and equals no matrix."""
+    import sympy
+
+    if isinstance(obj, sympy.MatrixExpr) and not isinstance(obj, sympy.MatrixSymbol):
+        try:
+            return obj.doit()
+        except Exception:  # noqa: BLE001 - ShapeError and kin: the expression names no matrix
+            return obj
+    return obj
 
 
 def _not_finite(objs) -> bool:
@@ -57,7 +72,7 @@ def _not_finite(objs) -> bool:
 
     bad = (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)
     for obj in objs:
-        if isinstance(obj, str) or not isinstance(obj, sympy.Basic):
+        if isinstance(obj, str) or not isinstance(obj, sympy.Basic) or isinstance(obj, sympy.MatrixExpr):
             continue
         if any(obj.has(b) for b in bad):
             return True
