@@ -72,7 +72,12 @@ _CONCLUSION = re.compile(r"[\s$]*(?:therefore|thus|hence|so|in total|in conclusi
 _RELATION = re.compile(r"(?<![<>!=])=(?!=)|!=|\\neq?(?![A-Za-z])|≠|[<>≤≥]|\\[lg]eq?(?![A-Za-z])")
 MAX_LINE_SCAN = 2000
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
+_STEP_BOX = re.compile(r"(?<![<>!=])=\s*(\\boxed)\{")
 _NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
+# `2,74 $`, `12,50 €`: a price with a decimal comma (two places before the currency sign; a
+# thousands separator is followed by three digits, `1,234 $` stays 1234; `$3,10$` closes math)
+_PRICE_COMMA = re.compile(r"(?<![\d,.])(\d+),(\d{2})(?=[ \t]\$(?![\d$])|\s?(?:€|£|¥|EUR\b|euros?\b))")
+_NEGATED = re.compile(r"\bnot\s+\$?(?:" + _NUMBER.pattern + r")")
 _SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!?！？](?!=)")
 
 
@@ -216,6 +221,14 @@ def _boxed_all(text: str, join_runs: bool = False) -> list[str]:
     return [run[0] if len(run) == 1 else "\\{" + ", ".join(run) + "\\}" for run in runs]
 
 
+def _step_boxes(text: str) -> set[str]:
+    """Boxes that end a step of working (`$0.04 \\cdot 10,000 \\cdot \\frac{1}{2} = \\boxed{200}$`)
+    before a later final-answer marker: the marker states the final answer, they are no rival."""
+    if "\\boxed" not in text:
+        return set()
+    return {got.strip() for m in _STEP_BOX.finditer(text) if (got := _boxed_at(text, m.start(1))) is not None}
+
+
 def _after_think(text: str) -> int:
     closes = list(_THINK_CLOSE.finditer(text))
     return closes[-1].end() if closes else 0
@@ -229,6 +242,7 @@ def clean_response(response: str, special_tokens: tuple[str, ...] = ()) -> str |
     if end := _TURN_END.search(text, _after_think(text)):
         text = text[:end.start()]
     text = _SPECIAL_TOKENS.sub(" ", text)
+    text = _PRICE_COMMA.sub(r"\1.\2", text)
     for token in special_tokens:
         text = text.replace(token, " ")
     closes = list(_THINK_CLOSE.finditer(text))
@@ -245,8 +259,11 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
     text = clean_response(response, special_tokens)
     if text is None:
         return Extraction(None, "none", ())
-    marker = [_after_marker(text, m.end()) for m in _MARKERS.finditer(text)]
+    markers = list(_MARKERS.finditer(text))
+    marker = [_after_marker(text, m.end()) for m in markers]
     boxed = _boxed_all(text, join_runs=True)
+    if markers and (steps := _step_boxes(text[:markers[-1].start()])):
+        boxed = [b for b in boxed if b.strip() not in steps]
     answer = [_after_marker(text, m.end()) for m in _ANSWER.finditer(text)]
     candidates = tuple(c.strip() for c in marker + boxed + answer)
     for level, found in (("marker", marker), ("boxed", boxed), ("answer", answer)):
@@ -368,7 +385,8 @@ def _restated(answer: str, level: str, line: str) -> Extraction:
 
 def _several_on_last_line(last: str) -> Extraction:
     """Several numbers on the last line: one value restated (`The conversion gives 2.5 kg, i.e.
-    2500 g.`) is the answer; several different values in its final sentence are a hedge; one
+    2500 g.`) is the answer; several different values in its final sentence are a hedge (a value
+    it rejects, `not 10, it's 1,000.99`, is none of them); one
     value in a concluding final sentence (`Therefore, ...`) is the answer; else (numbers only in
     the working before it) there is no answer."""
     found = quantities(last)
@@ -376,10 +394,13 @@ def _several_on_last_line(last: str) -> Extraction:
         return Extraction(one[0].as_answer(), "fallback", (), _readings(one),
                           answer_hedge(one[0].text, final_sentence(last)))
     sentence = final_sentence(last)
+    corrected = len(_NUMBER.findall(sentence)) > len(_NEGATED.findall(sentence)) > 0
+    if corrected:  # "not 10, it's 1,000.99"
+        sentence = _NEGATED.sub(" ", sentence)
     values = tuple(dict.fromkeys(q.shown() for q in quantities(sentence)))
     if len(values) > 1:
         return Extraction(values[0], "fallback", values)
-    if len(values) == 1 and _CONCLUSION.match(sentence):  # "Therefore, there are 12 sequences ..."
+    if len(values) == 1 and (corrected or _CONCLUSION.match(sentence)):  # "Therefore, there are 12 ..."
         return Extraction(values[0], "fallback", (), hedge=answer_hedge(values[0], sentence))
     return Extraction(None, "none", ())
 
