@@ -220,6 +220,8 @@ def equal(gold: str, pred: str, opts: Options) -> Vote:
         return _against_number(g, gold, pred, opts)
     gc, pc = collection(gold), collection(pred)
     if gc or pc:
+        if gc and pc and gc[0] == "()" and pc[0] == "set" and _unbracketed_list(pred):
+            pc = ("()", pc[1])  # `1,3` (or `{1,3}`, which LaTeX prints so) for the pair `(1,3)`: in order
         return _collections(gc, pc, opts)
     if opts.symbolic_timeout_s is None:
         return Vote(ABSTAIN, "none")
@@ -320,6 +322,16 @@ def _matching(s: str) -> bool:
         if depth == 0 and i < len(s) - 1:
             return False
     return True
+
+
+def _unbracketed_list(s: str) -> bool:
+    """Values listed with commas and no set brackets: `1,3`, `x=1, y=3`, and `{1,3}`, whose braces
+    LaTeX only groups by (it prints `1,3`); not `\\{1,3\\}`, `1 \\pm 2` nor `1 or 3` (alternatives)."""
+    s = strip_assignment(s)
+    if s.startswith("{") and s.endswith("}") and _matching(s):
+        s = s[1:-1]
+    return "," in s and not s.startswith("\\{") and not _PM.search(s) and \
+        len(_top_level_split(s, _SPLIT_WORDS)) == 1 and len(_top_level_split(s, re.compile(","))) > 1
 
 
 def _collections(gc, pc, opts: Options) -> Vote:

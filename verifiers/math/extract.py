@@ -72,6 +72,7 @@ _CONCLUSION = re.compile(r"[\s$]*(?:therefore|thus|hence|so|in total|in conclusi
 _RELATION = re.compile(r"(?<![<>!=])=(?!=)|!=|\\neq?(?![A-Za-z])|≠|[<>≤≥]|\\[lg]eq?(?![A-Za-z])")
 MAX_LINE_SCAN = 2000
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
+_GOLD_RETRACTION = re.compile(r"(?<![A-Za-z])(?:no|not|wrong|incorrect|actually)(?![A-Za-z])|不对|错了|不是", re.IGNORECASE)
 _STEP_BOX = re.compile(r"(?<![<>!=])=\s*(\\boxed)\{")
 _NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
 # `2,74 $`, `12,50 €`: a price with a decimal comma (two places before the currency sign; a
@@ -343,11 +344,26 @@ def extract_gold(reference: str) -> str:
         reference += "}"  # a gold's last box never closed is a typo: it runs to the end
     got = extract(reference, final_sentence_levels=False)
     if got.level in ("marker", "boxed", "answer") and got.answer:
-        boxed = [b.strip() for b in _boxed_all(reference) if b.strip()]
+        boxed = [b.strip() for b in _boxes_kept(reference) if b.strip()]
         if got.level == "boxed" and len(set(boxed)) > 1:
             return "\\{" + ", ".join(dict.fromkeys(boxed)) + "\\}"
-        return got.answer
+        return boxed[-1] if got.level == "boxed" and boxed else got.answer
     return reference.strip()
+
+
+def _boxes_kept(reference: str) -> list[str]:
+    """A gold's boxes, less those a later retraction takes back: `\\boxed{1} no no \\boxed{2}`
+    is 2, while `\\boxed{1} papers and \\boxed{2} bins` is both."""
+    pairs = brace_pairs(reference)
+    boxes = []  # (start, end, content)
+    for m in _BOXED.finditer(reference):
+        if (got := _boxed_at(reference, m.start(), pairs)) is not None:
+            boxes.append((m.start(), pairs.get(m.end(), m.end() + len(got)) + 1, got))
+    kept = boxes
+    for (_, end, _), nxt in zip(boxes, boxes[1:]):
+        if _GOLD_RETRACTION.search(reference[end:nxt[0]]):
+            kept = [b for b in boxes if b[0] >= nxt[0]]
+    return [got for _, _, got in kept]
 
 
 # --- the final sentence: answer phrases, restatements, hedges (phrases.py, units.py) ------------
