@@ -6,7 +6,9 @@ read as those values: a labelled tuple `(p,q)=(3,2)` is `(3,2)`; assignments gro
 the last side is a number; a gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's:
 math-verify's default); a reply's exact value followed by its approximation `1/3 \\approx 0.33`
 is `1/3` (an approximation alone stays one and differs from a number gold). A set that lists a
-value twice holds it once.
+value twice holds it once. Two relations (`2x+4y-3=0` and `y=-\\frac{1}{2}x+\\frac{3}{4}`,
+`x \\neq 5` and `x != 5`) go straight to the symbolic voter, which compares them after moving
+terms; an assignment of a value (`x = 5`) is that value, not a relation.
 The vote, cheapest first:
   1. text:       equal compact forms (spaces and braces ignored) -> equal, decisive. The only
                  way an infinity or an overflowing literal can match: a gold spelled the same.
@@ -22,7 +24,8 @@ The vote, cheapest first:
   5. collection: either side is a set `{..}`, a tuple or interval `(..]`, `a \\pm b`, or several
                  solutions (`x=2 or x=3`, `2或3`, `2、3`, `2, 3`) -> decisive: same kind, same size,
                  and the elements pair up under this same vote (in order for tuples and intervals,
-                 in any order otherwise). A single value never equals several.
+                 in any order otherwise; a comma list without set brackets, or `{1,3}`,
+                 answers a pair `(1,3)` in order). A single value never equals several.
   6. symbolic:   math-verify's LaTeX parser and comparison (sympy) in a timed helper process
                  (symbolic.py), after its own finiteness and magnitude guards -> equal,
                  different, timeout, or abstain.
@@ -204,6 +207,8 @@ def equal(gold: str, pred: str, opts: Options) -> Vote:
     gold, pred = _as_interval(_last_side(_unlabel(gold))), _last_side(_exact_part(_unlabel(pred)))
     gold, pred = gold.replace("!=", "\\neq"), pred.replace("!=", "\\neq")
     if is_relation(gold) and is_relation(pred) and opts.symbolic_timeout_s is not None:
+        if compact(gold) == compact(pred):
+            return Vote(EQUAL, "text")
         return _symbolic(gold, pred, opts)  # `2x+4y-3=0` is `y=-\\frac{1}{2}x+\\frac{3}{4}`: moved terms
     gold, pred = strip_assignment(gold), strip_assignment(pred)
     if compact(gold) == compact(pred):

@@ -4,12 +4,14 @@ First the response is cleaned of what chat models wrap around answers: a leading
 header (`<|im_start|>assistant`, Llama-3's `<|start_header_id|>assistant<|end_header_id|>`,
 `<|assistant|>`, `<start_of_turn>model`) is dropped, the turn ends at an end-of-turn token
 (`<|im_end|>`, `</s>`, `<|eot_id|>`, ...) or a header the model writes for the next turn, other
-chat special tokens (and the rule's own `special_tokens` param) are dropped, and a
+chat special tokens (and the rule's own `special_tokens` param) are dropped, a price with a
+decimal comma reads with a point (`2,74 $` is 2.74; `1,234 $` keeps its thousands), and a
 `<think>...</think>` block is skipped (the answer is read after the last `</think>`; a `<think>`
 never closed leaves no answer). Then the levels, highest first; the answer is the LAST candidate
 of the highest level that has one:
   1. explicit markers: "final answer is/:", "the answer is", `答案是`, `答案:`, `最终答案`, `答:`
-  2. `\\boxed{...}` / `\\fbox{...}` (balanced braces)
+  2. `\\boxed{...}` / `\\fbox{...}` (balanced braces); a box ending a step of working
+     (`... = \\boxed{200}`) before a later final-answer marker is working, no rival answer
   3. `Answer:` (also `**Answer:**`, and `Answer` without a colon at a line start when math
      follows: `Answer $9$`, `Answer \\[ 9 \\]`)
   4. the final sentence's answer phrase (phrases.py: a table of subjects per language):
@@ -17,10 +19,13 @@ of the highest level that has one:
      on an answer of any level (`Answer: about 88`) flags it
   5. the final sentence, when it states a result: "The GCD of 380 and 986 is 2.",
      "LCM(47, 75) = 3525", "... - 662 = -1043", "总价为36元" (the text after the last `is`,
-     `equals`, `=`, `为`, `是`, `等于` of the last sentence, when it is short)
+     `equals`, `=`, `为`, `是`, `等于` of the last sentence, when it is short), with the relation
+     it was cut from (`whole`: `$y=2x+3$`, `$p=-1,p=2$`) for a gold that is one
   6. fallback, on the last line only: the whole line when it is short and has no words or
      colon, else its number when it holds exactly one (several numbers there are a guess list,
-     unless they restate one value: `2.5 kg, i.e. 2500 g`, units.py).
+     unless they restate one value: `2.5 kg, i.e. 2500 g`, units.py, or the final sentence
+     concludes with one value, `Therefore, there are 12 ...`, or rejects all but one, `not 10
+     it's 1,000.99`).
 Levels 4-6 also report the values a final sentence restates (`restated`: any of them may match
 the gold), several different values there (`candidates`: a hedge), and a hedge word next to the
 answer (`hedge`: `约`, `左右`, `about`, `probably`; phrases.py).
@@ -72,7 +77,6 @@ _CONCLUSION = re.compile(r"[\s$]*(?:therefore|thus|hence|so|in total|in conclusi
 _RELATION = re.compile(r"(?<![<>!=])=(?!=)|!=|\\neq?(?![A-Za-z])|≠|[<>≤≥]|\\[lg]eq?(?![A-Za-z])")
 MAX_LINE_SCAN = 2000
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
-_GOLD_RETRACTION = re.compile(r"(?<![A-Za-z])(?:no|not|wrong|incorrect|actually)(?![A-Za-z])|不对|错了|不是", re.IGNORECASE)
 _STEP_BOX = re.compile(r"(?<![<>!=])=\s*(\\boxed)\{")
 _NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
 # `2,74 $`, `12,50 €`: a price with a decimal comma (two places before the currency sign; a
@@ -332,38 +336,6 @@ def _whole(line: str) -> str:
         verbs = list(re.finditer(r"\b(?:is|are|equals)\b|等于|为|是", last, re.IGNORECASE))
         text = last[verbs[-1].end():] if verbs else last
     return text.strip() if len(text) <= MAX_WHOLE_CHARS and _RELATION.search(text) else ""
-
-
-def extract_gold(reference: str) -> str:
-    """A reference may itself carry a marker (`答案: 36`, `\\boxed{36}`); else it is the answer.
-    A reference with several different boxed answers (`\\boxed{1} and \\boxed{-2}`) means all of
-    them: a set. A last `\\boxed{` never closed runs to the end of the gold (a response cut off
-    inside a box is not read so: its answer may be incomplete, `\\boxed{12` of `\\boxed{125}`)."""
-    opened = [m.end() for m in _BOXED.finditer(reference) if reference[m.end():m.end() + 1] == "{"]
-    if opened and braced(reference, opened[-1]) is None:
-        reference += "}"  # a gold's last box never closed is a typo: it runs to the end
-    got = extract(reference, final_sentence_levels=False)
-    if got.level in ("marker", "boxed", "answer") and got.answer:
-        boxed = [b.strip() for b in _boxes_kept(reference) if b.strip()]
-        if got.level == "boxed" and len(set(boxed)) > 1:
-            return "\\{" + ", ".join(dict.fromkeys(boxed)) + "\\}"
-        return boxed[-1] if got.level == "boxed" and boxed else got.answer
-    return reference.strip()
-
-
-def _boxes_kept(reference: str) -> list[str]:
-    """A gold's boxes, less those a later retraction takes back: `\\boxed{1} no no \\boxed{2}`
-    is 2, while `\\boxed{1} papers and \\boxed{2} bins` is both."""
-    pairs = brace_pairs(reference)
-    boxes = []  # (start, end, content)
-    for m in _BOXED.finditer(reference):
-        if (got := _boxed_at(reference, m.start(), pairs)) is not None:
-            boxes.append((m.start(), pairs.get(m.end(), m.end() + len(got)) + 1, got))
-    kept = boxes
-    for (_, end, _), nxt in zip(boxes, boxes[1:]):
-        if _GOLD_RETRACTION.search(reference[end:nxt[0]]):
-            kept = [b for b in boxes if b[0] >= nxt[0]]
-    return [got for _, _, got in kept]
 
 
 # --- the final sentence: answer phrases, restatements, hedges (phrases.py, units.py) ------------

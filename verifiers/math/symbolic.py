@@ -1,9 +1,10 @@
 """The symbolic voter: math-verify's LaTeX parser and comparison in a helper process with a timeout.
 
 LaTeX is parsed by math-verify (`latex2sympy2_extended`, an ANTLR grammar: model text is never
-evaluated as Python) and compared by math-verify's `verify` (sets, intervals, matrices, relations,
-equivalent expressions; a decimal matches an irrational gold to `float_digits` places). Before
-that, our own guards: an answer that is or holds an infinity, NaN or a complex infinity, or whose
+evaluated as Python) and compared by math-verify's `verify` (sets, intervals, matrices, relations
+compared after moving terms, equivalent expressions; a sum or product of explicit matrices is
+evaluated to the matrix it makes; a decimal matches an irrational gold to `float_digits`
+places). Before that, our own guards: an answer that is or holds an infinity, NaN or a complex infinity, or whose
 value is beyond float range, never equals a gold that is not such a value itself. With
 `exact=True` (a number gold, an expression answer, `allow_expressions`) the answer must evaluate
 to exactly the gold: `3*12` is 36, `2^{10000}` is compared as an exact integer.

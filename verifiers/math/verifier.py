@@ -23,7 +23,8 @@ import re
 
 from .. import verdict as V
 from .compare import ABSTAIN, TIMEOUT, Options, collection, equal, holds_relation, strip_assignment
-from .extract import extract, extract_gold
+from .extract import extract
+from .gold import extract_gold
 from .normalize import normalize
 from .numbers import read_number
 
