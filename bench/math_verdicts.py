@@ -4,7 +4,8 @@
 
 The timed rows are the realistic mix of bench/cases/math_mix.py (half plain-number golds, half
 LaTeX or wrapped; about 45% wrong; truth known by construction; rows whose truth depends on a
-grading convention are left out, see there). Both sides run in this process, one row at a time:
+grading convention are left out, see there), with the hand-labelled real Chinese replies of
+tests/verifiers/cases/real_model_endings.jsonl spread through it. Both sides run in this process, one row at a time:
 ours is `verify_math(response, gold, {})`; math-verify is `parse(gold)`, `parse(response)`,
 `verify(gold, pred)` with its defaults (its signal.alarm timeouts work here, in the main thread).
 A bare LaTeX gold is handed to math-verify in `$...$`, the form its README uses: without it
@@ -121,7 +122,7 @@ def main() -> None:
 
     for r in math_mix.rows(100, a.seed + 1_000_000):  # warm-up: helper start, grammar load, imports
         ours(r.gold, r.response), peer(r.gold, r.response)
-    rows = math_mix.rows(a.rows, a.seed)
+    rows = math_mix.with_real_endings(math_mix.rows(a.rows, a.seed), "zh")
     rates, verdicts, size = time_both(rows, a.repeats)
     med = {k: statistics.median(v) for k, v in rates.items()}
     acc = {k: sum(v == r.truth for v, r in zip(vs, rows)) / len(rows) for k, vs in verdicts.items()}
@@ -129,7 +130,8 @@ def main() -> None:
     print(f"command: .venv/bin/python bench/math_verdicts.py --rows {a.rows} --repeats {a.repeats} --seed {a.seed}")
     wrong = sum(not r.truth for r in rows) / len(rows)
     plain = sum(r.kind in math_mix.PLAIN_KINDS for r in rows) / len(rows)
-    print(f"mix: {len(rows)} rows ({plain:.0%} plain-number golds, {wrong:.0%} wrong), "
+    real = sum(r.kind == "real-model" for r in rows)
+    print(f"mix: {len(rows)} rows ({plain:.0%} plain-number golds, {wrong:.0%} wrong, {real} real Chinese replies), "
           f"{len(rates['ours'])} chunks of {size}, one process, one row at a time\n")
     print(f"{'':16}{'verdicts/s (median)':>20}{'chunk range':>16}{'mix accuracy':>14}")
     for name, label in (("ours", "rlvrflow math"), ("peer", "math-verify")):

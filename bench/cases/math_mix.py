@@ -25,15 +25,22 @@ irrational gold (`0.33` for 1/3, `2.83` for 2\\sqrt{2}), unevaluated expressions
 `25\\%`, `25\\%` for `25`), and responses that give two different final answers (hedging).
 Every row is its own problem with random values, so golds seldom repeat and a parse cache helps
 neither side much (in training a group's responses share one gold; this mix does not model that).
+
+with_real_endings adds real replies: the Chinese desk replies of tests/verifiers/cases/
+real_model_endings.jsonl (a small model's own endings, labelled by a person; truth: labelled
+correct), spread evenly through the mix (kind `real-model`, template `real-zh`).
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
+REAL_ENDINGS = Path(__file__).resolve().parents[2] / "tests" / "verifiers" / "cases" / "real_model_endings.jsonl"
 WRONG_RATE = 0.45
 TRUNCATED_RATE = 0.03  # of all rows: cut off mid-working, no final answer (wrong)
 NAMES = ["Janet", "Tom", "Maria", "Ken", "Aisha", "Li Wei", "Sofia", "Omar"]
@@ -411,3 +418,25 @@ def rows(n: int, seed: int) -> list[Row]:
         template, response = _respond(rng, p, rng.choice(p.right if truth else p.wrong))
         out.append(Row(p.gold, response, truth, kind, template))
     return out
+
+
+def real_endings(language: str) -> list[Row]:
+    """The hand-labelled real replies in `language` (`zh`, `en`) as rows."""
+    cases = [json.loads(line) for line in REAL_ENDINGS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [Row(c["gold"], c["response"], c["label"] == "correct", "real-model", f"real-{language}")
+            for c in cases if c["language"] == language]
+
+
+def with_real_endings(rows: list[Row], language: str = "zh") -> list[Row]:
+    """`rows` with the real replies in `language` spread evenly through them (so every timed chunk
+    holds its share)."""
+    real = real_endings(language)
+    if not real:
+        raise ValueError(f"no real replies in language {language!r} in {REAL_ENDINGS.name}; use zh or en")
+    step = len(rows) / len(real)
+    out, at = [], 0
+    for i, row in enumerate(real):
+        cut = round((i + 1) * step)
+        out += rows[at:cut] + [row]
+        at = cut
+    return out + rows[at:]

@@ -6,7 +6,9 @@ read as those values: a labelled tuple `(p,q)=(3,2)` is `(3,2)`; assignments gro
 the last side is a number; a gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's:
 math-verify's default); a reply's exact value followed by its approximation `1/3 \\approx 0.33`
 is `1/3` (an approximation alone stays one and differs from a number gold). A set that lists a
-value twice holds it once.
+value twice holds it once. Two relations (`2x+4y-3=0` and `y=-\\frac{1}{2}x+\\frac{3}{4}`,
+`x \\neq 5` and `x != 5`) go straight to the symbolic voter, which compares them after moving
+terms; an assignment of a value (`x = 5`) is that value, not a relation.
 The vote, cheapest first:
   1. text:       equal compact forms (spaces and braces ignored) -> equal, decisive. The only
                  way an infinity or an overflowing literal can match: a gold spelled the same.
@@ -22,7 +24,8 @@ The vote, cheapest first:
   5. collection: either side is a set `{..}`, a tuple or interval `(..]`, `a \\pm b`, or several
                  solutions (`x=2 or x=3`, `2或3`, `2、3`, `2, 3`) -> decisive: same kind, same size,
                  and the elements pair up under this same vote (in order for tuples and intervals,
-                 in any order otherwise). A single value never equals several.
+                 in any order otherwise; a comma list without set brackets, or `{1,3}`,
+                 answers a pair `(1,3)` in order). A single value never equals several.
   6. symbolic:   math-verify's LaTeX parser and comparison (sympy) in a timed helper process
                  (symbolic.py), after its own finiteness and magnitude guards -> equal,
                  different, timeout, or abstain.
@@ -38,8 +41,10 @@ from .normalize import compact
 from .numbers import Number, numbers_equal, read_number, read_time
 from .symbolic import symbolic_equal
 
-_ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)\s*(?:=|\\in)\s*(?!=)")
-_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
+# `x =`, `x_1 =`, `\\alpha \\in`, `W(n) =`: a name (a function's value too) given its value.
+_ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)(?:\(\s*[A-Za-z]\s*\))?\s*(?:=|\\in)\s*(?!=)")
+# `x=2 or x=3`; `W(x)=1orW(x)=-1` glues the word between a value and the next assignment.
+_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|(?<=\d)(?:or|and)(?=[A-Za-z](?:\(\w\))?=)|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
 _INFINITE = re.compile(r"\\infty|∞|(?<![A-Za-z])(?:oo|inf|infinity|nan)(?![A-Za-z])|\\text\{\s*nan", re.IGNORECASE)
 _PM = re.compile(r"\\pm|±|\\mp|∓")
 MAX_ELEMENTS = 64
@@ -51,6 +56,10 @@ _APPROX = re.compile(r"\\approx|≈")
 _LESS = r"(<|\\+leq?(?![a-z])|≤|<=)"
 # `0 < f(x) < 1`, `-2 \le x \le 7`: a bounded unknown, the interval it lies in.
 _CHAIN = re.compile(r"^\s*([^<>=\\]+?|\S+?)\s*" + _LESS + r"\s*(" + _VAR + r"(?:\(\s*[A-Za-z]\s*\))?)\s*" + _LESS + r"\s*(.+?)\s*$")
+
+# `2x+4y-3=0`, `x \\neq 5`, `y \\leq 2x`: the operator of a relation between two expressions.
+_RELATION_OP = re.compile(r"(?<![<>!\\])=(?!=)|\\neq(?![A-Za-z])|\\[lg]eq(?![A-Za-z])|(?<!\\)[<>]")
+_UNKNOWN = re.compile(r"(?<!\\)(?<![A-Za-z])[A-Za-z]")
 
 EQUAL, DIFFERENT, ABSTAIN, TIMEOUT = "equal", "different", "abstain", "timeout"
 
@@ -178,6 +187,17 @@ def _as_interval(s: str) -> str:
     return f"{left}{low.strip()},{high.strip()}{right}"
 
 
+def is_relation(s: str) -> bool:
+    """An equation or inequality between expressions (`2x+4y-3=0`, `x \\neq 5`, `y=2x+3`): not
+    a value named by an assignment (`x = 5`, `p = \\frac{15}{8}`), nor a list or a chain."""
+    if len(_top_level_split(s, re.compile(r",|;|" + _SPLIT_WORDS.pattern))) > 1:
+        return False
+    sides = _top_level_split(s, _RELATION_OP)
+    if len(sides) != 2 or not all(sides):
+        return False
+    return not (_ASSIGN.match(s) and not _UNKNOWN.search(re.sub(r"\\[A-Za-z]+", " ", sides[1])))
+
+
 def has_infinity(s: str) -> bool:
     return bool(_INFINITE.search(s))
 
@@ -186,6 +206,10 @@ def equal(gold: str, pred: str, opts: Options) -> Vote:
     """The vote on two normalized answers; see the module docstring."""
     gold, pred = _as_interval(_last_side(_unlabel(gold))), _last_side(_exact_part(_unlabel(pred)))
     gold, pred = gold.replace("!=", "\\neq"), pred.replace("!=", "\\neq")
+    if is_relation(gold) and is_relation(pred) and opts.symbolic_timeout_s is not None:
+        if compact(gold) == compact(pred):
+            return Vote(EQUAL, "text")
+        return _symbolic(gold, pred, opts)  # `2x+4y-3=0` is `y=-\\frac{1}{2}x+\\frac{3}{4}`: moved terms
     gold, pred = strip_assignment(gold), strip_assignment(pred)
     if compact(gold) == compact(pred):
         return Vote(EQUAL, "text")
@@ -201,9 +225,15 @@ def equal(gold: str, pred: str, opts: Options) -> Vote:
         return _against_number(g, gold, pred, opts)
     gc, pc = collection(gold), collection(pred)
     if gc or pc:
+        if gc and pc and gc[0] == "()" and pc[0] == "set" and _unbracketed_list(pred):
+            pc = ("()", pc[1])  # `1,3` (or `{1,3}`, which LaTeX prints so) for the pair `(1,3)`: in order
         return _collections(gc, pc, opts)
     if opts.symbolic_timeout_s is None:
         return Vote(ABSTAIN, "none")
+    return _symbolic(gold, pred, opts)
+
+
+def _symbolic(gold: str, pred: str, opts: Options) -> Vote:
     got = symbolic_equal(gold, pred, opts.float_digits, opts.symbolic_timeout_s)
     if got == "timeout":
         return Vote(TIMEOUT, "symbolic")
@@ -299,6 +329,16 @@ def _matching(s: str) -> bool:
     return True
 
 
+def _unbracketed_list(s: str) -> bool:
+    """Values listed with commas and no set brackets: `1,3`, `x=1, y=3`, and `{1,3}`, whose braces
+    LaTeX only groups by (it prints `1,3`); not `\\{1,3\\}`, `1 \\pm 2` nor `1 or 3` (alternatives)."""
+    s = strip_assignment(s)
+    if s.startswith("{") and s.endswith("}") and _matching(s):
+        s = s[1:-1]
+    return "," in s and not s.startswith("\\{") and not _PM.search(s) and \
+        len(_top_level_split(s, _SPLIT_WORDS)) == 1 and len(_top_level_split(s, re.compile(","))) > 1
+
+
 def _collections(gc, pc, opts: Options) -> Vote:
     if gc is None:
         return Vote(DIFFERENT, "collection", "several values given for one", hedge=True)
@@ -343,3 +383,9 @@ def _element_vote(vote: Vote) -> Vote:
     if vote.outcome in (TIMEOUT, ABSTAIN):
         return Vote(vote.outcome, "collection")
     return Vote(DIFFERENT, "collection", vote.why)
+
+
+def holds_relation(s: str) -> bool:
+    """A gold with a relation operator anywhere: an equation, or values named by assignments
+    (`p = -1 and p = \\frac{15}{8}`), to be compared with the relation an answer was cut from."""
+    return bool(_RELATION_OP.search(s))

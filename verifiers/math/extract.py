@@ -4,12 +4,14 @@ First the response is cleaned of what chat models wrap around answers: a leading
 header (`<|im_start|>assistant`, Llama-3's `<|start_header_id|>assistant<|end_header_id|>`,
 `<|assistant|>`, `<start_of_turn>model`) is dropped, the turn ends at an end-of-turn token
 (`<|im_end|>`, `</s>`, `<|eot_id|>`, ...) or a header the model writes for the next turn, other
-chat special tokens (and the rule's own `special_tokens` param) are dropped, and a
+chat special tokens (and the rule's own `special_tokens` param) are dropped, a price with a
+decimal comma reads with a point (`2,74 $` is 2.74; `1,234 $` keeps its thousands), and a
 `<think>...</think>` block is skipped (the answer is read after the last `</think>`; a `<think>`
 never closed leaves no answer). Then the levels, highest first; the answer is the LAST candidate
 of the highest level that has one:
   1. explicit markers: "final answer is/:", "the answer is", `答案是`, `答案:`, `最终答案`, `答:`
-  2. `\\boxed{...}` / `\\fbox{...}` (balanced braces)
+  2. `\\boxed{...}` / `\\fbox{...}` (balanced braces); a box ending a step of working
+     (`... = \\boxed{200}`) before a later final-answer marker is working, no rival answer
   3. `Answer:` (also `**Answer:**`, and `Answer` without a colon at a line start when math
      follows: `Answer $9$`, `Answer \\[ 9 \\]`)
   4. the final sentence's answer phrase (phrases.py: a table of subjects per language):
@@ -17,10 +19,13 @@ of the highest level that has one:
      on an answer of any level (`Answer: about 88`) flags it
   5. the final sentence, when it states a result: "The GCD of 380 and 986 is 2.",
      "LCM(47, 75) = 3525", "... - 662 = -1043", "总价为36元" (the text after the last `is`,
-     `equals`, `=`, `为`, `是`, `等于` of the last sentence, when it is short)
+     `equals`, `=`, `为`, `是`, `等于` of the last sentence, when it is short), with the relation
+     it was cut from (`whole`: `$y=2x+3$`, `$p=-1,p=2$`) for a gold that is one
   6. fallback, on the last line only: the whole line when it is short and has no words or
      colon, else its number when it holds exactly one (several numbers there are a guess list,
-     unless they restate one value: `2.5 kg, i.e. 2500 g`, units.py).
+     unless they restate one value: `2.5 kg, i.e. 2500 g`, units.py, or the final sentence
+     concludes with one value, `Therefore, there are 12 ...`, or rejects all but one, `not 10
+     it's 1,000.99`).
 Levels 4-6 also report the values a final sentence restates (`restated`: any of them may match
 the gold), several different values there (`candidates`: a hedge), and a hedge word next to the
 answer (`hedge`: `约`, `左右`, `about`, `probably`; phrases.py).
@@ -31,7 +36,7 @@ final answers). Text after a marker runs to the end of the line or sentence; a `
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .normalize import to_halfwidth
 from .phrases import Ending, answer_hedge, final_sentence, phrase_answer, retraction
@@ -65,10 +70,20 @@ _THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
 _STATES = re.compile(r"(?:\b(?:is|are|equals|was|be)\b|(?<![<>!=])=(?!=)|等于|为|是)\s*", re.IGNORECASE)
 _LIST = re.compile(r"\s(?:or|and)\s|或|、|;")
 MAX_STATED_CHARS = 40
+# sentence ends; `... = 6$ So, the pair is $(7, 6)$`: a capitalised clause after math starts one
+_SENTENCE_SPLIT = re.compile(r"(?<=[^\d\s])\.\s+|。|[!?！？](?!=)\s*|(?<=\$)\s+(?=[A-Z][a-z]*,)")
+MAX_WHOLE_CHARS = 200
+_CONCLUSION = re.compile(r"[\s$]*(?:therefore|thus|hence|so|in total|in conclusion|所以|因此|综上)(?![A-Za-z])", re.IGNORECASE)
+_RELATION = re.compile(r"(?<![<>!=])=(?!=)|!=|\\neq?(?![A-Za-z])|≠|[<>≤≥]|\\[lg]eq?(?![A-Za-z])")
 MAX_LINE_SCAN = 2000
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
+_STEP_BOX = re.compile(r"(?<![<>!=])=\s*(\\boxed)\{")
 _NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
-_SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!?！？]")
+# `2,74 $`, `12,50 €`: a price with a decimal comma (two places before the currency sign; a
+# thousands separator is followed by three digits, `1,234 $` stays 1234; `$3,10$` closes math)
+_PRICE_COMMA = re.compile(r"(?<![\d,.])(\d+),(\d{2})(?=[ \t]\$(?![\d$])|\s?(?:€|£|¥|EUR\b|euros?\b))")
+_NEGATED = re.compile(r"\bnot\s+\$?(?:" + _NUMBER.pattern + r")")
+_SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!?！？](?!=)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,8 @@ class Extraction:
     restated: tuple[str, ...] = ()  # the same value written otherwise in the final sentence
     hedge: str = ""             # why the answer is hedged: a hedge word on it (`约`, `about`,
     #                              `probably`), or one number in two units (`2.5 kg vs 2.5 g`)
+    whole: str = ""             # level 5: the relation or assignments the answer was cut from
+    #                              (`y=-\\frac{1}{2}x+\\frac{3}{4}`, `p=-1,p=2`), for a gold that is one
 
 
 def braced(text: str, start: int) -> tuple[str, int] | None:
@@ -136,7 +153,12 @@ def _after_marker(text: str, pos: int) -> str:
             return stated
         # "Answer: 36 (six times six)": the value with its gloss dropped, when one is left
         bare = re.sub(r"\s*\([^()]*\)\s*$", "", got).strip()
-        return bare if bare != got.strip() and len(re.findall(r"[A-Za-z]{3,}", bare)) < 2 else ""
+        if bare != got.strip() and len(re.findall(r"[A-Za-z]{3,}", bare)) < 2:
+            return bare
+        # "Final Answer: Jane started growing Sphere 3 hours ago.": the one number it states
+        numbers = set(_NUMBER.findall(got))
+        one = numbers.pop() if len(numbers) == 1 and "$" not in got and "\\" not in got else ""
+        return one if one and not answer_hedge(one, got) else ""
     return got
 
 
@@ -204,6 +226,14 @@ def _boxed_all(text: str, join_runs: bool = False) -> list[str]:
     return [run[0] if len(run) == 1 else "\\{" + ", ".join(run) + "\\}" for run in runs]
 
 
+def _step_boxes(text: str) -> set[str]:
+    """Boxes that end a step of working (`$0.04 \\cdot 10,000 \\cdot \\frac{1}{2} = \\boxed{200}$`)
+    before a later final-answer marker: the marker states the final answer, they are no rival."""
+    if "\\boxed" not in text:
+        return set()
+    return {got.strip() for m in _STEP_BOX.finditer(text) if (got := _boxed_at(text, m.start(1))) is not None}
+
+
 def _after_think(text: str) -> int:
     closes = list(_THINK_CLOSE.finditer(text))
     return closes[-1].end() if closes else 0
@@ -217,6 +247,7 @@ def clean_response(response: str, special_tokens: tuple[str, ...] = ()) -> str |
     if end := _TURN_END.search(text, _after_think(text)):
         text = text[:end.start()]
     text = _SPECIAL_TOKENS.sub(" ", text)
+    text = _PRICE_COMMA.sub(r"\1.\2", text)
     for token in special_tokens:
         text = text.replace(token, " ")
     closes = list(_THINK_CLOSE.finditer(text))
@@ -233,8 +264,11 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
     text = clean_response(response, special_tokens)
     if text is None:
         return Extraction(None, "none", ())
-    marker = [_after_marker(text, m.end()) for m in _MARKERS.finditer(text)]
+    markers = list(_MARKERS.finditer(text))
+    marker = [_after_marker(text, m.end()) for m in markers]
     boxed = _boxed_all(text, join_runs=True)
+    if markers and (steps := _step_boxes(text[:markers[-1].start()])):
+        boxed = [b for b in boxed if b.strip() not in steps]
     answer = [_after_marker(text, m.end()) for m in _ANSWER.finditer(text)]
     candidates = tuple(c.strip() for c in marker + boxed + answer)
     for level, found in (("marker", marker), ("boxed", boxed), ("answer", answer)):
@@ -248,7 +282,8 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     last = re.sub(r"\*\*|__|`", "", lines[-1]) if lines else ""
     if stated := _stated(last):
-        return _restated(stated, "sentence", last)
+        got = _restated(stated, "sentence", last)
+        return replace(got, whole=_whole(last)) if got.answer == stated else got
     spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)] \
         if len(last) <= MAX_LINE_SCAN else []  # an unclosed `\\(` makes the span search quadratic
     if len(spans) == 1 and spans[0].strip():  # "Therefore $x \geq 5$ is the solution."
@@ -269,7 +304,7 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
 
 def _stated(line: str) -> str | None:
     """What the last sentence of `line` says the result is, when it ends in a short value."""
-    sentences = [s for s in re.split(r"(?<=[^\d\s])\.\s+|。|[!?！？]\s*", line) if s.strip()]
+    sentences = [s for s in _SENTENCE_SPLIT.split(line) if s.strip()]
     if not sentences:
         return None
     last = sentences[-1].strip()
@@ -286,17 +321,21 @@ def _stated(line: str) -> str | None:
     return value
 
 
-def extract_gold(reference: str) -> str:
-    """A reference may itself carry a marker (`答案: 36`, `\\boxed{36}`); else it is the answer.
-    A reference with several different boxed answers (`\\boxed{1} and \\boxed{-2}`) means all of
-    them: a set."""
-    got = extract(reference, final_sentence_levels=False)
-    if got.level in ("marker", "boxed", "answer") and got.answer:
-        boxed = [b.strip() for b in _boxed_all(reference) if b.strip()]
-        if got.level == "boxed" and len(set(boxed)) > 1:
-            return "\\{" + ", ".join(dict.fromkeys(boxed)) + "\\}"
-        return got.answer
-    return reference.strip()
+def _whole(line: str) -> str:
+    """The relation or assignments a stated value was cut from: the last math span of the last
+    sentence (`$y=-\\frac{1}{2}x+\\frac{3}{4}$`, `$x != 5$`), else the sentence after its last
+    verb of being (`W(x)=1 or W(x)=-1`); "" when that holds no relation."""
+    sentences = [s for s in _SENTENCE_SPLIT.split(line) if s.strip()]
+    if not sentences:
+        return ""
+    last = sentences[-1].strip().rstrip(".。")
+    spans = list(_MATH_SPAN.finditer(last))
+    if spans:
+        text = next(g for g in spans[-1].groups() if g is not None)
+    else:
+        verbs = list(re.finditer(r"\b(?:is|are|equals)\b|等于|为|是", last, re.IGNORECASE))
+        text = last[verbs[-1].end():] if verbs else last
+    return text.strip() if len(text) <= MAX_WHOLE_CHARS and _RELATION.search(text) else ""
 
 
 # --- the final sentence: answer phrases, restatements, hedges (phrases.py, units.py) ------------
@@ -334,15 +373,23 @@ def _restated(answer: str, level: str, line: str) -> Extraction:
 
 def _several_on_last_line(last: str) -> Extraction:
     """Several numbers on the last line: one value restated (`The conversion gives 2.5 kg, i.e.
-    2500 g.`) is the answer; several different values in its final sentence are a hedge; else
-    (numbers only in the working before it) there is no answer."""
+    2500 g.`) is the answer; several different values in its final sentence are a hedge (a value
+    it rejects, `not 10, it's 1,000.99`, is none of them); one
+    value in a concluding final sentence (`Therefore, ...`) is the answer; else (numbers only in
+    the working before it) there is no answer."""
     found = quantities(last)
     if one := readings(found):
         return Extraction(one[0].as_answer(), "fallback", (), _readings(one),
                           answer_hedge(one[0].text, final_sentence(last)))
-    values = tuple(dict.fromkeys(q.shown() for q in quantities(final_sentence(last))))
+    sentence = final_sentence(last)
+    corrected = len(_NUMBER.findall(sentence)) > len(_NEGATED.findall(sentence)) > 0
+    if corrected:  # "not 10, it's 1,000.99"
+        sentence = _NEGATED.sub(" ", sentence)
+    values = tuple(dict.fromkeys(q.shown() for q in quantities(sentence)))
     if len(values) > 1:
         return Extraction(values[0], "fallback", values)
+    if len(values) == 1 and (corrected or _CONCLUSION.match(sentence)):  # "Therefore, there are 12 ..."
+        return Extraction(values[0], "fallback", (), hedge=answer_hedge(values[0], sentence))
     return Extraction(None, "none", ())
 
 

@@ -8,7 +8,10 @@ What counts as a number (everything else is an expression, a collection or text)
   `thousand`, `million`, `billion`, a percent sign or word, and a trailing unit or currency word.
 Values are exact `Fraction`s: integers compare exactly however large (`4410023918` is not
 `4410023917`), decimals exactly after normalization (`36.00` is `36`); a tolerance applies only
-when the rule's params ask for one (`rel_tol`, `abs_tol`). There is no float anywhere.
+when the rule's params ask for one (`rel_tol`, `abs_tol`). A gold with no finite decimal (`1/12`)
+matches its expansion written to a double's 15 significant digits (`0.0833333333333333`), the
+only decimal that can stand for it exactly as printed; `0.0833` stays different. There is no
+float anywhere.
 Infinities and NaN (`\\infty`, `oo`, `inf`, `nan`, `∞`) read as NON_FINITE and literals too large
 to hold exactly (`1e999999`) as OVERFLOW: neither ever equals a finite number, and the text
 voter alone can match them to a gold spelled the same way.
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 MAX_EXPONENT = 4000  # 10**4000 is exact and cheap; beyond it a literal is OVERFLOW
+PRINTED_DIGITS = 15  # a decimal this long for a gold with no finite decimal is that gold printed
 NON_FINITE = "non-finite"
 OVERFLOW = "overflow"
 
@@ -161,11 +165,36 @@ def numbers_equal(gold: Number, pred: Number, rel_tol: float = 0.0, abs_tol: flo
     if not (gold.finite and pred.finite):
         return False
     g, p = gold.value, pred.value
-    if _close(g, p, rel_tol, abs_tol):
+    if _close(g, p, rel_tol, abs_tol) or _printed_expansion(g, p):
         return True
     if gold.percent == pred.percent or not percent_as_fraction:
         return False
     return _close(g / 100 if gold.percent else g, p / 100 if pred.percent else p, rel_tol, abs_tol)
+
+
+def _places(x: Fraction) -> int | None:
+    """Decimal places that write `x` exactly, None when its expansion never ends (`1/12`)."""
+    den, places = x.denominator, 0
+    for prime in (2, 5):
+        while den % prime == 0:
+            den //= prime
+    if den != 1:
+        return None
+    while (x * 10 ** places).denominator != 1:
+        places += 1
+    return places
+
+
+def _printed_expansion(gold: Fraction, pred: Fraction) -> bool:
+    """`0.0833333333333333` for `1/12`: a gold with no finite decimal, written to at least
+    PRINTED_DIGITS significant digits (a double's worth) and cut there, rounded or truncated;
+    `0.083333` (a rounding) stays different unless a tolerance is given."""
+    places = _places(pred)
+    if places is None or _places(gold) is not None:
+        return False
+    digits = len(str(abs(pred.numerator * 10 ** places // pred.denominator)))
+    scaled = gold * 10 ** places
+    return digits >= PRINTED_DIGITS and pred * 10 ** places in (int(scaled), round(scaled))
 
 
 def _close(a: Fraction, b: Fraction, rel_tol: float, abs_tol: float) -> bool:

@@ -109,7 +109,7 @@ _NEGATED_VERB = re.compile(r"(?:不是|不为|不等于|并非|(?<![A-Za-z])(?:n
 # every position where a subject starts, overlapping ones too (`共需支付`: `共需`, `需支付`)
 _SUBJECT_AT = re.compile("(?=(" + _SUBJECT.pattern + "))", re.IGNORECASE)
 # sentence ends: a newline, CJK stops, `!?`, and a period not inside a number (`1,299.00`)
-_SENTENCE_END = re.compile(r"\n|。|[!?！？]|\.(?!\d)")
+_SENTENCE_END = re.compile(r"\n|。|[!?！？](?!=)|\.(?!\d)")
 _ABBREVIATION = re.compile(r"\b(i)\.(e)\.|\b(e)\.(g)\.|\b(approx|etc|vs|resp)\.", re.IGNORECASE)
 _BEFORE_SUBJECT = re.compile("(?:" + _BEFORE.pattern + r")\s*$", re.IGNORECASE)
 _ARITHMETIC = re.compile(r"\d\s*[-+*×÷]\s*[\d(]")

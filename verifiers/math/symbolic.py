@@ -1,9 +1,10 @@
 """The symbolic voter: math-verify's LaTeX parser and comparison in a helper process with a timeout.
 
 LaTeX is parsed by math-verify (`latex2sympy2_extended`, an ANTLR grammar: model text is never
-evaluated as Python) and compared by math-verify's `verify` (sets, intervals, matrices, relations,
-equivalent expressions; a decimal matches an irrational gold to `float_digits` places). Before
-that, our own guards: an answer that is or holds an infinity, NaN or a complex infinity, or whose
+evaluated as Python) and compared by math-verify's `verify` (sets, intervals, matrices, relations
+compared after moving terms, equivalent expressions; a sum or product of explicit matrices is
+evaluated to the matrix it makes; a decimal matches an irrational gold to `float_digits`
+places). Before that, our own guards: an answer that is or holds an infinity, NaN or a complex infinity, or whose
 value is beyond float range, never equals a gold that is not such a value itself. With
 `exact=True` (a number gold, an expression answer, `allow_expressions`) the answer must evaluate
 to exactly the gold: `3*12` is 36, `2^{10000}` is compared as an exact integer.
@@ -45,10 +46,25 @@ def _parse(text: str, cache: dict):
                            normalization_config=None), latex]
     except Exception:  # noqa: BLE001 - the grammar raises many types; try math-verify's own route
         got = parse(f"${text}$", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None)
+    got = [_evaluated(x) for x in got]
     if len(cache) >= _CACHE_SIZE:
         cache.clear()
     cache[text] = got
     return got
+
+
+def _evaluated(obj):
+    """A sum or product of explicit matrices (`A + B`, `A B`) is the matrix it makes, as a
+    matrix whose entries are written as sums already is; one whose shapes do not fit stays as
+    written and equals no matrix."""
+    import sympy
+
+    if isinstance(obj, sympy.MatrixExpr) and not isinstance(obj, sympy.MatrixSymbol):
+        try:
+            return obj.doit()
+        except Exception:  # noqa: BLE001 - ShapeError and kin: the expression names no matrix
+            return obj
+    return obj
 
 
 def _not_finite(objs) -> bool:
@@ -57,7 +73,7 @@ def _not_finite(objs) -> bool:
 
     bad = (sympy.oo, -sympy.oo, sympy.zoo, sympy.nan)
     for obj in objs:
-        if isinstance(obj, str) or not isinstance(obj, sympy.Basic):
+        if isinstance(obj, str) or not isinstance(obj, sympy.Basic) or isinstance(obj, sympy.MatrixExpr):
             continue
         if any(obj.has(b) for b in bad):
             return True

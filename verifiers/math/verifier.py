@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 
 from .. import verdict as V
-from .compare import ABSTAIN, TIMEOUT, Options, collection, equal, strip_assignment
-from .extract import extract, extract_gold
+from .compare import ABSTAIN, TIMEOUT, Options, collection, equal, holds_relation, strip_assignment
+from .extract import extract
+from .gold import extract_gold
 from .normalize import normalize
 from .numbers import read_number
 
@@ -81,6 +82,8 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
         return V.hedged(V.clip(pred), f"{where} is hedged ({got.hedge})")
     if problem := _form_problem(pred, params):
         return V.wrong(V.clip(pred), f"{where} {problem}")
+    if got.whole and holds_relation(gold) and equal(gold, whole := normalize(got.whole), opts).equal:
+        return V.correct(V.clip(whole), f"{where}, read as the relation {V.clip(whole, 60)!r}, matches gold")
     vote = equal(gold, pred, opts)
     if vote.outcome == TIMEOUT:
         return V.timeout(f"the symbolic comparison with gold {V.clip(gold, 80)!r} ran out of time", V.clip(pred))
