@@ -137,19 +137,31 @@ def doctor_text(run_dir: str) -> str:
         return f"run doctor: could not read the run's records: {exc}"
 
 
+# a figure larger than this is linked, not inlined: the artifact lives in the Prefect database
+MAX_INLINE_BYTES = 2_000_000
+
+
 def figures_markdown(report_path: str | Path) -> str:
-    """The run's figures for a markdown artifact: the training curves and the tier histogram, linked
-    (and shown where the UI can reach the files), with where report.json is."""
+    """The run's figures for a markdown artifact: the training curves and the tier histogram inlined as
+    base64 `data:` images, which the Prefect UI shows wherever the browser runs (a `file://` link to the
+    worker's disk is refused by the browser), with the files' paths and where report.json is."""
+    import base64
+
     report = json.loads(Path(report_path).read_text())
     lines = [f"# {report.get('domain')}: run figures", "", f"report: `{report_path}`", ""]
     trainer = str(report.get("algorithm") or "grpo").upper()
     for title, key in ((f"{trainer} training and eval curves", "curves"), ("Prompts per tier", "tier_histogram")):
         path = report.get(key)
-        if path and Path(path).is_file():
-            uri = Path(path).resolve().as_uri()
-            lines += [f"## {title}", "", f"[{Path(path).name}]({uri})", "", f"![{title}]({uri})", ""]
-        else:
-            lines += [f"## {title}", "", "not drawn in this run (no matplotlib, or no data)", ""]
+        lines += [f"## {title}", ""]
+        if not path or not Path(path).is_file():
+            lines += ["not drawn in this run (no matplotlib, or no data)", ""]
+            continue
+        data = Path(path).read_bytes()
+        if len(data) > MAX_INLINE_BYTES:
+            lines += [f"`{Path(path).resolve()}` ({len(data):,} bytes: too large to inline)", ""]
+            continue
+        lines += [f"![{title}](data:image/png;base64,{base64.b64encode(data).decode()})", "",
+                  f"file: `{Path(path).resolve()}`", ""]
     return "\n".join(lines)
 
 

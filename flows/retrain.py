@@ -36,6 +36,7 @@ from rlvrflow.flows.models import Registry
 from rlvrflow.flows.preflight import preflight
 from rlvrflow.flows.prepare import prepare
 from rlvrflow.flows.report import figures_markdown, new_run_dir, point_latest, write_run_report
+from rlvrflow.flows.runner import print_line
 from rlvrflow.flows.sft import sft
 from rlvrflow.flows.drift import drift_markdown, stop_if_drifted
 from rlvrflow.flows.stages import champion_data, champion_model
@@ -61,6 +62,13 @@ def register_task(out: str, run_dir: str, domain: str, auto: bool, compared: dic
     artifacts.publish_markdown(artifacts.artifact_key(domain, "promotion"), artifacts.promotion_markdown(
         model, done["champion_before"], done["verdict"], decision),
         "tonight's model against the champion: promoted or not, and why")
+    # an event automations can act on (scripts/prefect_alerts.py tells the owner when a model is kept out)
+    from prefect.events import emit_event
+
+    emit_event(event=f"rlvrflow.model.{'promoted' if done['verdict'] == 'promoted' else 'kept'}",
+               resource={"prefect.resource.id": f"rlvrflow.registry.{domain}", "prefect.resource.name": domain},
+               payload={"model": model["id"], "reasons": "; ".join(decision["reasons"]),
+                        "champion": now["id"] if now else None})
     return (f"registered: {describe(model).strip()} ({done['verdict']}: {'; '.join(decision['reasons'])})\n"
             f"champion:   {describe(now).strip() if now else 'none (rlvrflow models promote ID --reason ...)'}")
 
@@ -111,6 +119,12 @@ def retrain(
                                    drift_markdown(json.loads(drifted.path("drift").read_text())),
                                    "tonight's rows against the champion's: what changed, every check")
         stop_if_drifted(drifted.path("drift"))
+    if champion is not None and spec.training.start_from == "champion":  # continue from the model in use
+        common["overrides"] = {**(overrides or {}), "training.model": champion["path"]}
+        spec = load_run_spec(spec_path, smoke, runner, common["overrides"])
+        line = f"training.start_from: champion: this run starts from {champion['id']} ({champion['path']})"
+        print_line(line)  # the terminal, as the stage lines
+        logger.info(line)
     m["sft"] = sft(verified=m["attach"], split=m["split"], **common)
     m["tier"] = tier.with_options(task_runner=make_task_runner(spec))(split=m["split"], sft=m["sft"], **common)
     trainer = {"grpo": grpo, "dpo": dpo}[spec.training.algorithm]

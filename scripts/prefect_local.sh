@@ -10,6 +10,8 @@
 #   scripts/prefect_local.sh run [DEPLOYMENT]   prefect deployment run ... --watch (default retrain/smoke)
 #   scripts/prefect_local.sh env      print the exports for your shell: eval "$(scripts/prefect_local.sh env)"
 #   scripts/prefect_local.sh cli ARGS any prefect command against this server, e.g. cli deployment ls
+#   scripts/prefect_local.sh alerts --webhook URL | --block TYPE/NAME
+#                                     automations that tell the owner of a failed night or a kept champion
 #   scripts/prefect_local.sh status   server health and the pids this script started
 #   scripts/prefect_local.sh stop     stop the worker and the server this script started
 #
@@ -93,11 +95,12 @@ case "${1:-}" in
     run) prefect deployment run "${2:-retrain/smoke}" --watch "${@:3}" ;;
     env) cmd_env ;;
     cli) prefect "${@:2}" ;;
+    alerts) "$BIN/python" "$ROOT/scripts/prefect_alerts.py" "${@:2}" ;;
     status)
         prefect server status || true
         for n in server worker; do
             if pid_alive "$PREFECT_HOME/$n.pid"; then echo "$n: pid $(cat "$PREFECT_HOME/$n.pid")"; else echo "$n: not running"; fi
         done ;;
     stop) stop_bg worker; stop_bg server ;;
-    *) sed -n '2,18p' "$0"; exit 2 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

@@ -19,6 +19,14 @@ if ! command -v bwrap >/dev/null 2>&1; then
     fi
 fi
 
+# chromium: the headless browser in which tests/flows/test_prefect_server.py opens the Prefect UI's
+# artifact pages (driven by playwright, from the dev extra) to see that the run's figures load.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing chromium (apt-get; about 2 minutes)"
+    (apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; }) \
+        || echo "[setup] WARNING: could not install chromium; the Prefect UI check will fail"
+fi
+
 if [ ! -x .venv/bin/python ]; then
     echo "[setup] creating .venv"
     "$PY" -m venv .venv

@@ -286,6 +286,12 @@ class DPOConfig(_Frozen):
 class TrainingConfig(_Frozen):
     """The `training:` section of a domain spec."""
 
+    start_from: Literal["base", "champion"] = Field(
+        "base",
+        description="'base': each run starts from `model`; 'champion': a scheduled run on the same --out continues "
+        "from the registry's champion (its exported model, LoRA merged) on tonight's rows, and from `model` while "
+        "there is none.",
+    )
     model: str = Field(
         "embedded",
         description="'embedded' builds the tiny Llama + tokenizer from the corpus (random weights); 'embedded-base' "

@@ -126,7 +126,13 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):  # a progress bar per stage
         assert read_artifact(f"toy-{stage}-progress").data == 100.0, stage
     figures = read_artifact("toy-figures").data
-    assert "curves.png" in figures and "tier_histogram.png" in figures and "file://" in figures
+    # the figures travel inside the artifact (a browser refuses file:// links to the worker's disk)
+    import base64
+    import re
+
+    images = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", figures)
+    assert len(images) == 2 and "file://" not in figures and "curves.png" in figures
+    assert all(base64.b64decode(image).startswith(b"\x89PNG\r\n\x1a\n") for image in images)
     assert report["tier_histogram"].endswith("tier_histogram.png") and report["counts"]["tier"]["tiers"]
     # the libraries' own lines reach the run's logs (the UI's log tab), not only the terminal
     lines = read_logs("sft step")

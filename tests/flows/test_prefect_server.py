@@ -50,6 +50,63 @@ def _alive(pid_file: Path) -> int | None:
     return pid
 
 
+class _Receiver:
+    """A loopback webhook that keeps the JSON bodies POSTed to it (the owner's alert channel)."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        received = self.received = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, text: str, timeout: float = 120) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hits = [m for m in self.received if text in m.get("subject", "")]
+            if hits:
+                return hits
+            time.sleep(1)
+        return []
+
+
+def _artifact_images(port: int, key: str) -> list[tuple[str, bool, int]]:
+    """(src prefix, complete, natural width) of each image on the newest `key` artifact's page of the
+    Prefect UI, as headless chromium (the system's, driven by playwright) renders it."""
+    import urllib.request
+
+    from playwright.sync_api import sync_playwright
+
+    browser_path = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser_path, "chromium not found: scripts/setup.sh installs it (apt-get install chromium)"
+    query = json.dumps({"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/artifacts/filter", data=query,
+                                     headers={"Content-Type": "application/json"})
+    (artifact,) = json.loads(urllib.request.urlopen(request, timeout=30).read())
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/artifacts/artifact/{artifact['id']}", wait_until="networkidle",
+                      timeout=90_000)
+            page.wait_for_function("document.images.length > 0", timeout=30_000)
+            return page.evaluate("[...document.images].map(i => [i.src.slice(0, 21), i.complete, i.naturalWidth])")
+        finally:
+            browser.close()
+
+
 def _flow_run_processes(home: Path) -> list[int]:
     """Flow-run processes the test's worker started (their environment holds this test's PREFECT_HOME)."""
     found = []
@@ -89,6 +146,10 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
         assert "0 3 * * *" in schedules.stdout, schedules.stdout + schedules.stderr
         paused = sh("cli", "--no-prompt", "deployment", "schedule", "pause", "--all")
         assert paused.returncode == 0, paused.stdout + paused.stderr
+        # the owner's alerts: a failed night and a kept champion reach this webhook
+        receiver = _Receiver()
+        alerts = sh("alerts", "--webhook", receiver.url, "--allow-private")
+        assert alerts.returncode == 0 and alerts.stdout.count("automation: rlvrflow: ") == 2, alerts.stdout + alerts.stderr
 
         start = time.monotonic()
         first = subprocess.run(run_args, env=env, cwd=REPO, capture_output=True, text=True, timeout=420)
@@ -102,6 +163,10 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
         assert Path(report["checkpoint"]).is_dir() and (Path(report["checkpoint"]) / "config.json").is_file()
         assert {"baseline", "final", "evals", "tiers", "stages"} <= set(report)
         assert not any(st["cached"] for st in report["stages"].values())
+        # the run's figures show in the UI's artifact page (inlined, not file:// links a browser refuses)
+        images = _artifact_images(int(env["PREFECT_PORT"]), "retail-figures")
+        assert len(images) == 2 and all(src == "data:image/png;base64" and done and width > 100
+                                        for src, done, width in images), images
 
         # two reruns at once with nothing changed: every stage comes from the cache, each run has its folder
         start = time.monotonic()
@@ -117,9 +182,20 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
             again = json.loads((run_dir / "report.json").read_text())
             flow_s.append(json.loads((run_dir / "run.json").read_text())["seconds"])
             assert again["run_dir"] == str(run_dir)
-            assert all(st["cached"] for st in again["stages"].values()), {  # which stage, and why it was rebuilt
+            # every stage of the first run comes from the cache (which stage, and why it was rebuilt); new are
+            # drift and compare, against the champion the first run became
+            assert all(st["cached"] for name, st in again["stages"].items() if name not in ("drift", "compare")), {
                 name: st["reason"] for name, st in again["stages"].items() if not st["cached"]}
+            assert {"drift", "compare"} <= set(again["stages"]) and not again["champion_comparison"]["promote"]
             assert again["checkpoint"] == report["checkpoint"]
+        kept = receiver.wait_for("kept its champion")
+        assert kept and "was not promoted: gain +0.0 points over the champion" in kept[0]["body"], receiver.received
+        broken = subprocess.run(["bash", str(SCRIPT), "run", "retrain/smoke", "--param",
+                                 f"spec_path={tmp_path / 'missing.yaml'}", "--param", f"out={out}"],
+                                env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert broken.returncode != 0
+        failed = receiver.wait_for("failed")
+        assert failed and "ended Failed" in failed[0]["body"] and "missing.yaml" in failed[0]["body"], receiver.received
         print(f"\nretrain/smoke on a real server: first run {first_s:.1f} s end to end, {latest['seconds']:.1f} s "
               f"in the flow; two concurrent reruns with nothing changed {again_s:.1f} s end to end together, "
               f"{max(flow_s):.1f} s in the flow each at most ({max(flow_s) / latest['seconds']:.0%} of the first); "

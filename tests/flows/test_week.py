@@ -2,7 +2,7 @@
 `rlvrflow run` runs the whole chain on the same --out. The first night's model becomes champion; a
 normal night is compared with it on its own held-out prompts; a night whose new file broke its field
 mapping, and a night whose answers moved to another unit, stop before training; a rollback restores
-the previous champion."""
+the previous champion. Every night continues from the champion (`training.start_from: champion`)."""
 import json
 from pathlib import Path
 
@@ -20,7 +20,8 @@ def write_rows(path: Path, start: int, n: int = 40, scale: int = 1, answer_field
 
 
 def run_night(spec: Path, out: Path, capsys) -> tuple[int, str]:
-    code = main(["run", str(spec), "--out", str(out), "--smoke"])
+    # each night continues from the model in use (the first from the spec's own model)
+    code = main(["run", str(spec), "--out", str(out), "--smoke", "--set", "training.start_from=champion"])
     captured = capsys.readouterr()
     return code, captured.out + captured.err
 
@@ -39,6 +40,7 @@ def test_a_week_of_nights(prefect_harness, toy_spec, tmp_path, capsys, read_arti
     write_rows(raw / "part-1.jsonl", start=40)
     code, log = run_night(toy_spec, out, capsys)
     assert code == 0, log
+    assert f"training.start_from: champion: this run starts from {night1['id']}" in log
     drift = json.loads(next((out / "stages" / "drift").glob("*/drift.json")).read_text())
     assert drift["failed"] == [] and drift["changes"]["files_added"] == ["raw/part-1.jsonl"]
     assert drift["changes"]["rows"] == {"then": 40, "now": 80}
