@@ -254,14 +254,15 @@ class DriftConfig(_Frozen):
 
     enabled: bool = Field(True, description="check tonight's rows against the champion's before any training")
     max_share_shift: float = Field(0.15, ge=0, le=1, description=(
-        "how far a category's share of the rows may move, either way (0.15: a 30% category may be 15%-45%); "
-        "a category that vanishes fails it"))
+        "how far a category's share of the new rows may move, either way (0.15: a 30% category may be "
+        "15%-45%), and the share categories the champion never saw may take; a category that vanishes fails"))
     max_format_shift: float = Field(0.10, ge=0, le=1, description=(
         "share of a category's references that may take a format the champion's rows had under 1% of "
         "(integer, decimal, fraction, percent, json, text)"))
     range_margin: float = Field(0.5, ge=0, description=(
         "how much wider than the champion's 1st-99th percentile range numeric references and question "
-        "lengths may spread, as a fraction of that range"))
+        "lengths may spread: each end moves out by this fraction of the range's width or of its larger end's "
+        "magnitude, whichever is more (0.5 on 5..400: -195..600)"))
     max_out_of_range: float = Field(0.05, ge=0, le=1, description=(
         "share of a category's numeric references (and of questions, by length) that may fall outside that range"))
     max_solution_drop: float = Field(0.2, ge=0, le=1, description=(

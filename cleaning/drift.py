@@ -65,8 +65,10 @@ def _quantiles(values: pl.Series) -> list[float] | None:
 
 
 def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None) -> dict[str, Any]:
-    """The numbers a later night's rows are checked against. `files`: {path: {rows, sha256}}."""
+    """The numbers a later night's rows are checked against. `files`: {path: {rows, rejected, sha256}}
+    (ingest's kept and quarantined rows per file); the profile adds `kept`, the rows that reached here."""
     work = _with_derived(rows)
+    kept = kept_per_file(rows, files or {}) or {}
     n = max(work.height, 1)
     categories: dict[str, Any] = {}
     for (category,), part in sorted(work.group_by("category"), key=lambda kv: str(kv[0][0])):
@@ -83,7 +85,7 @@ def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None) -> dict[st
         "solution_share": float(work["has_solution"].mean() or 0.0) if work.height else 0.0,
         "question_length": _quantiles(work["question"].str.len_chars()),
         "categories": categories,
-        "files": files or {},
+        "files": {path: {**f, "kept": kept.get(path)} for path, f in (files or {}).items()},
     }
 
 
@@ -97,7 +99,13 @@ def _expectations(reference: dict, cfg: DriftConfig) -> list[tuple[str, Any]]:
     """(check name, GX expectation) for every bound the reference profile implies."""
     import great_expectations.expectations as gxe
 
-    checks: list[tuple[str, Any]] = []
+    known = sorted(reference["categories"])
+    checks: list[tuple[str, Any]] = [
+        (f"every category of the champion's rows is there ({', '.join(known)})",
+         gxe.ExpectColumnDistinctValuesToContainSet(column="category", value_set=known)),
+        (f"categories the champion never saw are at most {cfg.max_share_shift:.0%} of the rows",
+         gxe.ExpectColumnValuesToBeInSet(column="category", value_set=known, mostly=1 - cfg.max_share_shift)),
+    ]
     for category, old in reference["categories"].items():
         only = {"row_condition": f'category=="{category}"', "condition_parser": "pandas"}
         low, high = old["share"] - cfg.max_share_shift, old["share"] + cfg.max_share_shift
@@ -112,6 +120,13 @@ def _expectations(reference: dict, cfg: DriftConfig) -> list[tuple[str, Any]]:
         checks.append((f"category {category}: reference formats stay {'/'.join(sorted(kinds))}",
                        gxe.ExpectColumnValuesToBeInSet(column="reference_kind", value_set=kinds,
                                                        mostly=max(kept - cfg.max_format_shift, 0.0), **only)))
+        for kind in kinds:  # and each in about its share: 93% integers turning into fractions is a change
+            share = old["reference_kinds"][kind]
+            if share - cfg.max_format_shift > 0:
+                checks.append((f"category {category}: {kind} references at least {share - cfg.max_format_shift:.0%} "
+                               f"(was {share:.0%})",
+                               gxe.ExpectColumnValuesToBeInSet(column="reference_kind", value_set=[kind],
+                                                               mostly=share - cfg.max_format_shift, **only)))
         if old.get("reference_range"):
             low, high = _widen(old["reference_range"], cfg.range_margin)
             checks.append((f"category {category}: numeric references within {low:g} .. {high:g}",
@@ -182,20 +197,42 @@ def changes(rows: pl.DataFrame, files: dict[str, dict], reference: dict) -> dict
     }
 
 
+def _lost_share(files: dict[str, dict]) -> float:
+    """Share of the rows read from these files (ingest's kept and quarantined) that did not reach training."""
+    read = sum((f.get("rows") or 0) + (f.get("rejected") or 0) for f in files.values())
+    kept = sum(f.get("kept") or 0 for f in files.values())
+    return 1 - kept / read if read and all(f.get("kept") is not None for f in files.values()) else 0.0
+
+
 def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg: DriftConfig) -> dict[str, Any]:
-    """{changes, checks, failed, profile}: tonight's rows against the reference profile."""
+    """{changes, checks, failed, scope, profile}: tonight's new rows against the reference profile.
+
+    The suite runs on the rows from files added or changed since the reference (a bad day is not
+    diluted by weeks of good ones); with no new file, on all rows. Each new or changed file may lose
+    at most `max_rejected_share` of its rows before training, or the reference's own loss plus 10
+    points where that was higher (logs that always lose many rows to dedup)."""
     if reference.get("version") != PROFILE_VERSION:
         raise ValueError(f"the champion's data profile has version {reference.get('version')!r}, this rlvrflow "
                          f"reads {PROFILE_VERSION}; register a model trained with this version")
-    checks = _run(_with_derived(rows), _expectations(reference, cfg)) if rows.height else []
+    what = changes(rows, files, reference)
+    new_files = set(what["files_added"]) | set(what["files_changed"])
     kept = kept_per_file(rows, files)
-    for path, f in sorted((files or {}).items()) if kept is not None else ():  # a source that broke loses most of its rows on the way
+    scope, checked = "all rows (no new or changed file)", rows
+    if new_files and kept is not None:
+        origin = rows["source"].cast(pl.String).fill_null("").str.replace(r"(\[[^\]]*\])?:(row )?\d+$", "")
+        checked = rows.filter(origin.is_in(sorted(new_files)))
+        scope = f"{checked.height} rows from {len(new_files)} new or changed file(s)"
+    checks = _run(_with_derived(checked), _expectations(reference, cfg)) if checked.height else []
+    limit = max(cfg.max_rejected_share, _lost_share(reference.get("files", {})) + 0.1)
+    for path in sorted(new_files) if kept is not None else ():  # a source that broke loses most of its rows
+        f = files[path]
         read = (f.get("rows") or 0) + (f.get("rejected") or 0)  # ingest's kept and quarantined rows
         lost = read - kept.get(path, 0)
         share = lost / read if read else 0.0
-        checks.append({"check": f"file {path}: at most {cfg.max_rejected_share:.0%} of its rows lost before "
-                                f"training ({lost} of {read})", "ok": share <= cfg.max_rejected_share,
+        checks.append({"check": f"file {path}: at most {limit:.0%} of its rows lost before training "
+                                f"({lost} of {read})", "ok": share <= limit,
                        "expectation": "max_rejected_share", "rows": read, "share_expected": round(1 - share, 4)})
-    failed = [c["check"] for c in checks if not c["ok"]] or ([] if rows.height else ["no rows tonight"])
-    return {"changes": changes(rows, files, reference), "checks": checks, "failed": failed,
-            "profile": profile(rows, files)}
+    failed = [c["check"] for c in checks if not c["ok"]]
+    if not checked.height:
+        failed.append("no rows from tonight's new files reached training" if new_files else "no rows tonight")
+    return {"changes": what, "scope": scope, "checks": checks, "failed": failed, "profile": profile(rows, files)}

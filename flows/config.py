@@ -1,7 +1,7 @@
 """The sections of a domain spec owned by `flows/`; the libraries never see them. Both have defaults.
 
     orchestration: {runner: dask, workers: 2, chunk_rows: 256, retries: 2}   # fan-out and retries
-    promotion: {min_gain: 1.0, require_interval_above_zero: true}            # champion vs challenger
+    promotion: {min_gain: 1.0, max_regression: 2.0}                          # champion vs challenger
 """
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class PromotionConfig(BaseModel):
         "the same held-out prompts (paired); the gain must also be above zero, so a tie keeps the champion"
     )
     require_interval_above_zero: bool = Field(
-        False, description="also require the low end of the paired 95% interval of that gain above zero"
+        True, description="also require the low end of the paired 95% interval of that gain above zero, so a "
+        "night's noise does not replace the champion; false: the point estimate decides"
     )
     max_regression: float | None = Field(
         None, ge=0, le=100, description="points of greedy pass@1 tonight's best may lose against the champion on "

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlvrflow.flows.cache import file_digest
+from rlvrflow.flows.cache import file_digest, tree_digest
 from rlvrflow.flows.errors import DataError
 from rlvrflow.flows.runner import Job, Result
 
@@ -28,8 +28,8 @@ def data_files(spec_dir: Path, prepare_stats: dict) -> dict[str, dict]:
     files = {}
     for f in prepare_stats.get("files", []):
         path = spec_dir / f["file"]
-        files[f["file"]] = {"rows": f.get("rows"), "rejected": f.get("rejected"),
-                            "sha256": file_digest(path) if path.is_file() else None}
+        digest = file_digest(path) if path.is_file() else tree_digest(path) if path.is_dir() else None
+        files[f["file"]] = {"rows": f.get("rows"), "rejected": f.get("rejected"), "sha256": digest}
     return files
 
 

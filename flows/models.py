@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,10 @@ EVENTS = "events.jsonl"
 
 class RegistryError(Exception):
     """A registry request that cannot be carried out (unknown model, no champion to roll back to)."""
+
+
+class ChampionChanged(RegistryError):
+    """A promotion measured against a champion that another run or person has since replaced."""
 
 
 def _now() -> str:
@@ -119,13 +124,16 @@ class Registry:
         source = report.get("best_checkpoint") or report.get("checkpoint")
         if not source or not Path(source).is_dir():
             raise RegistryError(f"{report_path}: the best model's folder {source!r} is gone; rerun the run")
+        stages = report.get("stages", {})
+        data_dirs = [Path(stages.get(name, {}).get("dir") or "") for name in ("prepare", "attach")]
+        if not report.get("spec") or not all((d / f).is_file() for d, f in zip(data_dirs, ("stats.json",
+                                                                                          "attach.parquet"))):
+            raise RegistryError(f"{report_path}: the run's prepare and attach stage folders are gone, and with "
+                                "them the rows a later night's drift check compares with; rerun the run")
+        profile = data_profile(data_dirs[0], data_dirs[1], Path(report["spec"]).parent)  # before the export: cheap
         dest = self.dir / "models" / model_id
         export_checkpoint(source, dest, merge=True)
-        stages = report.get("stages", {})
-        if {"prepare", "attach"} <= set(stages) and report.get("spec"):  # what a later night's data is checked against
-            profile = data_profile(Path(stages["prepare"]["dir"]), Path(stages["attach"]["dir"]),
-                                   Path(report["spec"]).parent)
-            (dest / PROFILE_FILE).write_text(json.dumps(profile, indent=1, ensure_ascii=False))
+        (dest / PROFILE_FILE).write_text(json.dumps(profile, indent=1, ensure_ascii=False))
         decision = report.get("best_decision") or {}
         best_name = decision.get("best") or report.get("best_model")
         best_row = next((e for e in report.get("evals", []) if e.get("name") == best_name), {})
@@ -146,43 +154,63 @@ class Registry:
             "report": str(report_path.resolve()),
             "eval_matrix": report.get("eval_matrix"),
         }
-        self._append({"event": "register", "time": model["time"], "model": model})
+        with self._locked():
+            if any(m["id"] == model_id for m in self.models()):
+                raise RegistryError(f"{model_id} is already registered")
+            self._write({"event": "register", "time": model["time"], "model": model})
         return model
 
-    def promote(self, model_id: str, reason: str) -> dict:
-        """Make a registered model the champion."""
-        model = self.get(model_id)
-        current = self._champions()[-1:] or [None]
-        if current[0] == model_id:
-            raise RegistryError(f"{model_id} is already the champion")
-        self._append({"event": "promote", "time": _now(), "id": model_id, "previous": current[0],
-                      "reason": reason})
+    def promote(self, model_id: str, reason: str, expected_champion: str | None | type[Ellipsis] = ...) -> dict:
+        """Make a registered model the champion. With `expected_champion` (an id, or None for "no champion
+        yet"), only when that is still the champion: the check and the write hold the registry's lock, so
+        of two runs that measured the same champion, one promotes and the other is told it changed."""
+        with self._locked():
+            model = self.get(model_id)
+            current = (self._champions()[-1:] or [None])[0]
+            if expected_champion is not ... and current != expected_champion:
+                raise ChampionChanged(f"the champion is now {current or 'none'}, not {expected_champion or 'none'} "
+                                      "as measured; rerun to compare with it")
+            if current == model_id:
+                raise RegistryError(f"{model_id} is already the champion")
+            self._write({"event": "promote", "time": _now(), "id": model_id, "previous": current, "reason": reason})
         return {**model, "champion": True}
 
     def rollback(self, reason: str) -> dict:
         """Make the champion before the current one current again; returns its record."""
-        stack = self._champions()
-        if len(stack) < 2:
-            raise RegistryError("no earlier champion to roll back to" if stack else "there is no champion yet")
-        self._append({"event": "rollback", "time": _now(), "id": stack[-1], "to": stack[-2], "reason": reason})
+        with self._locked():
+            stack = self._champions()
+            if len(stack) < 2:
+                raise RegistryError("no earlier champion to roll back to" if stack else "there is no champion yet")
+            self._write({"event": "rollback", "time": _now(), "id": stack[-1], "to": stack[-2], "reason": reason})
         return self.get(stack[-2])
 
-    def _append(self, event: dict) -> None:
+    @contextmanager
+    def _locked(self):
+        """The registry's lock (an flock on OUT/registry/.lock) around a read-check-write."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(event, sort_keys=True, default=str) + "\n"
-        with self.events_path.open("a+b") as fh:
+        with (self.dir / ".lock").open("a") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                fh.seek(0)
-                data = fh.read()
-                if data and not data.endswith(b"\n"):  # a crashed writer's torn line was never an event
-                    fh.truncate(data.rfind(b"\n") + 1)
-                fh.seek(0, os.SEEK_END)
-                fh.write(line.encode())
-                fh.flush()
-                os.fsync(fh.fileno())
+                yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _append(self, event: dict) -> None:
+        with self._locked():
+            self._write(event)
+
+    def _write(self, event: dict) -> None:
+        """Append one event line; the caller holds the lock."""
+        line = json.dumps(event, sort_keys=True, default=str) + "\n"
+        with self.events_path.open("a+b") as fh:
+            fh.seek(0)
+            data = fh.read()
+            if data and not data.endswith(b"\n"):  # a crashed writer's torn line was never an event
+                fh.truncate(data.rfind(b"\n") + 1)
+            fh.seek(0, os.SEEK_END)
+            fh.write(line.encode())
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
 def describe(model: dict) -> str:

@@ -2,11 +2,12 @@
 
 The `compare` stage runs when the registry (flows/models.py) has a champion: it evaluates the
 champion on tonight's held-out prompts, regression sets and robustness set, with the same eval
-settings as the evaluate stage, and compares it with tonight's best model (the eval matrix's `best`)
-prompt by prompt (a paired bootstrap interval, training.report.gain_interval). `decide` applies the
-`promotion:` section; `compare.json` holds both models' figures and the decision with its reasons.
+settings as the evaluate stage, beside tonight's best model (the eval matrix's `best`), and writes
+the measurements (`compare.json`, with the paired gain, training.report.gain_interval). When the
+model is registered, `decide` applies the `promotion:` section to them, so a change of the rule never
+re-evaluates the champion; the decision and its reasons go into report.json's `promotion`.
 
-    promotion: {min_gain: 1.0, require_interval_above_zero: true, max_regression: 2.0}
+    promotion: {min_gain: 1.0, max_regression: 2.0}    # and the default require_interval_above_zero: true
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlvrflow.flows.cache import tree_digest
 from rlvrflow.flows.config import PromotionConfig
 from rlvrflow.flows.runner import Job, Result
 
@@ -94,6 +96,7 @@ def compare(job: Job) -> Result:
     import polars as pl
 
     from rlvrflow.training.modeling import set_threads
+    from rlvrflow.training.report import gain_interval
 
     spec, out = job.spec, Path(job.out)
     set_threads(spec.training.torch_threads)
@@ -106,27 +109,44 @@ def compare(job: Job) -> Result:
     matrix_path = job.input("evaluate", "matrix")
     best = json.loads(matrix_path.read_text())["best"]
     challenger = json.loads((matrix_path.parent / f"{best}.json").read_text())
-    challenger_sets = json.loads((matrix_path.parent / f"{best}.sets.json").read_text())
-    decision = decide(challenger, champion, challenger_sets, champion_sets, spec.promotion, spec.eval.max_regression)
-    record: dict[str, Any] = {
-        "champion": {"model": champion_model, "pass_at_1_greedy": champion.get("pass_at_1_greedy")},
+    gain = gain_interval(champion, challenger, "greedy") or {}
+    record: dict[str, Any] = {  # measurements only: the rule is applied when the model is registered
+        "champion": {"model": champion_model, "digest": tree_digest(Path(champion_model)),
+                     "pass_at_1_greedy": champion.get("pass_at_1_greedy"), "result": "champion.json",
+                     "sets": "champion.sets.json"},
         "challenger": {"name": best, "model": challenger.get("model"),
-                       "pass_at_1_greedy": challenger.get("pass_at_1_greedy")},
-        **decision,
+                       "pass_at_1_greedy": challenger.get("pass_at_1_greedy"),
+                       "result": str(matrix_path.parent / f"{best}.json"),
+                       "sets": str(matrix_path.parent / f"{best}.sets.json")},
+        "gain": gain or None,
     }
     (out / "compare.json").write_text(json.dumps(record, indent=1, default=str))
-    gain = decision["gain"] or {}
-    return Result({"promote": decision["promote"], "best": best, "gain_points": gain.get("points"),
-                   "reasons": decision["reasons"]},
+    return Result({"best": best, "gain_points": gain.get("points"), "gain_low": gain.get("low"),
+                   "gain_high": gain.get("high")},
                   {"compare": "compare.json", "champion": "champion.json", "champion.sets": "champion.sets.json"})
 
 
-def register_and_promote(out: str | Path, run_dir: str | Path, auto: bool, compared: Path | None) -> dict:
-    """Register a finished run's best model; with `auto` (promotion.auto), promote it when it is the
-    first model or when compare's decision (compared: its compare.json, None when there was no
-    champion) says so and the champion it measured is still the champion.
+def _measured_decision(compared: Path, cfg: PromotionConfig, max_regression: float) -> dict:
+    """The rule applied to the compare stage's measurements (its compare.json)."""
+    record = json.loads(compared.read_text())
+    here = compared.parent
+
+    def read(path: str) -> dict:
+        return json.loads((here / path).read_text())
+
+    champion, champion_sets = read(record["champion"]["result"]), read(record["champion"]["sets"])
+    challenger, challenger_sets = read(record["challenger"]["result"]), read(record["challenger"]["sets"])
+    return decide(challenger, champion, challenger_sets, champion_sets, cfg, max_regression)
+
+
+def register_and_promote(out: str | Path, run_dir: str | Path, cfg: PromotionConfig, max_regression: float,
+                         compared: Path | None) -> dict:
+    """Register a finished run's best model, then apply the promotion rule (`cfg`, the `promotion:`
+    section): the first model is promoted; a later one when `decide` says so on the compare stage's
+    measurements (compared: its compare.json, None when there was no champion) of the model that is
+    still the champion, checked by content and again under the registry's lock when promoting.
     Returns {model, champion_before, champion, verdict, decision}."""
-    from rlvrflow.flows.models import Registry
+    from rlvrflow.flows.models import ChampionChanged, Registry
 
     registry = Registry(out)
     model = registry.register(run_dir)
@@ -136,21 +156,27 @@ def register_and_promote(out: str | Path, run_dir: str | Path, auto: bool, compa
     elif compared is None:
         decision = {"promote": False, "reasons": [
             f"{before['id']} became champion while this run ran, which compared with none; rerun to compare"]}
+    elif json.loads(Path(compared).read_text())["champion"]["digest"] != tree_digest(Path(before["path"])):
+        decision = {"promote": False, "reasons": [
+            f"the champion changed to {before['id']} while this run compared with another; rerun to compare"]}
     else:
-        decision = json.loads(Path(compared).read_text())
-        if Path(decision["champion"]["model"]).resolve() != Path(before["path"]).resolve():
-            decision = {**decision, "promote": False, "reasons": [
-                f"the champion changed to {before['id']} while this run compared with another; rerun to compare"]}
-    if not auto:
+        decision = _measured_decision(Path(compared), cfg, max_regression)
+    if not cfg.auto:
         decision = {**decision, "promote": False, "reasons": [
             *decision["reasons"], "promotion.auto is false: promote by hand with `rlvrflow models promote`"]}
     if decision["promote"]:
-        registry.promote(model["id"], "; ".join(decision["reasons"]))
+        try:
+            registry.promote(model["id"], "; ".join(decision["reasons"]),
+                             expected_champion=before["id"] if before else None)
+        except ChampionChanged as exc:
+            decision = {**decision, "promote": False, "reasons": [str(exc)]}
     now = registry.champion()
     verdict = "promoted" if now is not None and now["id"] == model["id"] else "not promoted"
     return {"model": model, "champion_before": before, "champion": now, "verdict": verdict, "decision": decision}
 
 
 def compare_line(st: dict) -> str:
-    verdict = "promote" if st.get("promote") else "keep the champion"
-    return f"tonight's best {st.get('best')} against the champion: {verdict} ({'; '.join(st.get('reasons') or [])})"
+    if st.get("gain_points") is None:
+        return f"tonight's best {st.get('best')} against the champion: no per-prompt results to compare"
+    return (f"tonight's best {st.get('best')} against the champion: {st['gain_points']:+.1f} points "
+            f"({st['gain_low']:+.1f} to {st['gain_high']:+.1f}) on tonight's held-out prompts")

@@ -67,7 +67,8 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
                "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
                "sft_rows": m["sft"].stats.get("rows_used") if "sft" in m else None,
                "warnings": run_warnings(m, results, final_name, notices),
-               # tonight's best against the registry's champion (flows/promotion.py); None without one
+               # tonight's best against the registry's champion, measured (flows/promotion.py); the
+               # decision is added as `promotion` when the model is registered
                "champion_comparison": json.loads(m["compare"].path("compare").read_text()) if "compare" in m else None},
     )
     path = write_report(Path(run_dir) / "report.json", report)

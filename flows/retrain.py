@@ -51,14 +51,25 @@ def report_task(run_dir: str, domain: str, spec_path: str, manifests: dict, noti
 
 
 @task(name="register", cache_policy=NO_CACHE, persist_result=False)
-def register_task(out: str, run_dir: str, domain: str, auto: bool, compared: dict | None) -> str:
+def register_task(out: str, run_dir: str, domain: str, spec_path: str, smoke: bool, runner: str | None,
+                  overrides: dict | None, compared: dict | None) -> str:
     """Register the run's best model and apply the promotion rule (flows/promotion.py); the decision
-    and its reasons become the `<domain>-promotion` artifact; returns the console's lines."""
+    and its reasons go into report.json (`promotion`) and the `<domain>-promotion` artifact; returns
+    the console's lines."""
+    from rlvrflow.flows.cache import atomic_write_json
     from rlvrflow.flows.models import describe
     from rlvrflow.flows.promotion import register_and_promote
 
-    done = register_and_promote(out, run_dir, auto, Manifest.from_dict(compared).path("compare") if compared else None)
+    spec = load_run_spec(spec_path, smoke, runner, overrides)
+    done = register_and_promote(out, run_dir, spec.promotion, spec.eval.max_regression,
+                                Manifest.from_dict(compared).path("compare") if compared else None)
     model, now, decision = done["model"], done["champion"], done["decision"]
+    report_path = Path(run_dir) / "report.json"
+    report = json.loads(report_path.read_text())
+    report["promotion"] = {"verdict": done["verdict"], "model": model["id"], **decision,
+                           "champion_before": (done["champion_before"] or {}).get("id"),
+                           "champion": now["id"] if now else None}
+    atomic_write_json(report_path, report)
     artifacts.publish_markdown(artifacts.artifact_key(domain, "promotion"), artifacts.promotion_markdown(
         model, done["champion_before"], done["verdict"], decision),
         "tonight's model against the champion: promoted or not, and why")
@@ -139,8 +150,8 @@ def retrain(
                                    force).to_dict()
 
     summary = report_task(str(run_dir), spec.domain, spec_abs, m, notices)
-    summary["registered"] = register_task(str(root), str(run_dir), spec.domain, spec.promotion.auto,
-                                          m.get("compare"))
+    summary["registered"] = register_task(str(root), str(run_dir), spec.domain, spec_abs, smoke, runner,
+                                          common["overrides"], m.get("compare"))
     summary["seconds"] = round(time.monotonic() - start, 1)
     point_latest(root, summary)
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "stage-counts"), artifacts.stage_rows(m),

@@ -16,7 +16,7 @@
               policy.summary                       (+ checkpoints, eval set files)                one per model
     drift     prepare.stats attach.rows            drift (+ source files)                          -
               champion_data.profile (the registry's)
-    compare   split.eval evaluate.matrix           promotion eval training.{seed,dtype}                -
+    compare   split.eval evaluate.matrix           eval training.{seed,dtype}                          -
               champion.model (the registry's)      verifiers.{reward,timeout_s} (+ eval set files)
 
 `rlvrflow run` trains with grpo or dpo (training.algorithm); evaluate reads that stage as `policy`:
@@ -166,8 +166,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("drift", inputs=("prepare.stats", "attach.rows", "champion_data.profile"), sections=("drift",),
           code=("cleaning", "flows"), call=drift.drift, extra_key=_source_files, summary=drift.drift_line),
     Stage("compare", inputs=("split.eval", "evaluate.matrix", "champion.model"),
-          sections=("promotion", "eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
-          code=("training", "verifiers", "curriculum"), call=promotion.compare, extra_key=_compare_inputs,
+          sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
+          code=("training", "verifiers", "curriculum", "flows"), call=promotion.compare, extra_key=_compare_inputs,
           summary=promotion.compare_line),
 )}
 

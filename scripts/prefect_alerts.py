@@ -30,10 +30,10 @@ async def _block_id(args) -> str:
     if args.block:
         block = await Block.aload(args.block)
         return str(block._block_document_id)
-    block = CustomWebhookNotificationBlock(url=args.webhook, method="POST",
+    block = CustomWebhookNotificationBlock(name="rlvrflow owner", url=args.webhook, method="POST",
                                            json_data={"subject": "{{subject}}", "body": "{{body}}"},
                                            allow_private_urls=args.allow_private)
-    return str(await block.save("rlvrflow-owner", overwrite=True))
+    return str(await block.asave("rlvrflow-owner", overwrite=True))
 
 
 async def install(args) -> list[str]:

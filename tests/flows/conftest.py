@@ -134,6 +134,19 @@ def fake_run():
         (ckpt / "state.pt").write_bytes(b"optimizer")  # training state: not part of a registered model
         spec = out / "spec.yaml"
         spec.write_text("domain: toy\n")
+        raw = out / "raw" / f"{name}.jsonl"
+        raw.parent.mkdir(exist_ok=True)
+        raw.write_text("{}\n" * 3)
+        prepare, attach = out / "stages" / "prepare" / name, out / "stages" / "attach" / name
+        prepare.mkdir(parents=True)
+        attach.mkdir(parents=True)
+        (prepare / "stats.json").write_text(json.dumps({"files": [{"source": "qa", "file": f"raw/{name}.jsonl",
+                                                                   "rows": 3, "rejected": 0}]}))
+        import polars as pl
+
+        pl.DataFrame({"id": ["a", "b", "c"], "category": ["arithmetic"] * 3, "question": ["What is 1+1?"] * 3,
+                      "reference": ["2", "3", "4"], "solution": ["", "", ""],
+                      "source": [f"raw/{name}.jsonl:{i}" for i in (1, 2, 3)]}).write_parquet(attach / "attach.parquet")
         run = out / "runs" / name
         run.mkdir(parents=True)
         report = {
@@ -142,7 +155,8 @@ def fake_run():
             "evals": [{"name": "sft", "pass_at_1_greedy": 0.1}, {"name": "step_000004", "pass_at_1_greedy": score}],
             "gain": {"greedy": {"points": points, "low": points - 3, "high": points + 3,
                                 "metric": "pass_at_1_greedy"}},
-            "stages": {"prepare": {"key": "p" + name}, "attach": {"key": "a" + name}},
+            "stages": {"prepare": {"key": "p" + name, "dir": str(prepare)},
+                       "attach": {"key": "a" + name, "dir": str(attach)}},
             "eval_matrix": str(run / "matrix.json"),
         }
         (run / "report.json").write_text(json.dumps(report))

@@ -102,3 +102,33 @@ def test_models_cli(fake_run, tmp_path, capsys):
     assert "no registered model 'night7'" in capsys.readouterr().err
     assert main(["models", "--out", str(tmp_path / "empty"), "show"]) == 2
     assert "no champion" in capsys.readouterr().err
+
+
+def _promote_first(args):
+    out, model_id = args
+    from rlvrflow.flows.models import ChampionChanged
+
+    try:
+        Registry(out).promote(model_id, "first", expected_champion=None)
+        return model_id
+    except ChampionChanged:
+        return None
+
+
+def test_of_two_runs_that_saw_no_champion_only_one_promotes(fake_run, tmp_path):
+    reg = Registry(tmp_path)
+    for night in ("night1", "night2", "night3", "night4"):
+        reg.register(fake_run(tmp_path, night, 0.4))
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        won = [m for m in pool.map(_promote_first, [(tmp_path, f"night{i}") for i in range(1, 5)]) if m]
+    assert len(won) == 1 and reg.champion()["id"] == won[0]
+    assert [e["event"] for e in reg.events()].count("promote") == 1
+
+
+def test_register_needs_the_runs_data_stages(fake_run, tmp_path):
+    import shutil
+
+    run = fake_run(tmp_path, "night1", 0.4)
+    shutil.rmtree(tmp_path / "stages" / "attach")
+    with pytest.raises(RegistryError, match="prepare and attach stage folders are gone"):
+        Registry(tmp_path).register(run)

@@ -186,7 +186,7 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
             # drift and compare, against the champion the first run became
             assert all(st["cached"] for name, st in again["stages"].items() if name not in ("drift", "compare")), {
                 name: st["reason"] for name, st in again["stages"].items() if not st["cached"]}
-            assert {"drift", "compare"} <= set(again["stages"]) and not again["champion_comparison"]["promote"]
+            assert {"drift", "compare"} <= set(again["stages"]) and again["promotion"]["verdict"] == "not promoted"
             assert again["checkpoint"] == report["checkpoint"]
         kept = receiver.wait_for("kept its champion")
         assert kept and "was not promoted: gain +0.0 points over the champion" in kept[0]["body"], receiver.received

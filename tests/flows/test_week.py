@@ -6,6 +6,8 @@ the previous champion. Every night continues from the champion (`training.start_
 import json
 from pathlib import Path
 
+import pytest
+
 from rlvrflow.flows.cli import main
 from rlvrflow.flows.models import Registry
 
@@ -26,6 +28,7 @@ def run_night(spec: Path, out: Path, capsys) -> tuple[int, str]:
     return code, captured.out + captured.err
 
 
+@pytest.mark.slow
 def test_a_week_of_nights(prefect_harness, toy_spec, tmp_path, capsys, read_artifact):
     out, raw = tmp_path / "out", toy_spec.parent / "raw"
     registry = Registry(out)
@@ -43,13 +46,15 @@ def test_a_week_of_nights(prefect_harness, toy_spec, tmp_path, capsys, read_arti
     assert f"training.start_from: champion: this run starts from {night1['id']}" in log
     drift = json.loads(next((out / "stages" / "drift").glob("*/drift.json")).read_text())
     assert drift["failed"] == [] and drift["changes"]["files_added"] == ["raw/part-1.jsonl"]
+    assert drift["scope"] == "40 rows from 1 new or changed file(s)"
     assert drift["changes"]["rows"] == {"then": 40, "now": 80}
     assert "tonight's rows against the champion's" in read_artifact("toy-drift").description
     report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
     compared = report["champion_comparison"]
     night2 = registry.models()[-1]
     assert compared["champion"]["model"] == night1["path"] and compared["gain"]["prompts"] > 0
-    assert night2["champion"] == compared["promote"]  # the rule's decision is what the registry did
+    # the rule's decision is what the registry did, and report.json says why
+    assert night2["champion"] == (report["promotion"]["verdict"] == "promoted") and report["promotion"]["reasons"]
     champion_after_night2 = registry.champion()["id"]
 
     # night 3: the new file's answers sit under another field: ingest rejects its rows, the run stops
