@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from rlvrflow.training.config import TrainingConfig
 from rlvrflow.training.tiny_base import (
-    BASE_DIR, CALC_PROMPT, CUES, EN_WORDS, ZH_WORDS, adapt_base, arithmetic_line, base_corpus, build_base_model,
+    BASE_DIR, CALC_PROMPT, CUES, EN_WORDS, adapt_base, arithmetic_line, base_corpus, build_base_model,
     held_out, reading_example,
 )
 from rlvrflow.training.tiny_model import resolve_base_model
