@@ -68,3 +68,13 @@ def test_two_runs_on_one_folder_at_once_give_the_same_results(toy_spec, tmp_path
     for s in summaries:
         for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):
             assert any(line.strip().startswith(stage) for line in s.splitlines()), (stage, s)
+    # the terminal shows rlvrflow's lines; Great Expectations' INFO lines and transformers' bars are in
+    # the run's log file, beside its report (flows/console.py)
+    err = next(e for _, _, e in results if e not in waited)  # the run that built the stages
+    assert "rlvrflow.training - sft step" in err, err[-3000:]
+    for noise in ("Created temporary directory", "Loading weights", "Writing model shards", "[transformers]"):
+        assert noise not in err, (noise, err[-3000:])
+    logs = {r.name: (r / "run.log").read_text() for r in runs}
+    log = next(text for text in logs.values() if "sft step" in text)
+    assert "great_expectations" in log and "Created temporary directory" in log and "Loading weights" in log
+    assert all(f"log:        {r / 'run.log'}" in "".join(summaries) for r in runs)
