@@ -37,7 +37,7 @@ test: setup
 	@$(VENV)/bin/python -m pytest -m "not vllm and not gpu" --durations=25 $(PYTEST_ARGS)
 
 # The inner loop, a few minutes on two cores: lint, then every test that does not train, launch or serve.
-FAST := not slow and not prefect_server and not vllm and not gpu
+FAST := not slow and not prefect_server and not prefect_api and not vllm and not gpu
 test-fast: setup
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/python -m pytest -q -m "$(FAST)" $(PYTEST_ARGS)

@@ -38,6 +38,7 @@ def _finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, st
     return done
 
 
+@pytest.mark.slow
 def test_two_cleans_at_once_build_the_stage_once(toy_spec, tmp_path):
     out = tmp_path / "out"
     results = _finish([_start(["clean", str(toy_spec), "--out", str(out)], tmp_path) for _ in range(2)], 300)
