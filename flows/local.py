@@ -7,6 +7,10 @@ Two `rlvrflow run` on the same OUT take turns: each holds `OUT/.run.lock` (an fl
 the kernel when the process ends, however it ends) for its whole run, so they never start two
 Prefect API servers on one `OUT/.prefect` database; the second then reuses every stage the first
 built (the stage cache's own per-stage locks also cover processes that share a cache otherwise).
+
+The terminal shows rlvrflow's own lines, bars and every warning; other libraries' INFO lines and
+bars go to the run's log file (flows/console.py), `run.log` in the run folder (in OUT while the run
+runs, and there for good when it fails).
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+RUN_LOG = "run.log"  # written to OUT while the run runs, then moved into its run folder
 
 PREFECT_ENV_DEFAULTS = {
     "DO_NOT_TRACK": "1",
@@ -48,10 +54,11 @@ class RunOutcome:
     kind: str = "data"  # the failure's kind (flows/errors.py) when not ok
     result: dict[str, Any] = field(default_factory=dict)
     previous: dict[str, Any] = field(default_factory=dict)  # OUT/latest.json before this run
+    log: str = ""  # the run's log file: third-party lines and bars the terminal leaves out (flows/console.py)
 
     def summary(self, domain: str) -> str:
         if not self.ok:
-            return f"retrain FAILED for {domain} after {self.seconds:.1f} s:\n{self.message}"
+            return f"retrain FAILED for {domain} after {self.seconds:.1f} s:\n{self.message}\nlog: {self.log}"
         r = self.result
         stages = r.get("stages", {})
         cached = [name for name, st in stages.items() if st.get("cached")]
@@ -60,7 +67,7 @@ class RunOutcome:
         lines += self._versus_previous()
         if cached:
             lines += [f"  recomputed {name}: {st.get('reason')}" for name, st in stages.items() if not st.get("cached")]
-        lines += [f"run folder: {r.get('run_dir')}", f"report:     {r.get('report')}",
+        lines += [f"run folder: {r.get('run_dir')}", f"report:     {r.get('report')}", f"log:        {self.log}",
                   f"checkpoint: {r.get('checkpoint')} (final of {str(r.get('algorithm', 'grpo')).upper()})"]
         if r.get("best"):
             lines.append(r["best"])
@@ -113,17 +120,23 @@ def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke
     prefect_environment(out)
     with run_lock(out):
         from rlvrflow.flows.artifacts import read_json
-        from rlvrflow.flows.retrain import retrain
+        from rlvrflow.flows.console import quiet_console
+        from rlvrflow.flows.retrain import retrain  # imports Prefect, which puts its console handler on
 
         previous = read_json(out / "latest.json")
+        log = out / RUN_LOG
         start = time.monotonic()
-        state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
-                        overrides=overrides or None, return_state=True)
+        with quiet_console(log):
+            state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
+                            overrides=overrides or None, return_state=True)
         seconds = time.monotonic() - start
-    if not state.is_completed():
-        message, kind = _failure(state)
-        return RunOutcome(False, seconds, message, kind)
-    return RunOutcome(True, seconds, result=state.result(), previous=previous)
+        if not state.is_completed():
+            message, kind = _failure(state)
+            return RunOutcome(False, seconds, message, kind, log=str(log))
+        result = state.result()
+        kept = Path(result["run_dir"]) / RUN_LOG
+        os.replace(log, kept)  # beside report.json; a failed run's log stays at OUT/run.log
+    return RunOutcome(True, seconds, result=result, previous=previous, log=str(kept))
 
 
 def _failure(state) -> tuple[str, str]:

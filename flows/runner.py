@@ -276,6 +276,7 @@ def key_parts(stage: Stage, spec: DomainSpec, upstream: dict[str, Manifest]) -> 
 
 
 def stage_key_of(stage: Stage, spec: DomainSpec, upstream: dict[str, Manifest]) -> str:
+    """The stage's cache key: its name, its inputs' digests, its spec sections and its code."""
     return stage_key(stage.name, key_parts(stage, spec, upstream), list(stage.code))
 
 
@@ -364,7 +365,7 @@ def run_stage(stage: Stage, spec: DomainSpec, root: str | Path, upstream: dict[s
         missing = [name for name in stage.upstream if name not in upstream]
         if missing:
             raise StageFailed(f"needs the output of {', '.join(missing)} (a bug in the wiring)", "bug")
-        key = stage_key(stage.name, key_parts(stage, spec, upstream), list(stage.code))
+        key = stage_key_of(stage, spec, upstream)
         m = build_stage(root, stage.name, key, _build(stage, spec, root, upstream, steps, progress), force,
                         resumable=stage.resumable)
     except Exception as exc:

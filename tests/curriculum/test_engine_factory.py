@@ -153,6 +153,7 @@ def test_checkpoint_dtype(config, want):
     assert checkpoint_dtype(config) == want
 
 
+@pytest.mark.slow
 def test_first_loads_from_several_threads_at_once(tiny_model_dir):
     """The tier stage's chunks load the model in threads; when the stages before it came from the cache,
     those threads are the first to import transformers in the process. Unlocked, that import fails

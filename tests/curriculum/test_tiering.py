@@ -95,7 +95,6 @@ def test_scorer_returning_the_wrong_count_is_an_error():
 
 
 def test_default_scorer_is_the_verifiers_package():
-    import rlvrflow.verifiers.pool
     df = rows(2).with_columns(pl.Series("reference", ["42", "7"]), pl.lit("math").alias("verifier"))
 
     class Answers:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
-
 
 def _dump(path) -> str:
     con = sqlite3.connect(path)

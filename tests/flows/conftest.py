@@ -67,6 +67,15 @@ def env_without_prefect_api() -> dict[str, str]:
     return env
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items):
+    """A test on the temporary Prefect API carries the prefect_api marker: the API takes ~20 s to start,
+    so `make test-fast` leaves these tests out."""
+    for item in items:
+        if "prefect_harness" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.prefect_api)
+
+
 @pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory):
     """One temporary Prefect API (SQLite) for the in-process flow tests, results kept in a temp folder."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 from rlvrflow.flows.cli import main
 
 BROKEN_PLUGIN = textwrap.dedent('''
@@ -48,6 +50,7 @@ def test_a_broken_plugin_verifier_stops_the_run_at_attach(prefect_harness, toy_s
     assert not list(out.glob("stages/sft/*")), "no training may start after a failed canary"
 
 
+@pytest.mark.slow
 def test_canaries_pass_on_the_math_verifier_and_land_in_the_attach_stats(toy_spec, tmp_path):
     from pathlib import Path
 

@@ -172,6 +172,7 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
         assert (evaluated / f"{n}.samples.jsonl").read_bytes() == samples, n
 
 
+@pytest.mark.slow
 def test_tier_writes_tiers_parquet_into_out(tmp_path, toy_spec, capsys):
     import polars as pl
 

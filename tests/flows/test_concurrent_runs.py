@@ -38,6 +38,7 @@ def _finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, st
     return done
 
 
+@pytest.mark.slow
 def test_two_cleans_at_once_build_the_stage_once(toy_spec, tmp_path):
     out = tmp_path / "out"
     results = _finish([_start(["clean", str(toy_spec), "--out", str(out)], tmp_path) for _ in range(2)], 300)
@@ -68,3 +69,13 @@ def test_two_runs_on_one_folder_at_once_give_the_same_results(toy_spec, tmp_path
     for s in summaries:
         for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):
             assert any(line.strip().startswith(stage) for line in s.splitlines()), (stage, s)
+    # the terminal shows rlvrflow's lines; Great Expectations' INFO lines and transformers' bars are in
+    # the run's log file, beside its report (flows/console.py)
+    err = next(e for _, _, e in results if e not in waited)  # the run that built the stages
+    assert "rlvrflow.training - sft step" in err, err[-3000:]
+    for noise in ("Created temporary directory", "Loading weights", "Writing model shards", "[transformers]"):
+        assert noise not in err, (noise, err[-3000:])
+    logs = {r.name: (r / "run.log").read_text() for r in runs}
+    log = next(text for text in logs.values() if "sft step" in text)
+    assert "great_expectations" in log and "Created temporary directory" in log and "Loading weights" in log
+    assert all(f"log:        {r / 'run.log'}" in "".join(summaries) for r in runs)

@@ -4,8 +4,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 import distributed  # noqa: F401,E402 - the dev extra installs both: a missing one is a failure, not a skip
 import prefect_dask  # noqa: F401,E402
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rlvrflow.flows.cli import EXIT_CLOSED_PIPE, main
 from rlvrflow.flows.preflight import preflight
 from rlvrflow.flows.spec import load_spec
@@ -102,6 +104,7 @@ def closed_pipe_run(args: list[str]) -> subprocess.CompletedProcess:
         os.close(write)
 
 
+@pytest.mark.slow
 def test_every_command_survives_a_closed_pipe(tmp_path):
     """`rlvrflow doctor RUN | head` and the like: a quiet exit with the shell's SIGPIPE status, no traceback."""
     import json

@@ -11,6 +11,7 @@ from rlvrflow.flows.errors import StageFailed
 from rlvrflow.flows.spec import load_spec
 
 
+@pytest.mark.slow
 def test_attach_stops_on_a_prior_over_the_bound_and_warns_below_it(toy_spec, tmp_path):
     spec_path, raw = toy_spec, toy_spec.parent / "raw" / "part-0.jsonl"
 

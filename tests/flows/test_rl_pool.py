@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 
 import rlvrflow.curriculum.tiering as tiering
 from rlvrflow.flows import stages
@@ -25,6 +26,7 @@ def _outcome_only_every_other_row(raw) -> set[str]:
     return dropped
 
 
+@pytest.mark.slow
 def test_tiering_draws_only_from_rows_sft_did_not_train_on(tmp_path, toy_spec, monkeypatch):
     outcome_only = _outcome_only_every_other_row(toy_spec.parent / "raw" / "part-0.jsonl")
     monkeypatch.setattr(tiering, "default_score_fn", lambda workers, timeout_s=None: (

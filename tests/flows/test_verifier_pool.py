@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import polars as pl
+import pytest
 
 from rlvrflow.flows import stages
 from rlvrflow.flows.spec import load_spec
@@ -48,6 +49,7 @@ def test_verifiers_workers_sizes_the_pool_the_attach_stage_uses(toy_spec, tmp_pa
         assert pool._POOL is not None and pool._POOL.n == workers
 
 
+@pytest.mark.slow
 def test_verifiers_timeout_s_decides_whether_a_slow_verifier_passes_attach(toy_spec, tmp_path, monkeypatch):
     raw = toy_spec.parent / "raw" / "part-0.jsonl"
     raw.write_text("\n".join(raw.read_text().splitlines()[:2]) + "\n")  # two rows, 6 s each, in parallel

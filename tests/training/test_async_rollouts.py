@@ -24,6 +24,7 @@ def _train(toy, sft, out, **grpo):
                       out, seed=3)
 
 
+@pytest.mark.slow
 def test_staleness_0_reproduces_the_synchronous_run(tmp_path, sft_model, toy):
     sync = _train(toy, sft_model, tmp_path / "sync")
     lock = _train(toy, sft_model, tmp_path / "async", rollout_mode="async", max_staleness=0)
@@ -39,6 +40,7 @@ def test_staleness_0_reproduces_the_synchronous_run(tmp_path, sft_model, toy):
     assert not list((tmp_path / "async" / "rollout_queue").iterdir())  # the epoch folder is removed at the end
 
 
+@pytest.mark.slow
 def test_a_stale_run_clips_and_counts_every_group(tmp_path, sft_model, toy):
     result = _train(toy, sft_model, tmp_path, rollout_mode="async", max_staleness=2, steps=5, lr=3e-2)
     m = _metrics(tmp_path)
@@ -202,6 +204,7 @@ def test_the_rollout_mode_is_in_the_grpo_stage_key_and_reaches_train_grpo():
     assert training_config(mode).grpo.rollout_mode == "async"
 
 
+@pytest.mark.slow
 def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy):
     """A generator that cannot load its model writes its traceback to the queue; the trainer raises it
     instead of waiting for a result that will never come (or restarting it over and over)."""
@@ -257,6 +260,7 @@ with rollouts:
 '''
 
 
+@pytest.mark.slow
 def test_a_script_without_a_main_guard_starts_the_generator_once(tmp_path):
     """The generator is a fresh `python -m rlvrflow.training.async_rollouts`, not a multiprocessing spawn: a script
     without `if __name__ == "__main__":` is not re-run in it, and the generator's own error reaches the trainer

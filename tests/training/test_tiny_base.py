@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from rlvrflow.training.config import TrainingConfig
 from rlvrflow.training.tiny_base import (
-    BASE_DIR, CALC_PROMPT, CUES, EN_WORDS, ZH_WORDS, adapt_base, arithmetic_line, base_corpus, build_base_model,
+    BASE_DIR, CALC_PROMPT, CUES, EN_WORDS, adapt_base, arithmetic_line, base_corpus, build_base_model,
     held_out, reading_example,
 )
 from rlvrflow.training.tiny_model import resolve_base_model
@@ -86,6 +86,7 @@ def test_held_out_rows_have_a_reference_the_math_verifier_reads_and_skip_the_cor
             assert r["prompt"].startswith(CALC_PROMPT) and r["prompt"].endswith("=")
 
 
+@pytest.mark.slow
 def test_the_shipped_base_loads_and_does_what_its_card_says():
     """The committed weights: built by `rlvrflow make-model --arch tiny-base` with the default recipe, and
     checked here on fresh held-out rows (not the card's own figures)."""

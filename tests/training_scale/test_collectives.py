@@ -28,6 +28,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_collectives_on_two_gloo_ranks(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
            str(free_port()), str(Path(__file__).with_name("gloo_worker.py")), str(tmp_path)]

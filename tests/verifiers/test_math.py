@@ -120,6 +120,7 @@ def test_symbolic_timeout_is_a_timeout_status():
     assert verify("math", "Answer: 36", "36", {}).correct  # the helper restarts after a timeout
 
 
+@pytest.mark.slow
 def test_integers_are_exact_up_to_10_to_the_15():
     import random
 

@@ -66,6 +66,7 @@ def test_an_infinite_gold_is_matched_only_by_infinity():
     assert not verify("math", "Answer: 10", "\\infty", {}).correct
 
 
+@pytest.mark.slow
 def test_math_fuzz():
     golds = math_golds(400, seed=0)
     for response in candidates("math"):
@@ -119,6 +120,7 @@ def test_reply_fuzz():
             assert v.score == 0.0, (response[:60], ref, v)
 
 
+@pytest.mark.slow
 def test_json_fuzz():
     rng = random.Random(0)
     for _ in range(200):
