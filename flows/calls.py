@@ -84,8 +84,7 @@ def attach(job: Job) -> Result:
     """verifiers.attach on one row range of the clean rows."""
     import polars as pl
 
-    # the function from its module: `verifiers.attach` is the submodule once anything imported it
-    from rlvrflow.verifiers.attach import attach as attach_rows
+    from rlvrflow.verifiers.attaching import attach as attach_rows
 
     spec = job.spec
     df = pl.read_parquet(job.input("prepare", "rows")).slice(job.item["offset"], job.item["rows"])

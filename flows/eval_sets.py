@@ -84,7 +84,7 @@ def _records(path: Path, where: str) -> list[tuple[str, dict]]:
 
 
 def _params_json(raw: Any, base_dir: Path, at: str, where: str) -> str:
-    from rlvrflow.verifiers.attach import resolve_params
+    from rlvrflow.verifiers.attaching import resolve_params
 
     try:
         params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})

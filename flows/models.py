@@ -27,11 +27,9 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 EVENTS = "events.jsonl"
 

@@ -308,7 +308,7 @@ def sample_records(tasks: list[Task], chosen: list[int], completions: list[list]
     """SAMPLE_FIELDS records: per chosen task its greedy (completions[i][0], verdicts[i][0]) and first
     sampled (completions[i][1], verdicts[i][1]) completion."""
     from rlvrflow.verifiers import RewardConfig
-    from rlvrflow.verifiers.reward import reward  # the function, not the submodule of the same name
+    from rlvrflow.verifiers.shaping import reward
 
     rcfg = reward_cfg or RewardConfig()
     out = []

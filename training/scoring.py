@@ -67,7 +67,7 @@ def score_groups(tasks: list[Task], groups: list[list[str]], workers: int | None
 
 def rewards_for(verdicts: list[list], texts: list[list[str]], n_tokens: list[list[int]], reward_cfg) -> list[list]:
     """`verifiers.reward` parts for every completion, grouped like the input."""
-    from rlvrflow.verifiers.reward import reward  # the function: `verifiers.reward` is the submodule once imported
+    from rlvrflow.verifiers.shaping import reward
 
     return [
         [reward(v, t, n, reward_cfg) for v, t, n in zip(vg, tg, ng)]

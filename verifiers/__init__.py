@@ -19,8 +19,8 @@ __all__ = [
 _WHERE = {
     "Verdict": "verdict", "get_verifier": "registry", "register": "registry",
     "UnknownVerifier": "registry", "available": "registry", "verify": "pool",
-    "score_many": "pool", "attach": "attach", "AttachResult": "attach", "reward": "reward",
-    "RewardParts": "reward", "RewardConfig": "config", "VerifierConfig": "config",
+    "score_many": "pool", "attach": "attaching", "AttachResult": "attaching", "reward": "shaping",
+    "RewardParts": "shaping", "RewardConfig": "config", "VerifierConfig": "config",
     "VerifierRule": "config", "LengthPenaltyConfig": "config",
 }
 

@@ -51,7 +51,7 @@ def test_transient_verifier_crash_is_retried(prefect_harness, toy_spec, tmp_path
     import importlib
     from concurrent.futures.process import BrokenProcessPool
 
-    attach_module = importlib.import_module("rlvrflow.verifiers.attach")  # the stage calls attach from its module
+    attach_module = importlib.import_module("rlvrflow.verifiers.attaching")  # the stage calls attach from its module
     real, calls = attach_module.attach, []
 
     def flaky(df, config, base_dir, workers=None):
@@ -69,7 +69,7 @@ def test_transient_verifier_crash_is_retried(prefect_harness, toy_spec, tmp_path
 def test_data_error_is_not_retried_and_names_the_stage(prefect_harness, toy_spec, tmp_path, monkeypatch):
     import importlib
 
-    attach_module = importlib.import_module("rlvrflow.verifiers.attach")  # the stage calls attach from its module
+    attach_module = importlib.import_module("rlvrflow.verifiers.attaching")  # the stage calls attach from its module
     calls = []
 
     def broken(df, config, base_dir, workers=None):

@@ -53,7 +53,7 @@ def test_verifiers_workers_sizes_the_pool_the_attach_stage_uses(toy_spec, tmp_pa
 def test_verifiers_timeout_s_decides_whether_a_slow_verifier_passes_attach(toy_spec, tmp_path, monkeypatch):
     raw = toy_spec.parent / "raw" / "part-0.jsonl"
     raw.write_text("\n".join(raw.read_text().splitlines()[:2]) + "\n")  # two rows, 6 s each, in parallel
-    # attach allows a self-check at least 5 s (verifiers/attach.py), so 1 s means 5 s here: still too short
+    # attach allows a self-check at least 5 s (verifiers/attaching.py), so 1 s means 5 s here: still too short
     spec = _spec(toy_spec, tmp_path, monkeypatch, "verifier_pool_slow_plugin:slow_math", workers=2, timeout_s=1)
     short = _attach(spec, tmp_path / "short")
     assert short.stats["rows_kept"] == 0 and short.stats["rejected_by_reason"] == {"reference_self_check": 2}

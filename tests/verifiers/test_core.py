@@ -5,6 +5,7 @@ import math
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -116,6 +117,19 @@ def test_verifier_exception_becomes_error(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "RuntimeError: bug" in verify("bad_checks:boom", "", "").detail
     assert verify("bad_checks:notverdict", "", "").status == "error"
+
+
+def test_package_names_stay_functions_once_their_modules_are_imported():
+    """`verifiers.attach` and `verifiers.reward` were shadowed by submodules of the same name as soon as
+    anything imported them ('module' object is not callable, depending on test order); the modules are
+    named for what they do (attaching, shaping), so the package's names stay the functions."""
+    code = ("import rlvrflow.verifiers.attaching, rlvrflow.verifiers.shaping, inspect\n"
+            "from rlvrflow.verifiers import attach, reward\n"
+            "print(inspect.isfunction(attach), inspect.isfunction(reward))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
+    modules = {p.stem for p in Path(verifiers.__file__).parent.glob("*.py")}
+    assert not modules & set(verifiers.__all__), "a module named like a public name shadows it once imported"
 
 
 def test_import_is_light():

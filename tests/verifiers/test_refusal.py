@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlvrflow.verifiers import canary, verify
-from rlvrflow.verifiers.attach import self_check
+from rlvrflow.verifiers.attaching import self_check
 from rlvrflow.verifiers.refusal import canaries, check_reference, solution_from_reference, verify_refusal
 
 ORDER = "order id|order number|订单号"

@@ -10,7 +10,7 @@ import pytest
 from rlvrflow.verifiers import verify
 from rlvrflow.verifiers.config import RewardConfig
 from rlvrflow.verifiers.reply import check_reference
-from rlvrflow.verifiers.reward import reward
+from rlvrflow.verifiers.shaping import reward
 
 LINK = "https://shop.example.com/returns"
 JUNK = "-startshesen-reti&#4227= qz%7B}}|~"

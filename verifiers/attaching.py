@@ -30,7 +30,7 @@ from .config import VerifierConfig
 from .pool import run_one, score_many
 from .registry import get_verifier
 
-SELF_CHECK = "rlvrflow.verifiers.attach:self_check"
+SELF_CHECK = "rlvrflow.verifiers.attaching:self_check"
 _PATH_KEYS = ("database", "path")
 
 
