@@ -147,7 +147,9 @@ class Registry:
             "data": {name: stages[name]["key"] for name in ("prepare", "attach") if name in stages},
             "metric": decision.get("metric", "pass_at_1_greedy"),
             "score": best_row.get(decision.get("metric", "pass_at_1_greedy")),
-            "gain": (report.get("gain") or {}).get("greedy"),
+            # the report's gain is the final checkpoint's over SFT: the best model's only when it is that one
+            "gain": (report.get("gain") or {}).get("greedy") if best_name == Path(str(report.get("checkpoint"))).name
+            else None,
             "no_gain": bool(decision.get("no_gain")),
             "report": str(report_path.resolve()),
             "eval_matrix": report.get("eval_matrix"),
@@ -217,6 +219,7 @@ def describe(model: dict) -> str:
     score = model.get("score")
     gain = model.get("gain") or {}
     gain_text = (f"{gain['points']:+.1f} points over SFT [{gain['low']:+.1f}, {gain['high']:+.1f}]"
-                 if {"points", "low", "high"} <= set(gain) else "no gain figure")
+                 if {"points", "low", "high"} <= set(gain)
+                 else "the SFT model (no checkpoint beat it)" if model.get("best") == "sft" else "no gain figure")
     score_text = f"{score:.1%}" if isinstance(score, (int, float)) else "?"
     return f"{mark} {model['id']}  {model.get('best')}  {model.get('metric')} {score_text}  {gain_text}"
