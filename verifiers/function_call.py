@@ -21,10 +21,12 @@ import json
 import re
 import unicodedata
 from decimal import Decimal
+from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
 from . import verdict as V
+from .math.numbers import MAX_EXPONENT, close
 
 MAX_CHARS = 200_000
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
@@ -273,17 +275,16 @@ def _number(value) -> int | Decimal | None:
 
 
 def _numbers_equal(ref: int | Decimal, got: int | Decimal, opts: _Opts) -> bool:
+    """Exact as the math verifier compares (verifiers/math/numbers.py `close`); the tolerance only for a
+    decimal reference (an integer argument, an id or a count, is exact whatever the rule says)."""
     r, g = Decimal(ref), Decimal(got)
     if not (r.is_finite() and g.is_finite()):
         return False
     if r == g:
         return True
-    if isinstance(ref, int) or not (opts.rel_tol or opts.abs_tol):
-        return False
-    try:
-        return abs(r - g) <= max(opts.rel_tol * max(abs(r), abs(g)), opts.abs_tol)
-    except ArithmeticError:  # exponents beyond Decimal's range
-        return False
+    if isinstance(ref, int) or max(abs(r.adjusted()), abs(g.adjusted())) > MAX_EXPONENT:
+        return False  # beyond MAX_EXPONENT a value is never held exactly (as in the math verifier)
+    return close(Fraction(r), Fraction(g), opts.rel_tol, opts.abs_tol)
 
 
 def _text(value: str, opts: _Opts) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 MAX_EXPONENT = 4000  # 10**4000 is exact and cheap; beyond it a literal is OVERFLOW
@@ -165,11 +166,11 @@ def numbers_equal(gold: Number, pred: Number, rel_tol: float = 0.0, abs_tol: flo
     if not (gold.finite and pred.finite):
         return False
     g, p = gold.value, pred.value
-    if _close(g, p, rel_tol, abs_tol) or _printed_expansion(g, p):
+    if close(g, p, rel_tol, abs_tol) or _printed_expansion(g, p):
         return True
     if gold.percent == pred.percent or not percent_as_fraction:
         return False
-    return _close(g / 100 if gold.percent else g, p / 100 if pred.percent else p, rel_tol, abs_tol)
+    return close(g / 100 if gold.percent else g, p / 100 if pred.percent else p, rel_tol, abs_tol)
 
 
 def _places(x: Fraction) -> int | None:
@@ -197,7 +198,9 @@ def _printed_expansion(gold: Fraction, pred: Fraction) -> bool:
     return digits >= PRINTED_DIGITS and pred * 10 ** places in (int(scaled), round(scaled))
 
 
-def _close(a: Fraction, b: Fraction, rel_tol: float, abs_tol: float) -> bool:
+def close(a: Fraction, b: Fraction, rel_tol: float | Decimal = 0, abs_tol: float | Decimal = 0) -> bool:
+    """Equal, or within a tolerance the rule asked for; exact arithmetic throughout. The one number
+    comparison of the verifiers: the math verifier's and the tool-call verifier's arguments."""
     if a == b:
         return True
     diff = abs(a - b)
