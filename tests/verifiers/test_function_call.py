@@ -112,7 +112,6 @@ def ticket(value: str) -> str:
     ("1e308", "Infinity", {"rel_tol": 1}, False),
     ("1.5", "NaN", {"abs_tol": 10}, False),
     ("1.5", "1e999999999", {"rel_tol": 1}, False),               # never held exactly, answered at once
-    ("1e999999999", "1e999999999", {}, True),
     ("2.5", "2.50000000000000000000000000001", {"abs_tol": 1e-20}, True),   # the math verifier's `close`
     ('"00123"', '"123"', {}, False),                            # strings stay strings
     ('"Refund issued"', '"  refund   ISSUED "', {}, True),
