@@ -96,8 +96,9 @@ class MlflowRegistry:
 
         try:
             version = self.client.get_model_version_by_alias(self.name(model), ALIAS)
-        except MlflowException as exc:
-            if exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+        except Exception as exc:  # the client's errors, or a connection that dropped
+            if isinstance(exc, MlflowException) and exc.error_code in ("RESOURCE_DOES_NOT_EXIST",
+                                                                        "INVALID_PARAMETER_VALUE"):
                 return None  # no registered model, or no alias on it yet
             raise MlflowUnreachable(f"MLflow at {self.tracking_uri}: reading the {ALIAS} alias failed ({exc})") from exc
         return version.tags.get(ID_TAG, f"version {version.version} (no {ID_TAG} tag)")
