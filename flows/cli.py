@@ -184,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "run's best model, and the champion, the model in use. Example: rlvrflow models "
                        "--out runs/retail promote 20261204T010000Z-1a2b3c4d --reason 'beats last week'")
     p.add_argument("--out", type=Path, required=True, help="the --out folder of the runs")
+    p.add_argument("--spec", type=Path, help="a domain spec whose `registry:` section (backend: mlflow) says to "
+                   "apply every change to MLflow's model registry too")
+    p.add_argument("--mlflow-uri", help="an MLflow tracking URI: keep its model registry in step (backend: mlflow)")
+    p.add_argument("--mlflow-model", help="the registered model's name in MLflow (default: the spec's "
+                   "registry.model_name, else rlvrflow-<domain>)")
     msub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     msub.add_parser("list", help="registered models, oldest first; * marks the champion")
     q = msub.add_parser("show", help="one model's record as JSON (default: the champion)")
@@ -195,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--reason", required=True, help="why, kept in the registry's events")
     q = msub.add_parser("rollback", help="make the previous champion current again")
     q.add_argument("--reason", required=True, help="why, kept in the registry's events")
+    msub.add_parser("check", help="MLflow backend: does MLflow's champion alias name the local champion? "
+                    "(exit 1 when not)")
+    msub.add_parser("sync", help="MLflow backend: apply the local record to MLflow (each model as a version, "
+                    "the champion alias), e.g. after MLflow was unreachable")
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("import-model", help="GGUF file -> plain Hugging Face model", description="Load a GGUF "
@@ -471,12 +480,36 @@ def cmd_export(args) -> int:
     return 0
 
 
+def registry_backend(args):
+    """The `registry:` section for `rlvrflow models`: the spec's, with --mlflow-uri/--mlflow-model on top."""
+    from rlvrflow.flows.config import RegistryConfig
+
+    cfg = RegistryConfig()
+    if args.spec:
+        from rlvrflow.flows.spec import SpecError, load_spec
+
+        try:
+            cfg = load_spec(args.spec).registry
+        except SpecError as exc:
+            raise UserError(str(exc), EXIT_USAGE) from None
+    if args.mlflow_uri or args.mlflow_model:
+        cfg = RegistryConfig(backend="mlflow", tracking_uri=args.mlflow_uri or cfg.tracking_uri,
+                             model_name=args.mlflow_model or cfg.model_name)
+    return cfg
+
+
 def cmd_models(args) -> int:
     from rlvrflow.flows.models import Registry, RegistryError, describe
 
-    registry = Registry(args.out)
     try:
-        if args.action == "list":
+        registry = Registry(args.out, registry_backend(args))
+        if args.action == "check":
+            agree, text = registry.check()
+            print(text)
+            return 0 if agree else 1
+        if args.action == "sync":
+            print("\n".join(registry.sync()) or "no models registered locally; nothing to apply")
+        elif args.action == "list":
             models = registry.models()
             print("\n".join(describe(m) for m in models) if models else f"no models registered in {registry.dir}")
         elif args.action == "show":

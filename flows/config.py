@@ -2,12 +2,13 @@
 
     orchestration: {runner: dask, workers: 2, chunk_rows: 256, retries: 2}   # fan-out and retries
     promotion: {min_gain: 1.0, max_regression: 2.0}                          # champion vs challenger
+    registry: {backend: mlflow, tracking_uri: http://mlflow.internal:5000}   # also kept in MLflow
 """
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class OrchestrationConfig(BaseModel):
@@ -60,3 +61,29 @@ class PromotionConfig(BaseModel):
         None, ge=0, le=100, description="points of greedy pass@1 tonight's best may lose against the champion on "
         "any regression set or the robustness set; null: eval.max_regression"
     )
+
+
+class RegistryConfig(BaseModel):
+    """Where the registry's record is also kept (flows/models.py, flows/mlflow_registry.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["local", "mlflow"] = Field(
+        "local", description="local: OUT/registry/ only; mlflow: OUT/registry/ stays the record the flow reads, "
+        "and every register, promote and rollback is also applied to MLflow's model registry (the `mlflow` "
+        "extra: pip install 'rlvrflow[mlflow]')"
+    )
+    tracking_uri: str | None = Field(
+        None, description="the MLflow tracking server, e.g. http://mlflow.internal:5000; null: the "
+        "MLFLOW_TRACKING_URI environment variable"
+    )
+    model_name: str | None = Field(
+        None, min_length=1, description="the registered model's name in MLflow; null: rlvrflow-<domain>"
+    )
+
+    @model_validator(mode="after")
+    def _mlflow_only(self) -> "RegistryConfig":
+        if self.backend == "local" and (self.tracking_uri or self.model_name):
+            raise ValueError("tracking_uri and model_name apply to backend: mlflow; set registry.backend: mlflow "
+                             "or remove them")
+        return self

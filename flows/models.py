@@ -20,6 +20,11 @@ Layout under OUT/registry/:
 A record carries what the model was measured with: the spec's sha256, the data's fingerprint (the
 prepare and attach stage keys, content hashes of the logs and the rules), the eval matrix's best row and
 the gain over SFT with its interval, and the run's report.
+
+With `Registry(out, RegistryConfig(backend="mlflow", ...))` (the spec's `registry:` section) every
+register, promote and rollback is written here first and then applied to MLflow's model registry
+(flows/mlflow_registry.py). When MLflow cannot be reached the local write stands and a `MirrorError`
+(carrying the local result as `.record`) says so and how to catch up: `rlvrflow models sync`.
 """
 from __future__ import annotations
 
@@ -31,11 +36,21 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from rlvrflow.flows.config import RegistryConfig
+
 EVENTS = "events.jsonl"
 
 
 class RegistryError(Exception):
     """A registry request that cannot be carried out (unknown model, no champion to roll back to)."""
+
+
+class MirrorError(RegistryError):
+    """The local record was written but MLflow was not updated; `record` is what the local call returned."""
+
+    def __init__(self, message: str, record: dict | None):
+        super().__init__(message)
+        self.record = record
 
 
 class ChampionChanged(RegistryError):
@@ -51,9 +66,18 @@ def _sha256(path: Path) -> str | None:
 
 
 class Registry:
-    def __init__(self, out: str | Path):
+    def __init__(self, out: str | Path, backend: RegistryConfig | None = None):
+        """backend: the spec's `registry:` section; with `backend: mlflow` MLflow is kept in step."""
         self.dir = Path(out) / "registry"
         self.events_path = self.dir / EVENTS
+        self.mirror = None
+        if backend is not None and backend.backend == "mlflow":
+            from rlvrflow.flows.mlflow_registry import MlflowRegistry, MlflowUnreachable
+
+            try:
+                self.mirror = MlflowRegistry(backend.tracking_uri, backend.model_name)
+            except MlflowUnreachable as exc:
+                raise RegistryError(str(exc)) from None
 
     # -- reading ----------------------------------------------------------------------------------------
     def events(self) -> list[dict]:
@@ -158,7 +182,7 @@ class Registry:
             if any(m["id"] == model_id for m in self.models()):
                 raise RegistryError(f"{model_id} is already registered")
             self._write({"event": "register", "time": model["time"], "model": model})
-        return model
+        return self._to_mlflow(f"{model_id} registered", model, lambda m: m.register(model))
 
     def promote(self, model_id: str, reason: str, expected_champion: str | None | type[Ellipsis] = ...) -> dict:
         """Make a registered model the champion. With `expected_champion` (an id, or None for "no champion
@@ -173,7 +197,8 @@ class Registry:
             if current == model_id:
                 raise RegistryError(f"{model_id} is already the champion")
             self._write({"event": "promote", "time": _now(), "id": model_id, "previous": current, "reason": reason})
-        return {**model, "champion": True}
+        return self._to_mlflow(f"{model_id} promoted", {**model, "champion": True},
+                               lambda m: m.set_champion(model, reason))
 
     def rollback(self, reason: str) -> dict:
         """Make the champion before the current one current again; returns its record."""
@@ -182,7 +207,72 @@ class Registry:
             if len(stack) < 2:
                 raise RegistryError("no earlier champion to roll back to" if stack else "there is no champion yet")
             self._write({"event": "rollback", "time": _now(), "id": stack[-1], "to": stack[-2], "reason": reason})
-        return self.get(stack[-2])
+        back = self.get(stack[-2])
+        return self._to_mlflow(f"rolled back to {back['id']}", back,
+                               lambda m: m.set_champion(back, f"rollback from {stack[-1]}: {reason}"))
+
+    # -- MLflow (flows/mlflow_registry.py) --------------------------------------------------------------
+    def _to_mlflow(self, done: str, record: dict, apply) -> dict:
+        """Apply a local change that is already written to MLflow too; outside the lock (network I/O)."""
+        from rlvrflow.flows.mlflow_registry import MlflowUnreachable
+
+        if self.mirror is not None:
+            try:
+                apply(self.mirror)
+            except MlflowUnreachable as exc:
+                raise MirrorError(f"{done} in {self.events_path}, but MLflow was not updated: {exc}. The local "
+                                  f"record stands; once MLflow is reachable, `rlvrflow models --out "
+                                  f"{self.dir.parent} sync` (with the same --spec or --mlflow-uri) applies it there",
+                                  record) from None
+        return record
+
+    def _need_mirror(self):
+        if self.mirror is None:
+            raise RegistryError("no MLflow backend configured: pass --spec with `registry: {backend: mlflow}` "
+                                "or --mlflow-uri")
+        return self.mirror
+
+    def check(self) -> tuple[bool, str]:
+        """Whether MLflow's champion alias names the local champion; (agree, a line saying so)."""
+        from rlvrflow.flows.mlflow_registry import MlflowUnreachable
+
+        mirror, local = self._need_mirror(), self.champion()
+        models = self.models()
+        if not models:
+            return True, "no models registered locally; nothing to compare"
+        try:
+            remote = mirror.champion_id(models[-1])
+            missing = [m["id"] for m in models if mirror.version_of(m) is None]
+        except MlflowUnreachable as exc:
+            raise RegistryError(str(exc)) from None
+        name = mirror.name(models[-1])
+        agree = remote == (local or {}).get("id") and not missing
+        text = (f"local champion {local['id'] if local else 'none'}, MLflow {name}@champion {remote or 'none'}"
+                + (f"; not in MLflow: {', '.join(missing)}" if missing else ""))
+        return agree, (f"in step: {text}" if agree else f"out of step: {text}; `rlvrflow models --out "
+                       f"{self.dir.parent} sync` applies the local record to MLflow")
+
+    def sync(self) -> list[str]:
+        """Apply the whole local record to MLflow: every model as a version, the alias on the champion."""
+        from rlvrflow.flows.mlflow_registry import MlflowUnreachable
+
+        mirror, lines = self._need_mirror(), []
+        try:
+            for model in self.models():
+                known = mirror.version_of(model)
+                version = known or mirror.register(model)
+                lines.append(f"{model['id']}: version {version.version}{'' if known else ' (registered now)'}")
+            champion, models = self.champion(), self.models()
+            if champion is not None:
+                reason = next(e.get("reason", "") for e in reversed(self.events()) if e["event"] != "register")
+                mirror.set_champion(champion, reason)
+                lines.append(f"champion alias: {champion['id']}")
+            elif models:
+                mirror.clear_champion(models[-1])
+                lines.append("champion alias: none (no local champion)")
+        except MlflowUnreachable as exc:
+            raise RegistryError(str(exc)) from None
+        return lines
 
     @contextmanager
     def _locked(self):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvrflow.flows.cache import tree_digest
-from rlvrflow.flows.config import PromotionConfig
+from rlvrflow.flows.config import PromotionConfig, RegistryConfig
 from rlvrflow.flows.runner import Job, Result
 
 
@@ -140,16 +140,22 @@ def _measured_decision(compared: Path, cfg: PromotionConfig, max_regression: flo
 
 
 def register_and_promote(out: str | Path, run_dir: str | Path, cfg: PromotionConfig, max_regression: float,
-                         compared: Path | None) -> dict:
+                         compared: Path | None, backend: RegistryConfig | None = None) -> dict:
     """Register a finished run's best model, then apply the promotion rule (`cfg`, the `promotion:`
     section): the first model is promoted; a later one when `decide` says so on the compare stage's
     measurements (compared: its compare.json, None when there was no champion) of the model that is
     still the champion, checked by content and again under the registry's lock when promoting.
-    Returns {model, champion_before, champion, verdict, decision}."""
-    from rlvrflow.flows.models import ChampionChanged, Registry
+    backend: the spec's `registry:` section; an MLflow that cannot be reached does not stop the local
+    registration and promotion: its errors come back in `mlflow_errors`.
+    Returns {model, champion_before, champion, verdict, decision, mlflow_errors}."""
+    from rlvrflow.flows.models import ChampionChanged, MirrorError, Registry
 
-    registry = Registry(out)
-    model = registry.register(run_dir)
+    registry = Registry(out, backend)
+    mlflow_errors: list[str] = []
+    try:
+        model = registry.register(run_dir)
+    except MirrorError as exc:
+        model, mlflow_errors = exc.record, [str(exc)]
     before = registry.champion()
     if before is None:
         decision = {"promote": True, "reasons": ["the first registered model: there is no champion to compare with"]}
@@ -170,9 +176,12 @@ def register_and_promote(out: str | Path, run_dir: str | Path, cfg: PromotionCon
                              expected_champion=before["id"] if before else None)
         except ChampionChanged as exc:
             decision = {**decision, "promote": False, "reasons": [str(exc)]}
+        except MirrorError as exc:
+            mlflow_errors.append(str(exc))
     now = registry.champion()
     verdict = "promoted" if now is not None and now["id"] == model["id"] else "not promoted"
-    return {"model": model, "champion_before": before, "champion": now, "verdict": verdict, "decision": decision}
+    return {"model": model, "champion_before": before, "champion": now, "verdict": verdict, "decision": decision,
+            "mlflow_errors": mlflow_errors}
 
 
 def compare_line(st: dict) -> str:

@@ -62,16 +62,23 @@ def register_task(out: str, run_dir: str, domain: str, spec_path: str, smoke: bo
 
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     done = register_and_promote(out, run_dir, spec.promotion, spec.eval.max_regression,
-                                Manifest.from_dict(compared).path("compare") if compared else None)
+                                Manifest.from_dict(compared).path("compare") if compared else None, spec.registry)
     model, now, decision = done["model"], done["champion"], done["decision"]
+    mlflow_note = ""
+    if spec.registry.backend == "mlflow":  # the local record stands either way; say loudly when MLflow lags
+        mlflow_note = ("MLflow NOT in step: " + " | ".join(done["mlflow_errors"]) if done["mlflow_errors"]
+                       else "MLflow in step with OUT/registry (versions and the champion alias)")
+        logger = get_run_logger()
+        (logger.error if done["mlflow_errors"] else logger.info)("%s", mlflow_note)
     report_path = Path(run_dir) / "report.json"
     report = json.loads(report_path.read_text())
     report["promotion"] = {"verdict": done["verdict"], "model": model["id"], **decision,
                            "champion_before": (done["champion_before"] or {}).get("id"),
-                           "champion": now["id"] if now else None}
+                           "champion": now["id"] if now else None,
+                           **({"mlflow": mlflow_note} if mlflow_note else {})}
     atomic_write_json(report_path, report)
     artifacts.publish_markdown(artifacts.artifact_key(domain, "promotion"), artifacts.promotion_markdown(
-        model, done["champion_before"], done["verdict"], decision),
+        model, done["champion_before"], done["verdict"], decision) + (f"\n\n**{mlflow_note}**" if mlflow_note else ""),
         "tonight's model against the champion: promoted or not, and why")
     # an event automations can act on (scripts/prefect_alerts.py tells the owner when a model is kept out)
     from prefect.events import emit_event
@@ -79,9 +86,10 @@ def register_task(out: str, run_dir: str, domain: str, spec_path: str, smoke: bo
     emit_event(event=f"rlvrflow.model.{'promoted' if done['verdict'] == 'promoted' else 'kept'}",
                resource={"prefect.resource.id": f"rlvrflow.registry.{domain}", "prefect.resource.name": domain},
                payload={"model": model["id"], "reasons": "; ".join(decision["reasons"]),
-                        "champion": now["id"] if now else None})
+                        "champion": now["id"] if now else None, "mlflow": mlflow_note})
     return (f"registered: {describe(model).strip()} ({done['verdict']}: {'; '.join(decision['reasons'])})\n"
-            f"champion:   {describe(now).strip() if now else 'none (rlvrflow models promote ID --reason ...)'}")
+            f"champion:   {describe(now).strip() if now else 'none (rlvrflow models promote ID --reason ...)'}"
+            + (f"\n{mlflow_note}" if mlflow_note else ""))
 
 
 def _run_id() -> str:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from rlvrflow.cleaning.config import CleaningConfig, DriftConfig, SourceSpec, ValidationConfig
 from rlvrflow.curriculum.config import CurriculumConfig
-from rlvrflow.flows.config import OrchestrationConfig, PromotionConfig
+from rlvrflow.flows.config import OrchestrationConfig, PromotionConfig, RegistryConfig
 from rlvrflow.training.config import EvalConfig, TrainingConfig
 from rlvrflow.verifiers.config import VerifierConfig
 
@@ -145,6 +145,11 @@ class DomainSpec(BaseModel):
     promotion: PromotionConfig = Field(
         default_factory=PromotionConfig,
         description="when tonight's model replaces the champion in OUT/registry (flows.config, flows/promotion.py)",
+    )
+    registry: RegistryConfig = Field(
+        default_factory=RegistryConfig,
+        description="local (OUT/registry/ only) or mlflow (also MLflow's model registry; flows.config, "
+        "flows/mlflow_registry.py)",
     )
 
     @model_validator(mode="wrap")
