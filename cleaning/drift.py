@@ -64,7 +64,8 @@ def _quantiles(values: pl.Series) -> list[float] | None:
     return [float(values.quantile(0.01, "nearest")), float(values.quantile(0.99, "nearest"))]
 
 
-def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None) -> dict[str, Any]:
+def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None,
+            rejects: dict[str, int] | None = None) -> dict[str, Any]:
     """The numbers a later night's rows are checked against. `files`: {path: {rows, rejected, sha256}}
     (ingest's kept and quarantined rows per file); the profile adds `kept`, the rows that reached here."""
     work = _with_derived(rows)
@@ -86,6 +87,7 @@ def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None) -> dict[st
         "question_length": _quantiles(work["question"].str.len_chars()),
         "categories": categories,
         "files": {path: {**f, "kept": kept.get(path)} for path, f in (files or {}).items()},
+        "rejects": dict(sorted((rejects or {}).items())),
     }
 
 
@@ -178,8 +180,10 @@ def kept_per_file(rows: pl.DataFrame, files: dict[str, dict]) -> dict[str, int] 
     return {path: counts.get(path, 0) for path in files}
 
 
-def changes(rows: pl.DataFrame, files: dict[str, dict], reference: dict) -> dict[str, Any]:
-    """What is new since the reference: files added, removed or changed; rows per category then and now."""
+def changes(rows: pl.DataFrame, files: dict[str, dict], reference: dict,
+            rejects: dict[str, int] | None = None) -> dict[str, Any]:
+    """What is new since the reference: files added, removed or changed; rows per file and category and
+    rejected rows per reason, then and now."""
     old_files, new_files = reference.get("files", {}), files or {}
     now = rows.group_by("category").len() if rows.height else pl.DataFrame({"category": [], "len": []})
     counts_now = {str(c): n for c, n in zip(now["category"], now["len"])}
@@ -194,6 +198,8 @@ def changes(rows: pl.DataFrame, files: dict[str, dict], reference: dict) -> dict
                           for p in sorted(set(old_files) | set(new_files))},
         "rows_per_category": {c: {"then": counts_then.get(c, 0), "now": counts_now.get(c, 0)}
                               for c in sorted(set(counts_then) | set(counts_now))},
+        "rejects_by_reason": {r: {"then": reference.get("rejects", {}).get(r, 0), "now": (rejects or {}).get(r, 0)}
+                              for r in sorted(set(reference.get("rejects", {})) | set(rejects or {}))},
     }
 
 
@@ -204,7 +210,8 @@ def _lost_share(files: dict[str, dict]) -> float:
     return 1 - kept / read if read and all(f.get("kept") is not None for f in files.values()) else 0.0
 
 
-def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg: DriftConfig) -> dict[str, Any]:
+def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg: DriftConfig,
+                rejects: dict[str, int] | None = None) -> dict[str, Any]:
     """{changes, checks, failed, scope, profile}: tonight's new rows against the reference profile.
 
     The suite runs on the rows from files added or changed since the reference (a bad day is not
@@ -214,7 +221,7 @@ def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg
     if reference.get("version") != PROFILE_VERSION:
         raise ValueError(f"the champion's data profile has version {reference.get('version')!r}, this rlvrflow "
                          f"reads {PROFILE_VERSION}; register a model trained with this version")
-    what = changes(rows, files, reference)
+    what = changes(rows, files, reference, rejects)
     new_files = set(what["files_added"]) | set(what["files_changed"])
     kept = kept_per_file(rows, files)
     scope, checked = "all rows (no new or changed file)", rows
@@ -235,4 +242,5 @@ def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg
     failed = [c["check"] for c in checks if not c["ok"]]
     if not checked.height:
         failed.append("no rows from tonight's new files reached training" if new_files else "no rows tonight")
-    return {"changes": what, "scope": scope, "checks": checks, "failed": failed, "profile": profile(rows, files)}
+    return {"changes": what, "scope": scope, "checks": checks, "failed": failed,
+            "profile": profile(rows, files, rejects)}

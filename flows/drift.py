@@ -33,14 +33,25 @@ def data_files(spec_dir: Path, prepare_stats: dict) -> dict[str, dict]:
     return files
 
 
+def rejects_by_reason(prepare_stats: dict, attach_stats: dict) -> dict[str, int]:
+    """Rows rejected on the way to training, by reason, over prepare's steps and attach."""
+    out: dict[str, int] = {}
+    for stats in (*prepare_stats.get("stages", {}).values(), attach_stats):
+        for reason, n in (stats.get("rejected_by_reason") or {}).items():
+            out[reason] = out.get(reason, 0) + n
+    return out
+
+
 def data_profile(prepare_dir: Path, attach_dir: Path, spec_dir: Path) -> dict[str, Any]:
-    """A finished run's data profile: its verified rows and the files they came from."""
+    """A finished run's data profile: its verified rows, the files they came from, the rejects."""
     import polars as pl
 
     from rlvrflow.cleaning.drift import profile
 
     stats = json.loads((prepare_dir / "stats.json").read_text())
-    return profile(pl.read_parquet(attach_dir / "attach.parquet"), data_files(spec_dir, stats))
+    attach_stats = attach_dir / "attach_stats.json"
+    rejects = rejects_by_reason(stats, json.loads(attach_stats.read_text()) if attach_stats.is_file() else {})
+    return profile(pl.read_parquet(attach_dir / "attach.parquet"), data_files(spec_dir, stats), rejects)
 
 
 def drift(job: Job) -> Result:
@@ -51,8 +62,10 @@ def drift(job: Job) -> Result:
 
     spec, out = job.spec, Path(job.out)
     reference = json.loads(job.input("champion_data", "profile").read_text())
-    files = data_files(spec.base_dir, json.loads(job.input("prepare", "stats").read_text()))
-    report = check_drift(pl.read_parquet(job.input("attach", "rows")), files, reference, spec.drift)
+    prepare_stats = json.loads(job.input("prepare", "stats").read_text())
+    attach_stats = json.loads(job.input("attach", "stats").read_text())
+    report = check_drift(pl.read_parquet(job.input("attach", "rows")), data_files(spec.base_dir, prepare_stats),
+                         reference, spec.drift, rejects_by_reason(prepare_stats, attach_stats))
     (out / "drift.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
     c = report["changes"]
     return Result({"failed": report["failed"], "checks": len(report["checks"]), "rows_then": c["rows"]["then"],
@@ -88,6 +101,9 @@ def drift_markdown(report: dict) -> str:
              f"changed: {c['files_changed'] or 'none'}, removed: {c['files_removed'] or 'none'}", "",
              "| category | rows then | rows now |", "|---|---|---|"]
     lines += [f"| {cat} | {v['then']} | {v['now']} |" for cat, v in c["rows_per_category"].items()]
+    if c.get("rejects_by_reason"):
+        lines += ["", "| rejected for | then | now |", "|---|---|---|"]
+        lines += [f"| {r} | {v['then']} | {v['now']} |" for r, v in c["rejects_by_reason"].items()]
     lines += ["", "| check | result | share as expected |", "|---|---|---|"]
     lines += [f"| {x['check']} | {'pass' if x['ok'] else '**FAIL**'} | {x['share_expected']} |" for x in report["checks"]]
     return "\n".join(lines)

@@ -14,7 +14,7 @@
               split.eval                           verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     evaluate  split.eval split.train sft.model     eval training.{seed,dtype} verifiers.{reward,timeout_s}
               policy.summary                       (+ checkpoints, eval set files)                one per model
-    drift     prepare.stats attach.rows            drift (+ source files)                          -
+    drift     prepare.stats attach.{rows,stats}    drift (+ source files)                          -
               champion_data.profile (the registry's)
     compare   split.eval evaluate.matrix           eval training.{seed,dtype}                          -
               champion.model (the registry's)      verifiers.{reward,timeout_s} (+ eval set files)
@@ -163,7 +163,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
           sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
           code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,
           finish=calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),
-    Stage("drift", inputs=("prepare.stats", "attach.rows", "champion_data.profile"), sections=("drift",),
+    Stage("drift", inputs=("prepare.stats", "attach.rows", "attach.stats", "champion_data.profile"), sections=("drift",),
           code=("cleaning", "flows"), call=drift.drift, extra_key=_source_files, summary=drift.drift_line),
     Stage("compare", inputs=("split.eval", "evaluate.matrix", "champion.model"),
           sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),

@@ -93,6 +93,14 @@ def test_a_drifted_day_fails_the_check_that_names_it_however_many_good_days_surr
     assert all(not c["ok"] for c in report["checks"] if c["check"] in report["failed"])
 
 
+def test_rejects_by_reason_then_and_now():
+    champion = profile(night(0), FILES, {"duplicate": 4, "null:reference": 1})
+    report = check_drift(tonight(), DAY2, champion, DriftConfig(), {"duplicate": 9, "bad_category": 2})
+    assert report["changes"]["rejects_by_reason"] == {"bad_category": {"then": 0, "now": 2},
+                                                      "duplicate": {"then": 4, "now": 9},
+                                                      "null:reference": {"then": 1, "now": 0}}
+
+
 def test_a_broken_source_file_fails(champion):
     rows = pl.concat([night(0), night(1, n=10, file="raw/day2.csv")])
     files = {**FILES, "raw/day2.csv": {"rows": 150, "rejected": 50, "sha256": "cc"}}  # kept and quarantined at ingest

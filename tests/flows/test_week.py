@@ -48,6 +48,7 @@ def test_a_week_of_nights(prefect_harness, toy_spec, tmp_path, capsys, read_arti
     assert drift["failed"] == [] and drift["changes"]["files_added"] == ["raw/part-1.jsonl"]
     assert drift["scope"] == "40 rows from 1 new or changed file(s)"
     assert drift["changes"]["rows"] == {"then": 40, "now": 80}
+    assert "rejects_by_reason" in drift["changes"]
     assert "tonight's rows against the champion's" in read_artifact("toy-drift").description
     report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
     compared = report["champion_comparison"]
