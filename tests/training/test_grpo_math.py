@@ -7,7 +7,7 @@ import torch
 
 from rlvrflow.training.grpo_math import (
     aggregate, clipped_surrogate, group_advantages, grpo_loss, k3_kl, token_logprobs, token_logprobs_and_entropy,
-    warmup_cosine, zero_variance_groups,
+    zero_variance_groups,
 )
 
 
@@ -113,6 +113,8 @@ def test_token_logprobs_matches_log_softmax():
 
 
 def test_warmup_cosine_schedule():
+    from rlvrflow.training.trainer import warmup_cosine
+
     assert warmup_cosine(0, 10, 110, 0.1) == pytest.approx(0.1)
     assert warmup_cosine(9, 10, 110, 0.1) == pytest.approx(1.0)
     assert warmup_cosine(10, 10, 110, 0.1) == pytest.approx(1.0)
