@@ -211,7 +211,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
              counts["trainable_params"], counts["total_params"])
     trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt,
                       HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.steps, d.log_every,
-                      _step_line, device, dtype_name(dtype))
+                      _step_line, device)
     with trainer:
         run = trainer.start(resume, sft_model)
         for step in range(run.step, d.steps):

@@ -131,7 +131,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
               if (backend.is_main or g.rollout == "hf") and g.rollout_mode == "sync" else None)
     trainer = Trainer("grpo", out, cfg, backend, tokenizer, fmt,
                       HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.steps, g.log_every,
-                      partial(step_line, total=g.steps), device, dtype_name(dtype), parts={"sampler": sampler},
+                      partial(step_line, total=g.steps), device, parts={"sampler": sampler},
                       state_cls=GRPORun)
     rollouts = contextlib.nullcontext()
     with trainer:

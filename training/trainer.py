@@ -153,11 +153,11 @@ class Trainer:
     """
 
     def __init__(self, name: str, out: Path, cfg, backend, tokenizer, fmt, held_out: HeldOut, steps: int,
-                 log_every: int, line: Callable[[dict], str], device, dtype: str, parts: dict | None = None,
+                 log_every: int, line: Callable[[dict], str], device, parts: dict | None = None,
                  state_cls: type[RunState] = RunState) -> None:
         self.name, self.out, self.cfg, self.backend, self.tokenizer, self.fmt = name, Path(out), cfg, backend, tokenizer, fmt
         self.held_out, self.steps, self.log_every, self.line = held_out, steps, log_every, line
-        self.device, self.dtype, self.parts, self.state_cls = device, dtype, parts or {}, state_cls
+        self.device, self.parts, self.state_cls = device, parts or {}, state_cls
         self.run: RunState | None = None
         self.scalars = Scalars([], self.out / TB_DIR)
         self.bar = self.log = None
@@ -190,7 +190,7 @@ class Trainer:
         if resume is None:
             self.evaluate(0)
             if self._kept is not None:
-                write_loop_eval(self.out, "step_000000", start_model, self._kept)
+                write_loop_eval(self.out, "step_000000", self._kept)
         self.log = StepLog(self.name, self.log_every, self.steps, self.scalars, self.line,
                            self.out / "metrics.jsonl" if main else None)
         self.bar = self._open.enter_context(
@@ -239,7 +239,7 @@ class Trainer:
         record = kept = by_prompt = None
         if b.is_main:
             with b.autocast():
-                live = evaluate_live(b.generation_module, self.tokenizer, h.rows, h.cfg, h.seed, self.dtype,
+                live = evaluate_live(b.generation_module, self.tokenizer, h.rows, h.cfg, h.seed,
                                      self.out / "samples" / f"step_{step:06d}.jsonl", h.workers, str(self.device),
                                      prompt_format=self.fmt, reward_cfg=h.reward_cfg, timeout_s=h.timeout_s)
             result, kept = live.result, live if b.exact_evals else None
