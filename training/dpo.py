@@ -213,7 +213,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
                       HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.steps, d.log_every,
                       _step_line, device)
     with trainer:
-        run = trainer.start(resume, sft_model)
+        run = trainer.start(resume)
         for step in range(run.step, d.steps):
             t_step = time.perf_counter()
             idx = batch_indices(len(data), d.batch_size, step, seed)

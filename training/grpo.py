@@ -23,8 +23,10 @@ checkpoint); forwards run in `training.dtype` (training/precision.py). With `tra
 adapters train, checkpoints hold the adapter unmerged, the KL reference is the same model with the
 adapter switched off, and vLLM receives the merged weights after every update.
 
-With `grpo.rollout_mode: async` a generator process (training/async_rollouts.py) samples and scores
-the groups with a copy of the policy at most `max_staleness` updates old, through a queue under
+Rollouts come from one of two collectors with the same calls (start, collect, updated, state_dict,
+summary): `SyncRollouts` generates in this process between updates; with `grpo.rollout_mode: async`
+`AsyncRollouts` (training/async_rollouts.py) has a generator process sample and score the groups
+with a copy of the policy at most `max_staleness` updates old, through a queue under
 out_dir/rollout_queue/; the sampler stays here, and the loss takes the generator's log-probs as the
 old policy. summary.json counts every group: trained, zero-variance, stale, discarded at a resume.
 
@@ -36,7 +38,6 @@ Left out: splitting rollouts across data-parallel ranks, async rollouts with vLL
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -125,48 +126,29 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
              counts["trainable_params"], counts["total_params"])
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
     sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.group_size)
-    # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
-    # own copy of the weights and its share of GPU memory on every GPU for nothing.
-    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
-              if (backend.is_main or g.rollout == "hf") and g.rollout_mode == "sync" else None)
+    rollouts = _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
+                          workers, timeout_s)
     trainer = Trainer("grpo", out, cfg, backend, tokenizer, fmt,
                       HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.steps, g.log_every,
-                      partial(step_line, total=g.steps), device, parts={"sampler": sampler},
-                      state_cls=GRPORun)
-    rollouts = contextlib.nullcontext()
+                      partial(step_line, total=g.steps), device, parts={"sampler": sampler}, state_cls=GRPORun)
     with trainer:
-        run = trainer.start(resume, sft_model)
-        if resume is not None:
-            _sync_weights(engine, backend, g.rollout)
-        if g.rollout_mode == "async":
-            from rlvrflow.training.async_rollouts import AsyncRollouts
-
-            rollouts = AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
-                                     g.reward_workers if workers is None else workers, timeout_s)
-            rollouts.start(run, backend)
+        run = trainer.start(resume)
         with rollouts:
+            rollouts.start(run, backend)
             for step in range(run.step, g.steps):
                 t_step = time.perf_counter()
                 # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
-                if g.rollout_mode == "async":
-                    groups, info = rollouts.collect(sampler, step, run)
-                else:
-                    with backend.autocast():
-                        groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step,
-                                                      dp=backend, prompt_format=fmt, workers=workers,
-                                                      timeout_s=timeout_s)
+                groups, info = rollouts.collect(sampler, step, run)
                 run.groups_seen += info["groups_seen"]
                 run.groups_zero_variance += info["groups_zero_variance"]
                 run.groups_zero_solved += info["groups_zero_solved"]
                 run.groups_trained += len(groups)
-                # 2. the policy update on whatever signal the step found
+                # 2. the policy update on whatever signal the step found, then the rollout weights
                 upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
                 if groups:
                     upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
-                    _sync_weights(engine, backend, g.rollout)
                 run.step = step + 1
-                if g.rollout_mode == "async" and run.step % g.sync_every == 0:
-                    rollouts.publish(backend, run.step)  # also after a skipped update: the version counts steps
+                rollouts.updated(backend, run.step, bool(groups))
                 run.train_rewards.append(info["reward_mean"])
                 metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
                            "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
@@ -174,12 +156,11 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                                  correct=f"{info['correct_rate']:.0%}")
                 if backend.is_main:
                     write_rollout_samples(out, run.step, groups, tasks, g)
-                # 3. eval + checkpoint + retention + the reward-hacking check
+                # 3. eval + the reward-hacking check + checkpoint (with the collector's queue) + retention
                 if trainer.checkpoint_due(run.step):
                     record = trainer.evaluate(run.step)
                     _check_reward_hacking(run, cfg)
-                    if g.rollout_mode == "async":
-                        run.queue = rollouts.state_dict()  # saved with the sampler that drew it
+                    run.queue = rollouts.state_dict()  # saved with the sampler that drew it
                     trainer.save(record)  # every rank: DeepSpeed's partitions
                 if on_progress is not None:
                     on_progress(run.step, g.steps, metrics)
@@ -190,10 +171,60 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
              # steps where no group had reward variance, so the policy was not updated (report.json warns)
              "steps_without_update": sum(1 for m in metrics if m.get("skipped")),
              "notes": run.notes, "prompt_format": fmt.kind, "dtype": dtype_name(dtype), **counts,
-             "rollout_mode": g.rollout_mode}
-    if g.rollout_mode == "async":
-        extra["groups_unused"] = rollouts.unused  # scored and reported to the sampler, never trained
+             "rollout_mode": g.rollout_mode, **rollouts.summary()}
     return trainer.finish(sft_model, extra)
+
+
+def _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers,
+               timeout_s):
+    """The rollout collector `grpo.rollout_mode` names: `SyncRollouts` or `AsyncRollouts`, the same calls."""
+    if g.rollout_mode == "async":
+        from rlvrflow.training.async_rollouts import AsyncRollouts
+
+        return AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
+                             g.reward_workers if workers is None else workers, timeout_s)
+    # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
+    # own copy of the weights and its share of GPU memory on every GPU for nothing.
+    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
+              if backend.is_main or g.rollout == "hf" else None)
+    return SyncRollouts(engine, tasks, tokenizer, g, reward_cfg, seed, backend, fmt, workers, timeout_s)
+
+
+class SyncRollouts:
+    """Rollouts in the trainer's process between updates (`rollout_mode: sync`): HF generates with the
+    live policy, vLLM with its own copy of the weights, pushed after each update and at a resume.
+    The calls are AsyncRollouts' (training/async_rollouts.py): start, collect, updated, state_dict,
+    summary, and a context that ends it."""
+
+    def __init__(self, engine, tasks, tokenizer, g, reward_cfg, seed: int, backend, fmt, workers, timeout_s) -> None:
+        self.engine, self.tasks, self.tokenizer, self.g, self.reward_cfg = engine, tasks, tokenizer, g, reward_cfg
+        self.seed, self.backend, self.fmt, self.workers, self.timeout_s = seed, backend, fmt, workers, timeout_s
+
+    def __enter__(self) -> "SyncRollouts":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass  # nothing runs beside the trainer
+
+    def start(self, run, backend) -> None:
+        if run.step:  # resumed: the engine holds the SFT weights, the policy the checkpoint's
+            _sync_weights(self.engine, backend, self.g.rollout)
+
+    def collect(self, sampler, step: int, run) -> tuple[list[Group], dict]:
+        with self.backend.autocast():
+            return collect_groups(self.engine, sampler, self.tasks, self.tokenizer, self.g, self.reward_cfg,
+                                  self.seed, step, dp=self.backend, prompt_format=self.fmt, workers=self.workers,
+                                  timeout_s=self.timeout_s)
+
+    def updated(self, backend, step: int, trained: bool) -> None:
+        if trained:
+            _sync_weights(self.engine, backend, self.g.rollout)
+
+    def state_dict(self) -> dict:
+        return {}  # nothing drawn ahead of the step
+
+    def summary(self) -> dict:
+        return {}
 
 
 def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int,

@@ -3,7 +3,7 @@
     backend = TorchBackend(policy, Optim.of(cfg.dpo), dtype)   # AdamW, warmup + cosine to a floor, precision
     trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt, HeldOut(eval_df, eval_cfg, seed), d.steps, d.log_every)
     with trainer:
-        run = trainer.start(ckpt.latest_checkpoint(out), sft_model)  # resume, or evaluate the start model (step 0)
+        run = trainer.start(ckpt.latest_checkpoint(out))  # resume, or evaluate the start model (step 0)
         for step in range(run.step, d.steps):
             loss = ...                                               # the algorithm's batch and loss
             backend.zero_grad(); backend.backward(loss); backend.step()
@@ -171,7 +171,7 @@ class Trainer:
     def __exit__(self, *exc) -> None:
         self._open.close()
 
-    def start(self, resume: Path | None, start_model) -> RunState:
+    def start(self, resume: Path | None) -> RunState:
         """Resume from `resume` (a checkpoint; the policy was loaded from it), or start afresh and
         evaluate the policy as it starts: the held-out baseline, in the same table as every checkpoint."""
         main = self.backend.is_main
