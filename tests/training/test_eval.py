@@ -1,10 +1,8 @@
 """Eval metrics on an engine whose outputs are known, scored by the real math verifier."""
 
 import hashlib
-from pathlib import Path
 
 import polars as pl
-import torch
 import pytest
 
 from rlvrflow.curriculum import Completion

@@ -112,17 +112,6 @@ def test_token_logprobs_matches_log_softmax():
     assert token_logprobs(logits, torch.tensor([[1]])).item() == pytest.approx(math.log(0.75))
 
 
-def test_warmup_cosine_schedule():
-    from rlvrflow.training.trainer import warmup_cosine
-
-    assert warmup_cosine(0, 10, 110, 0.1) == pytest.approx(0.1)
-    assert warmup_cosine(9, 10, 110, 0.1) == pytest.approx(1.0)
-    assert warmup_cosine(10, 10, 110, 0.1) == pytest.approx(1.0)
-    assert warmup_cosine(60, 10, 110, 0.1) == pytest.approx(0.55)
-    assert warmup_cosine(110, 10, 110, 0.1) == pytest.approx(0.1)
-    assert warmup_cosine(500, 0, 110, 0.0) == pytest.approx(0.0)
-
-
 def test_entropy_is_that_of_the_whole_distribution():
     # position 0: uniform over 4 -> log 4; position 1: probs (1/4, 3/4, 0-ish...) -> by hand
     logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0], [0.0, math.log(3.0), -1e9, -1e9]]])
