@@ -30,7 +30,7 @@ ahead and the generator waits for each update's weights: the same draws, seeds a
 synchronous loop.
 
 Crash semantics. A checkpoint saves, with the sampler, the requests drawn but not consumed and the
-groups waiting to be trained (`RunState.queue`). A resume (after `kill -9` of the trainer, or a
+groups waiting to be trained (`GRPORun.queue`, training/grpo.py). A resume (after `kill -9` of the trainer, or a
 failure) removes the old queue epoch, counting the groups of its results (groups_discarded: the dead
 run made them after its checkpoint, the resumed run never trains them), and asks the new generator
 for the saved requests again. So every draw of the sampler in the resumed lineage is consumed
