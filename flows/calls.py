@@ -370,8 +370,8 @@ def evaluate(job: Job) -> Result:
     """training.evaluate of one model on the held-out split (<name>.json, its samples in
     <name>.samples.jsonl), then on each regression set and the robustness set (<name>.sets.json).
 
-    The held-out eval is read back from the training loop when it evaluated the same weights with the
-    same setting (`loop_eval`); <name>.json then names the record in `reused_from`."""
+    The held-out eval is the training loop's own record of these weights when it kept one (`loop_eval`);
+    <name>.json then names the record in `reused_from`."""
     import polars as pl
 
     from rlvrflow.curriculum.engine_factory import release
@@ -392,7 +392,7 @@ def evaluate(job: Job) -> Result:
 
     try:
         rows = pl.read_parquet(job.input("split", "eval"))
-        loop = loop_eval(job, engine, rows)
+        loop = loop_eval(job, engine)
         if loop is None:
             result = {"name": name, **evaluate_on(rows, out / f"{name}.samples.jsonl")}
         else:
@@ -408,26 +408,19 @@ def evaluate(job: Job) -> Result:
                        f"{name}.sets": f"{name}.sets.json"})
 
 
-def loop_eval(job: Job, engine, eval_rows) -> dict | None:
+def loop_eval(job: Job, engine) -> dict | None:
     """The trained stage's own held-out eval of this job's model ({result, samples, path}), or None.
 
-    GRPO and DPO evaluate the model they start from and each checkpoint on these rows with the same
-    seed, eval and reward settings, and keep each eval once its weights are on disk;
-    `training.eval.read_loop_eval` gives it back when it was kept for this folder with these files
-    and under the `eval_setting` this engine would evaluate with. A vLLM eval engine (`eval.engine:
-    vllm`) always evaluates anew."""
+    GRPO and DPO evaluate the model they start from and each checkpoint on these rows, with the eval,
+    reward, seed and precision settings this stage reads (all in their own stage key), and keep each
+    eval once its weights are on disk (training/README.md says why the loops own this eval). They
+    generate with HF, so a vLLM eval engine (`eval.engine: vllm`) evaluates anew."""
     from rlvrflow.curriculum import HFEngine
-    from rlvrflow.training.eval import eval_setting, read_loop_eval, select_eval_tasks
-    from rlvrflow.training.modeling import pick_device
-    from rlvrflow.training.precision import dtype_name, resolve_dtype
+    from rlvrflow.training.eval import read_loop_eval
 
     if not isinstance(engine, HFEngine):
         return None
-    spec = job.spec
-    dtype = dtype_name(resolve_dtype(spec.training.dtype, pick_device(spec.training.device)))
-    setting = eval_setting(engine, select_eval_tasks(eval_rows, spec.eval), spec.eval, spec.training.seed, dtype,
-                           spec.verifiers.reward, spec.verifiers.timeout_s)
-    return read_loop_eval(job.input("policy", "dir"), job.item["name"], job.item["model"], setting)
+    return read_loop_eval(job.input("policy", "dir"), job.item["name"])
 
 
 def evaluate_finish(job: Job, stats: dict) -> Result:

@@ -1,10 +1,12 @@
 """Async GRPO rollouts: a generator process fills an on-disk queue while the trainer updates the policy.
 
     rollouts = AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s)
-    rollouts.start(run, backend)                      # fresh queue epoch, weights v<run.step>, the generator
     with rollouts:                                    # stops the generator whatever happens
+        rollouts.start(run, backend)                  # fresh queue epoch, weights v<run.step>, the generator
         groups, info = rollouts.collect(sampler, step, run)
-        ...update...; rollouts.publish(backend, step + 1)
+        ...update...; rollouts.updated(backend, step + 1, trained)   # publishes every sync_every steps
+
+`SyncRollouts` (training/grpo.py) is the other collector, with the same calls.
 
 Who does what. The curriculum sampler stays in the trainer: it owns online re-tiering, the
 recent-prompt window and their checkpointed state, so a draw and its report happen in one process in
@@ -28,7 +30,7 @@ ahead and the generator waits for each update's weights: the same draws, seeds a
 synchronous loop.
 
 Crash semantics. A checkpoint saves, with the sampler, the requests drawn but not consumed and the
-groups waiting to be trained (`RunState.queue`). A resume (after `kill -9` of the trainer, or a
+groups waiting to be trained (`GRPORun.queue`, training/grpo.py). A resume (after `kill -9` of the trainer, or a
 failure) removes the old queue epoch, counting the groups of its results (groups_discarded: the dead
 run made them after its checkpoint, the resumed run never trains them), and asks the new generator
 for the saved requests again. So every draw of the sampler in the resumed lineage is consumed
@@ -113,6 +115,14 @@ class AsyncRollouts:
         for request in self.pending:
             self.queue.put_request(request)
         self._spawn()
+
+    def updated(self, backend, step: int, trained: bool) -> None:
+        """After step `step`: publish every `sync_every` steps, also after a skipped update (versions count steps)."""
+        if step % self.g.sync_every == 0:
+            self.publish(backend, step)
+
+    def summary(self) -> dict:
+        return {"groups_unused": self.unused}  # scored and reported to the sampler, never trained
 
     def state_dict(self) -> dict:
         return {"next_seq": self.next_seq, "pending": [dict(r) for r in self.pending],

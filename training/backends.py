@@ -1,7 +1,8 @@
-"""Optimizer backends for the GRPO loop: plain torch (one process, or N ranks with all-reduced
-gradients under torchrun) or DeepSpeed ZeRO-2/3 (several GPUs).
+"""Optimizer backends: plain torch (one process, as SFT and DPO train, or N GRPO ranks with all-reduced
+gradients under torchrun) or DeepSpeed ZeRO-2/3 (GRPO on several GPUs). Each builds the optimizer
+and schedule of training/trainer.py's `Optim`.
 
-Both expose the same few calls, so `training/grpo.py` reads the same either way:
+All expose the same few calls, so `training/grpo.py` reads the same either way:
 `module` (what training forwards call: the HF model, or the DeepSpeed engine wrapping it), `rows_for_this_rank(n)` (which of the step's n sequences
 this process trains on, plus a 0/1 weight that zeroes data-parallel padding), `loss_denominator(tokens)`,
 `backward(loss)`, `step() -> grad norm`, `lr()`, `named_parameters()` (full tensors, for vLLM sync),
@@ -9,7 +10,8 @@ this process trains on, plus a 0/1 weight that zeroes data-parallel padding), `l
 `sync_generation_module()` (the model rank 0 generates with), `save_checkpoint(...)` and
 `state_dict()` / `load_state_dict(state, checkpoint_dir)` of the optimizer and schedule, and
 `autocast()` (the precision context forwards run in: training/precision.py for torch; DeepSpeed casts
-the module itself).
+the module itself), and `exact_evals` (whether an eval of the live policy equals one of the saved
+checkpoint, so the evaluate stage may read it: training/trainer.py).
 
 The DeepSpeed path (see `training/distributed.py`): rank 0 alone generates rollouts and scores them;
 each refill round's outcome is broadcast, so every rank reports the same success rates to its
@@ -29,11 +31,11 @@ step's checkpoint directory, next to rank 0's HF weights. Tested on CPU with 2 g
 from __future__ import annotations
 
 from rlvrflow.training.config import GRPOConfig
-from rlvrflow.training.grpo_math import warmup_cosine
+from rlvrflow.training.trainer import Optim
 
 
 class TorchBackend:
-    """AdamW + warmup/cosine LambdaLR on a single process, over the trainable parameters only.
+    """`optim`'s AdamW + warmup/cosine LambdaLR on a single process, over the trainable parameters only.
 
     `dtype`: forwards run under autocast in it (float16 adds loss scaling). `lora`: the module is a
     peft model; `named_parameters()` then yields the merged weights in plain HF names (for vLLM).
@@ -41,8 +43,9 @@ class TorchBackend:
 
     is_main = True
     world_size = 1
+    exact_evals = True  # one process evaluates exactly the weights it then saves
 
-    def __init__(self, model, g: GRPOConfig, dtype=None, lora: bool = False) -> None:
+    def __init__(self, model, optim: Optim, dtype=None, lora: bool = False) -> None:
         import torch
 
         from rlvrflow.training.precision import LossScaler
@@ -53,13 +56,9 @@ class TorchBackend:
         self.dtype = dtype or torch.float32
         self.scaler = LossScaler(self.device, self.dtype)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.max_grad_norm = g.max_grad_norm
-        total = g.steps * g.updates_per_batch
-        warm = g.warmup_steps * g.updates_per_batch
-        self.opt = torch.optim.AdamW(self.params, lr=g.lr, weight_decay=g.weight_decay)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(
-            self.opt, lambda s: warmup_cosine(s, warm, total, g.min_lr_ratio)
-        )
+        self.max_grad_norm = optim.max_grad_norm
+        self.opt = optim.adamw(self.params)
+        self.sched = optim.schedule(self.opt)
 
     def rows_for_this_rank(self, n: int) -> tuple[list[int], list[float]]:
         return list(range(n)), [1.0] * n
@@ -129,6 +128,7 @@ class DeepSpeedBackend:
 
     CHECKPOINT_SUBDIR = "deepspeed"  # DeepSpeed's files inside step_NNNNNN/
     CHECKPOINT_TAG = "zero"
+    exact_evals = False  # rank 0 evaluates its bf16 module or replica, not the saved HF weights as loaded
 
     def __init__(self, model, g: GRPOConfig, stage: int | None = None, bf16: bool | None = None) -> None:
         import copy
@@ -160,12 +160,8 @@ class DeepSpeedBackend:
             self._replica = copy.deepcopy(model).requires_grad_(False)
             if self.bf16:
                 self._replica.to(torch.bfloat16)
-        total = g.steps * g.updates_per_batch
-        warm = g.warmup_steps * g.updates_per_batch
-
-        def schedule(opt):  # the same warmup + cosine as TorchBackend, stepped at each update boundary
-            return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, warm, total, g.min_lr_ratio))
-
+        # the same warmup + cosine as TorchBackend, stepped at each update boundary
+        schedule = Optim.of(g, g.updates_per_batch).schedule
         self.engine, self.opt = D.init_deepspeed(model, cfg, lr_scheduler=schedule,
                                                  timeout_minutes=g.dist_timeout_minutes)
         # Training forwards go through the engine (it passes attributes through to the HF model): its
@@ -302,13 +298,15 @@ class DataParallelBackend(TorchBackend):
     bucketed and overlapped with the backward), which is what this loop's few updates per step need.
     """
 
+    exact_evals = False  # with several ranks the evaluate stage evaluates each checkpoint itself
+
     def __init__(self, model, g: GRPOConfig, dtype=None, lora: bool = False) -> None:
         from rlvrflow.training import distributed as D
 
         self._d = D
         self.env = D.dist_env()
         D.init_process_group(next(model.parameters()).device, g.dist_timeout_minutes)
-        super().__init__(model, g, dtype, lora)
+        super().__init__(model, Optim.of(g, g.updates_per_batch), dtype, lora)
         self.is_main = self.env.is_main
         self.world_size = self.env.world_size
         self.grad_accum = g.grad_accum
@@ -357,4 +355,4 @@ def make_backend(model, g: GRPOConfig, dtype=None, lora: bool = False):
         return DeepSpeedBackend(model, g, bf16=bf16)  # ZeRO stage from g.zero_stage
     if dist_env().is_distributed:
         return DataParallelBackend(model, g, dtype, lora)
-    return TorchBackend(model, g, dtype, lora)
+    return TorchBackend(model, Optim.of(g, g.updates_per_batch), dtype, lora)

@@ -63,6 +63,11 @@ class SFTConfig(_Frozen):
     max_length: int = Field(512, ge=8, description="Longer prompt+solution sequences are truncated from the left of the prompt.")
     log_every: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
 
+    @property
+    def min_lr_ratio(self) -> float:
+        """The cosine floor (a fraction of lr): fixed for SFT, a field of training.dpo and training.grpo."""
+        return 0.1
+
 
 class HackingAlarmConfig(_Frozen):
     """When the reward-hacking alarm sounds (training/report.py, detect_reward_hacking): the training reward

@@ -508,19 +508,3 @@ def gathered_state_dict(model: Any, is_main: bool | None = None) -> dict[str, An
             state[name] = buf.detach().cpu().clone()
     return state if main else None
 
-
-def save_hf_checkpoint(model: Any, out_dir: str | Path, tokenizer: Any = None, is_main: bool | None = None) -> Path | None:
-    """Save a (possibly ZeRO-3 sharded) model as an ordinary HF checkpoint from the main rank.
-
-    All ranks call this (the gather is collective); only the main rank writes, and returns the path.
-    """
-    main = dist_env().is_main if is_main is None else is_main
-    state = gathered_state_dict(model, is_main=main)
-    if not main:
-        return None
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    _unwrap(model).save_pretrained(out, state_dict=state)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(out)
-    return out

@@ -21,9 +21,10 @@ exactly as SFT, tiering and GRPO encode them.
 Batches: step s takes pairs s*B .. (s+1)*B - 1 of a stream of seeded permutations (one per epoch),
 so a resumed run draws the same pairs without saving sampler state. Every `checkpoint.every` steps
 (and at the end) the policy is evaluated on the held-out rows (step 0 = the SFT baseline, with its
-samples under samples/) and saved in GRPO's layout: step_NNNNNN/ (HF weights or the unmerged
-adapter, state.pt, meta.json with the eval), metrics.jsonl, evals.jsonl, evals/ (each eval whole, for
-the evaluate stage to read back: `training.eval.write_loop_eval`), curves.png, summary.json.
+samples under samples/) and saved in GRPO's layout by the same skeleton (training/trainer.py):
+step_NNNNNN/ (HF weights or the unmerged adapter, state.pt, meta.json with the eval), metrics.jsonl,
+evals.jsonl, evals/ (each eval whole, for the evaluate stage to read back:
+`training.eval.write_loop_eval`), tb/, curves.png, summary.json.
 
 Left out: other DPO losses (IPO, hinge, robust), SFT loss mixing, several processes.
 """
@@ -34,9 +35,7 @@ import hashlib
 import json
 import logging
 import random
-import shutil
 import time
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -44,8 +43,6 @@ import torch.nn.functional as F
 
 from rlvrflow.training import checkpoint as ckpt
 from rlvrflow.training.config import EvalConfig, TrainingConfig
-from rlvrflow.training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
-from rlvrflow.training.report import append_jsonl, read_jsonl
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -185,9 +182,10 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     """
     from rlvrflow.curriculum.engines import PromptFormat
     from rlvrflow.training import lora
-    from rlvrflow.training.grpo_math import warmup_cosine
+    from rlvrflow.training.backends import TorchBackend
     from rlvrflow.training.modeling import load_policy, pick_device, set_threads
-    from rlvrflow.training.precision import LossScaler, autocast, dtype_name, resolve_dtype
+    from rlvrflow.training.precision import dtype_name, resolve_dtype
+    from rlvrflow.training.trainer import HeldOut, Optim, Trainer
 
     d, out = cfg.dpo, Path(out_dir)
     if not pairs:
@@ -208,113 +206,38 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
                     d.max_length, cut["responses_truncated"], cut["prompts_truncated"])
     ref = _load_reference(out, _data_key(sft_model, data, cfg), policy, sft_model, resume is not None, data,
                           tokenizer.pad_token_id, device, dtype, cfg)
-    params = [p for p in policy.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=d.lr, weight_decay=d.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, d.warmup_steps, d.steps, d.min_lr_ratio))
-    scaler = LossScaler(device, dtype)
+    backend = TorchBackend(policy, Optim.of(d), dtype)
     log.info("dpo: %d pairs, %s prompts, %s, %d of %d parameters trainable", len(data), fmt.kind, dtype_name(dtype),
              counts["trainable_params"], counts["total_params"])
-
-    evaluate_now = partial(_evaluate, policy=policy, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
-                           seed=seed, device=device, dtype=dtype, fmt=fmt, out=out, reward_cfg=reward_cfg,
-                           workers=workers, timeout_s=timeout_s)
-    if resume is not None:
-        run = _restore(resume, out, opt, sched, scaler)
-    else:
-        for stale in ("metrics.jsonl", "evals.jsonl"):
-            (out / stale).unlink(missing_ok=True)
-        shutil.rmtree(out / LOOP_EVALS_DIR, ignore_errors=True)
-        record, kept = evaluate_now(0)  # the SFT baseline, in the same table as every checkpoint
-        write_loop_eval(out, "step_000000", sft_model, kept)
-        run = {"step": 0, "evals": [record]}
-
-    t0, start_step = time.perf_counter(), run["step"]
-    for step in range(run["step"], d.steps):
-        idx = batch_indices(len(data), d.batch_size, step, seed)
-        with autocast(device, dtype):
-            pc, pr = sequence_logps(policy, [data[i] for i in idx], tokenizer.pad_token_id, device)  # (B,) each
-        r = ref[idx].to(device)  # (B, 2)
-        loss, stats = dpo_loss(pc.float(), pr.float(), r[:, 0], r[:, 1], d.beta)
-        opt.zero_grad(set_to_none=True)
-        scaler.backward(loss)
-        stats["grad_norm"] = scaler.step(opt, params, d.max_grad_norm)
-        sched.step()
-        run["step"] = step + 1
-        metrics = {"step": run["step"], "loss": float(loss.detach()), **stats, "lr": sched.get_last_lr()[0]}
-        if run["step"] % d.log_every == 0 or run["step"] == d.steps:
-            append_jsonl(out / "metrics.jsonl", metrics)
-        if run["step"] % cfg.checkpoint.every == 0 or run["step"] == d.steps:
-            record, kept = evaluate_now(run["step"])
-            run["evals"].append(record)
-            _save(out, run, policy, tokenizer, opt, sched, scaler, record, cfg, fmt)
-            write_checkpoint_eval(out, run["step"], kept)  # tied to the committed files
-        if on_progress is not None:
-            on_progress(run["step"], d.steps, metrics)
-    return _finish(out, run, cfg, time.perf_counter() - t0, run["step"] - start_step, Path(sft_model),
-                   {"pairs": len(data), "prompt_format": fmt.kind, "dtype": dtype_name(dtype), **cut, **counts})
+    trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt,
+                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.steps, d.log_every,
+                      _step_line, device)
+    with trainer:
+        run = trainer.start(resume)
+        for step in range(run.step, d.steps):
+            t_step = time.perf_counter()
+            idx = batch_indices(len(data), d.batch_size, step, seed)
+            with backend.autocast():
+                pc, pr = sequence_logps(policy, [data[i] for i in idx], tokenizer.pad_token_id, device)  # (B,) each
+            r = ref[idx].to(device)  # (B, 2)
+            loss, stats = dpo_loss(pc.float(), pr.float(), r[:, 0], r[:, 1], d.beta)
+            backend.zero_grad()
+            backend.backward(loss)
+            stats["grad_norm"] = backend.step()
+            run.step = step + 1
+            metrics = {"step": run.step, "loss": float(loss.detach()), **stats, "lr": backend.lr()}
+            trainer.log_step(metrics, time.perf_counter() - t_step, loss=f"{metrics['loss']:.4f}")
+            if trainer.checkpoint_due(run.step):
+                trainer.save(trainer.evaluate(run.step))
+            if on_progress is not None:
+                on_progress(run.step, d.steps, metrics)
+    return trainer.finish(sft_model, {"algorithm": "dpo", "pairs": len(data), "prompt_format": fmt.kind,
+                                      "dtype": dtype_name(dtype), **cut, **counts}, plot=plot_dpo_curves)
 
 
-def _evaluate(step: int, policy, tokenizer, eval_df, eval_cfg, seed, device, dtype, fmt, out: Path, reward_cfg,
-              workers: int | None = None, timeout_s: float = 30.0) -> tuple[dict, LoopEval]:
-    """Evaluate the live policy (step 0: the SFT baseline); record it in evals.jsonl and its samples
-    in samples/step_NNNNNN.jsonl; returns the record without per_category, and the eval whole
-    (`training.eval.LoopEval`) for `write_loop_eval` once the weights are on disk."""
-    from rlvrflow.training.eval import evaluate_live
-    from rlvrflow.training.precision import autocast, dtype_name
-
-    with autocast(device, dtype):
-        kept = evaluate_live(policy, tokenizer, eval_df, eval_cfg, seed, dtype_name(dtype),
-                             out / "samples" / f"step_{step:06d}.jsonl", workers, str(device), prompt_format=fmt,
-                             reward_cfg=reward_cfg, timeout_s=timeout_s)
-    result = kept.result
-    record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
-    append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
-    return record, kept
-
-
-def _restore(resume: Path, out: Path, opt, sched, scaler) -> dict:
-    """Optimizer, schedule, loss scaler and RNG from a checkpoint (the policy was loaded from it); the
-    run's metrics and evals lines after its step are dropped (they are redone)."""
-    state = ckpt.load_state(resume)
-    opt.load_state_dict(state["optimizer"])
-    sched.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state.get("scaler", {}))
-    ckpt.restore_rng(state["rng"])
-    run = state["run"]
-    for name in ("metrics.jsonl", "evals.jsonl"):
-        rows = [r for r in read_jsonl(out / name) if r["step"] <= run["step"]]
-        ckpt.atomic_write_text(out / name, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-    log.info("dpo: resumed from %s at step %d", resume, run["step"])
-    return run
-
-
-def _save(out: Path, run: dict, policy, tokenizer, opt, sched, scaler, record: dict, cfg: TrainingConfig, fmt) -> None:
-    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE
-
-    state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "scaler": scaler.state_dict(),
-             "rng": ckpt.capture_rng(), "run": run}
-    samples = out / "samples" / f"step_{run['step']:06d}.jsonl"
-    extra = {PROMPT_FORMAT_FILE: fmt.to_json() + "\n"}
-    if samples.is_file():  # next to the checkpoint's metrics (meta.json) too
-        extra["samples.jsonl"] = samples.read_text(encoding="utf-8")
-    ckpt.save_checkpoint(out, run["step"], policy, tokenizer, state, {"eval": record}, extra=extra)
-    c = cfg.checkpoint
-    drop_loop_evals(out, ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric))
-
-
-def _finish(out: Path, run: dict, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path,
-            extra: dict) -> dict:
-    final = ckpt.latest_checkpoint(out) or sft_model  # dpo.steps == 0: the SFT model is the result
-    best = ckpt.best_checkpoint(out, cfg.checkpoint.metric) or final
-    summary = {
-        "algorithm": "dpo", "final_checkpoint": str(final), "best_checkpoint": str(best),
-        "baseline": run["evals"][0], "final": run["evals"][-1], "evals": run["evals"], "steps": run["step"],
-        "seconds": round(seconds, 2), "steps_per_second": steps_done / seconds if seconds > 0 else None,
-        "warnings": [], **extra,
-    }
-    plot_dpo_curves(read_jsonl(out / "metrics.jsonl"), run["evals"], out / "curves.png")
-    ckpt.atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
-    return summary
+def _step_line(m: dict) -> str:
+    return (f"dpo step {m['step']} loss {m['loss']:.4f} margin {m['margin']:+.3f} accuracy {m['accuracy']:.0%} "
+            f"lr {m['lr']:.2e} {m['step_seconds']:.2f}s")
 
 
 def plot_dpo_curves(metrics: list[dict], evals: list[dict], out_png: Path) -> Path | None:

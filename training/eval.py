@@ -23,7 +23,6 @@ import html
 import json
 import logging
 import math
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,104 +154,32 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
     return result
 
 
-# The eval settings a held-out result depends on (not: the regression and robustness sets, workers).
-SETTING_FIELDS = ("k", "n_samples", "max_new_tokens", "temperature", "top_p", "max_prompts", "samples_per_category")
 LOOP_EVALS_DIR = "evals"  # in a GRPO or DPO run folder: step_NNNNNN.json, each in-loop eval whole
-
-
-def eval_setting(engine, tasks: list[Task], cfg: EvalConfig, seed: int, dtype: str, reward_cfg=None,
-                 timeout_s: float = 30.0) -> dict:
-    """What an eval by the HF `engine` depends on besides its model's weights and the code: the rows,
-    seed and eval settings, the device type (CPU threads; GPU name and cuDNN), the weights' dtypes (a
-    LoRA adapter's too) and the autocast `dtype` (a name), the prompt format, the batch size and
-    decoder, the reward weights (the samples file's rewards), the verifiers' deadline, and the torch,
-    transformers and peft versions.
-
-    A training loop keeps it with each in-loop eval; the evaluate stage computes it for the same model
-    and reads the kept eval instead of running it again only when the two are equal."""
-    import torch
-    import transformers
-
-    from rlvrflow.verifiers import RewardConfig
-
-    rows = hashlib.sha256()
-    for t in tasks:
-        rows.update(json.dumps([t.id, t.category, t.prompt, t.verifier, t.reference, t.params],
-                               sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
-    device = torch.device(engine.device).type
-    versions = {"torch": torch.__version__, "transformers": transformers.__version__}
-    try:
-        import peft
-
-        versions["peft"] = peft.__version__
-    except ImportError:
-        pass
-    if device == "cuda":
-        versions.update(gpu=torch.cuda.get_device_name(torch.device(engine.device)),
-                        cudnn=torch.backends.cudnn.version())
-    return {"engine": "hf", "rows": rows.hexdigest(), "n_rows": len(tasks), "seed": seed,
-            "eval": {f: getattr(cfg, f) for f in SETTING_FIELDS}, "device": device,
-            "threads": torch.get_num_threads() if device == "cpu" else None,
-            "weights": sorted({str(p.dtype).removeprefix("torch.") for p in engine.model.parameters()}), "dtype": dtype,
-            "prompt_format": engine.prompt_format.to_json(), "batch_size": engine.batch_size,
-            "decode": engine.decode, "timeout_s": timeout_s,
-            "reward": (reward_cfg or RewardConfig()).model_dump(mode="json"),
-            "versions": versions}
 
 
 @dataclass(frozen=True)
 class LoopEval:
     """An eval a training loop ran on its live policy (`evaluate_live`), kept until the weights it
-    evaluated are on disk (`write_loop_eval`): its `eval_setting`, result and samples file's text."""
+    evaluated are on disk (`write_loop_eval`): the result and the samples file's text."""
 
-    setting: dict
     result: dict
     samples: str
 
 
-def model_files(model_dir: str | Path) -> dict[str, list[int]]:
-    """{relative path: [size, mtime_ns]} of the files under `model_dir`: what ties a kept eval to the
-    files it evaluated. A model rebuilt, edited or committed again in place gets other ones; a copy
-    that keeps the times (cp -a) keeps them. Costs a stat per file, whatever the model's size."""
-    root, files = Path(model_dir), {}
-    for p in sorted(root.rglob("*")):
-        try:
-            st = p.stat()
-        except FileNotFoundError:  # removed while listed: not part of the model
-            continue
-        if stat.S_ISREG(st.st_mode):
-            files[p.relative_to(root).as_posix()] = [st.st_size, st.st_mtime_ns]
-    return files
-
-
-def _model_identity(model_dir: str | Path) -> dict:
-    """A model folder's resolved path and `model_files`, and for a LoRA adapter its base's too (the
-    weights under the adapter are part of what an eval evaluated)."""
-    from rlvrflow.training import lora
-
-    ident = {"model": str(Path(model_dir).resolve()), "files": model_files(model_dir)}
-    if lora.is_adapter_dir(model_dir):
-        base = lora.adapter_base(model_dir)
-        ident["base"] = {"model": str(Path(base).resolve()), "files": model_files(base)}
-    return ident
-
-
-def write_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, kept: LoopEval) -> Path | None:
+def write_loop_eval(run_dir: str | Path, name: str, kept: LoopEval) -> Path | None:
     """Write `kept` as LOOP_EVALS_DIR/<name>.json in `run_dir` (name: step_NNNNNN; step_000000 for the
-    model the loop started from), tied to `model_dir`: its resolved path and `model_files` (a LoRA
-    adapter's base's too). Call it once the weights `kept` evaluated are on disk there (a checkpoint:
-    after its commit). A record that cannot be written is a warning: the stage then evaluates anew."""
+    model the loop started from). Call it once the weights `kept` evaluated are on disk there (a
+    checkpoint: after its commit). A record that cannot be written is a warning: the evaluate stage
+    then evaluates that model itself."""
     from rlvrflow.training.checkpoint import atomic_write_text
 
     path = Path(run_dir) / LOOP_EVALS_DIR / f"{name}.json"
     try:
-        record = {"name": name, **_model_identity(model_dir), "setting": kept.setting, "samples": kept.samples,
-                  "result": kept.result}
         path.parent.mkdir(parents=True, exist_ok=True)
-        return atomic_write_text(path, json.dumps(record, ensure_ascii=False, default=str))
+        return atomic_write_text(path, json.dumps({"name": name, "samples": kept.samples, "result": kept.result},
+                                                  ensure_ascii=False, default=str))
     except (OSError, ValueError) as exc:  # the record only saves the evaluate stage time: never end a run over it
-        log.warning("could not keep the eval of %s in %s (%s); the evaluate stage will evaluate it again",
-                    name, path, exc)
+        log.warning("could not keep the eval of %s in %s (%s); the evaluate stage will evaluate it", name, path, exc)
         return None
 
 
@@ -260,7 +187,7 @@ def write_checkpoint_eval(run_dir: str | Path, step: int, kept: LoopEval | None)
     """`write_loop_eval` for the checkpoint of `step` just saved in `run_dir`, when there is an eval to
     keep and retention left the checkpoint on disk."""
     saved = Path(run_dir) / f"step_{step:06d}"
-    return write_loop_eval(run_dir, saved.name, saved, kept) if kept is not None and saved.is_dir() else None
+    return write_loop_eval(run_dir, saved.name, kept) if kept is not None and saved.is_dir() else None
 
 
 def drop_loop_evals(run_dir: str | Path, checkpoints) -> None:
@@ -269,23 +196,15 @@ def drop_loop_evals(run_dir: str | Path, checkpoints) -> None:
         (Path(run_dir) / LOOP_EVALS_DIR / f"{Path(gone).name}.json").unlink(missing_ok=True)
 
 
-def read_loop_eval(run_dir: str | Path, name: str, model_dir: str | Path, setting: dict) -> dict | None:
-    """The training loop's own eval of `model_dir`, the model the evaluate stage calls `name` (sft, or a
-    checkpoint's step_NNNNNN) in the run folder `run_dir`: {result: the `evaluate_engine` result,
-    samples: the samples file's text, path: the record}; or None when there is none to trust: no
-    record, one written for another folder, for other files (`model_files`: rebuilt, edited or
-    committed again since) or under another `setting`."""
+def read_loop_eval(run_dir: str | Path, name: str) -> dict | None:
+    """The training loop's own held-out eval of the model the evaluate stage calls `name` (sft: the
+    model the loop started from, or a checkpoint's step_NNNNNN) in the run folder `run_dir`:
+    {result: the `evaluate_engine` result, samples: the samples file's text, path: the record}, or
+    None when the loop kept none (several ranks or DeepSpeed, or a record it could not write)."""
     path = Path(run_dir) / LOOP_EVALS_DIR / f"{'step_000000' if name == 'sft' else name}.json"
-    if not path.is_file():
-        return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        ident = _model_identity(model_dir)
     except (OSError, ValueError):
-        return None
-    if any(record.get(k) != v for k, v in ident.items()) or ("base" in record and "base" not in ident):
-        return None
-    if record.get("setting") != setting:
         return None
     return {"result": record["result"], "samples": record["samples"], "path": path}
 
@@ -374,19 +293,15 @@ def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, worker
                            timeout_s=timeout_s)
 
 
-def evaluate_live(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, dtype: str, samples_path: str | Path,
+def evaluate_live(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, samples_path: str | Path,
                   workers: int | None = None, device: str = "cpu", batch_size: int = 128, prompt_format=None,
                   reward_cfg=None, timeout_s: float = 30.0) -> LoopEval:
-    """`evaluate_model` for the GRPO and DPO loops (`dtype`: the autocast dtype's name): the result with
-    its `eval_setting` and the samples file's text, for `write_loop_eval` once the weights are saved; the
-    evaluate stage then reads the eval back instead of running it again."""
-    from rlvrflow.curriculum import HFEngine
-
-    engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
-    tasks = select_eval_tasks(eval_df, cfg)
-    result = evaluate_engine(engine, tasks, cfg, seed, workers, samples_path, reward_cfg, timeout_s=timeout_s)
-    return LoopEval(eval_setting(engine, tasks, cfg, seed, dtype, reward_cfg, timeout_s), result,
-                    Path(samples_path).read_text(encoding="utf-8"))
+    """`evaluate_model` for the GRPO and DPO loops: the result and the samples file's text, for
+    `write_loop_eval` once the weights are saved; the evaluate stage reads that record as the held-out
+    eval of those weights."""
+    result = evaluate_model(model, tokenizer, eval_df, cfg, seed, workers, device, batch_size, prompt_format,
+                            samples_path, reward_cfg, timeout_s)
+    return LoopEval(result, Path(samples_path).read_text(encoding="utf-8"))
 
 
 def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "auto", dtype: str = "auto",

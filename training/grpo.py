@@ -10,7 +10,8 @@ group's success rate back to the sampler (online re-tiering, or the adaptive sam
 zero-variance groups and refill from the sampler up to `max_refill_rounds` times, then take
 `updates_per_batch` AdamW steps on the clipped GRPO loss (training/grpo_math.py). Every
 `checkpoint.every` steps (and at the end) the policy is evaluated on the held-out rows and saved with
-its optimizer, sampler and RNG state; a rerun resumes from the newest complete checkpoint. Outputs in
+its optimizer, sampler and RNG state; a rerun resumes from the newest complete checkpoint (the
+skeleton shared with SFT and DPO does those: training/trainer.py). Outputs in
 out_dir: metrics.jsonl (a line every `log_every` steps), evals.jsonl (SFT baseline at step 0, then each
 checkpoint), evals/ (each of those evals whole, for the evaluate stage to read back; one plain torch
 process only: `training.eval.write_loop_eval`), rollout_samples.jsonl, tb/ (TensorBoard, with `training.report_to: [tensorboard]`),
@@ -22,8 +23,10 @@ checkpoint); forwards run in `training.dtype` (training/precision.py). With `tra
 adapters train, checkpoints hold the adapter unmerged, the KL reference is the same model with the
 adapter switched off, and vLLM receives the merged weights after every update.
 
-With `grpo.rollout_mode: async` a generator process (training/async_rollouts.py) samples and scores
-the groups with a copy of the policy at most `max_staleness` updates old, through a queue under
+Rollouts come from one of two collectors with the same calls (start, collect, updated, state_dict,
+summary): `SyncRollouts` generates in this process between updates; with `grpo.rollout_mode: async`
+`AsyncRollouts` (training/async_rollouts.py) has a generator process sample and score the groups
+with a copy of the policy at most `max_staleness` updates old, through a queue under
 out_dir/rollout_queue/; the sampler stays here, and the loss takes the generator's log-probs as the
 old policy. summary.json counts every group: trained, zero-variance, stale, discarded at a resume.
 
@@ -35,10 +38,7 @@ Left out: splitting rollouts across data-parallel ranks, async rollouts with vLL
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import shutil
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -46,20 +46,18 @@ from pathlib import Path
 
 from rlvrflow.training import checkpoint as ckpt
 from rlvrflow.training.config import EvalConfig, TrainingConfig
-from rlvrflow.training.eval import LOOP_EVALS_DIR, LoopEval, drop_loop_evals, write_checkpoint_eval, write_loop_eval
 from rlvrflow.training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
-from rlvrflow.training.grpo_logs import RUN_LOGS, TB_DIR, report_step, truncate_jsonl
-from rlvrflow.training.progress import Scalars, progress_bar
-from rlvrflow.training.report import append_jsonl, detect_reward_hacking, plot_curves, read_jsonl, warn_loudly
+from rlvrflow.training.grpo_logs import step_line, write_rollout_samples
+from rlvrflow.training.report import detect_reward_hacking, read_jsonl, warn_loudly
+from rlvrflow.training.trainer import HeldOut, RunState, Trainer
 
 log = logging.getLogger("rlvrflow.training")
 
 
 @dataclass
-class RunState:
-    """What a checkpoint must carry besides weights and optimizer to resume exactly."""
+class GRPORun(RunState):
+    """GRPO's run state: the skeleton's (step, evals, warnings, held-out results) plus group counts."""
 
-    step: int = 0
     groups_seen: int = 0
     groups_zero_variance: int = 0
     groups_zero_solved: int = 0  # of those, groups whose completions were all correct
@@ -68,14 +66,11 @@ class RunState:
     groups_discarded: int = 0  # async: results of a killed run's queue, thrown away at the resume
     generator_restarts: int = 0
     queue: dict = field(default_factory=dict)  # async: requests drawn but not consumed, groups not yet trained
-    evals: list[dict] = field(default_factory=list)
     train_rewards: list[float] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # the reward-hacking check's quiet notes (too little evidence)
-    # per-prompt held-out results ({ids, greedy, sampled}) of the SFT baseline and the latest eval: the
-    # reward-hacking check's paired interval
-    held_out_first: dict = field(default_factory=dict)
-    held_out_last: dict = field(default_factory=dict)
+
+
+GROUP_COUNTS = ("groups_seen", "groups_zero_variance", "groups_zero_solved", "groups_trained", "groups_stale",
+                "groups_discarded", "generator_restarts")
 
 
 def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, reward_cfg, eval_df,
@@ -98,6 +93,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     from rlvrflow.curriculum.engines import PromptFormat
     from rlvrflow.training import lora
     from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.distributed import bind_local_device, dist_env
     from rlvrflow.training.modeling import load_model_and_tokenizer, load_policy, pick_device, set_threads
     from rlvrflow.training.precision import dtype_name, resolve_dtype
     from rlvrflow.training.scoring import tasks_from_df
@@ -106,8 +102,6 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     out.mkdir(parents=True, exist_ok=True)
     set_threads(cfg.torch_threads)
     device = pick_device(cfg.device)
-    from rlvrflow.training.distributed import bind_local_device, dist_env
-
     if g.rollout_mode == "async" and dist_env().is_distributed:
         raise ValueError("training.grpo.rollout_mode 'async' runs in one process, not under a multi-rank launcher; "
                          "launch without torchrun/deepspeed, or set rollout_mode: sync")
@@ -132,137 +126,105 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
              counts["trainable_params"], counts["total_params"])
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
     sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.group_size)
-    # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
-    # own copy of the weights and its share of GPU memory on every GPU for nothing.
-    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
-              if (backend.is_main or g.rollout == "hf") and g.rollout_mode == "sync" else None)
-    # one plain torch process evaluates the weights it then saves: the evaluate stage may read those evals
-    keep = g.backend == "torch" and backend.world_size == 1
-    evaluate_now = partial(_evaluate, backend=backend, tokenizer=tokenizer, eval_df=eval_df, eval_cfg=eval_cfg,
-                           seed=seed, device=device, out=out, fmt=fmt, workers=workers, timeout_s=timeout_s,
-                           reward_cfg=reward_cfg, dtype=dtype_name(dtype), keep=keep)
-    if resume is not None:
-        run = _resume(resume, out, backend, sampler, engine, g.rollout)
-    else:
-        run = RunState()
-        if backend.is_main:  # rank 0 writes them
-            for stale in RUN_LOGS:
-                (out / stale).unlink(missing_ok=True)
-            shutil.rmtree(out / TB_DIR, ignore_errors=True)
-            shutil.rmtree(out / LOOP_EVALS_DIR, ignore_errors=True)  # an earlier run's, or none written by this one
-        _, kept = evaluate_now(run, 0)  # the SFT baseline, in the same table as every checkpoint
-        if kept is not None:
-            write_loop_eval(out, "step_000000", sft_model, kept)
-    # rank 0 writes TensorBoard; a resumed run hides the events written after its checkpoint
-    scalars = Scalars(cfg.report_to if backend.is_main else [], out / TB_DIR,
-                      purge_step=run.step + 1 if resume is not None else None)
-    if resume is None:
-        scalars.add("eval", run.evals[0], 0)
-    rollouts = contextlib.nullcontext()
+    rollouts = _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
+                          workers, timeout_s)
+    trainer = Trainer("grpo", out, cfg, backend, tokenizer, fmt,
+                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.steps, g.log_every,
+                      partial(step_line, total=g.steps), device, parts={"sampler": sampler}, state_cls=GRPORun)
+    with trainer:
+        run = trainer.start(resume)
+        with rollouts:
+            rollouts.start(run, backend)
+            for step in range(run.step, g.steps):
+                t_step = time.perf_counter()
+                # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
+                groups, info = rollouts.collect(sampler, step, run)
+                run.groups_seen += info["groups_seen"]
+                run.groups_zero_variance += info["groups_zero_variance"]
+                run.groups_zero_solved += info["groups_zero_solved"]
+                run.groups_trained += len(groups)
+                # 2. the policy update on whatever signal the step found, then the rollout weights
+                upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
+                if groups:
+                    upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
+                run.step = step + 1
+                rollouts.updated(backend, run.step, bool(groups))
+                run.train_rewards.append(info["reward_mean"])
+                metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
+                           "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
+                trainer.log_step(metrics, time.perf_counter() - t_step, reward=f"{info['reward_mean']:.3f}",
+                                 correct=f"{info['correct_rate']:.0%}")
+                if backend.is_main:
+                    write_rollout_samples(out, run.step, groups, tasks, g)
+                # 3. eval + the reward-hacking check + checkpoint (with the collector's queue) + retention
+                if trainer.checkpoint_due(run.step):
+                    record = trainer.evaluate(run.step)
+                    _check_reward_hacking(run, cfg)
+                    run.queue = rollouts.state_dict()  # saved with the sampler that drew it
+                    trainer.save(record)  # every rank: DeepSpeed's partitions
+                if on_progress is not None:
+                    on_progress(run.step, g.steps, metrics)
+
+    metrics = read_jsonl(out / "metrics.jsonl")
+    extra = {"zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
+             **{k: getattr(run, k) for k in GROUP_COUNTS},
+             # steps where no group had reward variance, so the policy was not updated (report.json warns)
+             "steps_without_update": sum(1 for m in metrics if m.get("skipped")),
+             "notes": run.notes, "prompt_format": fmt.kind, "dtype": dtype_name(dtype), **counts,
+             "rollout_mode": g.rollout_mode, **rollouts.summary()}
+    return trainer.finish(sft_model, extra)
+
+
+def _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers,
+               timeout_s):
+    """The rollout collector `grpo.rollout_mode` names: `SyncRollouts` or `AsyncRollouts`, the same calls."""
     if g.rollout_mode == "async":
         from rlvrflow.training.async_rollouts import AsyncRollouts
 
-        rollouts = AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
-                                 g.reward_workers if workers is None else workers, timeout_s)
-        rollouts.start(run, backend)
-
-    t0, start_step = time.perf_counter(), run.step
-    with scalars, progress_bar(g.steps, "grpo", initial=run.step, enabled=None if backend.is_main else False) as bar, \
-            rollouts:
-        for step in range(run.step, g.steps):
-            t_step = time.perf_counter()
-            # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
-            if g.rollout_mode == "async":
-                groups, info = rollouts.collect(sampler, step, run)
-            else:
-                with backend.autocast():
-                    groups, info = collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed, step,
-                                                  dp=backend, prompt_format=fmt, workers=workers, timeout_s=timeout_s)
-            run.groups_seen += info["groups_seen"]
-            run.groups_zero_variance += info["groups_zero_variance"]
-            run.groups_zero_solved += info["groups_zero_solved"]
-            run.groups_trained += len(groups)
-            # 2. the policy update on whatever signal the step found
-            upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
-            if groups:
-                upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
-                _sync_weights(engine, backend, g.rollout)
-            run.step = step + 1
-            if g.rollout_mode == "async" and run.step % g.sync_every == 0:
-                rollouts.publish(backend, run.step)  # also after a skipped update: the version counts steps
-            run.train_rewards.append(info["reward_mean"])
-            metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
-                       "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
-            if backend.is_main:
-                report_step(out, metrics, time.perf_counter() - t_step, groups, tasks, g, scalars)
-            bar.update(1)
-            bar.set_postfix(reward=f"{info['reward_mean']:.3f}", correct=f"{info['correct_rate']:.0%}", refresh=False)
-            # 3. eval + checkpoint + retention + the reward-hacking check
-            if run.step % cfg.checkpoint.every == 0 or run.step == g.steps:
-                record, kept = evaluate_now(run, run.step)
-                scalars.add("eval", record, run.step)
-                _check_reward_hacking(run, cfg)
-                if g.rollout_mode == "async":
-                    run.queue = rollouts.state_dict()  # saved with the sampler that drew it
-                _save(out, run, backend, tokenizer, sampler, record, cfg, fmt)  # every rank: DeepSpeed's partitions
-                write_checkpoint_eval(out, run.step, kept)  # tied to the committed files
-                scalars.flush()  # events up to this checkpoint survive a kill; a resume purges the later ones
-            if on_progress is not None:
-                on_progress(run.step, g.steps, metrics)
-
-    seconds = time.perf_counter() - t0
-    extra = {"prompt_format": fmt.kind, "dtype": dtype_name(dtype), **counts, "rollout_mode": g.rollout_mode}
-    if g.rollout_mode == "async":
-        extra["groups_unused"] = rollouts.unused  # scored and reported to the sampler, never trained
-    return _finish(out, run, cfg, seconds, run.step - start_step, Path(sft_model), write=backend.is_main, extra=extra)
+        return AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
+                             g.reward_workers if workers is None else workers, timeout_s)
+    # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
+    # own copy of the weights and its share of GPU memory on every GPU for nothing.
+    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
+              if backend.is_main or g.rollout == "hf" else None)
+    return SyncRollouts(engine, tasks, tokenizer, g, reward_cfg, seed, backend, fmt, workers, timeout_s)
 
 
-def _evaluate(run: RunState, step: int, backend, tokenizer, eval_df, eval_cfg, seed, device, out: Path,
-              fmt=None, workers: int | None = None, timeout_s: float = 30.0, reward_cfg=None,
-              dtype: str = "float32", keep: bool = False) -> tuple[dict, LoopEval | None]:
-    """Evaluate the live policy on the held-out rows (autocast in `dtype`, a name); record it in the run
-    and in evals.jsonl. Returns the record and, with `keep` on rank 0, the eval whole
-    (`training.eval.LoopEval`) for `write_loop_eval` once the weights are on disk.
+class SyncRollouts:
+    """Rollouts in the trainer's process between updates (`rollout_mode: sync`): HF generates with the
+    live policy, vLLM with its own copy of the weights, pushed after each update and at a resume.
+    The calls are AsyncRollouts' (training/async_rollouts.py): start, collect, updated, state_dict,
+    summary, and a context that ends it."""
 
-    With several ranks only rank 0 generates (with `backend.generation_module`: under ZeRO-3 its full
-    replica, refreshed here in a collective gather) and its record is broadcast, so every rank keeps
-    the same RunState.
-    """
-    from rlvrflow.training.eval import evaluate_live
+    def __init__(self, engine, tasks, tokenizer, g, reward_cfg, seed: int, backend, fmt, workers, timeout_s) -> None:
+        self.engine, self.tasks, self.tokenizer, self.g, self.reward_cfg = engine, tasks, tokenizer, g, reward_cfg
+        self.seed, self.backend, self.fmt, self.workers, self.timeout_s = seed, backend, fmt, workers, timeout_s
 
-    backend.sync_generation_module()  # every rank: a collective under ZeRO-3
-    record = kept = by_prompt = None
-    if backend.is_main:
-        with backend.autocast():
-            live = evaluate_live(backend.generation_module, tokenizer, eval_df, eval_cfg, seed, dtype,
-                                 out / "samples" / f"step_{step:06d}.jsonl", workers, str(device),
-                                 prompt_format=fmt, reward_cfg=reward_cfg, timeout_s=timeout_s)
-        result, kept = live.result, live if keep else None
-        record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
-        append_jsonl(out / "evals.jsonl", {**record, "per_category": result["per_category"]})
-        by_prompt = result.get("by_prompt") or {}
-    record, by_prompt = backend.broadcast((record, by_prompt))
-    run.evals.append(record)
-    if not run.held_out_first:
-        run.held_out_first = by_prompt
-    run.held_out_last = by_prompt
-    return record, kept
+    def __enter__(self) -> "SyncRollouts":
+        return self
 
+    def __exit__(self, *exc) -> None:
+        pass  # nothing runs beside the trainer
 
-def _resume(path: Path, out: Path, backend, sampler, engine, rollout: str) -> RunState:
-    """Restore optimizer, schedule, sampler and RNG from a checkpoint (the policy was loaded from it)."""
-    state = ckpt.load_state(path)
-    backend.load_state_dict(state["backend"], checkpoint_dir=path)  # DeepSpeed: on every rank
-    sampler.load_state_dict(state["sampler"])
-    ckpt.restore_rng(state["rng"])
-    run = RunState(**state["run"])
-    if backend.is_main:
-        for name in RUN_LOGS:  # drop lines of steps after the checkpoint
-            truncate_jsonl(out / name, run.step + 1)
-    backend.barrier()
-    _sync_weights(engine, backend, rollout)
-    log.info("resumed from %s at step %d", path, run.step)
-    return run
+    def start(self, run, backend) -> None:
+        if run.step:  # resumed: the engine holds the SFT weights, the policy the checkpoint's
+            _sync_weights(self.engine, backend, self.g.rollout)
+
+    def collect(self, sampler, step: int, run) -> tuple[list[Group], dict]:
+        with self.backend.autocast():
+            return collect_groups(self.engine, sampler, self.tasks, self.tokenizer, self.g, self.reward_cfg,
+                                  self.seed, step, dp=self.backend, prompt_format=self.fmt, workers=self.workers,
+                                  timeout_s=self.timeout_s)
+
+    def updated(self, backend, step: int, trained: bool) -> None:
+        if trained:
+            _sync_weights(self.engine, backend, self.g.rollout)
+
+    def state_dict(self) -> dict:
+        return {}  # nothing drawn ahead of the step
+
+    def summary(self) -> dict:
+        return {}
 
 
 def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int,
@@ -420,7 +382,7 @@ def _sync_weights(engine, backend, rollout: str) -> None:
     engine.load_weights([(name, t.detach().clone() if partitioned else t) for name, t in params])
 
 
-def _check_reward_hacking(run: RunState, cfg: TrainingConfig) -> None:
+def _check_reward_hacking(run: GRPORun, cfg: TrainingConfig) -> None:
     """The banner on evidence (a warning in the summary), a quiet note when the run is too small to tell."""
     metric = "sampled" if cfg.checkpoint.metric == "pass_at_1_sampled" else "greedy"  # pass@k has no per-prompt pair
     check = detect_reward_hacking(run.train_rewards, {"by_prompt": run.held_out_first},
@@ -433,46 +395,3 @@ def _check_reward_hacking(run: RunState, cfg: TrainingConfig) -> None:
     elif not check.loud and check.message not in run.notes:
         run.notes.append(check.message)
         log.info(check.message)
-
-
-def _save(out: Path, run: RunState, backend, tokenizer, sampler, record: dict, cfg: TrainingConfig, fmt) -> None:
-    """Every rank calls this: DeepSpeed writes each rank's optimizer partition; rank 0 writes the rest."""
-    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE
-
-    state = {"backend": backend.state_dict(), "sampler": sampler.state_dict(), "rng": ckpt.capture_rng(),
-             "run": run.__dict__}
-    backend.save_checkpoint(out, run.step, tokenizer, state, {"eval": record},
-                            extra={PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
-    if backend.is_main:
-        c = cfg.checkpoint
-        drop_loop_evals(out, ckpt.apply_retention(out, c.keep_last, c.keep_best, c.metric))
-    backend.barrier()  # no rank runs ahead while old checkpoints are being removed
-
-
-def _finish(out: Path, run: RunState, cfg: TrainingConfig, seconds: float, steps_done: int, sft_model: Path,
-            write: bool = True, extra: dict | None = None) -> dict:
-    final = ckpt.latest_checkpoint(out) or sft_model  # grpo.steps == 0: the SFT model is the result
-    best = ckpt.best_checkpoint(out, cfg.checkpoint.metric) or final
-    metrics = read_jsonl(out / "metrics.jsonl")
-    summary = {
-        "final_checkpoint": str(final) if final else None,
-        "best_checkpoint": str(best) if best else None,
-        "baseline": run.evals[0] if run.evals else None,
-        "final": run.evals[-1] if run.evals else None,
-        "evals": run.evals,
-        "zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
-        **{k: getattr(run, k) for k in ("groups_seen", "groups_zero_variance", "groups_zero_solved", "groups_trained",
-                                        "groups_stale", "groups_discarded", "generator_restarts")},
-        "steps": run.step,
-        # steps where no group had reward variance, so the policy was not updated (report.json warns)
-        "steps_without_update": sum(1 for m in metrics if m.get("skipped")),
-        "seconds": round(seconds, 2),
-        "steps_per_second": steps_done / seconds if seconds > 0 else None,
-        "warnings": run.warnings,
-        "notes": run.notes,
-        **(extra or {}),
-    }
-    if write:  # rank 0 only with several ranks
-        plot_curves(metrics, run.evals, out / "curves.png")
-        ckpt.atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
-    return summary

@@ -1,7 +1,7 @@
 """What a GRPO run writes for people to read, besides checkpoints: step lines, metrics, rollout samples.
 
 Every `training.grpo.log_every` steps (and the last) rank 0 appends the step's metrics to
-`metrics.jsonl`, writes them as TensorBoard scalars `grpo/*` (training/progress.py `Scalars`, when
+`metrics.jsonl`, writes them as TensorBoard scalars `grpo/*` (training/trainer.py `StepLog`, when
 `training.report_to` has tensorboard) and logs one line through the `rlvrflow.training` logger:
 
     grpo step 40/150 reward 0.512 correct 46.9% zero-variance 25% kl 0.0000 loss -0.0123 1.31s 768 tokens
@@ -9,41 +9,21 @@ Every `training.grpo.log_every` steps (and the last) rank 0 appends the step's m
 Every `training.grpo.log_samples_every` steps the best and the worst completion of the step's first
 two groups go to `rollout_samples.jsonl` (step, task_id, prompt, kind best|worst, response, reward,
 verdict status, the group's mean reward), to read what the policy writes and what the reward
-prefers. On resume each JSONL is cut back to the checkpoint's step (`truncate_jsonl`).
+prefers. On resume each JSONL is cut back to the checkpoint's step (training/trainer.py).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from pathlib import Path
 
-from rlvrflow.training.checkpoint import atomic_write_text
-from rlvrflow.training.report import append_jsonl, read_jsonl
-
-log = logging.getLogger("rlvrflow.training")
+from rlvrflow.training.report import append_jsonl
 
 ROLLOUT_SAMPLES = "rollout_samples.jsonl"
-RUN_LOGS = ("metrics.jsonl", "evals.jsonl", ROLLOUT_SAMPLES)  # JSONL files cut back to the checkpoint on resume
-TB_DIR = "tb"
 SAMPLE_GROUPS = 2  # groups per sampled step whose best and worst completions go to rollout_samples.jsonl
 
 
-def report_step(out: Path, metrics: dict, seconds: float, groups: list, tasks: dict, g, scalars) -> None:
-    """Rank 0, after each step: every `log_every` steps (and the last) a metrics.jsonl line, TensorBoard
-    scalars and a step line in the log; every `log_samples_every` steps the rollout samples.
-
-    The step's wall time (`seconds`) goes to the log and TensorBoard only: metrics.jsonl holds what
-    the seed decides, so with synchronous rollouts a resumed run's file equals an uninterrupted run's.
-    With async rollouts it does not: which policy version made a group depends on timing, and a resume
-    discards the dead run's queued results and asks for its requests again.
-    """
-    step = metrics["step"]
-    if step % g.log_every == 0 or step == g.steps:
-        append_jsonl(out / "metrics.jsonl", metrics)
-        timed = {**metrics, "step_seconds": seconds}
-        scalars.add("grpo", timed, step)
-        log.info(step_line(timed, g.steps))
+def write_rollout_samples(out: Path, step: int, groups: list, tasks: dict, g) -> None:
+    """Rank 0, after each step: every `log_samples_every` steps the rollout samples."""
     if g.log_samples_every and step % g.log_samples_every == 0:
         for record in rollout_samples(groups, tasks, step):
             append_jsonl(out / ROLLOUT_SAMPLES, record)
@@ -75,7 +55,3 @@ def rollout_samples(groups: list, tasks: dict, step: int, n_groups: int = SAMPLE
                             "group_reward_mean": sum(grp.rewards) / len(grp.rewards)})
     return records
 
-
-def truncate_jsonl(path: Path, below_step: int) -> None:
-    rows = [r for r in read_jsonl(path) if r["step"] < below_step]
-    atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))

@@ -13,8 +13,6 @@ Aggregation is token-level (sum over every completion token / their count, DAPO)
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 ZERO_VARIANCE_TOL = 1e-6
@@ -148,12 +146,3 @@ def grpo_loss(
     stats["clip_fraction"] = float((clipped.to(m.dtype) * m).sum() / n_tok)
     loss = aggregate(per_token, mask, loss_agg, total_tokens, total_seqs)
     return loss, stats
-
-
-def warmup_cosine(step: int, warmup: int, total: int, min_ratio: float) -> float:
-    """LR multiplier: linear warmup from 1/warmup to 1 over `warmup` steps, then cosine to `min_ratio`."""
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    span = max(1, total - warmup)
-    progress = min(1.0, (step - warmup) / span)
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))

@@ -15,7 +15,7 @@ file gets the log lines alone (no carriage returns in captured logs). While a ba
 records that would go to the console (handlers on the root logger and on "rlvrflow", where
 Prefect puts its console handler) are written above it (tqdm's logging redirect), so the bar and
 the step lines do not garble each other; handlers that are not console streams (Prefect's API
-log capture) are left alone. Used by SFT and GRPO; eval and tiering can use the
+log capture) are left alone. Used by SFT, DPO and GRPO (training/trainer.py); eval and tiering can use the
 same helper. What is left out: rich's multi-bar layouts, and trackers other than TensorBoard.
 """
 

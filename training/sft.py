@@ -192,42 +192,33 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
 def _train(model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, scalars) -> tuple[list[str], float | None]:
     """`steps` optimizer steps on length-bucketed batches of `data`; the JSON metric lines and the last loss.
 
-    Every `sc.log_every` steps (and the last) a line goes to the list, to the log and to `scalars`;
-    a progress bar follows every step on a terminal.
+    Every `sc.log_every` steps (and the last) a line goes to the list, to the log and to `scalars`
+    (training/trainer.py `StepLog`); a progress bar follows every step on a terminal.
     """
-    import torch
+    from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.trainer import Optim, StepLog
 
-    from rlvrflow.training.grpo_math import warmup_cosine
-    from rlvrflow.training.precision import LossScaler, autocast
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=sc.lr, weight_decay=sc.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, sc.warmup_steps, sc.steps, 0.1))
-    scaler = LossScaler(device, dtype)
-    lines, loss_val = [], None
+    backend = TorchBackend(model, Optim.of(sc), dtype)
+    step_log = StepLog("sft", sc.log_every, steps - 1, scalars, lambda m: (
+        f"sft step {m['step'] + 1}/{steps} loss {m['loss']:.4f} lr {m['lr']:.2e} {m['step_seconds']:.2f}s"))
+    loss_val = None
     batches = _length_bucketed_batches(data, sc.batch_size, seed)
     with progress_bar(steps, "sft") as bar:
         for step in range(steps):
             t_step = time.perf_counter()
             batch = [data[i] for i in next(batches)]
-            with autocast(device, dtype):
+            with backend.autocast():
                 loss = _batch_loss(model, batch, pad_id, device)
-            opt.zero_grad(set_to_none=True)
-            scaler.backward(loss)
-            grad_norm = scaler.step(opt, params, sc.max_grad_norm)
-            lr = sched.get_last_lr()[0]  # the rate this step used
-            sched.step()
+            backend.zero_grad()
+            backend.backward(loss)
+            lr = backend.lr()  # the rate this step uses
+            grad_norm = backend.step()
             loss_val = float(loss.detach())
             bar.update(1)
             bar.set_postfix(loss=f"{loss_val:.4f}", refresh=False)
-            if step % sc.log_every == 0 or step == steps - 1:
-                row = {"step": step, "loss": loss_val, "lr": lr, "grad_norm": grad_norm,
-                       "tokens": sum(len(p) + len(c) for p, c in batch)}
-                lines.append(json.dumps(row))  # what the seed decides; the wall time goes to the log and TB
-                seconds = time.perf_counter() - t_step
-                scalars.add("sft", {**row, "step_seconds": seconds}, step)
-                log.info("sft step %d/%d loss %.4f lr %.2e %.2fs", step + 1, steps, loss_val, lr, seconds)
-    return lines, loss_val
+            step_log({"step": step, "loss": loss_val, "lr": lr, "grad_norm": grad_norm,
+                      "tokens": sum(len(p) + len(c) for p, c in batch)}, time.perf_counter() - t_step)
+    return step_log.lines, loss_val
 
 
 def _length_bucketed_batches(data: list[tuple[list[int], list[int]]], batch_size: int, seed: int,
@@ -257,17 +248,3 @@ def _batch_loss(model, batch: list[tuple[list[int], list[int]]], pad_id: int, de
     m = mask.to(logp.dtype)
     return -(logp * m).sum() / m.sum().clamp(min=1.0)
 
-
-def sft_loss(model_path: str | Path, train_df, max_length: int = 512, device: str = "cpu") -> float:
-    """Mean solution-token NLL of a saved model on `train_df` (used to check that SFT lowers the loss)."""
-    import torch
-
-    from rlvrflow.curriculum.engines import PromptFormat
-    from rlvrflow.training.modeling import load_model_and_tokenizer
-
-    dev = torch.device(device)
-    model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)
-    pairs, _ = sft_examples(train_df)
-    data, _ = _encode(tokenizer, pairs, max_length, PromptFormat.for_model_dir(model_path, tokenizer))
-    with torch.no_grad():
-        return float(_batch_loss(model, data, tokenizer.pad_token_id, dev))

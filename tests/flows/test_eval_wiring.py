@@ -160,7 +160,7 @@ def test_a_vllm_eval_engine_never_reads_back_the_training_loops_evals():
         def generate(self, prompts, n, sampling, seed):
             raise AssertionError("not called")
 
-    assert calls.loop_eval(None, VLLMLike(), None) is None
+    assert calls.loop_eval(None, VLLMLike()) is None
 
 
 def test_samples_pages_put_each_checkpoint_beside_sft(tmp_path):

@@ -211,7 +211,7 @@ def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy)
     import torch
 
     from rlvrflow.training.async_rollouts import AsyncRollouts, GeneratorFailed
-    from rlvrflow.training.grpo import RunState
+    from rlvrflow.training.grpo import GRPORun
 
     class NoWeights:  # a backend with nothing to publish
         def named_parameters(self):
@@ -219,7 +219,7 @@ def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy)
 
     rollouts = AsyncRollouts(tmp_path, tmp_path / "no_such_model", toy.cfg(grpo={"rollout_mode": "async"}), {},
                              RewardConfig(), 0, torch.device("cpu"), torch.float32, 1, 5.0)
-    run = RunState()
+    run = GRPORun()
     with rollouts, pytest.raises(GeneratorFailed, match="no_such_model"):
         rollouts.start(run, NoWeights())
         rollouts.queue.put_request({"seq": 0, "ids": ["x"], "seed": 0, "min_version": 0})
@@ -234,7 +234,7 @@ from pathlib import Path
 import torch
 
 from rlvrflow.training.async_rollouts import AsyncRollouts
-from rlvrflow.training.grpo import RunState
+from rlvrflow.training.grpo import GRPORun
 from rlvrflow.verifiers import RewardConfig
 
 print("top level ran", flush=True)
@@ -252,7 +252,7 @@ out = Path(sys.argv[2])
 cfg = toy.training_cfg(grpo={"rollout_mode": "async"})
 rollouts = AsyncRollouts(out, out / "no_such_model", cfg, {}, RewardConfig(), 0, torch.device("cpu"), torch.float32,
                          1, 5.0)
-run = RunState()
+run = GRPORun()
 with rollouts:
     rollouts.start(run, NoWeights())
     rollouts.queue.put_request({"seq": 0, "ids": ["x"], "seed": 0, "min_version": 0})

@@ -148,6 +148,7 @@ def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sf
     entropy is the mean over all completion tokens under the policy before the update, not a mean of
     micro-batch means (nor one that counts the empty micro-batch)."""
     from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.trainer import Optim
     from rlvrflow.training.config import GRPOConfig
     from rlvrflow.training.grpo import Group, update_policy
     from rlvrflow.training.modeling import completion_logprobs, load_model_and_tokenizer
@@ -162,7 +163,8 @@ def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sf
     want = float(ent[mask].mean())
     g = GRPOConfig(group_size=3, grad_accum=4, lr=1e-3, warmup_steps=0)
     group = Group("t", prompt, comps, [1.0, 0.0, 0.5], [True, False, False])
-    stats = update_policy(TorchBackend(model, g), None, [group], g, tok.pad_token_id, torch.device("cpu"))
+    backend = TorchBackend(model, Optim.of(g, g.updates_per_batch))
+    stats = update_policy(backend, None, [group], g, tok.pad_token_id, torch.device("cpu"))
     assert stats["entropy"] == pytest.approx(want, rel=1e-4)
     assert len({len(c) for c in comps}) == 3  # uneven, so a mean of per-micro-batch means would differ
 
@@ -302,6 +304,7 @@ def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_mode
     from rlvrflow.curriculum import SamplingParams
     from rlvrflow.curriculum.engines import HFEngine
     from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.trainer import Optim
     from rlvrflow.training.config import GRPOConfig
     from rlvrflow.training.grpo import Group, update_policy
     from rlvrflow.training.modeling import load_model_and_tokenizer
@@ -314,7 +317,8 @@ def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_mode
                   [True, False, True, False, False, False], old_logprobs=[list(c.logprobs) for c in drawn])
     g = GRPOConfig(group_size=6, lr=1e-6, warmup_steps=0, eps_low=1e-3, eps_high=1e-3, updates_per_batch=1,
                    temperature=trainer_temperature)
-    stats = update_policy(TorchBackend(model, g), None, [group], g, tok.pad_token_id, torch.device("cpu"))
+    backend = TorchBackend(model, Optim.of(g, g.updates_per_batch))
+    stats = update_policy(backend, None, [group], g, tok.pad_token_id, torch.device("cpu"))
     if clipped:
         assert stats["clip_fraction"] > 0.25, stats
     else:

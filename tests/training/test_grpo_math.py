@@ -7,7 +7,7 @@ import torch
 
 from rlvrflow.training.grpo_math import (
     aggregate, clipped_surrogate, group_advantages, grpo_loss, k3_kl, token_logprobs, token_logprobs_and_entropy,
-    warmup_cosine, zero_variance_groups,
+    zero_variance_groups,
 )
 
 
@@ -110,15 +110,6 @@ def test_policy_gradient_direction_raises_logp_of_positive_advantage():
 def test_token_logprobs_matches_log_softmax():
     logits = torch.tensor([[[0.0, math.log(3.0)]]])  # probs 1/4, 3/4
     assert token_logprobs(logits, torch.tensor([[1]])).item() == pytest.approx(math.log(0.75))
-
-
-def test_warmup_cosine_schedule():
-    assert warmup_cosine(0, 10, 110, 0.1) == pytest.approx(0.1)
-    assert warmup_cosine(9, 10, 110, 0.1) == pytest.approx(1.0)
-    assert warmup_cosine(10, 10, 110, 0.1) == pytest.approx(1.0)
-    assert warmup_cosine(60, 10, 110, 0.1) == pytest.approx(0.55)
-    assert warmup_cosine(110, 10, 110, 0.1) == pytest.approx(0.1)
-    assert warmup_cosine(500, 0, 110, 0.0) == pytest.approx(0.0)
 
 
 def test_entropy_is_that_of_the_whole_distribution():

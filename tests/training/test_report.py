@@ -153,12 +153,12 @@ def test_gain_interval_is_paired_and_brackets_the_gain(tmp_path):
 
 def test_grpo_keeps_the_banner_in_warnings_and_the_note_in_notes(caplog):
     """What GRPO does with the check at each checkpoint eval: the banner once in run.warnings (logged as a
-    warning), the quiet note in run.notes (logged as info), from the per-prompt results RunState keeps."""
+    warning), the quiet note in run.notes (logged as info), from the per-prompt results GRPORun keeps."""
     from rlvrflow.training.config import TrainingConfig
-    from rlvrflow.training.grpo import RunState, _check_reward_hacking
+    from rlvrflow.training.grpo import GRPORun, _check_reward_hacking
 
     first, last = _held(120, 30, 27)
-    loud = RunState(train_rewards=[0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5,
+    loud = GRPORun(train_rewards=[0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5,
                     held_out_first=first["by_prompt"], held_out_last=last["by_prompt"])
     with caplog.at_level(logging.INFO, logger="rlvrflow.training"):
         _check_reward_hacking(loud, TrainingConfig())
@@ -166,7 +166,7 @@ def test_grpo_keeps_the_banner_in_warnings_and_the_note_in_notes(caplog):
     assert len(loud.warnings) == 1 and loud.warnings[0].startswith("REWARD HACKING SIGNAL") and loud.notes == []
     assert any(r.levelno == logging.WARNING and "REWARD HACKING" in r.getMessage() for r in caplog.records)
     first, last = _held(40, 5, 4)
-    quiet = RunState(train_rewards=[0.600, 0.610, 0.620] + [0.64] * 6 + [0.679] * 3,
+    quiet = GRPORun(train_rewards=[0.600, 0.610, 0.620] + [0.64] * 6 + [0.679] * 3,
                      held_out_first=first["by_prompt"], held_out_last=last["by_prompt"])
     _check_reward_hacking(quiet, TrainingConfig())
     assert quiet.warnings == [] and len(quiet.notes) == 1 and "too little evidence" in quiet.notes[0]

@@ -5,7 +5,21 @@ from pathlib import Path
 
 import polars as pl
 
-from rlvrflow.training.sft import run_sft, sft_examples, sft_loss
+from rlvrflow.training.sft import _batch_loss, _encode, run_sft, sft_examples
+
+
+def sft_loss(model_path, train_df, max_length: int = 512) -> float:
+    """Mean solution-token NLL of a saved model on `train_df`."""
+    import torch
+
+    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+
+    dev = torch.device("cpu")
+    model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)
+    data, _ = _encode(tokenizer, sft_examples(train_df)[0], max_length, PromptFormat.for_model_dir(model_path, tokenizer))
+    with torch.no_grad():
+        return float(_batch_loss(model, data, tokenizer.pad_token_id, dev))
 
 
 def test_sft_lowers_loss_and_counts_skipped_rows(base_model, sft_model, toy):

@@ -81,6 +81,7 @@ def main() -> None:
     import torch.distributed as dist
 
     from rlvrflow.training.backends import DeepSpeedBackend, TorchBackend
+    from rlvrflow.training.trainer import Optim
     from rlvrflow.training.distributed import dist_env, gathered_state_dict, leave_process_group
 
     if os.environ.get("DS_Z3_PERSIST") != "1":
@@ -111,7 +112,7 @@ def main() -> None:
         for name, ga in (("torch_ga1", 1), ("torch_ga2", 2)):
             model = tiny_model(0)
             g = grpo_cfg(ga, backend="torch")
-            result[name] = train(TorchBackend(model, g), g)
+            result[name] = train(TorchBackend(model, Optim.of(g, g.updates_per_batch)), g)
             finals[name] = {k: v.detach().clone() for k, v in model.named_parameters()}
         init = dict(tiny_model(0).named_parameters())
         ref = finals["torch_ga1"]

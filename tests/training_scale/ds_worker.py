@@ -5,8 +5,8 @@ Each rank builds the same tiny Llama from a seed, pads a 6-row GRPO-shaped batch
 through `init_deepspeed` / `engine.backward` / `engine.step`. Rank 0 also runs the same steps in one
 plain torch process on the 6 real rows (no padding, no DeepSpeed) and writes both parameter sets'
 distance plus the per-rank row counts to the JSON file named by argv[1]; argv[2] is the ZeRO stage.
-Every rank then saves an HF checkpoint through `save_hf_checkpoint` (the ZeRO-3 gather), which rank 0
-reloads with plain transformers.
+Every rank then joins the ZeRO-3 gather (`gathered_state_dict`) and rank 0 saves the weights as an HF checkpoint,
+which it reloads with plain transformers.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def run_reference(steps: int, lr: float) -> dict[str, torch.Tensor]:
 def main() -> None:
     import torch.distributed as dist
 
-    from rlvrflow.training.distributed import dist_env, leave_process_group, save_hf_checkpoint
+    from rlvrflow.training.distributed import dist_env, gathered_state_dict, leave_process_group
 
     out_path, stage, steps, lr = sys.argv[1], int(sys.argv[2]), 3, 1e-2
     state, rows, losses, engine = run_deepspeed(steps, lr, stage)
@@ -92,7 +92,9 @@ def main() -> None:
     counts = [None] * env.world_size
     dist.all_gather_object(counts, rows)
     ckpt_dir = Path(out_path).with_suffix(".ckpt")
-    save_hf_checkpoint(engine, ckpt_dir, is_main=env.is_main)  # collective under ZeRO-3: every rank calls it
+    weights = gathered_state_dict(engine, is_main=env.is_main)  # collective under ZeRO-3: every rank calls it
+    if env.is_main:  # as DeepSpeedBackend.save_checkpoint writes a checkpoint's HF weights
+        engine.module.save_pretrained(ckpt_dir, state_dict=weights)
     if env.is_main:
         from transformers import LlamaForCausalLM
 

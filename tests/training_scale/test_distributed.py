@@ -23,7 +23,6 @@ from rlvrflow.training.distributed import (
     init_deepspeed,
     iter_gathered_params,
     pad_for_data_parallel,
-    save_hf_checkpoint,
     shard_rows,
 )
 
@@ -197,16 +196,15 @@ def test_gathered_state_dict_without_zero3_is_the_full_state_on_main_only():
     assert gathered_state_dict(model, is_main=False) is None
 
 
-def test_save_hf_checkpoint_round_trips(tmp_path):
+def test_a_gathered_state_dict_saves_as_a_checkpoint_that_reloads(tmp_path):
+    """What DeepSpeedBackend.save_checkpoint writes: the gathered weights through save_pretrained."""
     from transformers import LlamaForCausalLM
 
     model = tiny_hf_model()
-    out = save_hf_checkpoint(model, tmp_path / "ckpt", is_main=True)
-    loaded = LlamaForCausalLM.from_pretrained(out)
+    model.save_pretrained(tmp_path / "ckpt", state_dict=gathered_state_dict(model, is_main=True))
+    loaded = LlamaForCausalLM.from_pretrained(tmp_path / "ckpt")
     ids = torch.tensor([[1, 2, 3]])
     assert torch.allclose(loaded(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-6)
-    assert save_hf_checkpoint(model, tmp_path / "other", is_main=False) is None
-    assert not (tmp_path / "other").exists()
 
 
 def test_zero3_params_are_gathered_one_at_a_time_read_only(monkeypatch):
