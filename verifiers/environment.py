@@ -173,6 +173,14 @@ class Environment(_Frozen):
             raise ValueError(f"tool {dup!r} is defined twice; keep one")
         return tools
 
+    @classmethod
+    def load(cls, mapping: dict, base_dir: Path) -> "Environment":
+        """Validate an environment mapping, a relative `database` resolved against `base_dir`."""
+        data = dict(mapping)
+        if isinstance(data.get("database"), (str, Path)) and not Path(data["database"]).is_absolute():
+            data["database"] = Path(base_dir) / data["database"]
+        return cls.model_validate(data)
+
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)
 

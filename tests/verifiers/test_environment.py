@@ -429,3 +429,11 @@ def test_sql_parameters_skip_literals_and_casts():
 def test_a_policy_that_returns_the_wrong_number_of_messages_is_a_caller_error(env):
     with pytest.raises(ValueError, match="returned 1 messages for 2 conversations"):
         run_episodes(env, [_row(*TASKS[0]), _row(*TASKS[1])], lambda batch: ["hi"])
+
+
+def test_load_resolves_a_relative_database_against_the_base_dir(db):
+    spec = _spec(db)
+    spec["database"] = db.name
+    env = Environment.load(spec, db.parent)
+    assert env.database == db
+    assert run_episode(env, _row(*TASKS[0]), agent).verdict.correct
