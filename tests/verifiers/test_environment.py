@@ -437,3 +437,53 @@ def test_load_resolves_a_relative_database_against_the_base_dir(db):
     env = Environment.load(spec, db.parent)
     assert env.database == db
     assert run_episode(env, _row(*TASKS[0]), agent).verdict.correct
+
+
+# --- environment canaries: scripted policies that know nothing of the answer --------------------------
+
+def _canary_rows() -> list[dict]:
+    return [_row(*t) for t in TASKS] + [{"prompt": "Has order 9 been refunded already?", "reference": "[]"}]
+
+
+def test_canaries_pass_a_sound_environment_and_allow_no_action_where_nothing_should_change(env):
+    from rlvrflow.verifiers.episode_canary import check_environment
+
+    check = check_environment(env, _canary_rows())
+    assert check.ok, check.problems
+    assert {r.canary: r.passed for r in check.results} == {
+        "no_action": [2], "call_every_tool": [], "call_every_tool_twice": []}  # the guesses refund order 9
+
+
+def test_no_action_stops_an_outcome_query_that_reads_nothing_the_tools_change(db):
+    from rlvrflow.verifiers.episode_canary import check_environment
+
+    spec = _spec(db)
+    spec["outcome"] = {"query": "SELECT order_id, qty * unit_price FROM order_items WHERE product_id = 1"}
+    check = check_environment(Environment.model_validate(spec), [{"prompt": "Refund the kettle of order 7.",
+                                                                  "reference": "[[7, 36.0]]"}])
+    assert not check.ok and "no_action passes row(s) [0]" in check.problems[0]
+
+
+@pytest.mark.parametrize("query, stopped", [
+    ("SELECT DISTINCT order_id FROM refunds WHERE refund_id > 1", {"call_every_tool", "call_every_tool_twice"}),
+    ("SELECT order_id FROM refunds WHERE refund_id > 1", {"call_every_tool"}),
+])
+def test_guessing_canaries_stop_an_outcome_that_does_not_pin_the_amount(db, query, stopped):
+    from rlvrflow.verifiers.episode_canary import check_environment, guessed_calls
+
+    spec = _spec(db)
+    spec["outcome"] = {"query": query}
+    env = Environment.model_validate(spec)
+    assert '"name": "issue_refund", "arguments": {"order_id": 7, "amount": 7.0' in guessed_calls(env, _row(*TASKS[0])["prompt"])
+    rows = [{"prompt": _row(*t)["prompt"], "reference": json.dumps([[t[0]]])} for t in TASKS]
+    check = check_environment(env, rows)
+    assert {p.split()[0] for p in check.problems} == stopped
+    assert "make it read every column the ticket fixes" in check.problems[0]
+
+
+def test_canaries_name_a_row_with_an_unusable_reference(env):
+    from rlvrflow.verifiers.episode_canary import check_environment
+
+    check = check_environment(env, [_row(*TASKS[0]), {"prompt": "x", "reference": "36"}])
+    assert check.problems == ["row 1: reference unusable: the reference must be a JSON array of the outcome "
+                              "query's rows, e.g. [[123, 36.0]]"]
