@@ -198,9 +198,9 @@ class Environment(_Frozen):
                         raise ValueError(f"tool {tool.name!r}: its sql does not run on {self.database}: "
                                          f"{exc}") from None
             try:
-                box.conn.execute(f"EXPLAIN {self.outcome.query}")
-            except sqlite3.Error as exc:
-                raise ValueError(f"outcome.query does not run on {self.database}: {exc}") from None
+                box.end_state(explain=True)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (on {self.database})") from None
 
 
 def expected_rows(reference: str) -> list[tuple]:
@@ -272,6 +272,8 @@ class Sandbox:
             self.conn.commit()
         except sqlite3.Error as exc:
             self.conn.rollback()
+            if "interrupted" in str(exc):
+                raise ToolError(f"{tool.name} took longer than {self.env.tool_timeout_s:g} s") from None
             raise ToolError(f"{tool.name} failed: {exc}") from None
         finally:
             self.conn.set_progress_handler(None, 0)
@@ -282,10 +284,16 @@ class Sandbox:
             out["truncated"] = True
         return out
 
-    def end_state(self) -> list[tuple]:
-        """The outcome query's rows on this copy, read-only."""
+    def end_state(self, explain: bool = False) -> list[tuple]:
+        """The outcome query's rows on this copy, read-only; ValueError naming outcome.query if it
+        cannot run (a write, a missing table, past tool_timeout_s)."""
         self.conn.set_authorizer(_deny_writes)
+        deadline = time.monotonic() + self.env.tool_timeout_s
+        self.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1000)
         try:
-            return self.conn.execute(self.env.outcome.query).fetchall()
+            return self.conn.execute(("EXPLAIN " if explain else "") + self.env.outcome.query).fetchall()
+        except sqlite3.Error as exc:
+            raise ValueError(f"outcome.query does not run: {exc}") from None
         finally:
+            self.conn.set_progress_handler(None, 0)
             self.conn.set_authorizer(None)

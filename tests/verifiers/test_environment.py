@@ -487,3 +487,23 @@ def test_canaries_name_a_row_with_an_unusable_reference(env):
     check = check_environment(env, [_row(*TASKS[0]), {"prompt": "x", "reference": "36"}])
     assert check.problems == ["row 1: reference unusable: the reference must be a JSON array of the outcome "
                               "query's rows, e.g. [[123, 36.0]]"]
+
+
+def test_a_runaway_tool_query_is_stopped_and_reported_to_the_policy(db):
+    spec = _spec(db)
+    spec["tool_timeout_s"] = 0.2
+    spec["tools"].append({"name": "count_forever", "description": "never ends",
+                          "sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT max(i) FROM n"})
+    replies = iter([_call("count_forever"), "ok"])
+    ep = run_episode(Environment.model_validate(spec), _row(*TASKS[0]), lambda m: next(replies))
+    assert not ep.tool_runs[0].ok and ep.tool_runs[0].result == "count_forever took longer than 0.2 s"
+
+
+def test_an_outcome_query_that_writes_is_refused(db):
+    spec = _spec(db)
+    spec["outcome"] = {"query": "DELETE FROM refunds"}
+    env = Environment.model_validate(spec)
+    with pytest.raises(ValueError, match="outcome.query does not run: not authorized"):
+        env.check()
+    with pytest.raises(ValueError, match="outcome.query does not run"):
+        run_episode(env, _row(*TASKS[0]), agent)
