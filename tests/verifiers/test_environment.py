@@ -507,3 +507,11 @@ def test_an_outcome_query_that_writes_is_refused(db):
         env.check()
     with pytest.raises(ValueError, match="outcome.query does not run"):
         run_episode(env, _row(*TASKS[0]), agent)
+
+
+def test_the_package_exports_the_episode_names():
+    from rlvrflow import verifiers
+    from rlvrflow.verifiers.episode_canary import check_environment
+
+    assert verifiers.Environment is Environment and verifiers.run_episodes is run_episodes
+    assert verifiers.episode_reward is episode_reward and verifiers.check_environment is check_environment
