@@ -74,6 +74,13 @@ class Episode:
         """1 for the policy's messages, 0 for the prompt and the tool results, one per message."""
         return [int(s == POLICY) for s in self.sources]
 
+    def to_dict(self) -> dict:
+        """The transcript as JSON-able data, for sample tables and run artifacts."""
+        return {"messages": self.messages, "sources": self.sources, "stop": self.stop,
+                "tool_runs": [vars(r) for r in self.tool_runs], "bad_calls": self.bad_calls,
+                "end_state": [list(r) for r in self.end_state],
+                "verdict": self.verdict.to_dict() if self.verdict else None}
+
 
 def _tool_message(name: str, payload) -> dict:
     return {"role": "tool", "name": name, "content": json.dumps(payload, ensure_ascii=False, default=str)}

@@ -138,6 +138,9 @@ def test_correct_episode_scores_one_and_its_transcript_says_who_wrote_what(env, 
     r = episode_reward(ep)
     assert (r.correctness, r.format, r.turn_penalty) == (1.0, 1.0, 0.0) and r.total == pytest.approx(1.1)
     assert _db_digest(db) == before  # the episode worked on its own copy
+    saved = json.loads(json.dumps(ep.to_dict()))
+    assert saved["end_state"] == [[7, 36.0, "damaged"]] and saved["verdict"]["status"] == "correct"
+    assert saved["sources"] == ep.sources and saved["tool_runs"][1]["arguments"]["amount"] == 36.0
 
 
 def test_batched_episodes_are_independent_and_one_policy_call_serves_every_open_conversation(env, db):
