@@ -13,7 +13,8 @@ import importlib
 __all__ = [
     "Verdict", "get_verifier", "verify", "score_many", "attach", "register", "RewardConfig",
     "reward", "VerifierConfig", "VerifierRule", "LengthPenaltyConfig", "RewardParts",
-    "AttachResult", "UnknownVerifier", "available",
+    "AttachResult", "UnknownVerifier", "available", "Environment", "run_episodes", "episode_reward",
+    "EpisodeRewardConfig", "check_environment",
 ]
 
 _WHERE = {
@@ -21,7 +22,9 @@ _WHERE = {
     "UnknownVerifier": "registry", "available": "registry", "verify": "pool",
     "score_many": "pool", "attach": "attaching", "AttachResult": "attaching", "reward": "shaping",
     "RewardParts": "shaping", "RewardConfig": "config", "VerifierConfig": "config",
-    "VerifierRule": "config", "LengthPenaltyConfig": "config",
+    "VerifierRule": "config", "LengthPenaltyConfig": "config", "Environment": "environment",
+    "run_episodes": "episode", "episode_reward": "episode", "EpisodeRewardConfig": "episode",
+    "check_environment": "episode_canary",
 }
 
 
