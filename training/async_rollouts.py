@@ -164,8 +164,8 @@ class AsyncRollouts:
             rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G), as in sync mode
             for grp, r, zero in zip(groups, rewards.tolist(), zero_variance_groups(rewards).tolist()):
                 grp.rewards = r
-                if tally.add(r, grp.correct, grp.completion_ids, zero and g.filter_zero_variance and not too_old) \
-                        and not too_old:
+                if tally.add(r, grp.correct, grp.completion_ids, zero and g.filter_zero_variance and not too_old,
+                             grp.truncated) and not too_old:
                     kept.append(grp)
         kept, left = kept[: g.prompts_per_step], kept[g.prompts_per_step:]
         self.buffer = [grp for grp in left if step + 1 - grp.version <= g.max_staleness]  # fresh next step
@@ -305,11 +305,11 @@ def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dic
             continue
         batch = [tasks[i] for i in request["ids"]]
         with autocast(dev, compute):
-            comp, rewards, correct, texts, statuses, logps = score_rollouts(engine, batch, g, reward_cfg,
-                                                                            request["seed"], workers, timeout_s)
+            comp, rewards, correct, texts, statuses, logps, cut = score_rollouts(engine, batch, g, reward_cfg,
+                                                                                 request["seed"], workers, timeout_s)
         groups = [{"task_id": t.id, "prompt_ids": encode_prompt(tokenizer, t.prompt, fmt), "completion_ids": c,
-                   "rewards": r, "correct": k, "texts": x, "statuses": s, "old_logprobs": lp}
-                  for t, c, r, k, x, s, lp in zip(batch, comp, rewards, correct, texts, statuses, logps)]
+                   "rewards": r, "correct": k, "texts": x, "statuses": s, "old_logprobs": lp, "truncated": tr}
+                  for t, c, r, k, x, s, lp, tr in zip(batch, comp, rewards, correct, texts, statuses, logps, cut)]
         queue.put_result(request["seq"], {"seq": request["seq"], "version": version, "groups": groups})
 
 

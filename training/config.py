@@ -115,6 +115,11 @@ class GRPOConfig(_Frozen):
     updates_per_batch: int = Field(
         1, ge=1, description="Gradient passes over each rollout batch (mu); >1 makes the ratio clip bite."
     )
+    mask_truncated_completions: bool = Field(
+        False, description="TRL's and DAPO's overlong filtering: a completion cut at max_new_tokens keeps its reward "
+        "in its group's advantages but adds no tokens to the loss, so a reply that never finished is not "
+        "reinforced for the number it happened to reach.",
+    )
     filter_zero_variance: bool = Field(True, description="Drop groups whose rewards are all equal.")
     max_refill_rounds: int = Field(
         2, ge=0, description="Extra sampler draws per step to replace zero-variance groups."

@@ -261,20 +261,24 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
         batch = [tasks[i] for i in ids]
         scored = None  # per prompt: completion token ids, rewards, correct flags
         if not shared or dp.is_main:
-            scored = score_rollouts(engine, batch, g, reward_cfg, rollout_seed(seed, step, rnd),
-                                    g.reward_workers if workers is None else workers, timeout_s)[:5]
+            comp, rew, cor, txt, sts, _, cut = score_rollouts(engine, batch, g, reward_cfg, rollout_seed(seed, step, rnd),
+                                                             g.reward_workers if workers is None else workers,
+                                                             timeout_s)
+            scored = comp, rew, cor, txt, sts, cut
         if shared:
             main_ids, scored = dp.broadcast((ids, scored))
             if main_ids != ids:
                 raise RuntimeError(f"step {step} round {rnd}: this rank's sampler drew {ids[:4]}..., rank 0's drew "
                                    f"{main_ids[:4]}...; the samplers diverged (different tiers or seed per rank?)")
-        comp_ids, reward_rows, correct, texts, statuses = scored
+        comp_ids, reward_rows, correct, texts, statuses, cut = scored
         rewards = torch.tensor(reward_rows, dtype=torch.float32)  # (P, G)
         sampler.report(ids, [sum(c) / len(c) for c in correct])  # online re-tiering
         flat = zero_variance_groups(rewards).tolist()
-        for t, grp, r, c, txt, st, is_zero in zip(batch, comp_ids, rewards.tolist(), correct, texts, statuses, flat):
-            if tally.add(r, c, grp, is_zero and g.filter_zero_variance):
-                kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c, txt, st))
+        for t, grp, r, c, txt, st, tr, is_zero in zip(batch, comp_ids, rewards.tolist(), correct, texts, statuses,
+                                                       cut, flat):
+            if tally.add(r, c, grp, is_zero and g.filter_zero_variance, tr):
+                kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c, txt, st,
+                                  truncated=tr))
     kept = kept[: g.prompts_per_step]
     return kept, tally.info(len(kept))
 
@@ -290,7 +294,12 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     adv = group_advantages(rewards, g.std_normalize).flatten().tolist()  # (B,)
     prompts = [grp.prompt_ids for grp in groups for _ in grp.completion_ids]
     comps = [c for grp in groups for c in grp.completion_ids]
+    # mask_truncated_completions: a completion cut at max_new_tokens weighs nothing in the loss (its reward
+    # still shaped its group's advantages), as DP padding weighs nothing
+    cut = [bool(tr) and g.mask_truncated_completions
+           for grp in groups for tr in (grp.truncated or [False] * len(grp.completion_ids))]
     rows, weights = backend.rows_for_this_rank(len(comps))
+    weights = [0 if cut[i] else w for i, w in zip(rows, weights)]
     local_tokens = sum(len(comps[i]) * w for i, w in zip(rows, weights))
     denom_tok = backend.loss_denominator(local_tokens)
     denom_seq = backend.loss_denominator(sum(weights))
@@ -309,7 +318,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     elif g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
         old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
     ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
-    stats = {"loss": 0.0, "grad_norm": 0.0}
+    stats = {"loss": 0.0, "grad_norm": 0.0, "masked_truncated": sum(cut[i] for i in rows)}
     sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0}  # token-weighted over micro-batches
     for _ in range(g.updates_per_batch):
         backend.zero_grad()

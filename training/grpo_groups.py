@@ -24,12 +24,14 @@ class Group:
     old_logprobs: list[list[float]] | None = None  # async: the generator's per-token log-probs, the loss's old policy
     version: int | None = None  # async: the policy version (updates done) that generated them
     key: str | None = None  # async: "<request>.<index>", unique in a run's lineage
+    truncated: list[bool] | None = None  # each completion cut at max_new_tokens (finish_reason "length")
 
 
 
 def score_rollouts(engine, batch, g, reward_cfg, seed: int, workers: int, timeout_s: float) -> tuple:
     """`group_size` completions for each task of `batch`, scored: per prompt, their token ids, rewards,
-    correct flags, texts, verdict statuses and the engine's per-token log-probs."""
+    correct flags, texts, verdict statuses, the engine's per-token log-probs and whether each was cut
+    at max_new_tokens."""
     from rlvrflow.curriculum import SamplingParams
     from rlvrflow.training.scoring import rewards_for, score_groups
 
@@ -40,7 +42,7 @@ def score_rollouts(engine, batch, g, reward_cfg, seed: int, workers: int, timeou
     parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
     return ([[list(c.token_ids) for c in grp] for grp in outs], [[p.total for p in grp] for grp in parts],
             [[v.status == "correct" for v in vg] for vg in verdicts], texts, [[v.status for v in vg] for vg in verdicts],
-            [[list(c.logprobs) for c in grp] for grp in outs])
+            [[list(c.logprobs) for c in grp] for grp in outs], [[c.finish_reason == "length" for c in grp] for grp in outs])
 
 
 @dataclass
@@ -54,10 +56,13 @@ class Tally:
     done: int = 0
     tokens: int = 0
     reward: float = 0.0
+    truncated: int = 0  # completions cut at max_new_tokens
 
-    def add(self, rewards: list[float], correct: list[bool], completions: list[list[int]], drop_zero: bool) -> bool:
+    def add(self, rewards: list[float], correct: list[bool], completions: list[list[int]], drop_zero: bool,
+            truncated: list[bool] | None = None) -> bool:
         """Count one group; False when it is dropped as zero-variance (`drop_zero`)."""
         self.seen += 1
+        self.truncated += sum(truncated or [])
         self.correct += sum(correct)
         self.done += len(correct)
         self.reward += sum(rewards)
@@ -72,6 +77,7 @@ class Tally:
                 "groups_used": used, "zero_variance_fraction": self.zero / max(1, self.seen),
                 "reward_mean": self.reward / n,
                 "correct_rate": self.correct / n, "completion_tokens_mean": self.tokens / n,
+                "truncated_fraction": self.truncated / n,
                 "completion_tokens": self.tokens}
 
 

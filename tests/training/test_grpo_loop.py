@@ -1,5 +1,6 @@
 """The GRPO loop for real on the copy task: refill of zero-variance groups, learning, kill -9 and resume."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import torch
 
 from rlvrflow.curriculum import Completion, CurriculumConfig
 from rlvrflow.training.config import EvalConfig, GRPOConfig
-from rlvrflow.training.grpo import collect_groups, train_grpo
+from rlvrflow.training.grpo import Group, collect_groups, train_grpo
 from rlvrflow.training.scoring import tasks_from_df
 from rlvrflow.verifiers import RewardConfig
 
@@ -91,6 +92,45 @@ def test_an_empty_draw_ends_the_rounds_instead_of_failing(toy, tokenizer):
     assert groups == [] and info["groups_seen"] == 1 and info["groups_zero_variance"] == 1
     groups, info = collect_groups(DigitEngine(), ListSampler([]), tasks, tokenizer, g, RewardConfig(), 0, 1)
     assert groups == [] and info["groups_seen"] == 0 and info["zero_variance_fraction"] == 0.0
+
+
+class CutEngine(DigitEngine):
+    """DigitEngine whose odd-indexed completions ran into max_new_tokens."""
+
+    def generate(self, prompts, n, sampling, seed):
+        return [[dataclasses.replace(c, finish_reason="length") if j % 2 else c for j, c in enumerate(grp)]
+                for grp in super().generate(prompts, n, sampling, seed)]
+
+
+def test_truncated_completions_are_marked_counted_and_masked_out_of_the_loss(toy, tokenizer, sft_model):
+    """mask_truncated_completions (TRL's name; DAPO's overlong filtering): a completion cut at
+    max_new_tokens keeps its reward in the group's advantages and adds nothing to the loss."""
+    from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.grpo import update_policy
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+    from rlvrflow.training.trainer import Optim
+
+    tasks = _digit_tasks(toy, [1, 3])
+    g = GRPOConfig(prompts_per_step=2, group_size=4, reward_workers=1, mask_truncated_completions=True,
+                   lr=1e-3, warmup_steps=0)
+    groups, info = collect_groups(CutEngine(), ListSampler(["p1", "p3"]), tasks, tokenizer, g, RewardConfig(), 0, 0)
+    assert [grp.truncated for grp in groups] == [[False, True, False, True]] * 2
+    assert info["truncated_fraction"] == 0.5
+
+    model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
+    prompt, comp = tok("Copy 7\n").input_ids, tok("Answer: 7", add_special_tokens=False).input_ids
+    all_cut = Group("t", prompt, [comp, comp[:2]], [1.0, 0.0], [True, False], truncated=[True, True])
+    stats = update_policy(TorchBackend(model, Optim.of(g, 1)), None, [all_cut], g, tok.pad_token_id,
+                          torch.device("cpu"))
+    assert stats["masked_truncated"] == 2 and stats["grad_norm"] == 0.0  # nothing of theirs reached the gradient
+    half_cut = Group("t", prompt, [comp, comp[:2]], [1.0, 0.0], [True, False], truncated=[False, True])
+    stats = update_policy(TorchBackend(model, Optim.of(g, 1)), None, [half_cut], g, tok.pad_token_id,
+                          torch.device("cpu"))
+    assert stats["masked_truncated"] == 1 and stats["grad_norm"] > 0.0
+    unmasked = g.model_copy(update={"mask_truncated_completions": False})
+    stats = update_policy(TorchBackend(model, Optim.of(unmasked, 1)), None, [all_cut], unmasked, tok.pad_token_id,
+                          torch.device("cpu"))
+    assert stats["masked_truncated"] == 0 and stats["grad_norm"] > 0.0
 
 
 def _metrics(out):
