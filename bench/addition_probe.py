@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = TrainingConfig.model_validate({
         "tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 352, "max_positions": 64},
         "sft": {"steps": args.sft_steps, "lr": args.sft_lr, "batch_size": args.sft_batch, "warmup_steps": 20, "max_length": 32},
-        "grpo": {"steps": args.grpo_steps, "prompts_per_step": 16, "group_size": 8, "lr": args.lr,
+        "grpo": {"steps": args.grpo_steps, "prompts_per_step": 16, "num_generations": 8, "lr": args.lr,
                  "warmup_steps": 5, "max_new_tokens": 12},
         "checkpoint": {"every": max(1, args.grpo_steps // 3), "keep_last": 1},
         "seed": args.seed,

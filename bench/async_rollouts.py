@@ -54,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def grpo_config(args, seed: int, mode: str):
     from rlvrflow.training.config import TrainingConfig
 
-    grpo = {"steps": args.steps, "prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
+    grpo = {"steps": args.steps, "prompts_per_step": args.prompts_per_step, "num_generations": args.group_size,
             "lr": args.lr, "warmup_steps": 5, "max_new_tokens": 12, "rollout_mode": mode, "reward_workers": 1}
     if mode == "async":
         grpo["max_staleness"] = args.max_staleness

@@ -1,7 +1,7 @@
 """Benchmark: zero-variance GRPO groups and pass@1 gain per rollout, curriculum against uniform sampling.
 
 On the sample domain (examples/retail) with its SFT model, two GRPO runs start from the same SFT
-weights with the same seed and the same rollout budget (steps x prompts_per_step x group_size; no
+weights with the same seed and the same rollout budget (steps x prompts_per_step x num_generations; no
 refill rounds, so the budget is exact and both arms see the same number of groups):
   - uniform:    prompts drawn uniformly (shuffled epochs) from the train split;
   - curriculum: prompts drawn by `curriculum.StratifiedSampler` over the SFT model's pass@k tiers,
@@ -58,7 +58,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--root", default="bench/out/curriculum", help="stage cache and result folder")
     p.add_argument("--steps", type=int, default=30, help="GRPO steps per arm")
     p.add_argument("--prompts-per-step", type=int, default=None, help="default: the spec's grpo.prompts_per_step")
-    p.add_argument("--group-size", type=int, default=None, help="default: the spec's grpo.group_size")
+    p.add_argument("--group-size", type=int, default=None, help="default: the spec's grpo.num_generations")
     p.add_argument("--eval-prompts", type=int, default=96, help="held-out prompts for the pass@1 before/after")
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
     p.add_argument("--seeds", default=None, help="several seeds, comma-separated: each runs both arms (own pool "
@@ -140,7 +140,7 @@ def grpo_settings(spec, args):
     g = spec.training.grpo.model_copy(update={
         "steps": args.steps,
         "prompts_per_step": args.prompts_per_step or spec.training.grpo.prompts_per_step,
-        "group_size": args.group_size or spec.training.grpo.group_size,
+        "num_generations": args.group_size or spec.training.grpo.num_generations,
         "max_refill_rounds": 0,
         "filter_zero_variance": True,
     })
@@ -177,7 +177,7 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
     torch.manual_seed(seed)
     policy, tokenizer = load_model_and_tokenizer(sft_dir, device)
     backend = make_backend(policy, g)
-    engine = HFEngine(backend.module, tokenizer, device=str(device), batch_size=g.prompts_per_step * g.group_size)
+    engine = HFEngine(backend.module, tokenizer, device=str(device), batch_size=g.prompts_per_step * g.num_generations)
     tasks = {t.id: t for t in tasks_from_df(train_df)}
     seen = zero = solved = 0
     per_step = []
@@ -197,7 +197,7 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
     final = evaluate_model(backend.module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
     return {"groups": seen, "zero_variance_groups": zero, "zero_variance_fraction": zero / max(1, seen),
             "zero_variance_solved": solved, "zero_variance_failed": zero - solved,
-            "zero_variance_by_step": per_step, "rollouts": seen * g.group_size, "seconds": round(seconds, 1),
+            "zero_variance_by_step": per_step, "rollouts": seen * g.num_generations, "seconds": round(seconds, 1),
             "final": {k: v for k, v in final.items() if k != "per_category"}}
 
 
@@ -213,12 +213,12 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
     g = grpo_settings(spec, args)
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts})
     print(f"[bench] seed {seed}: train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
-          f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.group_size} samples", flush=True)
+          f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.num_generations} samples", flush=True)
     baseline = evaluate(paths["sft"], eval_df, eval_cfg, seed, device=spec.training.device)
     base_p1 = baseline["pass_at_1_sampled"]
     arms = {
         "uniform": UniformSampler(tiers, seed, g.prompts_per_step),
-        "curriculum": make_sampler(tiers, cur, seed, g.prompts_per_step, g.group_size),
+        "curriculum": make_sampler(tiers, cur, seed, g.prompts_per_step, g.num_generations),
     }
     results = {}
     for name, sampler in arms.items():

@@ -59,7 +59,7 @@ curriculum:
 training:
   model: embedded-base
   sft: {{steps: 200}}
-  grpo: {{steps: {steps}, prompts_per_step: 8, group_size: 8, lr: 3e-4, warmup_steps: 5, max_refill_rounds: 2}}
+  grpo: {{steps: {steps}, prompts_per_step: 8, num_generations: 8, lr: 3e-4, warmup_steps: 5, max_refill_rounds: 2}}
   checkpoint: {{every: {every}, keep_last: 2}}
   seed: 0
 

@@ -137,8 +137,8 @@ def run_ours(sft: Path, tiered, evalrows, cfg, cur, args, out: Path) -> dict:
     from rlvrflow.verifiers import RewardConfig
 
     refill = GRPOConfig().max_refill_rounds if args.max_refill_rounds is None else args.max_refill_rounds
-    g = GRPOConfig(steps=args.steps, prompts_per_step=args.prompts, group_size=args.group, lr=args.lr,
-                   max_new_tokens=args.max_new_tokens, beta=0.0, eps_low=0.2, eps_high=0.28, loss_agg="token",
+    g = GRPOConfig(steps=args.steps, prompts_per_step=args.prompts, num_generations=args.group, lr=args.lr,
+                   max_new_tokens=args.max_new_tokens, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_agg="token",
                    updates_per_batch=1, reward_workers=2, max_refill_rounds=refill)
     tcfg = cfg.model_copy(update={"grpo": g, "checkpoint": CheckpointConfig(every=args.steps, keep_last=1)})
     ecfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens, workers=2)

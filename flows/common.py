@@ -26,7 +26,7 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "training.sft.warmup_steps": 1,
     "training.grpo.steps": 2,
     "training.grpo.prompts_per_step": 2,
-    "training.grpo.group_size": 2,
+    "training.grpo.num_generations": 2,
     "training.grpo.max_new_tokens": 8,
     "training.grpo.warmup_steps": 1,
     "training.grpo.grad_accum": 1,

@@ -17,7 +17,7 @@ last step. That bounds the queue. The generator (its own
 process, started as `python -m rlvrflow.training.async_rollouts` like the verifier pool's helpers, so the
 caller's `__main__` is never re-run and scripts need no `if __name__ == "__main__":` guard; one torch
 thread, the trainer's device) answers them oldest first with the newest weights published,
-samples `group_size` completions per prompt with HF, scores them with the verifier pool and writes the
+samples `num_generations` completions per prompt with HF, scores them with the verifier pool and writes the
 groups with its per-token log-probs and the policy version (updates done) that made them.
 
 A step consumes results oldest first: each result's success rates go to the sampler (re-tiering
@@ -284,7 +284,7 @@ def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dic
     model, tokenizer = load_model_and_tokenizer(sft_model, dev, trainable=False,
                                                 dtype=compute if cfg.lora is not None else torch.float32)
     fmt = PromptFormat.for_tokenizer(tokenizer, cfg.prompt_format, cfg.system_prompt)
-    engine = HFEngine(model, tokenizer, device=device, batch_size=max(g.prompts_per_step * g.group_size, 1),
+    engine = HFEngine(model, tokenizer, device=device, batch_size=max(g.prompts_per_step * g.num_generations, 1),
                       prompt_format=fmt)
     version = -1
     while os.getppid() == parent_pid and queue.exists():

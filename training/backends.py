@@ -145,7 +145,7 @@ class DeepSpeedBackend:
         self.grad_accum = g.grad_accum
         device = next(model.parameters()).device
         self.bf16 = device.type == "cuda" if bf16 is None else bf16  # fp32 on CPU (tests compare exactly)
-        rows = g.prompts_per_step * g.group_size
+        rows = g.prompts_per_step * g.num_generations
         # A full step (prompts_per_step groups) fills exactly grad_accum micro-batches of this size per
         # rank; a step with fewer groups is padded to a multiple of world_size * grad_accum instead
         # (smaller but equal micro-batches on every rank; the config's size is DeepSpeed's bookkeeping).

@@ -2,13 +2,13 @@
 
 These frozen pydantic models are the `training:` and `eval:` sections of a domain spec
 (`flows/spec.py` composes them into `DomainSpec`). Every field has a description, unknown keys are
-rejected, and cross-field rules (e.g. `eps_low` must be below 1) fail at load time with the fix.
+rejected, and cross-field rules (e.g. `epsilon` must be below 1) fail at load time with the fix.
 Derived values are properties, not fields.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -90,12 +90,34 @@ class HackingAlarmConfig(_Frozen):
                          "held-out change.")
 
 
+def _renamed_value(old: str, value: Any) -> Any:
+    if old == "std_normalize" and isinstance(value, bool):
+        return "group" if value else "none"
+    return value
+
+
 class GRPOConfig(_Frozen):
     """Group Relative Policy Optimization: rollouts, rewards, the clipped loss and its schedule."""
 
+    # earlier names of fields that now carry TRL's GRPOConfig names
+    RENAMED: ClassVar[dict[str, str]] = {"group_size": "num_generations", "eps_low": "epsilon",
+                                         "eps_high": "epsilon_high", "std_normalize": "scale_rewards"}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trl_names(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            old = [k for k in data if k in cls.RENAMED]
+            if old:
+                raise ValueError("; ".join(f"{k} is now {cls.RENAMED[k]} (TRL's name for it): write "
+                                           f"{cls.RENAMED[k]}: {_renamed_value(k, data[k])}" for k in old))
+            if isinstance(data.get("scale_rewards"), bool):
+                data = {**data, "scale_rewards": "group" if data["scale_rewards"] else "none"}
+        return data
+
     steps: int = Field(150, ge=0, description="Optimizer updates (one sampler batch each).")
     prompts_per_step: int = Field(8, ge=1, description="Prompts drawn from the curriculum sampler per step.")
-    group_size: int = Field(8, ge=2, description="Completions sampled per prompt (G).")
+    num_generations: int = Field(8, ge=2, description="Completions sampled per prompt (G), as TRL names it.")
     lr: float = Field(2e-4, gt=0, description="Peak AdamW learning rate (GRPO wants ~10x less than SFT).")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     beta: float = Field(
@@ -106,9 +128,11 @@ class GRPOConfig(_Frozen):
         "over the completions (aggregated like the surrogate), which holds the policy's spread against collapse "
         "onto one answer per prompt; 0 adds nothing (the entropy is logged either way).",
     )
-    eps_low: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - eps_low.")
-    eps_high: float = Field(0.28, ge=0, description="Upper clip (clip-higher): ratio <= 1 + eps_high.")
-    std_normalize: bool = Field(True, description="Divide group-centered rewards by the group std.")
+    epsilon: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - epsilon (TRL's name).")
+    epsilon_high: float = Field(0.28, ge=0, description="Upper clip (clip-higher, DAPO): ratio <= 1 + epsilon_high.")
+    scale_rewards: Literal["group", "none"] = Field(
+        "group", description="group: divide group-centred rewards by the group's std; none: centre only (Dr. GRPO); "
+        "TRL's name (true and false read as group and none).")
     loss_agg: Literal["token", "sequence"] = Field(
         "token", description="token: mean over all completion tokens; sequence: mean of per-sequence means."
     )
@@ -200,9 +224,9 @@ class GRPOConfig(_Frozen):
 
     @model_validator(mode="after")
     def _clip_sane(self) -> "GRPOConfig":
-        if self.prompts_per_step * self.group_size % self.grad_accum:
+        if self.prompts_per_step * self.num_generations % self.grad_accum:
             raise ValueError(
-                f"prompts_per_step*group_size={self.prompts_per_step * self.group_size} is not divisible "
+                f"prompts_per_step*num_generations={self.prompts_per_step * self.num_generations} is not divisible "
                 f"by grad_accum={self.grad_accum}; choose grad_accum that divides it"
             )
         return self

@@ -197,7 +197,7 @@ def reward_swings(rec: RunRecords) -> Finding | None:
                 f"largest jump: step {a[0]} {a[1]:.3f} -> step {b[0]} {b[1]:.3f}"]
     if groups:
         evidence.append(f"groups used per step: {statistics.fmean(groups):.1f} on average")
-    change = ("raise training.grpo.group_size (more completions per prompt) or prompts_per_step so each step "
+    change = ("raise training.grpo.num_generations (more completions per prompt) or prompts_per_step so each step "
               "averages over more rollouts; if the verifier's score is itself noisy (timeouts, flaky tests, "
               "partial credit), make it deterministic before training on it")
     return Finding("reward_swings", "warning", "training reward swings widely from step to step", tuple(evidence),

@@ -4,7 +4,7 @@
                         eval_df, EvalConfig(), out_dir="runs/demo/grpo", seed=0)
 
 One step: draw `prompts_per_step` prompts from the curriculum's sampler (`curriculum.make_sampler`),
-sample `group_size` completions each from the rollout engine (HF in-process, or vLLM with the weights
+sample `num_generations` completions each from the rollout engine (HF in-process, or vLLM with the weights
 synced after every update), score them with the rows' verifiers in parallel processes, report each
 group's success rate back to the sampler (online re-tiering, or the adaptive sampler's arm values), drop
 zero-variance groups and refill from the sampler up to `max_refill_rounds` times, then take
@@ -125,7 +125,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     log.info("grpo: %s prompts, %s, %d of %d parameters trainable", fmt.kind, dtype_name(dtype),
              counts["trainable_params"], counts["total_params"])
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
-    sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.group_size)
+    sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.num_generations)
     rollouts = _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
                           workers, timeout_s)
     trainer = Trainer("grpo", out, cfg, backend, tokenizer, fmt,
@@ -291,7 +291,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     from rlvrflow.training.modeling import completion_logprobs
 
     rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G)
-    adv = group_advantages(rewards, g.std_normalize).flatten().tolist()  # (B,)
+    adv = group_advantages(rewards, g.scale_rewards == "group").flatten().tolist()  # (B,)
     prompts = [grp.prompt_ids for grp in groups for _ in grp.completion_ids]
     comps = [c for grp in groups for c in grp.completion_ids]
     # mask_truncated_completions: a completion cut at max_new_tokens weighs nothing in the loss (its reward
@@ -330,7 +330,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
             mask = mask & torch.tensor([w_of[i] > 0 for i in mb], device=device).unsqueeze(1)  # DP padding
             old_lp = old[k] if old is not None else logp.detach()
             a = torch.tensor([adv[i] for i in mb], device=device)
-            loss, st = grpo_loss(logp, old_lp, ref_lp.get(k), a, mask, g.eps_low, g.eps_high, g.beta,
+            loss, st = grpo_loss(logp, old_lp, ref_lp.get(k), a, mask, g.epsilon, g.epsilon_high, g.beta,
                                  g.loss_agg, total_tokens=denom_tok, total_seqs=denom_seq,
                                  entropy=entropy, entropy_coef=g.entropy_coef)
             backend.backward(loss)
@@ -368,7 +368,7 @@ def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: Trainin
         return vllm if fmt.kind == "raw" else FormattedEngine(vllm, tokenizer, fmt)
     from rlvrflow.curriculum import HFEngine
 
-    batch = max(cfg.grpo.prompts_per_step * cfg.grpo.group_size, 1)
+    batch = max(cfg.grpo.prompts_per_step * cfg.grpo.num_generations, 1)
     return HFEngine(model, tokenizer, device=str(device), batch_size=batch, prompt_format=fmt)
 
 

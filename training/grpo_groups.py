@@ -1,4 +1,4 @@
-"""A GRPO group and how one is made: sample `group_size` completions of a prompt, score them, count them.
+"""A GRPO group and how one is made: sample `num_generations` completions of a prompt, score them, count them.
 
 `score_rollouts` is the one place a batch of prompts becomes scored completions, for the synchronous
 loop (training/grpo.py `collect_groups`) and the async generator process (training/async_rollouts.py)
@@ -29,14 +29,14 @@ class Group:
 
 
 def score_rollouts(engine, batch, g, reward_cfg, seed: int, workers: int, timeout_s: float) -> tuple:
-    """`group_size` completions for each task of `batch`, scored: per prompt, their token ids, rewards,
+    """`num_generations` completions for each task of `batch`, scored: per prompt, their token ids, rewards,
     correct flags, texts, verdict statuses, the engine's per-token log-probs and whether each was cut
     at max_new_tokens."""
     from rlvrflow.curriculum import SamplingParams
     from rlvrflow.training.scoring import rewards_for, score_groups
 
     sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)
-    outs = engine.generate([t.prompt for t in batch], g.group_size, sampling, seed=seed)
+    outs = engine.generate([t.prompt for t in batch], g.num_generations, sampling, seed=seed)
     texts = [[c.text for c in grp] for grp in outs]
     verdicts = score_groups(batch, texts, workers, timeout_s)
     parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)

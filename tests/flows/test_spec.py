@@ -41,6 +41,18 @@ def test_unknown_key_suggests_the_near_name(tmp_path, toy_spec):
     assert "did you mean 'curriculum'" in msg
 
 
+def test_grpo_fields_carry_trls_names_and_an_old_name_says_the_new_one(tmp_path, toy_spec):
+    old = "training:\n  grpo: {group_size: 4, eps_high: 0.3, std_normalize: false}\n"
+    msg = _error(tmp_path, toy_spec.read_text() + old)
+    assert "training.grpo" in msg and "group_size is now num_generations (TRL's name for it): write num_generations: 4" in msg
+    assert "eps_high is now epsilon_high" in msg and "write scale_rewards: none" in msg
+    path = tmp_path / "new.yaml"
+    path.write_text(toy_spec.read_text() + "training:\n  grpo: {num_generations: 4, epsilon_high: 0.3, "
+                    "scale_rewards: false, mask_truncated_completions: true}\n")
+    g = load_spec(path).training.grpo
+    assert (g.num_generations, g.epsilon_high, g.scale_rewards, g.mask_truncated_completions) == (4, 0.3, "none", True)
+
+
 def test_nested_range_error_gives_the_field_description(tmp_path, toy_spec):
     msg = _error(tmp_path, toy_spec.read_text() + "training:\n  sft: {steps: -1}\n")
     assert "training.sft.steps" in msg and "greater than or equal to 0" in msg

@@ -57,7 +57,7 @@ def test_reward_rises_eval_flat_prints_the_highest_reward_samples():
 
 def test_reward_swings():
     f = R.reward_swings(healthy(metrics=metrics(reward_mean=lambda s: 0.15 if s % 2 else 0.85)))
-    assert f is not None and "largest jump" in f.evidence[1] and "group_size" in f.change
+    assert f is not None and "largest jump" in f.evidence[1] and "num_generations" in f.change
     assert R.reward_swings(healthy()) is None
     # a steady climb is a trend, not a swing
     assert R.reward_swings(healthy(metrics=metrics(reward_mean=lambda s: 0.1 + 0.02 * s))) is None

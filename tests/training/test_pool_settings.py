@@ -69,7 +69,7 @@ def test_grpo_rewards_time_out_with_a_short_timeout_s(slow_rows, base_model):
 
     tok = AutoTokenizer.from_pretrained(base_model)
     tasks = {t.id: t for t in tasks_from_df(slow_rows)}
-    g = GRPOConfig(prompts_per_step=2, group_size=2, max_refill_rounds=0, filter_zero_variance=False)
+    g = GRPOConfig(prompts_per_step=2, num_generations=2, max_refill_rounds=0, filter_zero_variance=False)
 
     class Sampler:
         def next_batch(self, n=None):
@@ -99,7 +99,7 @@ def spy(monkeypatch):
 def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "group_size": 2, "reward_workers": 2},
+    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "num_generations": 2, "reward_workers": 2},
                   checkpoint={"every": 1})
     train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
                toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2, workers=2), tmp_path / "g", seed=0,
@@ -110,7 +110,7 @@ def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_mod
 def test_train_grpo_keeps_its_sections_worker_counts_by_default(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "group_size": 2, "reward_workers": 1},
+    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "num_generations": 2, "reward_workers": 1},
                   checkpoint={"every": 1})
     train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
                toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2, workers=2), tmp_path / "g", seed=0)

@@ -65,4 +65,4 @@ def test_config_errors_name_the_fix():
     with pytest.raises(ValidationError, match="set k <= n_samples"):
         EvalConfig(k=9, n_samples=8)
     with pytest.raises(ValidationError, match="grad_accum"):
-        GRPOConfig(prompts_per_step=3, group_size=3, grad_accum=2)
+        GRPOConfig(prompts_per_step=3, num_generations=3, grad_accum=2)

@@ -40,7 +40,7 @@ def groups():
 def grpo_cfg(ga: int, backend: str = "deepspeed", stage: int = 2):
     from rlvrflow.training.config import GRPOConfig
 
-    return GRPOConfig(steps=STEPS, prompts_per_step=3, group_size=2, grad_accum=ga, lr=1e-2, warmup_steps=1,
+    return GRPOConfig(steps=STEPS, prompts_per_step=3, num_generations=2, grad_accum=ga, lr=1e-2, warmup_steps=1,
                       max_grad_norm=1.0, backend=backend, zero_stage=stage, updates_per_batch=1)
 
 
