@@ -66,6 +66,15 @@ if [ -n "${WHEELHOUSE:-}" ]; then
     [ "$before" = "$after" ] || { echo "[gpu_smoke] pip moved torch $before -> $after; aborting"; exit 4; }
 fi
 
+# rlvrflow itself, editable (no deps, no index): its folders import as rlvrflow.<folder> only through an
+# install's finder (pyproject's package-dir), and the GPU box has no install of this checkout
+if ! "$PY" -c 'import rlvrflow.training' 2>/dev/null; then
+    echo "[gpu_smoke] installing this checkout of rlvrflow (editable, no dependencies)"
+    "$PY" -m pip install -q --no-deps --no-index --no-build-isolation -e . \
+        || { echo "[gpu_smoke] could not install rlvrflow: needs setuptools (in the wheelhouse)" >&2; exit 2; }
+fi
+
+
 # Preflight: say exactly what is missing instead of failing deep inside the run.
 "$PY" - <<'EOF'
 import importlib.util, sys
