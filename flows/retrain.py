@@ -167,7 +167,7 @@ def retrain(
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "rejects"), artifacts.rejects_rows(m),
                             "rejected rows by stage and reason")
     artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "figures"), figures_markdown(summary["report"]),
-                               "training curves and the tier histogram (links to the run's files)")
+                               "training curves and the tier histogram, inlined")
     ev = m["evaluate"]
     artifacts.publish_eval(spec.domain, ev["dir"], Path(ev["dir"]) / ev["outputs"]["matrix"],
                            {name[: -len(".samples")]: str(Path(ev["dir"]) / rel) for name, rel in ev["outputs"].items()
