@@ -9,11 +9,14 @@ from rlvrflow.flows.stages import STAGES
 
 
 def _m(name: str) -> Manifest:
-    outputs = {"rows": "r", "train": "t", "eval": "e", "model": "m", "summary": "s", "rollouts": "o"}
+    outputs = {"rows": "r", "train": "t", "eval": "e", "model": "m", "summary": "s", "rollouts": "o", "stats": "st",
+               "matrix": "mx", "profile": "p"}
     return Manifest(name, "k", None, outputs, {k: f"{name}-{k}" for k in outputs})
 
 
-UPSTREAM = {name: _m(name) for name in ("prepare", "attach", "split", "sft", "tier", "grpo")}
+# the registry's champion and its data profile feed the drift and compare stages
+UPSTREAM = {name: _m(name) for name in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate", "champion",
+                                        "champion_data")}
 
 
 def _keys(spec) -> dict[str, str]:
