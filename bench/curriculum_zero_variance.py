@@ -211,7 +211,7 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
     cur = curriculum_settings(spec, args)
     tiers, eval_df = tiered_pool(paths, cur, args.pool, seed, root), pl.read_parquet(paths["eval"])
     g = grpo_settings(spec, args)
-    eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts})
+    eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts or None})  # 0: every prompt
     print(f"[bench] seed {seed}: train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
           f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.num_generations} samples", flush=True)
     baseline = evaluate(paths["sft"], eval_df, eval_cfg, seed, device=spec.training.device)

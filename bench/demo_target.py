@@ -114,7 +114,7 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
 
     from rlvrflow.training.eval import evaluate
 
-    cfg = spec.eval.model_copy(update={"max_prompts": 0, "n_samples": 1, "k": 1})
+    cfg = spec.eval.model_copy(update={"max_prompts": None, "n_samples": 1, "k": 1})
     rows = pl.read_parquet(split / "eval.parquet")
     tc = spec.training
     return {name: evaluate(path, rows, cfg, seed, workers=spec.verifiers.workers, device=tc.device, dtype=tc.dtype,

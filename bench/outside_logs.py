@@ -66,7 +66,7 @@ training:
 eval:
   k: 2
   n_samples: 2
-  max_prompts: {eval_prompts}
+  max_prompts: {eval_prompts_or_null}
 """
 
 
@@ -88,7 +88,7 @@ def write_logs(path: Path, per_kind: int, seed: int) -> int:
 def write_spec(path: Path, steps: int, tier_rows: int, eval_prompts: int) -> None:
     rules = "\n".join(f"    - {{category: {k}, verifier: math}}" for k in KINDS)
     path.write_text(SPEC.format(kinds=", ".join(KINDS), rules=rules, steps=steps, every=max(1, steps // 2),
-                                tier_rows=tier_rows, eval_prompts=eval_prompts), encoding="utf-8")
+                                tier_rows=tier_rows, eval_prompts_or_null=eval_prompts or "null"), encoding="utf-8")
 
 
 def main() -> int:

@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "checkpoint": tc.checkpoint.model_copy(update={"every": max(1, args.grpo_steps // 3),
                                                                                "keep_last": 1})})
     cur = spec.curriculum
-    eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval})
+    eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval or None})  # 0: every prompt
     summary: dict = {"args": vars(args), "worked_rows": len(sft_df), "rl_pool": len(rl_df), "seconds": {}}
     secs = summary["seconds"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class OrchestrationConfig(BaseModel):
@@ -34,10 +34,17 @@ class OrchestrationConfig(BaseModel):
         2, ge=0, description="retries of a task after a transient failure (e.g. a verifier worker crash)"
     )
     retry_delay_seconds: float = Field(2.0, ge=0, description="wait before each retry")
-    max_rows: int = Field(
-        0, ge=0, description="use at most this many verified rows per split (by id order) for "
-        "training and eval; 0 = all (smoke runs set it small)"
+    max_rows: int | None = Field(
+        None, ge=1, description="use at most this many verified rows per split (by id order) for "
+        "training and eval; null: all (smoke runs set it small)"
     )
+
+    @field_validator("max_rows", mode="before")
+    @classmethod
+    def _null_for_all(cls, value):
+        if value == 0 and not isinstance(value, bool):
+            raise ValueError("0 no longer means all rows: write null (or leave it out) for all of them")
+        return value
 
 
 class PromotionConfig(BaseModel):

@@ -483,7 +483,16 @@ class EvalConfig(_Frozen):
     )
     temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
-    max_prompts: int = Field(0, ge=0, description="Evaluate at most this many prompts (0 = all): each category's share, sampled by a hash of the id.")
+    max_prompts: int | None = Field(
+        None, ge=1, description="Evaluate at most this many prompts (null: all): each category's share, sampled by "
+        "a hash of the id.")
+
+    @field_validator("max_prompts", mode="before")
+    @classmethod
+    def _null_for_all(cls, value):
+        if value == 0 and not isinstance(value, bool):
+            raise ValueError("0 no longer means all prompts: write null (or leave it out) for all of them")
+        return value
     workers: int = Field(
         2, ge=1, description="Processes that score eval completions when verifiers.workers is null "
         "(verifiers.workers, when set, sizes the one verifier pool for every stage)."

@@ -53,6 +53,17 @@ def test_grpo_fields_carry_trls_names_and_an_old_name_says_the_new_one(tmp_path,
     assert (g.num_generations, g.epsilon_high, g.scale_rewards, g.mask_truncated_completions) == (4, 0.3, "none", True)
 
 
+def test_null_means_all_and_zero_says_so(tmp_path, toy_spec):
+    """"All rows" was 0 in orchestration.max_rows and eval.max_prompts and null in curriculum.max_rows:
+    null everywhere now, and a 0 left in an older spec says what to write instead."""
+    spec = load_spec(toy_spec)
+    assert spec.orchestration.max_rows is None and spec.eval.max_prompts is None and spec.curriculum.max_rows is None
+    msg = _error(tmp_path, toy_spec.read_text().replace("orchestration:\n", "orchestration:\n  max_rows: 0\n")
+                 + "eval: {max_prompts: 0}\n")
+    assert "orchestration.max_rows" in msg and "0 no longer means all rows: write null" in msg
+    assert "eval.max_prompts" in msg and "0 no longer means all prompts: write null" in msg
+
+
 def test_nested_range_error_gives_the_field_description(tmp_path, toy_spec):
     msg = _error(tmp_path, toy_spec.read_text() + "training:\n  sft: {steps: -1}\n")
     assert "training.sft.steps" in msg and "greater than or equal to 0" in msg
