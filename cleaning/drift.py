@@ -165,17 +165,22 @@ def _run(frame: pl.DataFrame, checks: list[tuple[str, Any]]) -> list[dict]:
         res = r.get("result") or {}
         seen = res.get("element_count") or 0
         share = 1 - (res.get("unexpected_percent") or 0.0) / 100 if seen else None
-        out.append({"check": checks[i][0], "ok": bool(r["success"]), "expectation": r["expectation_config"]["type"],
-                    "rows": seen, "share_expected": None if share is None else round(share, 4)})
-    return sorted(out, key=lambda c: [name for name, _ in checks].index(c["check"]))
+        out.append((i, {"check": checks[i][0], "ok": bool(r["success"]),
+                        "expectation": r["expectation_config"]["type"], "rows": seen,
+                        "share_expected": None if share is None else round(share, 4)}))
+    return [check for _, check in sorted(out, key=lambda pair: pair[0])]  # the suite's order, not GX's
+
+
+def source_file(rows: pl.DataFrame) -> pl.Series:
+    """Each row's file, from its provenance (`source`: `file:line`, `file:row N`, `dir[split]:row N`)."""
+    return rows["source"].cast(pl.String).fill_null("").str.replace(r"(\[[^\]]*\])?:(row )?\d+$", "")
 
 
 def kept_per_file(rows: pl.DataFrame, files: dict[str, dict]) -> dict[str, int] | None:
-    """Verified rows per source file, from each row's provenance (`source`: `file:line`, `file:row N`,
-    `dir[split]:row N`); None for rows without provenance."""
+    """Verified rows per source file (`source_file`); None for rows without provenance."""
     if "source" not in rows.columns:
         return None
-    origin = rows["source"].cast(pl.String).fill_null("").str.replace(r"(\[[^\]]*\])?:(row )?\d+$", "")
+    origin = source_file(rows)
     counts = dict(zip(*origin.value_counts().to_dict(as_series=False).values()))
     return {path: counts.get(path, 0) for path in files}
 
@@ -226,8 +231,7 @@ def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg
     kept = kept_per_file(rows, files)
     scope, checked = "all rows (no new or changed file)", rows
     if new_files and kept is not None:
-        origin = rows["source"].cast(pl.String).fill_null("").str.replace(r"(\[[^\]]*\])?:(row )?\d+$", "")
-        checked = rows.filter(origin.is_in(sorted(new_files)))
+        checked = rows.filter(source_file(rows).is_in(sorted(new_files)))
         scope = f"{checked.height} rows from {len(new_files)} new or changed file(s)"
     checks = _run(_with_derived(checked), _expectations(reference, cfg)) if checked.height else []
     limit = max(cfg.max_rejected_share, _lost_share(reference.get("files", {})) + 0.1)

@@ -366,43 +366,53 @@ def evaluate_plan(job: Job) -> list[dict[str, Any]]:
     return [{"name": name, "model": path} for name, path in models.items()]
 
 
+def measure_model(spec, name: str, model: str, rows, samples: Path, reuse=None) -> tuple[dict, dict]:
+    """One model's measurement, as the evaluate stage takes it: the held-out `rows` (its samples into
+    `samples`), then each regression set and the robustness set, one engine (one model load) for all.
+    `reuse(engine)` may give the training loop's own record of the held-out eval ({result, samples,
+    path}); the result then names it in `reused_from`. Returns (result, {regression, robustness})."""
+    from rlvrflow.curriculum.engine_factory import release
+    from rlvrflow.flows.eval_sets import load_sets
+    from rlvrflow.training.eval import eval_engine
+    from rlvrflow.training.eval import evaluate as run_eval
+
+    sets = load_sets(spec)  # before the main eval: a bad set file fails in seconds, not after it
+    engine = eval_engine(model, spec.eval, spec.training.device, spec.training.dtype, spec.training.seed)
+
+    def evaluate_on(part, samples_path: Path | None = None) -> dict:
+        return run_eval(model, part, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
+                        device=spec.training.device, dtype=spec.training.dtype, samples_path=samples_path,
+                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s, engine=engine)
+
+    try:
+        loop = reuse(engine) if reuse is not None else None
+        if loop is None:
+            result = {"name": name, **evaluate_on(rows, samples)}
+        else:
+            samples.write_text(loop["samples"], encoding="utf-8")
+            result = {"name": name, "model": str(model), **loop["result"], "reused_from": str(loop["path"])}
+        extra = {"regression": {set_name: evaluate_on(part) for set_name, part in sets.regression.items()},
+                 "robustness": None if sets.robustness is None else evaluate_on(sets.robustness)}
+    finally:
+        release(engine)
+    return result, extra
+
+
 def evaluate(job: Job) -> Result:
-    """training.evaluate of one model on the held-out split (<name>.json, its samples in
-    <name>.samples.jsonl), then on each regression set and the robustness set (<name>.sets.json).
+    """measure_model of one model on the held-out split (<name>.json, its samples in
+    <name>.samples.jsonl), each regression set and the robustness set (<name>.sets.json).
 
     The held-out eval is the training loop's own record of these weights when it kept one (`loop_eval`);
     <name>.json then names the record in `reused_from`."""
     import polars as pl
 
-    from rlvrflow.curriculum.engine_factory import release
-    from rlvrflow.flows.eval_sets import load_sets
-    from rlvrflow.training.eval import eval_engine
-    from rlvrflow.training.eval import evaluate as run_eval
     from rlvrflow.training.modeling import set_threads
 
     spec, name, out = job.spec, job.item["name"], Path(job.out)
     set_threads(spec.training.torch_threads)
-    sets = load_sets(spec)  # before the main eval: a bad set file fails in seconds, not after it
-    engine = eval_engine(job.item["model"], spec.eval, spec.training.device, spec.training.dtype, spec.training.seed)
-
-    def evaluate_on(rows, samples: Path | None = None) -> dict:  # one engine (one model load) for every row set
-        return run_eval(job.item["model"], rows, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
-                        device=spec.training.device, dtype=spec.training.dtype, samples_path=samples,
-                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s, engine=engine)
-
-    try:
-        rows = pl.read_parquet(job.input("split", "eval"))
-        loop = loop_eval(job, engine)
-        if loop is None:
-            result = {"name": name, **evaluate_on(rows, out / f"{name}.samples.jsonl")}
-        else:
-            (out / f"{name}.samples.jsonl").write_text(loop["samples"], encoding="utf-8")
-            result = {"name": name, "model": str(job.item["model"]), **loop["result"], "reused_from": str(loop["path"])}
-        (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
-        extra = {"regression": {set_name: evaluate_on(rows) for set_name, rows in sets.regression.items()},
-                 "robustness": None if sets.robustness is None else evaluate_on(sets.robustness)}
-    finally:
-        release(engine)
+    result, extra = measure_model(spec, name, job.item["model"], pl.read_parquet(job.input("split", "eval")),
+                                  out / f"{name}.samples.jsonl", reuse=lambda engine: loop_eval(job, engine))
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     (out / f"{name}.sets.json").write_text(json.dumps(extra, indent=1, default=str))
     return Result({}, {name: f"{name}.json", f"{name}.samples": f"{name}.samples.jsonl",
                        f"{name}.sets": f"{name}.sets.json"})

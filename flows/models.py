@@ -29,13 +29,13 @@ register, promote and rollback is written here first and then applied to MLflow'
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from rlvrflow.flows.cache import file_digest
 from rlvrflow.flows.config import RegistryConfig
 
 EVENTS = "events.jsonl"
@@ -59,10 +59,6 @@ class ChampionChanged(RegistryError):
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _sha256(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
 class Registry:
@@ -167,7 +163,8 @@ class Registry:
             "source": str(source),
             "best": best_name,
             "spec": report.get("spec"),
-            "spec_sha256": _sha256(Path(report["spec"])) if report.get("spec") else None,
+            "spec_sha256": file_digest(report["spec"]) if report.get("spec") and Path(report["spec"]).is_file()
+            else None,
             "data": {name: stages[name]["key"] for name in ("prepare", "attach") if name in stages},
             "metric": decision.get("metric", "pass_at_1_greedy"),
             "score": best_row.get(decision.get("metric", "pass_at_1_greedy")),
@@ -284,10 +281,6 @@ class Registry:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
-
-    def _append(self, event: dict) -> None:
-        with self._locked():
-            self._write(event)
 
     def _write(self, event: dict) -> None:
         """Append one event line; the caller holds the lock."""

@@ -64,45 +64,21 @@ def decide(challenger: dict, champion: dict, challenger_sets: dict, champion_set
     return {"promote": promote, "reasons": reasons, "gain": gain, "regressions": regressions}
 
 
-def _evaluate_model(spec, model: str, rows, samples: Path) -> tuple[dict, dict]:
-    """The evaluate stage's measurement of one model: held-out rows, then each regression set and the
-    robustness set, one engine for all of them."""
-    from rlvrflow.curriculum.engine_factory import release
-    from rlvrflow.flows.eval_sets import load_sets
-    from rlvrflow.training.eval import eval_engine
-    from rlvrflow.training.eval import evaluate as run_eval
-
-    sets = load_sets(spec)
-    engine = eval_engine(model, spec.eval, spec.training.device, spec.training.dtype, spec.training.seed)
-
-    def on(part, samples_path: Path | None = None) -> dict:
-        return run_eval(model, part, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
-                        device=spec.training.device, dtype=spec.training.dtype, samples_path=samples_path,
-                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s, engine=engine)
-
-    try:
-        result = {"name": "champion", **on(rows, samples)}
-        extra = {"regression": {name: on(part) for name, part in sets.regression.items()},
-                 "robustness": None if sets.robustness is None else on(sets.robustness)}
-    finally:
-        release(engine)
-    return result, extra
-
-
 def compare(job: Job) -> Result:
     """The champion on tonight's held-out prompts and sets, tonight's best beside it, and the decision
     (compare.json; champion.json, champion.samples.jsonl and champion.sets.json as the evaluate stage
     writes a model's)."""
     import polars as pl
 
+    from rlvrflow.flows.calls import measure_model
     from rlvrflow.training.modeling import set_threads
     from rlvrflow.training.report import gain_interval
 
     spec, out = job.spec, Path(job.out)
     set_threads(spec.training.torch_threads)
     champion_model = str(job.input("champion", "model"))
-    champion, champion_sets = _evaluate_model(spec, champion_model, pl.read_parquet(job.input("split", "eval")),
-                                              out / "champion.samples.jsonl")
+    champion, champion_sets = measure_model(spec, "champion", champion_model,
+                                            pl.read_parquet(job.input("split", "eval")), out / "champion.samples.jsonl")
     (out / "champion.json").write_text(json.dumps(champion, indent=1, default=str))
     (out / "champion.sets.json").write_text(json.dumps(champion_sets, indent=1, default=str))
 

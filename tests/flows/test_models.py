@@ -59,7 +59,8 @@ def _promote_many(args):
     out, worker = args
     reg = Registry(out)
     for i in range(20):
-        reg._append({"event": "note", "worker": worker, "i": i, "pad": "x" * 5000})
+        with reg._locked():  # as register, promote and rollback write
+            reg._write({"event": "note", "worker": worker, "i": i, "pad": "x" * 5000})
 
 
 def test_concurrent_appends_never_interleave(tmp_path):
