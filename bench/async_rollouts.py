@@ -89,7 +89,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.steps < 4:
         raise SystemExit("--steps must be at least 4 (the loop rate leaves out the first and the last step)")
-    from rlvrflow.curriculum import CurriculumConfig, HFEngine, tier_rows
+    from rlvrflow.curriculum import CurriculumConfig, tier_rows
+    from rlvrflow.engines import HFEngine
     from rlvrflow.training import build_tiny_model, run_sft
     from rlvrflow.training.modeling import load_model_and_tokenizer, set_threads
 

@@ -114,7 +114,7 @@ def tiered_pool(paths: dict, c, pool_size: int, seed: int, root: Path):
 
     from rlvrflow.curriculum import tier_to_dir
 
-    from rlvrflow.curriculum.pool import rl_pool
+    from rlvrflow.curriculum.rl_rows import rl_pool
 
     train, info = rl_pool(pl.read_parquet(paths["train"]), c.rl_rows, c.max_rows, seed)
     train = train.sort("id")
@@ -166,7 +166,7 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
     """One GRPO run from the SFT weights drawing prompts from `sampler`; returns its counts and eval."""
     import torch
 
-    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.engines import HFEngine
     from rlvrflow.training.backends import make_backend
     from rlvrflow.training.eval import evaluate_model
     from rlvrflow.training.grpo import collect_groups, update_policy

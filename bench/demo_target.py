@@ -100,7 +100,7 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     t = time.perf_counter()
     model = run_sft(sft_dir, pl.read_parquet(split / "train.parquet"), cfg, out / "control", seed)
     seconds = time.perf_counter() - t
-    # as the run's evaluate stage calls it (flows/calls.py evaluate): same device, dtype, pool and reward
+    # as the run's evaluate stage calls it (flows/stage_calls.py evaluate): same device, dtype, pool and reward
     result = evaluate(model, pl.read_parquet(split / "eval.parquet"), spec.eval, seed, workers=spec.verifiers.workers,
                       device=tc.device, dtype=tc.dtype, reward_cfg=spec.verifiers.reward,
                       timeout_s=spec.verifiers.timeout_s)

@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pretrain and args.base != "random":
         ap.error("--pretrain trains a random-weight model: use it with --base random")
 
-    from rlvrflow.curriculum import HFEngine, tier_rows
+    from rlvrflow.curriculum import tier_rows
+    from rlvrflow.engines import HFEngine
     from rlvrflow.flows.spec import load_spec
     from rlvrflow.training import build_tiny_model, evaluate, run_sft, train_grpo
     from rlvrflow.training.modeling import load_model_and_tokenizer

@@ -63,7 +63,7 @@ def best_of(fn, repeats: int) -> tuple[float, object]:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from rlvrflow.curriculum import HFEngine, SamplingParams
+    from rlvrflow.engines import HFEngine, SamplingParams
     from trl_grpo import arithmetic_rows
     from rlvrflow.training.modeling import completion_logprobs, encode_prompt, load_model_and_tokenizer
 

@@ -50,7 +50,7 @@ def sequence_logprobs(model_dir, tiers, rollouts, batch_prompts: int = 16) -> di
     import polars as pl
     import torch
 
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.modeling import completion_logprobs, encode_completion, encode_prompt, load_model_and_tokenizer
 
     device = torch.device("cpu")

@@ -103,7 +103,8 @@ def arithmetic_rows(n: int, seed: int):
 
 def prepare(args, out: Path):
     """SFT model dir, tiered train rows, eval rows (everything both trainers start from)."""
-    from rlvrflow.curriculum import HFEngine, assign_split, tier_rows
+    from rlvrflow.curriculum import assign_split, tier_rows
+    from rlvrflow.engines import HFEngine
     from rlvrflow.curriculum.config import CurriculumConfig
     from rlvrflow.training.config import SFTConfig, TrainingConfig
     from rlvrflow.training.sft import run_sft

@@ -1,17 +1,16 @@
-"""Curriculum: rollout engines, pass@k tiers of the SFT model, and the samplers GRPO draws from.
+"""Curriculum: pass@k tiers of the SFT model, and the samplers GRPO draws from.
 
     rows = assign_split(rows, cfg.eval_fraction, seed)
     tiered = tier_to_dir(rows.filter(split == "train"), sft_dir, cfg, out_dir, seed)   # or tier_rows(...)
     sampler = make_sampler(tiered, cfg, seed, batch_size, group_size)   # quota, or adaptive (cfg.sampler)
 
-Heavy dependencies (torch, transformers, vllm, matplotlib) are imported inside the functions that use
-them, so `import curriculum` is cheap; `VLLMEngine` lives in `curriculum.vllm_engine` and is loaded on
-first access. See docs/DESIGN.md for where this sits in the pipeline.
+Tiering samples through a rollout engine (`rlvrflow.engines`). Heavy dependencies (torch,
+transformers, matplotlib) are imported inside the functions that use them, so `import
+rlvrflow.curriculum` is cheap. See docs/DESIGN.md for where this sits in the pipeline.
 """
 
 from rlvrflow.curriculum.adaptive import AdaptiveSampler, make_sampler
 from rlvrflow.curriculum.config import AdaptiveSampling, CurriculumConfig, TierBoundaries, TierWeights
-from rlvrflow.curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams
 from rlvrflow.curriculum.passk import pass_at_k, pass_at_k_array, pass_at_k_by_category
 from rlvrflow.curriculum.report import tier_report
 from rlvrflow.curriculum.sampler import StratifiedSampler, UniformSampler
@@ -21,16 +20,11 @@ from rlvrflow.curriculum.tiering import tier_rows, tier_to_dir, tier_with_rollou
 __all__ = [
     "AdaptiveSampler",
     "AdaptiveSampling",
-    "Completion",
     "CurriculumConfig",
-    "HFEngine",
-    "RolloutEngine",
-    "SamplingParams",
     "StratifiedSampler",
     "TierBoundaries",
     "TierWeights",
     "UniformSampler",
-    "VLLMEngine",
     "assign_split",
     "make_sampler",
     "pass_at_k",
@@ -42,10 +36,3 @@ __all__ = [
     "tier_with_rollouts",
 ]
 
-
-def __getattr__(name: str):
-    if name == "VLLMEngine":
-        from rlvrflow.curriculum.vllm_engine import VLLMEngine
-
-        return VLLMEngine
-    raise AttributeError(f"module 'curriculum' has no attribute {name!r}")

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rlvrflow.curriculum.config import CurriculumConfig
-from rlvrflow.curriculum.engines import RolloutEngine, SamplingParams
+from rlvrflow.engines.hf_engine import RolloutEngine, SamplingParams
 from rlvrflow.curriculum.passk import pass_at_k_array
 from rlvrflow.curriculum.report import tier_report
 
@@ -220,7 +220,7 @@ def tier_to_dir(
     ROLLOUT_COLUMNS), `tiers_rejects.parquet` (empty: tiering drops nothing), `tiers_stats.json` and
     the tier report (tier_table.csv, tier_report.md, tier_histogram.png). Returns the tiered frame.
     """
-    from rlvrflow.curriculum.engine_factory import make_engine, release
+    from rlvrflow.engines.factory import make_engine, release
 
     started = time.time()
     out = Path(out_dir)

@@ -71,7 +71,7 @@ def code_version(packages: list[str]) -> str:
         pkg = _REPO / name
         h.update(name.encode())
         # assets are data, not code: the tiny base's files enter the keys of the runs that use it
-        # (flows.calls.model_identity), not of every run
+        # (flows.stage_calls.model_identity), not of every run
         h.update(tree_digest(pkg, _CODE_SUFFIXES, frozenset({"assets"})).encode() if pkg.is_dir() else b"missing")
     return h.hexdigest()[:16]
 

@@ -402,7 +402,7 @@ def parse_overrides(items: list[str]) -> dict:
 
 def cmd_run(args) -> int:
     from rlvrflow.flows.common import with_overrides
-    from rlvrflow.flows.local import run_local
+    from rlvrflow.flows.run_in_process import run_local
     from rlvrflow.flows.spec import SpecError
 
     spec = _load(args.spec)  # fail fast on a bad spec or override, before Prefect starts

@@ -70,7 +70,7 @@ def compare(job: Job) -> Result:
     writes a model's)."""
     import polars as pl
 
-    from rlvrflow.flows.calls import measure_model
+    from rlvrflow.flows.stage_calls import measure_model
     from rlvrflow.training.modeling import set_threads
     from rlvrflow.training.report import gain_interval
 

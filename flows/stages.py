@@ -29,7 +29,7 @@ it gives, so they are not in any key. The CLI (`rlvrflow clean`, `tier`) and the
 (flows/prepare.py ... flows/evaluate.py) all call `run(name, spec, root, upstream, steps)`, so every
 entry point builds the same folders.
 
-Adding a stage is one row plus a library call, as the dpo stage was: `calls.dpo` (a `Job -> Result`
+Adding a stage is one row plus a library call, as the dpo stage was: `stage_calls.dpo` (a `Job -> Result`
 around training.train_dpo on build_pairs of tier.rows and tier.rollouts), its row below, then
 `run("dpo", spec, root, {"sft": ..., "tier": ..., "split": ...})` from a flow file (flows/dpo.py:
 `run_in_flow("dpo", ...)`) and a line in retrain.py. A stage that fans out adds `plan=`
@@ -40,7 +40,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvrflow.flows import calls, drift, promotion
+from rlvrflow.flows import drift, promotion, stage_calls
 from rlvrflow.flows.cache import Manifest, file_digest, tree_digest
 from rlvrflow.flows.runner import Stage, row_counts, run_stage
 from rlvrflow.flows.spec import DomainSpec
@@ -53,7 +53,7 @@ def _digest(p: Path) -> str:
 
 
 def _source_files(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
-    return {"files": {str(p): _digest(p) for p in calls.source_files(spec)}}
+    return {"files": {str(p): _digest(p) for p in stage_calls.source_files(spec)}}
 
 
 def referenced_files(spec: DomainSpec) -> list[Path]:
@@ -83,14 +83,14 @@ def _verifier_files(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
 
 
 def _base_model(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
-    return {"model": calls.model_identity(spec)}
+    return {"model": stage_calls.model_identity(spec)}
 
 
 def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     """The models evaluate reads (SFT and the policy's checkpoints on disk) and the eval set files."""
     from rlvrflow.flows.eval_sets import set_digests
 
-    models = calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
+    models = stage_calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
     return {"models": {name: tree_digest(path) for name, path in models.items()}, "eval_sets": set_digests(spec),
             **_verifier_files(spec, upstream)}
 
@@ -126,23 +126,23 @@ def _evaluate_line(st: dict) -> str:
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("prepare", inputs=(), sections=("domain", "sources", "cleaning", "validation"), code=("cleaning",),
-          call=calls.prepare, extra_key=_source_files, rows=True),
+          call=stage_calls.prepare, extra_key=_source_files, rows=True),
     Stage("attach", inputs=("prepare.rows",),
           sections=("verifiers.rules", "verifiers.self_check", "verifiers.answer_only_targets", "verifiers.timeout_s",
                     "verifiers.canaries"),
-          code=("verifiers",), call=calls.attach, plan=calls.attach_plan, finish=calls.attach_canaries,
+          code=("verifiers",), call=stage_calls.attach, plan=stage_calls.attach_plan, finish=stage_calls.attach_canaries,
           extra_key=_verifier_files, rows=True, summary=_attach_line),
     Stage("split", inputs=("attach.rows",), sections=("curriculum.eval_fraction", "training.seed",
                                                       "orchestration.max_rows"),
-          code=("curriculum",), call=calls.split, rows=True, summary=_split_line),
+          code=("curriculum",), call=stage_calls.split, rows=True, summary=_split_line),
     Stage("sft", inputs=("attach.rows", "split.train"),
           sections=("training.tiny", "training.sft", "training.seed", "training.device", *MODEL_SETTINGS),
-          code=("training",), call=calls.sft, extra_key=_base_model,
+          code=("training",), call=stage_calls.sft, extra_key=_base_model,
           summary=lambda st: f"{st.get('rows_used')} rows with a solution ({st.get('skipped_empty_solution')} "
           f"outcome-only rows left to RL), {st.get('steps')} steps, final loss {st.get('final_loss')}"),
     Stage("tier", inputs=("split.train", "sft.model"),
           sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
-          code=("curriculum", "verifiers"), call=calls.tier, plan=calls.tier_plan, finish=calls.tier_finish,
+          code=("curriculum", "verifiers"), call=stage_calls.tier, plan=stage_calls.tier_plan, finish=stage_calls.tier_finish,
           extra_key=_verifier_files, rows=True, file="tiers", sort_by="id",
           summary=lambda st: f"{st.get('rows_in')} prompts: " + ", ".join(
               f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))
@@ -151,18 +151,18 @@ STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),
           sections=("training.grpo", "training.checkpoint", "training.seed", "training.device", "curriculum",
                     "verifiers.reward", "verifiers.timeout_s", "eval", *MODEL_SETTINGS),
-          code=("training", "curriculum", "verifiers"), call=calls.grpo, resumable=True, all_ranks=True,
+          code=("training", "curriculum", "verifiers"), call=stage_calls.grpo, resumable=True, all_ranks=True,
           extra_key=_verifier_files,
           summary=lambda st: f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"),
     Stage("dpo", inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),
           sections=("training.dpo", "training.checkpoint", "training.seed", "training.device", "eval",
                     "verifiers.reward", "verifiers.timeout_s", *MODEL_SETTINGS),
-          code=("training", "curriculum", "verifiers"), call=calls.dpo, resumable=True, summary=_dpo_line,
+          code=("training", "curriculum", "verifiers"), call=stage_calls.dpo, resumable=True, summary=_dpo_line,
           extra_key=_verifier_files),
     Stage("evaluate", inputs=("split.eval", "split.train", "sft.model", "policy.summary"),
           sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
-          code=("training", "verifiers", "curriculum"), call=calls.evaluate, plan=calls.evaluate_plan,
-          finish=calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),
+          code=("training", "verifiers", "curriculum"), call=stage_calls.evaluate, plan=stage_calls.evaluate_plan,
+          finish=stage_calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),
     Stage("drift", inputs=("prepare.stats", "attach.rows", "attach.stats", "champion_data.profile"), sections=("drift",),
           code=("cleaning", "flows"), call=drift.drift, extra_key=_source_files, summary=drift.drift_line),
     Stage("compare", inputs=("split.eval", "evaluate.matrix", "champion.model"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = ("cleaning", "verifiers", "curriculum", "training", "flows")
+FOLDERS = ("cleaning", "verifiers", "engines", "curriculum", "training", "flows")
 # an import statement, or one inside a string of code (`python -c "import sys; from X.cli ..."`)
 BARE_IMPORT = re.compile(rf"(^\s*|[;\"']\s*)(from|import) ({'|'.join(FOLDERS)})(\.|\s|$)", re.M)
 PYPI_VERIFIERS = "verifiers==0.4.0"

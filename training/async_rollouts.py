@@ -272,8 +272,8 @@ def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dic
            dtype: str, workers: int, timeout_s: float) -> None:
     import torch
 
-    from rlvrflow.curriculum import HFEngine
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines import HFEngine
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.modeling import encode_prompt, load_model_and_tokenizer
     from rlvrflow.training.precision import DTYPES, autocast
 

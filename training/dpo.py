@@ -180,7 +180,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     keys (final_checkpoint, best_checkpoint, baseline, final, evals, steps, seconds, steps_per_second,
     warnings) plus pairs, prompt_format, dtype and parameter counts.
     """
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training import lora
     from rlvrflow.training.backends import TorchBackend
     from rlvrflow.training.modeling import load_policy, pick_device, set_threads

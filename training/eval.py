@@ -128,7 +128,7 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
 
     The verifier pool scores with `workers` processes (None: `cfg.workers`; 0: in this process) and a
     `timeout_s` deadline per completion (the spec's verifiers.timeout_s)."""
-    from rlvrflow.curriculum import SamplingParams
+    from rlvrflow.engines import SamplingParams
     from rlvrflow.training.progress import progress_bar
 
     prompts = [t.prompt for t in tasks]
@@ -284,9 +284,9 @@ def samples_markdown(before: list[dict], after: list[dict], before_name: str = "
 def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, workers: int | None = None,
                    device: str = "cpu", batch_size: int = 128, prompt_format=None,
                    samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0) -> dict:
-    """Evaluate a live model object, prompting it in `prompt_format` (a `curriculum.engines.PromptFormat`;
+    """Evaluate a live model object, prompting it in `prompt_format` (a `engines.hf_engine.PromptFormat`;
     raw when None); samples, `workers` and `timeout_s` as `evaluate_engine`."""
-    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.engines import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
     return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg,
@@ -306,12 +306,12 @@ def evaluate_live(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, samples
 
 def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "auto", dtype: str = "auto",
                 seed: int = 0):
-    """The engine `eval_cfg.engine` names for a checkpoint directory (`curriculum.engine_factory.make_engine`;
+    """The engine `eval_cfg.engine` names for a checkpoint directory (`engines.factory.make_engine`;
     hf loads through `load_model_and_tokenizer`, so LoRA adapter checkpoints work there). `evaluate`
     builds one per call; a caller evaluating one model on several row sets builds it once, passes it to
     each `evaluate(..., engine=)` (a vLLM engine takes a while to start and holds its GPU memory) and
-    then hands it to `curriculum.engine_factory.release`."""
-    from rlvrflow.curriculum.engine_factory import make_engine
+    then hands it to `engines.factory.release`."""
+    from rlvrflow.engines.factory import make_engine
     from rlvrflow.training.modeling import load_model_and_tokenizer, pick_device
     from rlvrflow.training.precision import dtype_name, resolve_dtype
 
@@ -337,8 +337,8 @@ def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, w
     """
     import contextlib
 
-    from rlvrflow.curriculum import HFEngine
-    from rlvrflow.curriculum.engine_factory import release
+    from rlvrflow.engines import HFEngine
+    from rlvrflow.engines.factory import release
     from rlvrflow.training.modeling import pick_device
     from rlvrflow.training.precision import autocast, resolve_dtype
 

@@ -23,7 +23,7 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, merge: bool =
     """Write `out_dir` from `checkpoint`; returns what was written ({kind, out, params})."""
     import torch
 
-    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE
+    from rlvrflow.engines.hf_engine import PROMPT_FORMAT_FILE
     from rlvrflow.training import checkpoint as ckpt
     from rlvrflow.training import lora
     from rlvrflow.training.modeling import load_model_and_tokenizer

@@ -90,7 +90,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     import torch
 
     from rlvrflow.curriculum import make_sampler
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training import lora
     from rlvrflow.training.backends import make_backend
     from rlvrflow.training.distributed import bind_local_device, dist_env
@@ -358,15 +358,15 @@ def _padded(rows: list[list[float]], device):
 def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: TrainingConfig, fmt, dtype):
     """HF (the live policy) or vLLM (its own copy of the SFT weights, in `dtype`, prompts rendered in `fmt`)."""
     if kind == "vllm":
-        from rlvrflow.curriculum.engines import FormattedEngine
-        from rlvrflow.curriculum.vllm_engine import VLLMEngine
+        from rlvrflow.engines.hf_engine import FormattedEngine
+        from rlvrflow.engines.vllm_engine import VLLMEngine
         from rlvrflow.training.precision import dtype_name
 
         max_len = cfg.tiny.max_positions if cfg.is_embedded else 4096
         vllm = VLLMEngine(str(sft_model), dtype=dtype_name(dtype), max_model_len=max_len, seed=cfg.seed,
                           enforce_eager=device.type == "cpu")
         return vllm if fmt.kind == "raw" else FormattedEngine(vllm, tokenizer, fmt)
-    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.engines import HFEngine
 
     batch = max(cfg.grpo.prompts_per_step * cfg.grpo.num_generations, 1)
     return HFEngine(model, tokenizer, device=str(device), batch_size=batch, prompt_format=fmt)

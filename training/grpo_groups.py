@@ -32,7 +32,7 @@ def score_rollouts(engine, batch, g, reward_cfg, seed: int, workers: int, timeou
     """`num_generations` completions for each task of `batch`, scored: per prompt, their token ids, rewards,
     correct flags, texts, verdict statuses, the engine's per-token log-probs and whether each was cut
     at max_new_tokens."""
-    from rlvrflow.curriculum import SamplingParams
+    from rlvrflow.engines import SamplingParams
     from rlvrflow.training.scoring import rewards_for, score_groups
 
     sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)

@@ -1,6 +1,6 @@
 """Model plumbing shared by SFT, GRPO and eval: device choice, loading, encoding and token log-probs.
 
-A prompt is encoded by its `PromptFormat` (curriculum.engines): raw text with the tokenizer's own
+A prompt is encoded by its `PromptFormat` (engines.hf_engine): raw text with the tokenizer's own
 special tokens (the embedded tokenizer prepends `<s>`), or the chat template's rendering. A
 completion is encoded without special tokens and, for training targets, followed by the format's end
 token (EOS raw, the template's end-of-turn token chat). Batches are right-padded here (the rollout
@@ -73,12 +73,12 @@ def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: 
     A LoRA adapter directory loads its base (in `dtype`, frozen) with the adapter on top (trainable
     when `trainable`). The tokenizer gets a pad token (EOS) when it has none, so batching always works.
     """
-    from rlvrflow.curriculum.engines import HF_LOAD_LOCK
+    from rlvrflow.engines.hf_engine import HF_LOAD_LOCK
     from rlvrflow.training import lora
 
     adapter = lora.is_adapter_dir(path)
     weights = lora.adapter_base(path) if adapter else path
-    with HF_LOAD_LOCK:  # importing transformers and from_pretrained are not thread-safe (see curriculum.engines)
+    with HF_LOAD_LOCK:  # importing transformers and from_pretrained are not thread-safe (see engines.hf_engine)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -121,8 +121,8 @@ def load_policy(path: str | Path, device: torch.device, dtype: torch.dtype, lora
 
 
 def encode_prompt(tokenizer, prompt: str, fmt=None) -> list[int]:
-    """Prompt ids in `fmt` (a `curriculum.engines.PromptFormat`; raw when None)."""
-    from rlvrflow.curriculum.engines import PromptFormat
+    """Prompt ids in `fmt` (a `engines.hf_engine.PromptFormat`; raw when None)."""
+    from rlvrflow.engines.hf_engine import PromptFormat
 
     return (fmt or PromptFormat()).encode(tokenizer, prompt)
 
@@ -213,7 +213,7 @@ def shared_prompt_logprobs(
     """
     order: dict[tuple[int, ...], int] = {}
     index = torch.tensor([order.setdefault(tuple(p), len(order)) for p in prompts], dtype=torch.long)
-    from rlvrflow.curriculum.engines import left_pad
+    from rlvrflow.engines.hf_engine import left_pad
 
     uniq = list(order)
     p_ids, p_attn = left_pad([list(p) for p in uniq], pad_id)

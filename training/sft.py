@@ -59,7 +59,7 @@ def _encode(tokenizer, pairs, max_length: int, fmt=None) -> tuple[list[tuple[lis
 
     `fmt`: the `PromptFormat` (raw when None); solutions end with its end token.
     """
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.modeling import encode_completion, encode_prompt
 
     fmt = fmt or PromptFormat()
@@ -137,7 +137,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     """
     import torch
 
-    from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE, PromptFormat, stop_token_ids
+    from rlvrflow.engines.hf_engine import PROMPT_FORMAT_FILE, PromptFormat, stop_token_ids
     from rlvrflow.training import lora
     from rlvrflow.training.modeling import load_policy, pick_device, set_threads
     from rlvrflow.training.precision import dtype_name, resolve_dtype

@@ -258,7 +258,7 @@ class Trainer:
     def save(self, record: dict) -> None:
         """Checkpoint the run at its step with `record` (the eval of these weights) in meta.json; then
         retention, the kept eval beside the committed files, and TensorBoard flushed. Every rank calls it."""
-        from rlvrflow.curriculum.engines import PROMPT_FORMAT_FILE
+        from rlvrflow.engines.hf_engine import PROMPT_FORMAT_FILE
 
         b, run = self.backend, self.run
         state = {"backend": b.state_dict(), **{k: p.state_dict() for k, p in self.parts.items()},

@@ -1,86 +1,8 @@
-"""Fixtures for the curriculum tests: a tiny random-init Llama and a character-level tokenizer.
-
-Built offline and kept independent of the training package, so these tests pin the engines on their
-own. The HF engine tests use them in memory; the vLLM tests load the saved directory.
-"""
-
-from __future__ import annotations
-
-from pathlib import Path
+"""The curriculum tests run their tiny models (tests/conftest.py) on one torch thread."""
 
 import pytest
 
-CHARS = "abcdefghijklmnopqrstuvwxyz0123456789 +-*/=?.,:()\n"
-SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
-
-
-def build_tokenizer():
-    """One token per character; `<s>` prepended to every text; left padding."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {t: i for i, t in enumerate(list(SPECIALS) + sorted(set(CHARS)))}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-        padding_side="left", clean_up_tokenization_spaces=False,
-    )
-
-
-def build_model(tokenizer, seed: int = 0, hidden: int = 64, layers: int = 2):
-    """A random-init LlamaForCausalLM sized for a few milliseconds per forward pass."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,  # head_dim 32: vLLM-CPU minimum
-        max_position_embeddings=256, tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.eval()
-    return model
-
-
-def save_tiny(out_dir: str | Path, seed: int = 0) -> Path:
-    """Build and save model + tokenizer as a Hugging Face checkpoint directory."""
-    tok = build_tokenizer()
-    model = build_model(tok, seed)
-    out = Path(out_dir)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
-@pytest.fixture(scope="session")
-def tiny_tokenizer():
-    return build_tokenizer()
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tiny_tokenizer):
-    return build_model(tiny_tokenizer, seed=0)
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    return save_tiny(tmp_path_factory.mktemp("tiny_lm"), seed=0)
-
 
 @pytest.fixture(scope="session", autouse=True)
-def one_torch_thread():
-    """The tiny models gain nothing from threads, and on a shared box extra threads only spin."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread(one_torch_thread):
     yield
-    torch.set_num_threads(before)

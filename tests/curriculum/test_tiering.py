@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from rlvrflow.curriculum.config import CurriculumConfig
-from rlvrflow.curriculum.engines import Completion
+from rlvrflow.engines.hf_engine import Completion
 from rlvrflow.curriculum.passk import pass_at_k
 from rlvrflow.curriculum.tiering import ROLLOUT_COLUMNS, ROLLOUTS_FILE, tier_rows, tier_to_dir, tier_with_rollouts
 

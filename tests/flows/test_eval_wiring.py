@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvrflow.flows import artifacts, calls
+from rlvrflow.flows import artifacts, stage_calls
 from rlvrflow.flows.common import with_overrides
 from rlvrflow.flows.errors import DataError
 from rlvrflow.flows.eval_sets import load_sets, set_digests
@@ -116,7 +116,7 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
     spec = _spec_with_sets(toy_spec)
     job = _evaluated(tmp_path, spec, {"sft": (0.30, 0.80, 0.2), "step_000001": (0.35, 0.79, 0.3),
                                       "step_000002": (0.50, 0.70, 0.4)})
-    result = calls.evaluate_finish(job, {})
+    result = stage_calls.evaluate_finish(job, {})
     matrix = json.loads((tmp_path / "evaluate" / "eval_matrix.json").read_text())
     assert result.stats == {"models": 3, "reused": 0, "best": "step_000001", "regressed": {"step_000002": ["general"]},
                             "constant_pass_at_1_greedy": 0.25, "no_gain": False, "warnings": []}
@@ -131,7 +131,7 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
     assert table[2]["general change"] == pytest.approx(-10.0) and table[2]["regressed on"] == "general"
 
     (tmp_path / "b").mkdir()
-    calls.evaluate_finish(_evaluated(tmp_path / "b", spec, {"sft": (0.30, 0.80, 0.2), "step_000001": (0.50, 0.70, 0.4)}), {})
+    stage_calls.evaluate_finish(_evaluated(tmp_path / "b", spec, {"sft": (0.30, 0.80, 0.2), "step_000001": (0.50, 0.70, 0.4)}), {})
     matrix = json.loads((tmp_path / "b" / "evaluate" / "eval_matrix.json").read_text())
     assert matrix["best"] == "sft"
     line = best_line(matrix)
@@ -143,7 +143,7 @@ def test_a_gain_a_constant_answer_explains_is_never_best_and_says_so(toy_spec, t
     # prompt whose gold is 2, exactly what the constant baseline (picked on the training golds) gets
     spec = _spec_with_sets(toy_spec)
     job = _evaluated(tmp_path, spec, {"sft": (0.0, 0.8, 0.2), "step_000001": (0.25, 0.8, 0.2)})
-    result = calls.evaluate_finish(job, {})
+    result = stage_calls.evaluate_finish(job, {})
     matrix = json.loads((tmp_path / "evaluate" / "eval_matrix.json").read_text())
     assert result.stats["best"] == "sft" and result.stats["no_gain"] is True
     assert matrix["decision"]["beats_sft"] == ["step_000001"] and matrix["decision"]["beats_constant"] == []
@@ -160,7 +160,7 @@ def test_a_vllm_eval_engine_never_reads_back_the_training_loops_evals():
         def generate(self, prompts, n, sampling, seed):
             raise AssertionError("not called")
 
-    assert calls.loop_eval(None, VLLMLike()) is None
+    assert stage_calls.loop_eval(None, VLLMLike()) is None
 
 
 def test_samples_pages_put_each_checkpoint_beside_sft(tmp_path):

@@ -92,7 +92,7 @@ def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_s
     assert len(set(counts)) > 2, counts  # the counts do vary with what was sampled
 
     # the old scheme (a seed per fan-out chunk) gives other counts: the comparisons above can fail
-    from rlvrflow.curriculum.engines import HFEngine
+    from rlvrflow.engines.hf_engine import HFEngine
 
     train = pl.read_parquet(tmp_path / "cli" / "tiers.parquet")
     other = tiering.tier_rows(train, HFEngine.from_pretrained(str(tiny_model)), spec.curriculum,

@@ -186,9 +186,9 @@ def test_the_generator_receives_the_merged_lora_weights(tmp_path, sft_model, toy
 
 def test_the_rollout_mode_is_in_the_grpo_stage_key_and_reaches_train_grpo():
     """`--set training.grpo.rollout_mode=async` on the retail spec gives the GRPO stage a new cache key, and
-    the config its call passes to train_grpo carries the mode (flows/calls.py `training_config`)."""
+    the config its call passes to train_grpo carries the mode (flows/stage_calls.py `training_config`)."""
     from rlvrflow.flows.cache import Manifest
-    from rlvrflow.flows.calls import training_config
+    from rlvrflow.flows.stage_calls import training_config
     from rlvrflow.flows.common import with_overrides
     from rlvrflow.flows.runner import stage_key_of
     from rlvrflow.flows.spec import load_spec

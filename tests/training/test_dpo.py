@@ -45,7 +45,7 @@ def test_batches_visit_every_pair_once_per_epoch_and_repeat_by_seed():
 def test_pairs_encode_like_sft_and_end_only_where_the_sample_ended(base_model):
     from transformers import AutoTokenizer
 
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.modeling import encode_completion
 
     tok = AutoTokenizer.from_pretrained(base_model)
@@ -108,7 +108,7 @@ def test_retention_removes_a_deleted_checkpoints_kept_eval(sft_model, toy, tmp_p
 
 def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folder(sft_model, toy, tmp_path):
     """The cached reference log-probs belong to one set of SFT weights, not to a folder name."""
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.dpo import REFERENCE_FILE, _data_key, _load_reference
     from rlvrflow.training.modeling import load_model_and_tokenizer
 
@@ -152,7 +152,7 @@ def qwen(tmp_path_factory, toy):
 
 
 def test_lora_chat_dpo_uses_the_base_as_reference_and_saves_the_adapter(qwen, toy, tmp_path):
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.dpo import REFERENCE_FILE, reference_logps
     from rlvrflow.training.modeling import load_model_and_tokenizer
 

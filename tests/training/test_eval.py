@@ -5,7 +5,7 @@ import hashlib
 import polars as pl
 import pytest
 
-from rlvrflow.curriculum import Completion
+from rlvrflow.engines import Completion
 from rlvrflow.training.config import EvalConfig
 from rlvrflow.training.eval import evaluate, evaluate_engine, select_eval_tasks
 
@@ -116,7 +116,7 @@ def test_evaluate_a_saved_model_is_deterministic(sft_model, toy):
 def test_a_loop_eval_is_read_back_as_the_record_of_its_model(sft_model, toy, tmp_path):
     """What GRPO and DPO keep of an in-loop eval equals a fresh `evaluate` of the same weights, and is
     given back by the name the evaluate stage uses (sft: step_000000); nothing for a name not kept."""
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.eval import evaluate_live, read_loop_eval, write_loop_eval
     from rlvrflow.training.modeling import load_model_and_tokenizer
 

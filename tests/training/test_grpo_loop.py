@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvrflow.curriculum import Completion, CurriculumConfig
+from rlvrflow.curriculum import CurriculumConfig
+from rlvrflow.engines import Completion
 from rlvrflow.training.config import EvalConfig, GRPOConfig
 from rlvrflow.training.grpo import Group, collect_groups, train_grpo
 from rlvrflow.training.scoring import tasks_from_df
@@ -341,8 +342,8 @@ def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_mode
     must equal what the loss scores at the trainer's temperature before any update, so the first
     ratio is 1 and nothing is clipped (eps 1e-3); a trainer at temperature 1 against the same rollouts
     (what scoring raw log-probs did) has the clip bind on many tokens."""
-    from rlvrflow.curriculum import SamplingParams
-    from rlvrflow.curriculum.engines import HFEngine
+    from rlvrflow.engines import SamplingParams
+    from rlvrflow.engines.hf_engine import HFEngine
     from rlvrflow.training.backends import TorchBackend
     from rlvrflow.training.trainer import Optim
     from rlvrflow.training.config import GRPOConfig

@@ -16,7 +16,7 @@ import torch
 from transformers import AutoTokenizer
 
 from rlvrflow.curriculum import CurriculumConfig
-from rlvrflow.curriculum.engines import HFEngine, PromptFormat, SamplingParams
+from rlvrflow.engines.hf_engine import HFEngine, PromptFormat, SamplingParams
 from rlvrflow.training.config import EvalConfig, TrainingConfig
 from rlvrflow.verifiers import RewardConfig
 
@@ -138,7 +138,7 @@ def test_grpo_on_chat_prompts_sees_the_rendered_prompt(chat_sft, qwen, toy, tmp_
 
     class Recorder:  # an engine that answers right half the time and remembers what it was asked
         def generate(self, prompts, n, sampling, seed):
-            from rlvrflow.curriculum import Completion
+            from rlvrflow.engines import Completion
 
             self.prompts = prompts
             return [[Completion(f"Answer: {p.split()[1] if j % 2 else 0}", (5, 6), (0.0, 0.0), "stop")

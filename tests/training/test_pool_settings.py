@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from rlvrflow import verifiers
-from rlvrflow.curriculum import Completion, CurriculumConfig
+from rlvrflow.curriculum import CurriculumConfig
+from rlvrflow.engines import Completion
 from rlvrflow.training.config import EvalConfig, GRPOConfig
 from rlvrflow.training.eval import evaluate_engine, read_samples, select_eval_tasks
 from rlvrflow.training.grpo import collect_groups

@@ -12,7 +12,7 @@ def sft_loss(model_path, train_df, max_length: int = 512) -> float:
     """Mean solution-token NLL of a saved model on `train_df`."""
     import torch
 
-    from rlvrflow.curriculum.engines import PromptFormat
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.modeling import load_model_and_tokenizer
 
     dev = torch.device("cpu")

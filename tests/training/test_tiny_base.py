@@ -136,7 +136,7 @@ def test_adapt_adds_the_domain_characters_and_keeps_what_the_base_learned(tmp_pa
 
 def test_a_rebuilt_base_is_another_model_for_adapt_and_for_the_stage_keys(tmp_path):
     """Another build of the base with the same card (a new torch, another machine) must not reuse the
-    model adapted from the old one, and must change the run's model identity (flows.calls)."""
+    model adapted from the old one, and must change the run's model identity (flows.stage_calls)."""
     import shutil
 
     import torch
@@ -214,7 +214,7 @@ def test_build_base_model_small(tmp_path):
 def test_a_missing_base_names_the_files_and_the_fix(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from rlvrflow.flows.calls import model_identity
+    from rlvrflow.flows.stage_calls import model_identity
     from rlvrflow.flows.spec import load_spec
 
     partial = tmp_path / "tiny_base"  # a partial checkout: the config came along, the rest did not

@@ -25,7 +25,8 @@ RANK_LOCAL = {"loss", "clip_fraction", "kl", "entropy", "step_seconds"}  # this 
 
 
 def main() -> None:
-    from rlvrflow.curriculum import CurriculumConfig, HFEngine, StratifiedSampler
+    from rlvrflow.curriculum import CurriculumConfig, StratifiedSampler
+    from rlvrflow.engines import HFEngine
     from rlvrflow.training.config import EvalConfig
     from rlvrflow.training.distributed import leave_process_group
     from rlvrflow.training.grpo import train_grpo

@@ -14,9 +14,9 @@ vllm = pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 
-from rlvrflow.curriculum.engine_factory import make_engine, release  # noqa: E402
-from rlvrflow.curriculum.engines import FormattedEngine, HFEngine, PromptFormat, SamplingParams  # noqa: E402
-from rlvrflow.curriculum.vllm_engine import VLLMEngine  # noqa: E402
+from rlvrflow.engines.factory import make_engine, release  # noqa: E402
+from rlvrflow.engines.hf_engine import FormattedEngine, HFEngine, PromptFormat, SamplingParams  # noqa: E402
+from rlvrflow.engines.vllm_engine import VLLMEngine  # noqa: E402
 
 PROMPTS = ["12+3=", "what is 7*8?", "a"]
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
@@ -25,7 +25,7 @@ BOS_TEMPLATE = ("<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n
 
 
 class OneEngine:
-    """The module's live vLLM engine. vLLM allows one per process (curriculum/vllm_engine.py says why), so
+    """The module's live vLLM engine. vLLM allows one per process (engines/vllm_engine.py says why), so
     asking for another closes the last; the tests are ordered so that each engine starts once."""
 
     def __init__(self):
@@ -205,7 +205,7 @@ def test_engines_in_two_threads_take_turns(tiny_model_dir, live, caplog):
         outputs.append(eng.generate(PROMPTS, 1, GREEDY, 0))
         eng.close()
 
-    with caplog.at_level(logging.INFO, logger="rlvrflow.curriculum"):
+    with caplog.at_level(logging.INFO, logger="rlvrflow.engines"):
         thread = threading.Thread(target=second)
         thread.start()
         while thread.is_alive() and not any("waits for the one on" in r.getMessage() for r in caplog.records):

@@ -9,8 +9,8 @@ import importlib.util
 
 import pytest
 
-from rlvrflow.curriculum.engine_factory import checkpoint_dtype, make_engine, vllm_prompting
-from rlvrflow.curriculum.engines import FormattedEngine, HFEngine, PromptFormat, SamplingParams
+from rlvrflow.engines.factory import checkpoint_dtype, make_engine, vllm_prompting
+from rlvrflow.engines.hf_engine import FormattedEngine, HFEngine, PromptFormat, SamplingParams
 
 BOS_TEMPLATE = ("<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                 "{% if add_generation_prompt %}assistant: {% endif %}")
@@ -164,7 +164,7 @@ def test_first_loads_from_several_threads_at_once(tiny_model_dir):
 
     script = (
         "import sys, threading\n"
-        "from rlvrflow.curriculum.engine_factory import make_engine\n"
+        "from rlvrflow.engines.factory import make_engine\n"
         "from rlvrflow.training.modeling import load_model_and_tokenizer\n"
         "errors = []\n"
         "def load(i):\n"

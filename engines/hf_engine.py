@@ -9,7 +9,7 @@ shared and never need syncing). Its default decoder ("shared") prefills each dis
 repeats that KV cache for the prompt's n samples and decodes all rows token by token, dropping rows
 that ended from the batch; `decode="hf"` uses transformers' `generate` instead (same greedy tokens;
 kept as the reference the tests and `bench/` compare against). `VLLMEngine`
-(curriculum/vllm_engine.py) is the same interface over vLLM's offline engine.
+(engines/vllm_engine.py) is the same interface over vLLM's offline engine.
 
 Conventions both engines follow:
 - Prompts are plain strings. A `PromptFormat` says how one becomes the model's input: `raw` tokenizes
@@ -18,7 +18,7 @@ Conventions both engines follow:
   prompt, tokenized without adding special tokens (the template writes its own). `HFEngine` applies
   its format itself (`from_pretrained` reads the one the model directory was trained with);
   `FormattedEngine` encodes for engines that take token ids (vLLM), so both read the same ids
-  (`curriculum.engine_factory.make_engine` builds either kind for a model directory). In chat format
+  (`engines.factory.make_engine` builds either kind for a model directory). In chat format
   the template's end-of-turn token (e.g. `<|im_end|>`) is a stop token too.
 - `token_ids` are the completion tokens only, including the EOS token when the model emitted one.
 - `logprobs[t]` is the log-probability of `token_ids[t]` under the distribution it was drawn from:
@@ -55,7 +55,7 @@ from typing import Protocol, runtime_checkable
 HF_LOAD_LOCK = threading.Lock()
 PROMPT_FORMAT_FILE = "rlvrflow_prompt.json"  # in a model directory: the format it was trained with
 
-log = logging.getLogger("rlvrflow.curriculum")
+log = logging.getLogger("rlvrflow.engines")
 
 
 
@@ -245,8 +245,8 @@ class HFEngine:
     def from_pretrained(cls, path: str, device: str = "cpu", batch_size: int = 64) -> "HFEngine":
         """Load a local Hugging Face causal-LM directory (model + tokenizer) into an engine, prompting it
         in the format it was trained with (its rlvrflow_prompt.json; auto when it has none). Same as
-        `curriculum.engine_factory.make_engine("hf", path, ...)`."""
-        from rlvrflow.curriculum.engine_factory import make_engine
+        `engines.factory.make_engine("hf", path, ...)`."""
+        from rlvrflow.engines.factory import make_engine
 
         return make_engine("hf", path, device=device, batch_size=batch_size)
 

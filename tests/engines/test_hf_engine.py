@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from rlvrflow.curriculum.engines import Completion, HFEngine, RolloutEngine, SamplingParams, plan_batches, pick_tokens
+from rlvrflow.engines.hf_engine import Completion, HFEngine, RolloutEngine, SamplingParams, plan_batches, pick_tokens
 
 PROMPTS = ["12+3=", "what is 7*8?", "a"]
 
@@ -85,7 +85,7 @@ def test_logprobs_within_top_p_are_renormalized_over_the_nucleus(engine, tiny_mo
     """With top-p the token was drawn from the nucleus alone: its log-prob is over the nucleus, so at
     least the unrestricted one (the nucleus's mass is below 1), and equal to it for a token whose
     nucleus is everything."""
-    from rlvrflow.curriculum.engines import sampling_logits
+    from rlvrflow.engines.hf_engine import sampling_logits
 
     sp = SamplingParams(temperature=1.2, top_p=0.5, max_new_tokens=6)
     tighter = 0

@@ -18,7 +18,7 @@ Lifetime: each stage call builds one engine, uses it for all its generate calls 
 sampled passes, and the regression sets when the caller passes the engine on) and `release`s it at
 the end. Not cached across calls: a vLLM engine holds its GPU memory (KV cache included) while it
 lives, tiering and eval are separate stage calls (often separate processes), and in-process vLLM
-engines take turns, one alive per process (curriculum/vllm_engine.py says why). Also left out:
+engines take turns, one alive per process (engines/vllm_engine.py says why). Also left out:
 tensor parallelism, and LoRA adapter directories under vLLM (export merged weights first).
 """
 
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from rlvrflow.curriculum.engines import HF_LOAD_LOCK, FormattedEngine, HFEngine, PromptFormat, stop_token_ids
+from rlvrflow.engines.hf_engine import HF_LOAD_LOCK, FormattedEngine, HFEngine, PromptFormat, stop_token_ids
 
 ENGINES = ("hf", "vllm")
 VLLM_INSTALL = ("on a GPU machine `pip install 'rlvrflow[gpu]'`; on a CPU-only one `bash scripts/setup_vllm.sh`, "
@@ -78,7 +78,7 @@ def make_engine(kind: str, model_dir: str | Path, *, device: str = "cpu", dtype:
 
 def release(engine) -> None:
     """Shut a vLLM engine down now: its GPU memory comes back and another vLLM engine may start in this
-    process (see curriculum/vllm_engine.py: one at a time). An HF engine needs nothing: its model is
+    process (see engines/vllm_engine.py: one at a time). An HF engine needs nothing: its model is
     freed with the last reference."""
     close = getattr(engine, "close", None)
     if close is not None:
@@ -88,7 +88,7 @@ def release(engine) -> None:
 def _load_hf(path: Path, device: str, dtype: str):
     import torch
 
-    with HF_LOAD_LOCK:  # importing transformers and from_pretrained are not thread-safe (see curriculum.engines)
+    with HF_LOAD_LOCK:  # importing transformers and from_pretrained are not thread-safe (see engines.hf_engine)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -98,7 +98,7 @@ def _load_hf(path: Path, device: str, dtype: str):
 
 def _vllm_engine(path: Path, device: str, dtype: str, prompt_format, max_model_len, gpu_memory_utilization,
                  seed: int, field: str) -> FormattedEngine:
-    from rlvrflow.curriculum.vllm_engine import VLLMEngine
+    from rlvrflow.engines.vllm_engine import VLLMEngine
 
     if (path / "adapter_config.json").is_file():
         raise ValueError(f"{field}: vllm cannot load the LoRA adapter checkpoint {path}; export merged weights "

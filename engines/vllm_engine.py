@@ -4,12 +4,12 @@
     groups = engine.generate(prompts, n=8, sampling=SamplingParams(temperature=1.0), seed=0)
     engine.load_weights(policy.named_parameters())      # after every trainer update
 
-Same interface and conventions as `HFEngine` (see curriculum/engines.py): completion token ids with
+Same interface and conventions as `HFEngine` (see engines/hf_engine.py): completion token ids with
 EOS, the log-probs of the distribution each token was drawn from (vLLM's `processed_logprobs` mode:
 log_softmax of the logits after temperature and top-p; of the raw logits when greedy), greedy at
 temperature 0, no top-k, text cut before a stop string. Besides vLLM's own EOS ids (the tokenizer's
 and the generation config's), `stop_token_ids` end a completion too (the chat template's end-of-turn
-token: `curriculum.engine_factory.make_engine` passes the same ids `HFEngine` stops on).
+token: `engines.factory.make_engine` passes the same ids `HFEngine` stops on).
 
 The engine runs vLLM in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the `uni` executor), so a
 weight update hands tensors over in memory with no serialization: `load_weights` calls the worker's
@@ -41,14 +41,14 @@ import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from rlvrflow.curriculum.engines import Completion, SamplingParams
+from rlvrflow.engines.hf_engine import Completion, SamplingParams
 
 _INSTALL_HINT = (
     "vllm is not importable in this environment; on a GPU machine `pip install 'rlvrflow[gpu]'`, on CPU "
     "run scripts/setup_vllm.sh and use .venv-vllm/bin/python"
 )
 
-log = logging.getLogger("rlvrflow.curriculum")
+log = logging.getLogger("rlvrflow.engines")
 
 
 class _Turn:

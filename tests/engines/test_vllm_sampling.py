@@ -10,8 +10,8 @@ import pytest
 pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 
-from rlvrflow.curriculum.engines import SamplingParams  # noqa: E402
-from rlvrflow.curriculum.vllm_engine import VLLMEngine  # noqa: E402
+from rlvrflow.engines.hf_engine import SamplingParams  # noqa: E402
+from rlvrflow.engines.vllm_engine import VLLMEngine  # noqa: E402
 
 N = 4
 SAMPLED = SamplingParams(temperature=1.0, max_new_tokens=8)

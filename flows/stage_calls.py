@@ -228,7 +228,7 @@ def tier_pool(job: Job):
     """(rows, info): the train rows tiering and GRPO draw from (curriculum.pool.rl_pool)."""
     import polars as pl
 
-    from rlvrflow.curriculum.pool import rl_pool
+    from rlvrflow.curriculum.rl_rows import rl_pool
 
     cur = job.spec.curriculum
     train = pl.read_parquet(job.input("split", "train"))
@@ -242,7 +242,7 @@ def tier(job: Job) -> Result:
     """curriculum.tier_rows on the train rows of this chunk, with its own engine."""
     import polars as pl
 
-    from rlvrflow.curriculum.engine_factory import make_engine, release
+    from rlvrflow.engines.factory import make_engine, release
     from rlvrflow.curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
     from rlvrflow.training.modeling import pick_device, set_threads
 
@@ -269,7 +269,7 @@ def tier_finish(job: Job, stats: dict) -> Result:
 
     import polars as pl
 
-    from rlvrflow.curriculum.pool import describe
+    from rlvrflow.curriculum.rl_rows import describe
     from rlvrflow.curriculum.report import tier_report
 
     tiered = pl.read_parquet(Path(job.out) / "tiers.parquet")
@@ -371,7 +371,7 @@ def measure_model(spec, name: str, model: str, rows, samples: Path, reuse=None) 
     `samples`), then each regression set and the robustness set, one engine (one model load) for all.
     `reuse(engine)` may give the training loop's own record of the held-out eval ({result, samples,
     path}); the result then names it in `reused_from`. Returns (result, {regression, robustness})."""
-    from rlvrflow.curriculum.engine_factory import release
+    from rlvrflow.engines.factory import release
     from rlvrflow.flows.eval_sets import load_sets
     from rlvrflow.training.eval import eval_engine
     from rlvrflow.training.eval import evaluate as run_eval
@@ -425,7 +425,7 @@ def loop_eval(job: Job, engine) -> dict | None:
     reward, seed and precision settings this stage reads (all in their own stage key), and keep each
     eval once its weights are on disk (training/README.md says why the loops own this eval). They
     generate with HF, so a vLLM eval engine (`eval.engine: vllm`) evaluates anew."""
-    from rlvrflow.curriculum import HFEngine
+    from rlvrflow.engines import HFEngine
     from rlvrflow.training.eval import read_loop_eval
 
     if not isinstance(engine, HFEngine):

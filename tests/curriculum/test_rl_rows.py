@@ -2,7 +2,7 @@
 import polars as pl
 import pytest
 
-from rlvrflow.curriculum.pool import describe, rl_pool
+from rlvrflow.curriculum.rl_rows import describe, rl_pool
 
 
 def rows(worked: int, outcome: int) -> pl.DataFrame:
