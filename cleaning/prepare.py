@@ -33,7 +33,9 @@ from .config import CleaningConfig, SourceSpec, ValidationConfig
 from .dedup import dedup
 from .ingest import ingest
 from .pii import scrub_frame
-from .stage import StageResult, make_stats, reject_frame, write_json, write_parquet, write_stage
+from rlvrflow.io import write_json, write_parquet
+
+from .stage import StageResult, make_stats, reject_frame, write_stage
 from .template import build_prompts
 from .transforms import clean_frame
 from .validate import ValidationFailed, validate

@@ -8,18 +8,15 @@ Other packages (verifiers attach, curriculum split/tier) reuse both for their ow
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-__all__ = ["StageResult", "write_stage", "make_stats", "reject_frame", "atomic_write",
-           "write_parquet", "write_json", "ReconciliationError"]
+from rlvrflow.io import write_json, write_parquet
+
+__all__ = ["StageResult", "write_stage", "make_stats", "reject_frame", "ReconciliationError"]
 
 REJECT_COLUMNS = ("stage", "reason", "detail")
 
@@ -76,30 +73,6 @@ class StageResult:
 
     def __post_init__(self) -> None:
         _check(self.stats, self.kept, self.rejects)
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call `write(tmp)` on a temp file beside `path`, then rename it over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_parquet(path: Path, df: pl.DataFrame) -> Path:
-    return atomic_write(path, lambda tmp: df.write_parquet(tmp))
-
-
-def write_json(path: Path, obj: Any) -> Path:
-    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_stage(out_dir: str | Path, name: str, kept: pl.DataFrame, rejects: pl.DataFrame,

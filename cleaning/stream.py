@@ -36,7 +36,8 @@ from .chunks import FileTask, bar, finish_chunk, part, reasons, scan_file
 from .config import CleaningConfig, SourceSpec, ValidationConfig
 from .ingest import expand, label_of
 from .shard import exact_shard, pairs_shard, resolve_near
-from .stage import atomic_write, write_json
+from rlvrflow.io import atomic_write, write_json
+
 from .validate import ValidationFailed, streamed_report
 
 __all__ = ["prepare_stream", "LocalRun", "file_tasks", "RunAll", "StoredResult"]

@@ -39,6 +39,7 @@ from rlvrflow.curriculum.config import CurriculumConfig
 from rlvrflow.engines.hf_engine import RolloutEngine, SamplingParams
 from rlvrflow.curriculum.passk import pass_at_k_array
 from rlvrflow.curriculum.report import tier_report
+from rlvrflow.io import write_parquet
 
 log = logging.getLogger("rlvrflow.curriculum")
 
@@ -196,12 +197,6 @@ def tier_with_rollouts(
     return tiered, rollouts_frame(base["id"].to_list(), samples, base.schema["id"])
 
 
-def _write_parquet_atomic(df, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    df.write_parquet(tmp)
-    tmp.replace(path)
-
-
 def tier_to_dir(
     df,
     model_path: str | Path,
@@ -233,9 +228,9 @@ def tier_to_dir(
         release(engine)
     if tiered.height != df.height:
         raise AssertionError(f"tiering changed the row count: {df.height} in, {tiered.height} out")
-    _write_parquet_atomic(rollouts, out / ROLLOUTS_FILE)
-    _write_parquet_atomic(tiered, out / "tiers.parquet")
-    _write_parquet_atomic(_empty_rejects(df), out / "tiers_rejects.parquet")
+    write_parquet(out / ROLLOUTS_FILE, rollouts)
+    write_parquet(out / "tiers.parquet", tiered)
+    write_parquet(out / "tiers_rejects.parquet", _empty_rejects(df))
     tier_report(tiered, out, k=cfg.k)
     stats = {
         "rows_in": df.height,

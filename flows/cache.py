@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rlvrflow.io import write_json
+
 _REPO = Path(__file__).resolve().parent.parent
 _CODE_SUFFIXES = {".py", ".yaml", ".yml", ".json", ".sql", ".txt"}
 _digest_memo: dict[tuple[str, int, int], str] = {}
@@ -65,9 +67,10 @@ def tree_digest(root: str | Path, suffixes: set[str] | None = None, skip: frozen
 
 
 def code_version(packages: list[str]) -> str:
-    """A digest of the source of the named top-level packages (e.g. ["cleaning"])."""
+    """A digest of the source of the named top-level packages (e.g. ["cleaning"]) and of the package
+    root every layer imports from (rlvrflow/: its io module)."""
     h = hashlib.sha256()
-    for name in sorted(packages):
+    for name in ["rlvrflow", *sorted(set(packages) - {"rlvrflow"})]:
         pkg = _REPO / name
         h.update(name.encode())
         # assets are data, not code: the tiny base's files enter the keys of the runs that use it
@@ -265,7 +268,7 @@ def build_stage(
                             reason=reason, key_parts=dict(parts))
         record = {k: v for k, v in manifest.to_dict().items() if k not in ("dir", "cached", "reason")}
         record["fingerprints"] = {name: fingerprint(folder / rel) for name, rel in outputs.items()}
-        _atomic_json(folder / "_manifest.json", record)
+        write_json(folder / "_manifest.json", record, indent=1, sort_keys=True)
         return manifest
     finally:
         (folder / ".lock").unlink(missing_ok=True)
@@ -275,19 +278,6 @@ def _digest_any(path: Path) -> str:
     if path.is_dir():
         return tree_digest(path)
     return file_digest(path)
-
-
-def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: str | Path, data: Any) -> None:
-    """Write JSON via a temp file and rename, so readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_json(path, data)
 
 
 def _try_lock(folder: Path) -> bool:

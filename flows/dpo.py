@@ -9,12 +9,12 @@ counts are published when done. A crashed run resumes from its newest checkpoint
 """
 from __future__ import annotations
 
-import json
 
 from prefect import flow
 
 from rlvrflow.flows import artifacts
 from rlvrflow.flows.common import load_run_spec
+from rlvrflow.io import read_jsonl
 from rlvrflow.flows.tasks import run_in_flow
 
 
@@ -24,7 +24,7 @@ def dpo(spec_path: str, out: str, split: dict, sft: dict, tiers: dict, force: bo
     """DPO training; returns the stage manifest (checkpoints, dpo_pairs.jsonl, metrics.jsonl, summary.json)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = run_in_flow("dpo", spec, out, {"split": split, "sft": sft, "tier": tiers}, force)
-    metrics = [json.loads(line) for line in m.path("metrics").read_text().splitlines() if line.strip()]
+    metrics = read_jsonl(m.path("metrics"))
     artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "dpo-loss"),
                                artifacts.reward_curve_markdown(metrics, "loss", "DPO"), "DPO loss per step")
     artifacts.publish_table(artifacts.artifact_key(spec.domain, "dpo-pairs"), artifacts.pair_rows(m.stats.get("pairs", {})),

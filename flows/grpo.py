@@ -7,12 +7,12 @@ published when done. A crashed run resumes from its newest checkpoint on the nex
 """
 from __future__ import annotations
 
-import json
 
 from prefect import flow
 
 from rlvrflow.flows import artifacts
 from rlvrflow.flows.common import load_run_spec
+from rlvrflow.io import read_jsonl
 from rlvrflow.flows.tasks import run_in_flow
 
 
@@ -22,7 +22,7 @@ def grpo(spec_path: str, out: str, split: dict, sft: dict, tiers: dict, force: b
     """GRPO training; returns the stage manifest (checkpoints, metrics.jsonl, summary.json)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = run_in_flow("grpo", spec, out, {"split": split, "sft": sft, "tier": tiers}, force)
-    metrics = [json.loads(line) for line in m.path("metrics").read_text().splitlines() if line.strip()]
+    metrics = read_jsonl(m.path("metrics"))
     artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "reward-curve"),
                                artifacts.reward_curve_markdown(metrics), "GRPO training reward per step")
     return m.to_dict()

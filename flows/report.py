@@ -10,7 +10,8 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from rlvrflow.flows.cache import Manifest, atomic_write_json
+from rlvrflow.flows.cache import Manifest
+from rlvrflow.io import write_json
 
 
 def new_run_dir(root: Path, run_id: str) -> Path:
@@ -207,5 +208,5 @@ def point_latest(root: Path, summary: dict) -> None:
     record = {"run_dir": summary["run_dir"], "report": summary["report"], "checkpoint": summary["checkpoint"],
               "seconds": summary.get("seconds"), "stages": len(stages),
               "stages_cached": sum(1 for st in stages.values() if st.get("cached"))}
-    atomic_write_json(Path(summary["run_dir"]) / "run.json", record)
-    atomic_write_json(root / "latest.json", record)
+    write_json(Path(summary["run_dir"]) / "run.json", record, indent=1, sort_keys=True)
+    write_json(root / "latest.json", record, indent=1, sort_keys=True)

@@ -56,7 +56,7 @@ def register_task(out: str, run_dir: str, domain: str, spec_path: str, smoke: bo
     """Register the run's best model and apply the promotion rule (flows/promotion.py); the decision
     and its reasons go into report.json (`promotion`) and the `<domain>-promotion` artifact; returns
     the console's lines."""
-    from rlvrflow.flows.cache import atomic_write_json
+    from rlvrflow.io import write_json
     from rlvrflow.flows.models import describe
     from rlvrflow.flows.promotion import register_and_promote
 
@@ -76,7 +76,7 @@ def register_task(out: str, run_dir: str, domain: str, spec_path: str, smoke: bo
                            "champion_before": (done["champion_before"] or {}).get("id"),
                            "champion": now["id"] if now else None,
                            **({"mlflow": mlflow_note} if mlflow_note else {})}
-    atomic_write_json(report_path, report)
+    write_json(report_path, report, indent=1, sort_keys=True)
     artifacts.publish_markdown(artifacts.artifact_key(domain, "promotion"), artifacts.promotion_markdown(
         model, done["champion_before"], done["verdict"], decision) + (f"\n\n**{mlflow_note}**" if mlflow_note else ""),
         "tonight's model against the champion: promoted or not, and why")

@@ -127,7 +127,7 @@ class ThreadSteps(LocalSteps):
 def execute(fn: Callable[[Job], Result], job: Job, row_stage: bool, file: str) -> dict[str, Any]:
     """Run one library call and write what it returned; returns paths and stats (never frames)."""
     from rlvrflow import cleaning
-    from rlvrflow.cleaning.stage import write_parquet
+    from rlvrflow.io import write_parquet
 
     result = fn(job)
     out = Path(job.out)
@@ -152,7 +152,7 @@ def _concat_tables(out: Path, parts: list[dict[str, Any]], sort_by: str | None) 
     """Each side table of the parts, concatenated in plan order (stable-sorted by `sort_by`)."""
     import polars as pl
 
-    from rlvrflow.cleaning.stage import write_parquet
+    from rlvrflow.io import write_parquet
 
     files = {}
     for name, filename in parts[0]["tables"].items():

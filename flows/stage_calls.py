@@ -319,7 +319,7 @@ def dpo(job: Job) -> Result:
     the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints."""
     import polars as pl
 
-    from rlvrflow.training.checkpoint import atomic_write_text
+    from rlvrflow.io import write_text
     from rlvrflow.training.dpo import train_dpo
     from rlvrflow.training.dpo_data import PAIRS_FILE, build_pairs
 
@@ -332,7 +332,7 @@ def dpo(job: Job) -> Result:
                         f"sample (of {pair_stats['rows_in']} tiered prompts, dropped: "
                         f"{pair_stats['rejected_by_reason']}); widen training.dpo.tiers, raise curriculum.n_samples, "
                         "or use training.algorithm: grpo")
-    atomic_write_text(Path(job.out) / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    write_text(Path(job.out) / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
 
     def progress(step: int, steps: int, metrics: dict) -> None:
         if job.progress is not None:

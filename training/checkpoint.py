@@ -19,21 +19,10 @@ import re
 import shutil
 from pathlib import Path
 
+from rlvrflow.io import TMP_PREFIX
+
 STEP_DIR = re.compile(r"^step_(\d{6,})$")
-_TMP_PREFIX = ".tmp-"
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` via a temporary file in the same directory and an atomic rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{_TMP_PREFIX}{path.name}.{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
+_TMP_PREFIX = TMP_PREFIX  # the prefix of rlvrflow.io's temporary files too: retention sweeps both
 
 
 def _swap_into_place(tmp: Path, final: Path) -> None:

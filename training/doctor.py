@@ -21,26 +21,12 @@ import re
 import sys
 from pathlib import Path
 
+from rlvrflow.io import read_jsonl
 from rlvrflow.training.doctor_rules import DEFAULT_MAX_REGRESSION, RULES, Finding, RunRecords
 
 # eval's samples_path files (`step_000100.samples.jsonl`), a trainer's `samples/step_NNNNNN.jsonl`
 SAMPLE_GLOBS = ("*samples*.jsonl", "samples/*.jsonl")
 MAX_SAMPLE_ROWS = 20_000  # enough to rank the best completions without reading a huge rollout log whole
-
-
-def _read_jsonl(path: Path, limit: int | None = None) -> list[dict]:
-    rows = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"doctor: {path}:{i} is not valid JSON ({exc}); a killed run may leave a partial last "
-                             "line: delete it and rerun") from exc
-        if limit is not None and len(rows) >= limit:
-            break
-    return rows
 
 
 def _read_json(path: Path) -> dict:
@@ -65,7 +51,7 @@ def _samples(dirs: list[Path], rec: RunRecords) -> None:
     for d in dirs:
         for path in sorted({p for pattern in SAMPLE_GLOBS for p in d.glob(pattern)}):
             model = path.name.removesuffix(".jsonl").removesuffix(".samples")
-            for row in _read_jsonl(path, MAX_SAMPLE_ROWS):
+            for row in read_jsonl(path, limit=MAX_SAMPLE_ROWS):
                 if row.get("response") is None or row.get("reward") is None:
                     continue
                 rec.samples.append({**row, "model": row.get("model") or model})
@@ -78,14 +64,14 @@ def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None
         return
     metrics = grpo_dir / "metrics.jsonl"
     if metrics.is_file():
-        rec.metrics = _read_jsonl(metrics)
+        rec.metrics = read_jsonl(metrics)
     else:
         rec.notes.append(f"{metrics} not found: training rules (reward, length, KL, zero-variance groups, NaN) "
                          "were skipped")
     evals = grpo_dir / "evals.jsonl"
     if with_evals:
         if evals.is_file():
-            rec.evals = [{**e, "name": _name_of(int(e["step"]))} for e in _read_jsonl(evals)]
+            rec.evals = [{**e, "name": _name_of(int(e["step"]))} for e in read_jsonl(evals)]
         else:
             rec.notes.append(f"{evals} not found: eval rules (held-out pass@1, format rate) were skipped")
     _samples([grpo_dir], rec)

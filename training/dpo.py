@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from rlvrflow.io import atomic_write
 from rlvrflow.training import checkpoint as ckpt
 from rlvrflow.training.config import EvalConfig, TrainingConfig
 
@@ -162,9 +163,7 @@ def _load_reference(out: Path, key: str, policy, sft_model, resumed: bool, data,
     policy.eval()
     logps = reference_logps(ref, data, pad_id, device, cfg.dpo.batch_size, lambda: autocast(device, dtype))
     policy.train(was_training)
-    tmp = path.with_name(f".tmp-{path.name}")
-    torch.save({"key": key, "logps": logps}, tmp)
-    tmp.replace(path)
+    atomic_write(path, lambda tmp: torch.save({"key": key, "logps": logps}, tmp))
     return logps
 
 

@@ -28,7 +28,7 @@ import random
 import shutil
 from pathlib import Path
 
-from rlvrflow.training.checkpoint import atomic_write_text
+from rlvrflow.io import write_json, write_text
 from rlvrflow.training.config import DPOConfig
 
 PAIRS_FILE = "dpo_pairs.jsonl"
@@ -150,9 +150,9 @@ def export_dpo(tiered: str | Path, out_dir: str | Path, cfg: DPOConfig, seed: in
     pairs, stats = build_pairs(pl.read_parquet(tiers), pl.read_parquet(rollouts), cfg, seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    write_text(out / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     if not pairs:  # an empty dataset cannot be saved, and DPO on nothing is a mistake worth stopping for
-        atomic_write_text(out / STATS_FILE, json.dumps({**stats, "source": str(tiers)}, indent=2, sort_keys=True))
+        write_json(out / STATS_FILE, {**stats, "source": str(tiers)}, sort_keys=True)
         raise ValueError(f"export-dpo: no prompt of tiers {list(cfg.tiers)} in {tiers} has both a correct and an "
                          f"incorrect sample (dropped: {stats['rejected_by_reason']}); widen training.dpo.tiers, raise "
                          "curriculum.n_samples, or check the SFT model's tiers")
@@ -166,7 +166,7 @@ def export_dpo(tiered: str | Path, out_dir: str | Path, cfg: DPOConfig, seed: in
     shutil.rmtree(out / DATASET_DIR, ignore_errors=True)
     tmp.replace(out / DATASET_DIR)
     stats = {**stats, "source": str(tiers), "files": {"jsonl": PAIRS_FILE, "dataset": DATASET_DIR}}
-    atomic_write_text(out / STATS_FILE, json.dumps(stats, indent=2, sort_keys=True))
+    write_json(out / STATS_FILE, stats, sort_keys=True)
     return stats
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvrflow.curriculum import pass_at_k
+from rlvrflow.io import read_jsonl, write_text
 
 from rlvrflow.training.config import EvalConfig
 from rlvrflow.training.scoring import Task, score_groups, tasks_from_df
@@ -171,12 +172,11 @@ def write_loop_eval(run_dir: str | Path, name: str, kept: LoopEval) -> Path | No
     model the loop started from). Call it once the weights `kept` evaluated are on disk there (a
     checkpoint: after its commit). A record that cannot be written is a warning: the evaluate stage
     then evaluates that model itself."""
-    from rlvrflow.training.checkpoint import atomic_write_text
 
     path = Path(run_dir) / LOOP_EVALS_DIR / f"{name}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return atomic_write_text(path, json.dumps({"name": name, "samples": kept.samples, "result": kept.result},
+        return write_text(path, json.dumps({"name": name, "samples": kept.samples, "result": kept.result},
                                                   ensure_ascii=False, default=str))
     except (OSError, ValueError) as exc:  # the record only saves the evaluate stage time: never end a run over it
         log.warning("could not keep the eval of %s in %s (%s); the evaluate stage will evaluate it", name, path, exc)
@@ -241,14 +241,12 @@ def sample_records(tasks: list[Task], chosen: list[int], completions: list[list]
 
 
 def write_samples(path: str | Path, records: list[dict]) -> Path:
-    from rlvrflow.training.checkpoint import atomic_write_text
 
-    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
+    return write_text(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
 
 
 def read_samples(path: str | Path) -> list[dict]:
-    # split on newlines only: a response may hold U+2028 and the like, which JSON keeps unescaped
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").split("\n") if line.strip()]
+    return read_jsonl(path)
 
 
 def _cell(text: str, limit: int = 300) -> str:

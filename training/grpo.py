@@ -48,7 +48,8 @@ from rlvrflow.training import checkpoint as ckpt
 from rlvrflow.training.config import EvalConfig, TrainingConfig
 from rlvrflow.training.grpo_groups import Group, Tally, draw, rollout_seed, score_rollouts
 from rlvrflow.training.grpo_logs import step_line, write_rollout_samples
-from rlvrflow.training.report import detect_reward_hacking, read_jsonl, warn_loudly
+from rlvrflow.io import read_jsonl
+from rlvrflow.training.report import detect_reward_hacking, warn_loudly
 from rlvrflow.training.trainer import HeldOut, RunState, Trainer
 
 log = logging.getLogger("rlvrflow.training")
@@ -165,7 +166,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                 if on_progress is not None:
                     on_progress(run.step, g.steps, metrics)
 
-    metrics = read_jsonl(out / "metrics.jsonl")
+    metrics = read_jsonl(out / "metrics.jsonl", missing_ok=True)
     extra = {"zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
              **{k: getattr(run, k) for k in GROUP_COUNTS},
              # steps where no group had reward variance, so the policy was not updated (report.json warns)
@@ -393,7 +394,11 @@ def _sync_weights(engine, backend, rollout: str) -> None:
 
 def _check_reward_hacking(run: GRPORun, cfg: TrainingConfig) -> None:
     """The banner on evidence (a warning in the summary), a quiet note when the run is too small to tell."""
-    metric = "sampled" if cfg.checkpoint.metric == "pass_at_1_sampled" else "greedy"  # pass@k has no per-prompt pair
+    # the training reward is the mean over sampled rollouts, so it is compared with held-out sampled pass@1:
+    # against greedy, a policy that only sharpens onto answers greedy decoding already gave (sampled up,
+    # greedy flat) would read as hacking. Greedy only where the evals kept no sampled scores.
+    both = (run.held_out_first, run.held_out_last)
+    metric = "sampled" if all(b.get("sampled") and len(b["sampled"]) == len(b["ids"]) for b in both) else "greedy"
     check = detect_reward_hacking(run.train_rewards, {"by_prompt": run.held_out_first},
                                   {"by_prompt": run.held_out_last}, cfg.grpo.hacking_alarm, metric)
     if check is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlvrflow.training.report import append_jsonl
+from rlvrflow.io import append_jsonl
 
 ROLLOUT_SAMPLES = "rollout_samples.jsonl"
 SAMPLE_GROUPS = 2  # groups per sampled step whose best and worst completions go to rollout_samples.jsonl

@@ -6,32 +6,16 @@ pass_at_k, format_rate), `tiers` (counts per tier), `zero_variance_fraction` and
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvrflow.training.checkpoint import atomic_write_text
+from rlvrflow.io import write_json
 
 log = logging.getLogger("rlvrflow.training")
 
 HEADLINE = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate")
-
-
-def append_jsonl(path: str | Path, record: dict) -> None:
-    """Append one JSON line (flushed, so a killed run keeps every finished line)."""
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, sort_keys=True) + "\n")
-        fh.flush()
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    p = Path(path)
-    if not p.exists():
-        return []
-    # split on newlines only: a sample's text may hold U+2028 and the like, which JSON keeps unescaped
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 @dataclass(frozen=True)
@@ -203,7 +187,7 @@ def build_report(baseline: dict, final: dict, tiers: dict, zero_variance_fractio
 
 def write_report(path: str | Path, report: dict) -> Path:
     """Write report.json atomically."""
-    return atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+    return write_json(path, report, sort_keys=True)
 
 
 def comparison_table(baseline: dict, final: dict, gain: dict | None = None) -> str:

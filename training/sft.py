@@ -27,7 +27,8 @@ import shutil
 import time
 from pathlib import Path
 
-from rlvrflow.training.checkpoint import atomic_write_text, save_pretrained_atomic
+from rlvrflow.io import write_json
+from rlvrflow.training.checkpoint import save_pretrained_atomic
 from rlvrflow.training.config import TrainingConfig
 from rlvrflow.training.progress import Scalars, progress_bar
 
@@ -185,7 +186,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
                                                          PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
     if tb_tmp.exists():
         os.replace(tb_tmp, out / "tb")
-    atomic_write_text(stats_path, json.dumps(stats, indent=2))
+    write_json(stats_path, stats)
     return out
 
 

@@ -43,10 +43,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rlvrflow.io import append_jsonl, read_jsonl, write_json, write_text
 from rlvrflow.training import checkpoint as ckpt
 from rlvrflow.training.eval import LOOP_EVALS_DIR, drop_loop_evals, write_checkpoint_eval, write_loop_eval
 from rlvrflow.training.progress import Scalars, progress_bar
-from rlvrflow.training.report import append_jsonl, plot_curves, read_jsonl
+from rlvrflow.training.report import plot_curves
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -210,8 +211,8 @@ class Trainer:
         self.run = self.state_cls(**state["run"])
         if self.backend.is_main:
             for name in RUN_LOGS:  # drop lines of steps after the checkpoint
-                rows = [r for r in read_jsonl(self.out / name) if r["step"] <= self.run.step]
-                ckpt.atomic_write_text(self.out / name, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+                rows = [r for r in read_jsonl(self.out / name, missing_ok=True) if r["step"] <= self.run.step]
+                write_text(self.out / name, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
         self.backend.barrier()
         log.info("%s: resumed from %s at step %d", self.name, path, self.run.step)
 
@@ -288,6 +289,6 @@ class Trainer:
             "steps_per_second": steps_done / seconds if seconds > 0 else None, "warnings": run.warnings, **extra,
         }
         if self.backend.is_main:
-            plot(read_jsonl(self.out / "metrics.jsonl"), run.evals, self.out / "curves.png")
-            ckpt.atomic_write_text(self.out / "summary.json", json.dumps(summary, indent=2, default=str))
+            plot(read_jsonl(self.out / "metrics.jsonl", missing_ok=True), run.evals, self.out / "curves.png")
+            write_json(self.out / "summary.json", summary)
         return summary

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from rlvrflow.io import write_text
 
 from . import verdict as V
 from .pool import as_params, score_many
@@ -76,12 +77,8 @@ def verify_file(verifier: Any, params_json: Any, in_path: Any, out_path: Any,
     if bar is not None:
         bar.close()
     verdicts.update({idx: v for (idx, *_), v in zip(items, got)})
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(out_path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for idx, row in enumerate(rows):
-            f.write(json.dumps({**row, **verdicts[idx].to_dict()}, ensure_ascii=False) + "\n")
-    os.replace(tmp, out_path)
+    write_text(out_path, "".join(json.dumps({**row, **verdicts[idx].to_dict()}, ensure_ascii=False) + "\n"
+                                 for idx, row in enumerate(rows)))
     counts: dict[str, int] = {}
     for v in verdicts.values():
         counts[v.status] = counts.get(v.status, 0) + 1

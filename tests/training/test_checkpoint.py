@@ -1,33 +1,11 @@
 """Checkpoints: atomic writes, HF round trip, resume discovery that ignores half-written saves, retention."""
 
-import json
 import os
 
 import pytest
 import torch
 
 from rlvrflow.training import checkpoint as ck
-
-
-def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path):
-    p = tmp_path / "report.json"
-    ck.atomic_write_text(p, "old")
-    ck.atomic_write_text(p, '{"new": 1}')
-    assert json.loads(p.read_text()) == {"new": 1}
-    assert [x.name for x in tmp_path.iterdir()] == ["report.json"]
-
-
-def test_atomic_write_failure_keeps_previous_content(tmp_path, monkeypatch):
-    p = tmp_path / "a.txt"
-    ck.atomic_write_text(p, "good")
-
-    def boom(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(ck.os, "replace", boom)
-    with pytest.raises(OSError):
-        ck.atomic_write_text(p, "half")
-    assert p.read_text() == "good"
 
 
 def _save(run_dir, step, model, tok, score):

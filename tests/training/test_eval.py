@@ -139,7 +139,7 @@ def test_a_loop_eval_is_read_back_as_the_record_of_its_model(sft_model, toy, tmp
 def test_samples_and_run_logs_survive_line_separators_inside_a_response(tmp_path):
     """JSON keeps U+2028, U+2029 and U+0085 unescaped: a reader must split lines on newlines only."""
     from rlvrflow.training.eval import read_samples, write_samples
-    from rlvrflow.training.report import append_jsonl, read_jsonl
+    from rlvrflow.io import append_jsonl, read_jsonl
 
     text = "a\u2028b\u2029c\x85d"
     write_samples(tmp_path / "s.jsonl", [{"response": text}, {"response": "e"}])

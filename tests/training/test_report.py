@@ -170,3 +170,29 @@ def test_grpo_keeps_the_banner_in_warnings_and_the_note_in_notes(caplog):
                      held_out_first=first["by_prompt"], held_out_last=last["by_prompt"])
     _check_reward_hacking(quiet, TrainingConfig())
     assert quiet.warnings == [] and len(quiet.notes) == 1 and "too little evidence" in quiet.notes[0]
+
+
+def test_grpo_compares_the_sampled_training_reward_with_held_out_sampled_pass_at_1():
+    """The training reward is sampled. A policy that sharpened onto answers greedy decoding already gave
+    raises its sampled reward and held-out sampled pass@1 together while greedy stays flat: no alarm. The
+    same rise with held-out sampled pass@1 flat (the reward up, the task not) is the banner. Evals that
+    kept no sampled scores fall back to greedy."""
+    from rlvrflow.training.config import TrainingConfig
+    from rlvrflow.training.grpo import GRPORun, _check_reward_hacking
+
+    n, rewards = 120, [0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5
+    ids, greedy = [f"p{i}" for i in range(n)], [int(i < 30) for i in range(n)]
+    sharpened = GRPORun(train_rewards=rewards,
+                        held_out_first={"ids": ids, "greedy": greedy, "sampled": [0.2] * n},
+                        held_out_last={"ids": ids, "greedy": greedy, "sampled": [0.9] * n})
+    _check_reward_hacking(sharpened, TrainingConfig())
+    assert sharpened.warnings == [] and sharpened.notes == []
+    hacked = GRPORun(train_rewards=rewards,
+                     held_out_first={"ids": ids, "greedy": greedy, "sampled": [0.2] * n},
+                     held_out_last={"ids": ids, "greedy": greedy, "sampled": [0.2] * n})
+    _check_reward_hacking(hacked, TrainingConfig())
+    assert len(hacked.warnings) == 1 and "held-out sampled pass@1 changed by +0.0" in hacked.warnings[0]
+    greedy_only = GRPORun(train_rewards=rewards, held_out_first={"ids": ids, "greedy": greedy},
+                          held_out_last={"ids": ids, "greedy": greedy})
+    _check_reward_hacking(greedy_only, TrainingConfig())
+    assert len(greedy_only.warnings) == 1 and "held-out greedy pass@1" in greedy_only.warnings[0]
