@@ -158,3 +158,32 @@ def _minimal_spec(verifiers: dict) -> dict:
     return {"domain": "desk", "sources": [{"name": "t", "path": "raw/*.jsonl", "format": "jsonl",
                                            "fields": {"id": "id", "question": "q", "reference": "a"}}],
             "verifiers": verifiers}
+
+
+def test_split_sets_episode_rows_aside_from_train_and_eval(db, tmp_path):
+    """Until the trainer supports episodes, an environment's rows reach neither SFT nor tiering, GRPO or
+    eval (train.parquet / eval.parquet) nor the tokenizer's corpus; they keep their split in episodes.parquet."""
+    from rlvrflow.flows.runner import Job
+    from rlvrflow.flows.spec import spec_from_dict
+    from rlvrflow.flows.stage_calls import corpus_texts, split
+
+    cfg = _rules(db)
+    math = [{"id": f"n{k}", "category": "arithmetic", "prompt": f"{k}+1?", "reference": str(k + 1), "solution": ""}
+            for k in range(40)]
+    rows = pl.concat([_rows(None), pl.DataFrame(math)])
+    kept, _, _ = attach(rows, VerifierConfig.model_validate(cfg), db.parent, workers=1)
+    kept.write_parquet(tmp_path / "attach.parquet")
+    spec = spec_from_dict(_minimal_spec(cfg), base_dir=db.parent)
+    out = tmp_path / "split"
+    out.mkdir()
+    job = Job("split", spec.model_dump_json(), str(db.parent), str(tmp_path), str(out),
+              {"attach": {"rows": str(tmp_path / "attach.parquet")}})
+    result = split(job)
+    train, held_out = pl.read_parquet(out / "train.parquet"), pl.read_parquet(out / "eval.parquet")
+    episodes = pl.read_parquet(out / result.files["episodes"])
+    assert set(train["category"]) == set(held_out["category"]) == {"arithmetic"}
+    assert episodes.height == 12 and set(episodes["verifier"]) == {EPISODE} and "split" in episodes.columns
+    assert result.stats["rows_episodes"] == 12 and result.stats["rows_in"] == 53
+    assert result.stats["rows_in"] == result.stats["rows_kept"] + result.stats["rows_rejected"]
+    texts = corpus_texts(kept)
+    assert "4+1?" in texts and not any("arrived damaged" in t for t in texts)
