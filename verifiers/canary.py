@@ -125,7 +125,7 @@ def probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int | None 
     report = {"max_share": cfg.max_share, "rules": [], "ok": True, "failed": []}
     for rule in rules:
         mine = [r for r in rows if r.get("category") == rule.category]
-        if not mine or rule.environment is not None:  # episodes: episode_canary.probe_environments
+        if not mine or getattr(rule, "environment", None) is not None:  # episodes: episode_canary.probe_environments
             continue
         rng = random.Random(f"{cfg.seed}:{rule.category}")
         sample = sorted(mine, key=lambda r: str(r.get("id")))
@@ -240,7 +240,7 @@ def prior_probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int |
     found = []
     for rule in rules:
         mine = [r for r in rows if r.get("category") == rule.category]
-        if not mine or cfg.prior_golds == 0 or rule.environment is not None:
+        if not mine or cfg.prior_golds == 0 or getattr(rule, "environment", None) is not None:
             continue
         rng = random.Random(f"{cfg.seed}:{rule.category}")
         sample = sorted(mine, key=lambda r: str(r.get("id")))

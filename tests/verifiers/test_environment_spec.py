@@ -12,11 +12,24 @@ from pydantic import ValidationError
 
 from rlvrflow.verifiers import canary
 from rlvrflow.verifiers.attaching import attach
-from rlvrflow.verifiers.config import EPISODE, CanaryConfig, VerifierConfig, VerifierRule
+from rlvrflow.verifiers.config import EPISODE, CanaryConfig, VerifierConfig
 from rlvrflow.verifiers.episode import run_episode
 from rlvrflow.verifiers.episode_canary import environment_summary, probe_environments
 
-from .test_environment import TASKS, _row, _spec, agent, db  # noqa: F401  (db is a fixture)
+from .test_environment import ROWS, SCHEMA, TASKS, _row, _spec, agent
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """test_environment.py's shop: order 7's kettle was on promotion, order 9 already has a refund."""
+    import sqlite3
+
+    path = tmp_path / "shop.db"
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA.read_text(encoding="utf-8") + ROWS)
+    con.commit()
+    con.close()
+    return path
 
 
 def _rules(db: Path, **outcome) -> dict:
