@@ -125,10 +125,12 @@ def attach_canaries(job: Job, stats: dict) -> Result:
     if any(p["stop"] for p in report["priors"]):
         raise DataError(f"attach: {priors}\n  full report: {report_path}")
     (log.warning if report["priors"] else log.info)(priors)
+    environments = report["environments"]["rules"]
     return Result({"canaries": {"ok": True, "rules": len(report["rules"]),
                                 "verdicts": sum(r["verdicts"] for r in report["rules"]),
                                 "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]},
-                                "priors": report["priors"]},
+                                "priors": report["priors"],
+                                "environments": {e["category"]: e["passed"] for e in environments}},
                    "warnings": [*stats.get("warnings", []), *(priors.splitlines() if report["priors"] else [])]})
 
 

@@ -167,6 +167,23 @@ def test_a_weak_outcome_check_is_stopped_at_attach_before_training(db, tmp_path)
     assert report["environments"]["ok"] is False
 
 
+def test_a_sound_environment_passes_the_attach_stage_canaries_and_lands_in_its_stats(db, tmp_path):
+    from rlvrflow.flows.runner import Job
+    from rlvrflow.flows.spec import spec_from_dict
+    from rlvrflow.flows.stage_calls import attach_canaries
+
+    cfg = _rules(db)
+    kept, _, _ = attach(_rows(None), VerifierConfig.model_validate(cfg), db.parent, workers=1)
+    out = tmp_path / "attach"
+    out.mkdir()
+    kept.write_parquet(out / "attach.parquet")
+    spec = spec_from_dict(_minimal_spec(cfg), base_dir=db.parent)
+    result = attach_canaries(Job("attach", spec.model_dump_json(), str(db.parent), str(tmp_path), str(out), {}), {})
+    assert result.stats["canaries"]["environments"] == {
+        "refunds": {"no_action": 0, "call_every_tool": 0, "call_every_tool_twice": 0}}
+    assert json.loads((tmp_path / "canary_report.json").read_text())["environments"]["ok"] is True
+
+
 def _minimal_spec(verifiers: dict) -> dict:
     return {"domain": "desk", "sources": [{"name": "t", "path": "raw/*.jsonl", "format": "jsonl",
                                            "fields": {"id": "id", "question": "q", "reference": "a"}}],
