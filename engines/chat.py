@@ -78,8 +78,11 @@ def render_text(tokenizer, transcript: Any, tools: Sequence[Any] | None = None) 
     for k, m in enumerate(msgs):
         if m["role"] != "assistant":
             continue
-        before = tokenizer.apply_chat_template(msgs[:k], tokenize=False, **extra) if k else ""
-        if text.startswith(before):  # the text up to this message cannot hold its own reply
+        try:  # the text of the messages before this one cannot hold its reply
+            before = tokenizer.apply_chat_template(msgs[:k], tokenize=False, **extra) if k else ""
+        except Exception:  # noqa: BLE001 - a template may refuse a partial conversation; search from the cursor
+            before = ""
+        if text.startswith(before):
             cursor = max(cursor, len(before))
         start = text.find(m["content"], cursor)
         if start < 0:

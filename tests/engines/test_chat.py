@@ -129,3 +129,11 @@ def test_a_template_that_rewrites_the_assistant_text_is_an_error(qwen_tokenizer)
                          "<|im_end|>\n{%- endfor %}")
     with pytest.raises(ValueError, match="changed assistant message 2's text"):
         render_episode(tok, MESSAGES, None)
+
+
+def test_an_assistant_text_quoted_earlier_in_the_conversation_is_masked_where_the_assistant_wrote_it(qwen_tokenizer):
+    messages = [{"role": "user", "content": "Reply with exactly: Done."}, {"role": "assistant", "content": "Done."}]
+    ids, mask = render_episode(qwen_tokenizer, messages, None)
+    assert _masked_spans(qwen_tokenizer, ids, mask) == ["Done.<|im_end|>"]
+    first = mask.index(1)
+    assert qwen_tokenizer.decode(ids[:first]).endswith("<|im_start|>assistant\n")
