@@ -93,13 +93,15 @@ def attach(job: Job) -> Result:
 
 
 def attach_canaries(job: Job, stats: dict) -> Result:
-    """Probe every rule with the reward canaries (verifiers/canary.py); the report goes to
-    ROOT/canary_report.json; a rule that scores a canary is a data error naming rule and canary."""
+    """Probe every rule with the reward canaries (verifiers/canary.py) and every environment with the
+    scripted policies of verifiers/episode_canary.py; the report goes to ROOT/canary_report.json; a
+    rule that scores a canary, or an environment that pays one, is a data error naming the rule."""
     import logging
 
     import polars as pl
 
     from rlvrflow.verifiers import canary
+    from rlvrflow.verifiers.episode_canary import environment_summary, probe_environments
 
     cfg = job.spec.verifiers
     if not cfg.canaries.enabled:
@@ -108,20 +110,27 @@ def attach_canaries(job: Job, stats: dict) -> Result:
                                                                        "verifier", "verifier_params"]).to_dicts()
     report = canary.probe(rows, cfg.rules, cfg.canaries, workers=cfg.workers, timeout_s=cfg.timeout_s)
     report["priors"] = canary.prior_probe(rows, cfg.rules, cfg.canaries, workers=cfg.workers, timeout_s=cfg.timeout_s)
+    report["environments"] = probe_environments(rows, cfg.rules, cfg.canaries, job.spec.base_dir)
     report_path = Path(job.root) / "canary_report.json"
     report_path.write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
     log = logging.getLogger("rlvrflow.attach")
     log.info(canary.summary(report))
     if not report["ok"]:
         raise DataError(f"attach: {canary.summary(report)}\n  full report: {report_path}")
+    if report["environments"]["rules"]:
+        log.info(environment_summary(report["environments"]))
+    if not report["environments"]["ok"]:
+        raise DataError(f"attach: {environment_summary(report['environments'])}\n  full report: {report_path}")
     priors = canary.prior_summary(report["priors"], cfg.canaries.max_prior_share)
     if any(p["stop"] for p in report["priors"]):
         raise DataError(f"attach: {priors}\n  full report: {report_path}")
     (log.warning if report["priors"] else log.info)(priors)
+    environments = report["environments"]["rules"]
     return Result({"canaries": {"ok": True, "rules": len(report["rules"]),
                                 "verdicts": sum(r["verdicts"] for r in report["rules"]),
                                 "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]},
-                                "priors": report["priors"]},
+                                "priors": report["priors"],
+                                "environments": {e["category"]: e["passed"] for e in environments}},
                    "warnings": [*stats.get("warnings", []), *(priors.splitlines() if report["priors"] else [])]})
 
 
@@ -130,17 +139,24 @@ def attach_canaries(job: Job, stats: dict) -> Result:
 
 def split(job: Job) -> Result:
     """curriculum.assign_split, then train.parquet / eval.parquet, each the first
-    orchestration.max_rows rows by id when set (the rest are rejected as over_max_rows)."""
+    orchestration.max_rows rows by id when set (the rest are rejected as over_max_rows).
+    Rows of an environment's category (verifier `episode`) go to episodes.parquet with their split,
+    never to train.parquet or eval.parquet: SFT, tiering, GRPO and eval score single replies, and
+    these rows are episodes, kept for the episode trainer."""
     import polars as pl
 
     from rlvrflow import curriculum
     from rlvrflow.cleaning.stage import make_stats, reject_frame
+    from rlvrflow.verifiers.config import EPISODE
 
     spec = job.spec
     df = curriculum.assign_split(pl.read_parquet(job.input("attach", "rows")), spec.curriculum.eval_fraction,
                                  spec.training.seed)
+    rows_in, episodes = df.height, df.filter(pl.col("verifier") == EPISODE).sort("id")
+    df = df.filter(pl.col("verifier") != EPISODE)
+    episodes.write_parquet(Path(job.out) / "episodes.parquet")
     cap = spec.orchestration.max_rows
-    kept, dropped, counts = [], [], {}
+    kept, dropped, counts = [episodes], [], {"rows_episodes": episodes.height}
     for part in ("train", "eval"):
         rows = df.filter(pl.col("split") == part).sort("id")
         kept.append(rows.head(cap) if cap else rows)
@@ -154,8 +170,9 @@ def split(job: Job) -> Result:
     rejects = reject_frame(pl.concat(dropped), "split", "over_max_rows",
                                     f"beyond orchestration.max_rows={cap} rows of its split")
     kept_all = pl.concat(kept)
-    stats = make_stats(df.height, kept_all, rejects, 0.0, counts)
-    return Result(stats, {"train": "train.parquet", "eval": "eval.parquet"}, kept_all, rejects)
+    stats = make_stats(rows_in, kept_all, rejects, 0.0, counts)
+    return Result(stats, {"train": "train.parquet", "eval": "eval.parquet", "episodes": "episodes.parquet"},
+                  kept_all, rejects)
 
 
 # ----- SFT --------------------------------------------------------------------------------------
@@ -185,7 +202,12 @@ def model_identity(spec: DomainSpec) -> Any:
 
 
 def corpus_texts(df) -> list[str]:
-    """Texts the embedded tokenizer is built from: every prompt, solution and reference."""
+    """Texts the embedded tokenizer is built from: every prompt, solution and reference, but those
+    of episode rows (an environment's category), which nothing trains on yet."""
+    from rlvrflow.verifiers.config import EPISODE
+
+    if "verifier" in df.columns:
+        df = df.filter(df["verifier"] != EPISODE)
     return [t for col in ("prompt", "solution", "reference") if col in df.columns for t in df[col].to_list() if t]
 
 

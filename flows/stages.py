@@ -102,8 +102,9 @@ def _compare_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
 
 
 def _split_line(st: dict) -> str:
+    episodes = f", {st['rows_episodes']} episode rows set aside" if st.get("rows_episodes") else ""
     return f"{st.get('rows_train')} train, {st.get('rows_eval')} eval (of {st.get('rows_in')}; " \
-           f"{st.get('rows_rejected', 0)} over max_rows)"
+           f"{st.get('rows_rejected', 0)} over max_rows{episodes})"
 
 
 def _dpo_line(st: dict) -> str:

@@ -15,6 +15,11 @@ verifier must accept it. Rejects carry stage=attach and a reason: `no_verifier_r
 `empty_reference` or `reference_self_check` (detail says why). rows_in == kept + rejected.
 User verifiers get the same hooks by defining `check_reference(reference, params)` and
 `solution_from_reference(reference, prompt)` next to the verifier function.
+A rule with an `environment` instead of a verifier: its SQL must compile on its database (else a
+ValueError naming the rule stops attach), its rows get verifier `episode` and the resolved
+environment as `verifier_params`, and each is checked in this process by episode_rows.check_row
+(the reference is the outcome's rows; a worked transcript replays to it); failures are
+`reference_self_check` rejects like any other.
 """
 from __future__ import annotations
 
@@ -26,7 +31,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import verdict as V
-from .config import VerifierConfig
+from .config import EPISODE, VerifierConfig
+from .episode_rows import check_row
 from .pool import run_one, score_many
 from .registry import get_verifier
 
@@ -77,6 +83,16 @@ def _build_solution(verifier: str, reference: str, prompt: str) -> str:
     return (build(reference, prompt) or "") if build is not None else ""
 
 
+def _checked_environment(rule, base_dir: Path):
+    """The rule's environment, its database resolved and every statement compiled on it."""
+    env = rule.resolved_environment(base_dir)
+    try:
+        env.check()
+    except (ValueError, FileNotFoundError) as exc:
+        raise ValueError(f"verifiers.rules[{rule.category}].environment: {exc}") from None
+    return env
+
+
 def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None = None) -> AttachResult:
     """(kept, rejects, stats) for a polars frame of rows; see the module docstring."""
     import polars as pl
@@ -88,6 +104,7 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
     verifier, params_json, solution = [""] * n, ["{}"] * n, [""] * n
     reason, detail = [""] * n, [""] * n
     checks, check_rows, max_timeout, built = [], [], 0.0, [False] * n
+    envs: dict[str, object] = {}
     for i, row in enumerate(rows):
         rule = config.rule_for(str(row.get("category") or ""))
         solution[i] = str(row.get("solution") or "")
@@ -96,9 +113,17 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
             detail[i] = (f"category {row.get('category')!r} has no verifier rule; add one under "
                          f"verifiers.rules (known: {', '.join(r.category for r in config.rules)})")
             continue
+        reference = str(row.get("reference") or "")
+        if rule.environment is not None:
+            env = envs.get(rule.category) or envs.setdefault(rule.category, _checked_environment(rule, base_dir))
+            verifier[i], params_json[i] = EPISODE, env.model_dump_json()
+            if not reference.strip():
+                reason[i], detail[i] = "empty_reference", "the row has no reference to verify against"
+            elif config.self_check and (problem := check_row(env, {**row, "solution": solution[i]})):
+                reason[i], detail[i] = "reference_self_check", f"error: {problem}"
+            continue
         params = resolve_params(dict(rule.params), base_dir)
         verifier[i], params_json[i] = rule.verifier, json.dumps(params, ensure_ascii=False, sort_keys=True)
-        reference = str(row.get("reference") or "")
         if not reference.strip():
             reason[i], detail[i] = "empty_reference", "the row has no reference to verify against"
             continue

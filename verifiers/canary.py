@@ -14,7 +14,8 @@ Which lists a rule gets: GARBAGE always, plus its family's list (FAMILY by verif
 for any verifier module (a user plugin too), what the module itself declares next to its verifier
 function: `CANARIES = [...]` (responses) or `def canaries(reference, params) -> list[str]`.
 A module may also set `CANARY_SAMPLE_ROWS` (the code verifier runs every canary in its sandbox,
-so it probes fewer rows).
+so it probes fewer rows). Rules with an `environment` are skipped here: their rows are episodes, and
+episode_canary.probe_environments runs scripted policies against them instead.
 """
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int | None 
     report = {"max_share": cfg.max_share, "rules": [], "ok": True, "failed": []}
     for rule in rules:
         mine = [r for r in rows if r.get("category") == rule.category]
-        if not mine:
+        if not mine or getattr(rule, "environment", None) is not None:  # episodes: episode_canary.probe_environments
             continue
         rng = random.Random(f"{cfg.seed}:{rule.category}")
         sample = sorted(mine, key=lambda r: str(r.get("id")))
@@ -239,7 +240,7 @@ def prior_probe(rows: list[dict], rules: list, cfg: CanaryConfig, workers: int |
     found = []
     for rule in rules:
         mine = [r for r in rows if r.get("category") == rule.category]
-        if not mine or cfg.prior_golds == 0:
+        if not mine or cfg.prior_golds == 0 or getattr(rule, "environment", None) is not None:
             continue
         rng = random.Random(f"{cfg.seed}:{rule.category}")
         sample = sorted(mine, key=lambda r: str(r.get("id")))

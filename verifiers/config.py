@@ -2,12 +2,20 @@
 
 Frozen pydantic v2 models with `extra="forbid"`; every field's description doubles as the fix hint
 in spec errors. An unknown verifier name fails here, at spec load, with the list of valid names.
+A rule names either a `verifier` (one reply, scored alone) or an `environment` (an agent's episode
+against tools, scored on the end state: verifiers/environment.py); attach marks the rows of an
+environment's category with the verifier name EPISODE.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .environment import Environment
+
+EPISODE = "episode"  # the `verifier` column of an environment category's rows
 
 
 class _Frozen(BaseModel):
@@ -19,24 +27,49 @@ class VerifierRule(_Frozen):
 
     category: str = Field(min_length=1, description=(
         "row category this rule applies to, exactly as in the row's `category` column"))
-    verifier: str = Field(min_length=1, description=(
+    verifier: str | None = Field(None, min_length=1, description=(
         "verifier name: a built-in (math, code, sql, json, keyword, regex, choice, function_call, "
         "refusal), an entry point "
-        "in group 'rlvrflow.verifiers', or a dotted path 'package.module:function'"))
+        "in group 'rlvrflow.verifiers', or a dotted path 'package.module:function'; give this or environment"))
     params: dict[str, Any] = Field(default_factory=dict, description=(
         "verifier parameters as a mapping, e.g. {database: shop.db} for sql; relative paths are "
         "resolved against the spec file's folder"))
+    environment: Environment | None = Field(None, description=(
+        "instead of a verifier: the agent environment the category's rows are episodes of, {database, "
+        "tools, max_turns, outcome, instructions, ...} (verifiers/environment.py); the database path is "
+        "relative to the spec file's folder and each row's reference is the outcome query's expected rows. "
+        "Its rows are checked at attach and kept out of SFT, tiering, GRPO and eval until the trainer "
+        "supports episodes"))
 
     @field_validator("verifier")
     @classmethod
-    def _known(cls, name: str) -> str:
+    def _known(cls, name: str | None) -> str | None:
         from .registry import UnknownVerifier, check_name
 
+        if name is None:
+            return None
         try:
             check_name(name)
         except UnknownVerifier as exc:
             raise ValueError(str(exc)) from None
         return name
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "VerifierRule":
+        if (self.verifier is None) == (self.environment is None):
+            raise ValueError(f"rule {self.category!r}: give exactly one of verifier or environment")
+        if self.environment is not None and self.params:
+            raise ValueError(f"rule {self.category!r}: params belong to a verifier; an environment's settings "
+                             "go inside `environment`")
+        return self
+
+    def resolved_environment(self, base_dir: Path | str) -> Environment:
+        """The rule's environment with a relative database path made absolute against `base_dir`."""
+        if self.environment is None:
+            raise ValueError(f"rule {self.category!r} names no environment")
+        db = self.environment.database
+        return self.environment if db.is_absolute() else \
+            self.environment.model_copy(update={"database": (Path(base_dir) / db).resolve()})
 
 
 class LengthPenaltyConfig(_Frozen):

@@ -148,7 +148,8 @@ class OutcomeCheck(_Frozen):
 class Environment(_Frozen):
     """What an episode runs against: the database, the tools, the turn limit and the outcome check."""
 
-    database: Path = Field(description="the SQLite file each episode gets a fresh copy of")
+    database: Path = Field(description=(
+        "the SQLite file each episode gets a fresh copy of; in a spec, relative to the spec file's folder"))
     tools: list[Tool] = Field(min_length=1, description="the tools: {name, description, parameters, sql | python}")
     max_turns: int = Field(6, ge=1, le=64, description=(
         "most assistant messages in an episode; one still calling tools at the limit ends it unfinished"))

@@ -129,3 +129,32 @@ def check_environment(env: Environment, rows: Sequence[Mapping], max_share: floa
                             f"{result.passed[:5]}): outcome.query pays guesses; make it read every column the "
                             "ticket fixes (the amount, not only the order) and every row the episode writes")
     return EnvironmentCheck(results, problems)
+
+
+def probe_environments(rows: Sequence[Mapping], rules: Sequence, cfg, base_dir) -> dict:
+    """check_environment for every rule with an environment, on its category's rows (`cfg` is the
+    spec's CanaryConfig: max_share, sample_rows, seed). The report: {"ok", "rules": [{category, rows,
+    passed: {canary: rows passed}, problems}]}; "ok" is False when any rule has a problem."""
+    report = {"ok": True, "rules": []}
+    for rule in rules:
+        mine = [r for r in rows if r.get("category") == rule.category]
+        if rule.environment is None or not mine:
+            continue
+        check = check_environment(rule.resolved_environment(base_dir), mine, cfg.max_share, cfg.sample_rows, cfg.seed)
+        report["rules"].append({"category": rule.category, "rows": len(mine),
+                                "passed": {r.canary: len(r.passed) for r in check.results},
+                                "problems": check.problems})
+        report["ok"] = report["ok"] and check.ok
+    return report
+
+
+def environment_summary(report: dict) -> str:
+    """One line when every environment passed, else one line per problem naming its rule."""
+    if report["ok"]:
+        return (f"environment canaries: {len(report['rules'])} environment(s), no scripted policy "
+                "(no action, every tool, every tool twice) reached an expected end state where it must not")
+    lines = ["environment canaries stop the run: a scripted policy that knows nothing of the answer "
+             "earns the outcome reward"]
+    for entry in report["rules"]:
+        lines += [f"  rule {entry['category']!r} (verifiers.rules[].environment): {p}" for p in entry["problems"]]
+    return "\n".join(lines)

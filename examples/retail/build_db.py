@@ -4,7 +4,9 @@
 
 The schema is the committed `schema.sql`; the rows (6 stores, 30 products, 320 orders with their
 items, and refunds for roughly one order in five) are drawn from `random.Random(seed)` over the
-catalog in `catalog.py`, so the same seed always gives the same data. The file is written to a
+catalog in `catalog.py`, so the same seed always gives the same data. Each order's shipment comes
+from a stream of its own (`shipments`): a cancelled order's was cancelled, a returned one's
+delivered, and a completed order placed from June 10 on is still pending or shipped half the time. The file is written to a
 temporary name and renamed, so a reader never sees a half-built database. Stdlib only.
 """
 from __future__ import annotations
@@ -59,6 +61,23 @@ def _refunds(rng: random.Random, orders: list[tuple], items: list[tuple]) -> lis
     return refunds
 
 
+CARRIERS = ("SF Express", "JD Logistics", "China Post")
+RECENT = "2026-06-10"   # orders placed on or after it may not be delivered yet
+
+
+def _shipments(rng: random.Random, orders: list[tuple]) -> list[tuple]:
+    out = []
+    for order_id, _store, _customer, day, status in orders:
+        if status == "cancelled":
+            state = "cancelled"
+        elif status == "completed" and day >= RECENT:
+            state = rng.choice(["pending", "shipped"])
+        else:
+            state = "delivered"
+        out.append((order_id, rng.choice(CARRIERS), float(rng.choice([0, 6, 8, 10, 12])), state))
+    return out
+
+
 def build(path: Path, seed: int = 0) -> Path:
     """Write shop.db at `path` (atomically) and return the path."""
     path = Path(path)
@@ -66,6 +85,7 @@ def build(path: Path, seed: int = 0) -> Path:
     rng = random.Random(f"shop.db:{seed}")
     orders, items = _orders(rng)
     refunds = _refunds(rng, orders, items)
+    shipments = _shipments(random.Random(f"shop.db-shipments:{seed}"), orders)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     con = sqlite3.connect(tmp)
@@ -77,6 +97,7 @@ def build(path: Path, seed: int = 0) -> Path:
         con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?)", orders)
         con.executemany("INSERT INTO order_items VALUES (?, ?, ?, ?)", items)
         con.executemany("INSERT INTO refunds VALUES (?, ?, ?, ?, ?)", refunds)
+        con.executemany("INSERT INTO shipments VALUES (?, ?, ?, ?)", shipments)
         con.commit()
     finally:
         con.close()

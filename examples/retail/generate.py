@@ -11,7 +11,10 @@ totals in `pii_by_kind`), and rows given near misses list what must survive scru
 `--rows` is the number of raw records written before the tool-call rows (tasks_tools.py), which
 come on top (TOOL_CALL_RATE of it) from a random stream of their own, so every other line is what
 it was before they existed; about 80% of the clean rows are short arithmetic in English and
-Chinese, built from a few shared skills (see tasks_math.py). `--worked-fraction` (default 0.06) of the
+Chinese, built from a few shared skills (see tasks_math.py). The agent console's multi-step
+tickets (tasks_episodes.py, MULTI_STEP_RATE of --rows) go to a file of their own, agent_console.jsonl,
+from a random stream of their own, after everything else: the other files are what they were without
+them, and the manifest counts them under `multi_step`, apart from `clean_rows`. `--worked-fraction` (default 0.06) of the
 rows carry the agent's worked reply; every row carries its gold outcome. Stdlib only, except the Parquet file, which is skipped (and noted in
 the manifest) when pyarrow is missing.
 """
@@ -36,6 +39,7 @@ import build_db  # noqa: E402
 import inject  # noqa: E402
 import rawfiles as rf  # noqa: E402
 import tasks_math  # noqa: E402
+import tasks_episodes  # noqa: E402
 import tasks_other  # noqa: E402
 import tasks_tools  # noqa: E402
 from catalog import CUSTOMERS_EN, STORES  # noqa: E402
@@ -58,6 +62,8 @@ WORKED_FRACTION = 0.06
 TOOL_CALL_RATE = 0.03
 TOOL_CALL_DUPLICATE_RATE = 0.04
 JSON_ACTIONS_FILE = rf.TICKET_FILES[2]
+# the agent console's multi-step tickets (tasks_episodes.py), as a fraction of --rows
+MULTI_STEP_RATE = 0.02
 # fixable noise, as a fraction of --rows; each hits a disjoint set of clean rows
 NOISE_RATES = {"mojibake": 0.03, "fullwidth": 0.05, "special_tokens": 0.04, "zero_width": 0.03, "latex": 0.03}
 # rows a cleaner must reject, as a fraction of --rows (at least one of each)
@@ -587,9 +593,23 @@ def generate(out: Path, seed: int = 0, rows: int = 5000, db_path: Path | None = 
     positions = write_files(out, by_file)
     manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped, pii, tools)
     manifest["worked_fraction"] = worked_fraction
+    manifest["multi_step"] = write_multi_step(out, db_path, round(MULTI_STEP_RATE * rows),
+                                              random.Random(f"retail-multi-step:{seed}"), worked_fraction)
     rf.write_atomic(out / "manifest.json",
                     (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
     return manifest
+
+
+def write_multi_step(out: Path, db_path: Path, n: int, rng: random.Random, worked_fraction: float) -> dict:
+    """agent_console.jsonl: the multi-step tickets, outcome-only but for a few worked transcripts."""
+    records = tasks_episodes.rows(db_path, n, rng, worked_fraction)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    rf.write_atomic(out / tasks_episodes.FILE, text.encode("utf-8"))
+    kinds: dict[str, int] = {}
+    for r in records:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    return {"file": tasks_episodes.FILE, "rows": len(records), "by_kind": dict(sorted(kinds.items())),
+            "worked": sum(r["transcript"] is not None for r in records)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,3 +34,11 @@ CREATE TABLE refunds (
 );
 CREATE INDEX orders_store_date ON orders(store_id, order_date);
 CREATE INDEX refunds_order ON refunds(order_id);
+-- Each order's shipment (the agent desk's multi-step tickets look it up): built from a random stream
+-- of its own, after the tables above, so adding it changed none of their rows.
+CREATE TABLE shipments (
+    order_id     INTEGER PRIMARY KEY REFERENCES orders(order_id),
+    carrier      TEXT NOT NULL,
+    shipping_fee REAL NOT NULL,        -- yuan the customer paid for delivery; 0 = free shipping
+    status       TEXT NOT NULL         -- pending | shipped | delivered | cancelled
+);

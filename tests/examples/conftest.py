@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 RETAIL = Path(__file__).resolve().parents[2] / "examples" / "retail"
-MODULES = ("catalog", "noise", "rawfiles", "tasks_math", "tasks_other", "tasks_sql", "tasks_tools", "inject",
-           "build_db", "generate")
+MODULES = ("catalog", "noise", "rawfiles", "tasks_math", "tasks_other", "tasks_sql", "tasks_tools",
+           "tasks_episodes", "inject", "build_db", "generate")
 ROWS = 400
 
 

@@ -70,7 +70,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, generator_cli):
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         generator_cli(tmp_path / name, seed, 200)
     files = sorted(p.name for p in (tmp_path / "a").iterdir() if p.suffix != ".db")
-    assert len(files) == 6  # three JSONL, the CSV, the Parquet file and the manifest
+    assert len(files) == 7  # three ticket JSONL, the agent console's JSONL, the CSV, the Parquet file, the manifest
     for name in files:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     assert any((tmp_path / "a" / n).read_bytes() != (tmp_path / "c" / n).read_bytes() for n in files)

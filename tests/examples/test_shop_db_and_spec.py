@@ -56,7 +56,8 @@ def test_every_gold_query_runs_and_has_an_answer(retail, tmp_path):
 def test_spec_loads_and_matches_the_generator(retail):
     import rlvrflow.flows.spec as flows_spec
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
-    categories = set(retail.generate.CATEGORY_WEIGHTS) | {"tool_call"}  # tool calls come on top of the weights
+    # tool calls and the agent console's multi-step tickets come on top of the weights
+    categories = set(retail.generate.CATEGORY_WEIGHTS) | {"tool_call", retail.tasks_episodes.CATEGORY}
     assert {r.category for r in spec.verifiers.rules} == categories == set(spec.validation.categories)
     assert spec.verifiers.rule_for("sql").params == {"database": "shop.db"}
     assert spec.resolve("shop.db") == retail.generate.HERE / "shop.db"
@@ -67,7 +68,7 @@ def test_spec_loads_and_matches_the_generator(retail):
         assert {f: getattr(fields, f) for f in expected} == expected, name
         assert by_name[name].max_row_bytes < retail.inject.OVERSIZED_BYTES
     assert by_name["reports"].defaults == {"category": "sql"}
-    assert set(spec.cleaning.verbatim_categories) == set(retail.inject.VERBATIM)
+    assert set(spec.cleaning.verbatim_categories) == set(retail.inject.VERBATIM) | {retail.tasks_episodes.CATEGORY}
 
 
 def test_learnable_solutions_fit_the_generation_budget(retail):
