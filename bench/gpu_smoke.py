@@ -64,6 +64,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--tiny", action="store_true", help="a 2-layer model instead of the 0.5B one")
+    p.add_argument("--model", default=None,
+                   help="a real pretrained model instead of the random one: a Hugging Face folder, or a .gguf file "
+                        "imported first with `rlvrflow import-model` (needs the gguf package); its tokenizer and "
+                        "chat template prompt it, and the math verifier rewards it")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--prompts", type=int, default=8, help="prompts per step")
     p.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
@@ -89,6 +93,59 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.arm_list or set(args.arm_list) - set(ARMS):
         p.error(f"--arms {args.arms!r}: pick from {','.join(ARMS)}")
     return args
+
+
+def real_model_dir(args: argparse.Namespace) -> Path | None:
+    """--model as a Hugging Face folder: a .gguf file is imported once into bench/out/gpu_smoke/<name>/."""
+    if not args.model:
+        return None
+    path = Path(args.model)
+    if path.suffix != ".gguf":
+        return path
+    out = REPO / "bench" / "out" / "gpu_smoke" / path.stem
+    if not (out / "config.json").exists():
+        from rlvrflow.training.import_model import import_gguf
+
+        t0 = time.perf_counter()
+        import_gguf(path, out, force=True)
+        print(f"[gpu_smoke] imported {path.name} -> {out} in {time.perf_counter() - t0:.0f} s", flush=True)
+    return out
+
+
+def shop_questions(n: int) -> list[tuple[str, str]]:
+    """(question, gold) pairs of the retail sample's kind, short enough for a 135M model to get some right."""
+    asks = []
+    for i in range(n):
+        a, b = 2 + i * 7 % 9, 3 + i * 13 % 40
+        asks.append((f"A customer buys {a} items at {b} yuan each. How much do they pay in total? "
+                     "End your reply with 'Answer: <number>'.", str(a * b)))
+    return asks
+
+
+def build_real(args: argparse.Namespace, device, arm: str):
+    """(model, tokenizer, prompt ids, golds, stop ids) of --model, loaded as `train_grpo` loads a policy:
+    full in float32, lora a frozen bf16 base + float32 adapters; prompts through its chat template."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvrflow.engines.hf_engine import PromptFormat, stop_token_ids
+    from rlvrflow.training import lora
+    from rlvrflow.training.config import LoRAConfig
+    from rlvrflow.training.precision import resolve_dtype
+
+    folder = real_model_dir(args)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dtype = torch.float32 if arm == "full" else resolve_dtype("auto", device)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device)
+    if arm == "lora":
+        model = lora.add_adapters(model, LoRAConfig(r=args.lora_r, alpha=2.0 * args.lora_r)).to(device)
+    model.train(True)
+    fmt = PromptFormat.for_tokenizer(tokenizer, "auto")
+    asks = shop_questions(args.prompts)
+    return (model, tokenizer, [fmt.encode(tokenizer, q) for q, _ in asks], [g for _, g in asks],
+            stop_token_ids(model, tokenizer, fmt))
 
 
 def build(args: argparse.Namespace, device, arm: str):
@@ -118,8 +175,9 @@ def build(args: argparse.Namespace, device, arm: str):
     return model, tokenizer, [tokenizer(p).input_ids for p in prompts]
 
 
-def rollout(model, prompt_ids: list[list[int]], args, pad_id: int, eos_id: int, device):
-    """G sampled completions per prompt (HF generate, left-padded). Returns (prompts, completions) per row."""
+def rollout(model, prompt_ids: list[list[int]], args, pad_id: int, eos_ids: tuple[int, ...], device):
+    """G sampled completions per prompt (HF generate, left-padded, ended by any of `eos_ids`). Returns
+    (prompts, completions) per row."""
     import torch
 
     rows = [p for p in prompt_ids for _ in range(args.group)]
@@ -133,11 +191,11 @@ def rollout(model, prompt_ids: list[list[int]], args, pad_id: int, eos_id: int, 
     with torch.no_grad(), _autocast(device):
         out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), do_sample=True,
                              temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                             min_new_tokens=1, pad_token_id=pad_id, eos_token_id=eos_id)
+                             min_new_tokens=1, pad_token_id=pad_id, eos_token_id=list(eos_ids))
     model.train()
     completions = []
     for seq in out[:, width:].tolist():
-        cut = seq.index(eos_id) + 1 if eos_id in seq else len(seq)  # keep EOS, drop what follows it
+        cut = next((i + 1 for i, tok in enumerate(seq) if tok in eos_ids), len(seq))  # keep EOS, drop the rest
         completions.append(seq[:cut])
     return rows, completions
 
@@ -148,6 +206,16 @@ def stand_in_rewards(completions: list[list[int]], group: int):
 
     r = torch.tensor([sum(t % 2 == 0 for t in c) / max(1, len(c)) for c in completions])
     return r.view(-1, group)
+
+
+def verifier_rewards(tokenizer, completions: list[list[int]], golds: list[str], group: int):
+    """(P, G) rewards of a real model's completions: the math verifier's score against each prompt's gold."""
+    import torch
+
+    from rlvrflow.verifiers import verify
+
+    texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
+    return torch.tensor([verify("math", text, golds[i // group]).score for i, text in enumerate(texts)]).view(-1, group)
 
 
 def _autocast(device):
@@ -235,7 +303,11 @@ def run(args: argparse.Namespace, arm: str) -> dict:
         device = torch.device("cuda", env.local_rank)
     else:
         device = torch.device("cpu")
-    model, tok, prompt_ids = build(args, device, arm)
+    if args.model:
+        model, tok, prompt_ids, golds, eos_ids = build_real(args, device, arm)
+    else:
+        (model, tok, prompt_ids), golds, eos_ids = build(args, device, arm), None, None
+        eos_ids = (tok.eos_token_id,)
     counts = lora.parameter_counts(model)
     if args.ds_child:
         from rlvrflow.training.distributed import deepspeed_config, init_deepspeed
@@ -251,17 +323,20 @@ def run(args: argparse.Namespace, arm: str) -> dict:
     flops_tok = update_flops_per_token(counts, arm)
     peak, peak_src = peak_tflops(args, device)
     torch.manual_seed(args.seed + 1000 * env.rank)
-    log = {"phase": "zero2" if args.ds_child else "single", "arm": arm, "ranks": env.world_size, **counts,
+    log = {"phase": "zero2" if args.ds_child else "single", "arm": arm, "ranks": env.world_size,
+           "model": Path(args.model).name if args.model else None, **counts,
            "flops_per_token": flops_tok, "peak_tflops": peak, "peak_source": peak_src, "steps": []}
     _peak_gib(device)  # from here on: the weights (and optimizer state, once allocated) count in each phase
     for step in range(args.steps):
         _sync(device)
         t0 = time.perf_counter()
-        rows, comps = rollout(module, prompt_ids, args, tok.pad_token_id, tok.eos_token_id, device)
+        rows, comps = rollout(module, prompt_ids, args, tok.pad_token_id, eos_ids, device)
         _sync(device)
         t1 = time.perf_counter()
         rollout_gib = _peak_gib(device)
-        adv = group_advantages(stand_in_rewards(comps, args.group), std_normalize=True).flatten()  # (B,)
+        rewards = (verifier_rewards(tok, comps, golds, args.group) if args.model
+                   else stand_in_rewards(comps, args.group))
+        adv = group_advantages(rewards, std_normalize=True).flatten()  # (B,)
         # Drop one row, as a filtered group would, so the padding path runs whenever world_size > 1.
         batch = {"rows": rows[:-1], "comps": comps[:-1], "adv": adv[:-1]} if env.world_size > 1 else {"rows": rows, "comps": comps, "adv": adv}
         padded = pad_for_data_parallel(batch, env.world_size)
@@ -287,7 +362,8 @@ def run(args: argparse.Namespace, arm: str) -> dict:
         entry = {"step": step, "loss": loss.item(), "grad_norm": float(grad_norm if grad_norm is not None else float("nan")),
                  "rollout_tok_s": gen_tokens / (t1 - t0), "update_tok_s": train_tokens / (t2 - t1), "mfu": mfu,
                  "rollout_peak_gib": rollout_gib, "update_peak_gib": update_gib,
-                 "completion_tokens_in_loss": n_tok, "pad_rows": padded.n_pad, **stats}
+                 "completion_tokens_in_loss": n_tok, "pad_rows": padded.n_pad, "reward_mean": rewards.mean().item(),
+                 "ended": sum(bool(c) and c[-1] in eos_ids for c in comps) / len(comps), **stats}
         log["steps"].append(entry)
         if env.is_main:
             print(json.dumps(entry), flush=True)
@@ -304,11 +380,12 @@ def summarize(log: dict) -> str:
            if math.isfinite(top("update_peak_gib")) else "peak mem n/a (cpu)")
     mfu = f"{100 * mean('mfu'):.1f}%" if math.isfinite(mean("mfu")) else "n/a"
     formula = "6N" if log["arm"] == "full" else "4N + 6N_adapter"
-    return (f"[{log['phase']}/{log['arm']}] ranks={log['ranks']} params={log['total_params'] / 1e6:.2f}M "
+    reward = f"reward {mean('reward_mean'):.3f}, ended {100 * mean('ended'):.0f}%, " if log.get("model") else ""
+    return (f"[{log['phase']}/{log['arm']}] {log.get('model') or 'random'} ranks={log['ranks']} params={log['total_params'] / 1e6:.2f}M "
             f"trainable={log['trainable_params'] / 1e6:.2f}M; rollout {mean('rollout_tok_s'):.0f} tok/s (rank 0), "
             f"update {mean('update_tok_s'):.0f} tok/s (all ranks), MFU {mfu} "
             f"[{formula} = {log['flops_per_token'] / 1e9:.3g} GFLOP/token; peak {log['peak_tflops']:.4g} TFLOP/s "
-            f"per rank, {log['peak_source']}], {mem}, losses {[round(s['loss'], 5) for s in log['steps']]}")
+            f"per rank, {log['peak_source']}], {mem}, {reward}losses {[round(s['loss'], 5) for s in log['steps']]}")
 
 
 def launch_zero2(args: argparse.Namespace, argv: list[str], arm: str) -> int:
@@ -335,7 +412,7 @@ def loop_missing() -> list[str]:
     import importlib
 
     missing = []
-    for name in ("polars", "pytest", "curriculum", "training.grpo", "verifiers.math"):
+    for name in ("polars", "pytest", "rlvrflow.curriculum", "rlvrflow.training.grpo", "rlvrflow.verifiers.math"):
         try:
             importlib.import_module(name)
         except ImportError as exc:
