@@ -206,20 +206,31 @@ def shared_prompt_logprobs(
 ) -> tuple[torch.Tensor, ...]:
     """`completion_logprobs` with one forward pass per distinct prompt.
 
-    Distinct prompts are left-padded and run once with the cache on; the cache is index-selected to
+    Distinct prompts are right-padded and run once with the cache on; the cache is index-selected to
     one row per completion; the right-padded completions then run against it, with positions that
-    continue each prompt's own. Token j of a completion is predicted by the logits before it: the
-    prompt pass's last position for j = 0, the completion pass's position j - 1 after that.
+    continue each prompt's own (the padding between a prompt and its completion is masked). Token j of
+    a completion is predicted by the logits before it: the prompt pass's last real position for j = 0,
+    the completion pass's position j - 1 after that.
+
+    Right, not left, padding: a left pad attends to nothing, and CUDA's bf16 attention kernels give such
+    a fully masked row NaN gradients (the row is masked out of the loss, but NaN times a zero gradient
+    is NaN in every weight's gradient). Measured on an H200 with SmolLM2-135M: NaN in all 264
+    parameters' gradients with left-padded prompts of 62-64 tokens under bf16 autocast, none with right
+    padding, float32 or eager attention (docs/RESULTS.md).
     """
     order: dict[tuple[int, ...], int] = {}
     index = torch.tensor([order.setdefault(tuple(p), len(order)) for p in prompts], dtype=torch.long)
-    from rlvrflow.engines.hf_engine import left_pad
-
     uniq = list(order)
-    p_ids, p_attn = left_pad([list(p) for p in uniq], pad_id)
-    p_ids, p_attn, index = p_ids.to(device), p_attn.to(device), index.to(device)
-    p_pos = (p_attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=p_ids, attention_mask=p_attn, position_ids=p_pos, use_cache=True, logits_to_keep=1)
+    lens = torch.tensor([len(p) for p in uniq], dtype=torch.long)
+    p_ids = torch.full((len(uniq), int(lens.max())), pad_id, dtype=torch.long)
+    for i, p in enumerate(uniq):
+        p_ids[i, : len(p)] = torch.tensor(p, dtype=torch.long)
+    p_attn = (torch.arange(p_ids.shape[1]).unsqueeze(0) < lens.unsqueeze(1)).long()
+    p_pos = torch.arange(p_ids.shape[1]).unsqueeze(0).expand(len(uniq), -1)
+    last = torch.unique(lens - 1)  # sorted: the LM head runs only where some prompt ends
+    p_ids, p_attn, p_pos, index, lens, last = (x.to(device) for x in (p_ids, p_attn, p_pos, index, lens, last))
+    out = model(input_ids=p_ids, attention_mask=p_attn, position_ids=p_pos, use_cache=True, logits_to_keep=last)
+    first = out.logits[torch.arange(len(uniq), device=device), torch.searchsorted(last, lens - 1)]  # (U, V)
     cache = out.past_key_values
     if not hasattr(cache, "reorder_cache"):  # no transformers Cache (e.g. gradient checkpointing is on)
         return completion_logprobs(model, prompts, completions, pad_id, device, share_prompts=False,
@@ -233,7 +244,7 @@ def shared_prompt_logprobs(
     lengths = torch.tensor([len(c) for c in completions], device=device)
     mask = torch.arange(t_c, device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Tc)
     attn = torch.cat([p_attn[index], mask.long()], dim=1)
-    c_pos = p_pos[index, -1:] + 1 + torch.arange(t_c, device=device).unsqueeze(0)
+    c_pos = lens[index].unsqueeze(1) + torch.arange(t_c, device=device).unsqueeze(0)
     logits = model(input_ids=c_ids, attention_mask=attn, position_ids=c_pos, past_key_values=cache).logits
-    logits = torch.cat([out.logits[:, -1:, :][index], logits[:, :-1, :]], dim=1)  # (B, Tc, V)
+    logits = torch.cat([first[index].unsqueeze(1), logits[:, :-1, :]], dim=1)  # (B, Tc, V)
     return _scored(logits, c_ids, mask, entropy, temperature)
