@@ -19,7 +19,7 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "orchestration.chunk_rows": 64,
     "curriculum.n_samples": 2,
     "curriculum.k": 1,
-    "curriculum.max_new_tokens": 16,
+    "generation.max_new_tokens": 8,
     "training.torch_threads": 1,  # on a busy 2-core box, 2 spinning torch threads made SFT 40x slower
     "training.sft.steps": 4,
     "training.sft.batch_size": 8,
@@ -27,7 +27,6 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "training.grpo.steps": 2,
     "training.grpo.prompts_per_step": 2,
     "training.grpo.num_generations": 2,
-    "training.grpo.max_new_tokens": 8,
     "training.grpo.warmup_steps": 1,
     "training.grpo.grad_accum": 1,
     "training.dpo.steps": 2,
@@ -36,7 +35,6 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "training.checkpoint.every": 1,
     "eval.n_samples": 2,
     "eval.k": 1,
-    "eval.max_new_tokens": 8,
     "eval.max_prompts": 6,
 }
 
@@ -97,7 +95,7 @@ def make_task_runner(spec: DomainSpec):
     if cfg.runner == "threads":
         from prefect.task_runners import ThreadPoolTaskRunner
 
-        return ThreadPoolTaskRunner(max_workers=cfg.workers)
+        return ThreadPoolTaskRunner(max_workers=cfg.task_workers)
     if cfg.runner == "dask":
         try:
             from prefect_dask import DaskTaskRunner
@@ -106,6 +104,6 @@ def make_task_runner(spec: DomainSpec):
                                "pip install 'prefect-dask>=0.3.7' 'dask[distributed]'") from None
         if cfg.address:
             return DaskTaskRunner(address=cfg.address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
+        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.task_workers, "threads_per_worker": 1,
                                               "processes": True, "dashboard_address": None})
     raise ValueError(f"orchestration.runner {cfg.runner!r} is not threads or dask")

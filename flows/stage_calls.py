@@ -53,7 +53,7 @@ def prepare(job: Job) -> Result:
 
 def _prepare_on_dask(spec: DomainSpec, args: tuple):
     """Inside a Dask task (Prefect's Dask task runner) fan out from this worker on its own cluster;
-    elsewhere (the CLI) on `orchestration.address`, or on a local cluster of `orchestration.workers`."""
+    elsewhere (the CLI) on `orchestration.address`, or on a local cluster of `orchestration.task_workers`."""
     from distributed import get_worker, worker_client
 
     from rlvrflow.cleaning.dask_run import local_cluster, prepare_on_dask
@@ -63,7 +63,7 @@ def _prepare_on_dask(spec: DomainSpec, args: tuple):
     except ValueError:  # not in a Dask worker
         if spec.orchestration.address:
             return prepare_on_dask(spec.orchestration.address, *args)
-        with local_cluster(spec.orchestration.workers) as client:
+        with local_cluster(spec.orchestration.task_workers) as client:
             return prepare_on_dask(client, *args)
     with worker_client() as client:  # secedes from the worker's pool while its tasks run
         return prepare_on_dask(client, *args)

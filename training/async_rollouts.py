@@ -87,7 +87,7 @@ class AsyncRollouts:
     """The trainer's side of the queue: draws requests, consumes results, publishes weights, runs the generator."""
 
     def __init__(self, out: Path, sft_model, cfg, tasks: dict, reward_cfg, seed: int, device, dtype,
-                 workers: int, timeout_s: float) -> None:
+                 workers: int | None, timeout_s: float) -> None:
         from rlvrflow.training.precision import dtype_name
 
         self.root, self.g, self.seed = Path(out) / QUEUE_DIR, cfg.grpo, seed
@@ -269,7 +269,7 @@ def generator_main(queue_dir: str, parent_pid: int) -> None:
 
 
 def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dict, reward_cfg, device: str,
-           dtype: str, workers: int, timeout_s: float) -> None:
+           dtype: str, workers: int | None, timeout_s: float) -> None:
     import torch
 
     from rlvrflow.engines import HFEngine

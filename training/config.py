@@ -8,9 +8,11 @@ Derived values are properties, not fields.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from rlvrflow.training.progress import check_reporters
 
@@ -90,29 +92,52 @@ class HackingAlarmConfig(_Frozen):
                          "held-out change.")
 
 
+def renamed_error(renames: list[tuple[str, str, Any]]) -> PydanticCustomError:
+    """The one error for fields that took another name or moved to another section: for each
+    (old, new, value) it says what to write instead. Library configs raise it through `Renamed`, the
+    domain spec for the fields it sets in one place (flows/spec.py)."""
+    return PydanticCustomError("renamed", "; ".join(f"{old} is now {new}: write {new}: {_as_yaml(value)}"
+                                                    for old, new, value in renames))
+
+
+class Renamed(_Frozen):
+    """A config whose `RENAMED` maps earlier field names to the current ones (a dotted spec path when
+    the setting moved out of this section); writing an earlier name is a `renamed_error`."""
+
+    RENAMED: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_names(cls, data: Any) -> Any:
+        old = [k for k in data if k in cls.RENAMED] if isinstance(data, dict) else []
+        if old:
+            raise renamed_error([(k, cls.RENAMED[k], _renamed_value(k, data[k])) for k in old])
+        return data
+
+
+def _as_yaml(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _renamed_value(old: str, value: Any) -> Any:
     if old == "std_normalize" and isinstance(value, bool):
         return "group" if value else "none"
     return value
 
 
-class GRPOConfig(_Frozen):
+class GRPOConfig(Renamed):
     """Group Relative Policy Optimization: rollouts, rewards, the clipped loss and its schedule."""
 
-    # earlier names of fields that now carry TRL's GRPOConfig names
+    # earlier names of fields that now carry TRL's GRPOConfig names, and the pool size every stage shares
     RENAMED: ClassVar[dict[str, str]] = {"group_size": "num_generations", "eps_low": "epsilon",
-                                         "eps_high": "epsilon_high", "std_normalize": "scale_rewards"}
+                                         "eps_high": "epsilon_high", "std_normalize": "scale_rewards",
+                                         "reward_workers": "verifiers.workers"}
 
     @model_validator(mode="before")
     @classmethod
-    def _trl_names(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            old = [k for k in data if k in cls.RENAMED]
-            if old:
-                raise ValueError("; ".join(f"{k} is now {cls.RENAMED[k]} (TRL's name for it): write "
-                                           f"{cls.RENAMED[k]}: {_renamed_value(k, data[k])}" for k in old))
-            if isinstance(data.get("scale_rewards"), bool):
-                data = {**data, "scale_rewards": "group" if data["scale_rewards"] else "none"}
+    def _scale_rewards_bool(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("scale_rewards"), bool):
+            data = {**data, "scale_rewards": "group" if data["scale_rewards"] else "none"}
         return data
 
     steps: int = Field(150, ge=0, description="Optimizer updates (one sampler batch each).")
@@ -148,25 +173,20 @@ class GRPOConfig(_Frozen):
     max_refill_rounds: int = Field(
         2, ge=0, description="Extra sampler draws per step to replace zero-variance groups."
     )
-    max_new_tokens: int = Field(
-        24, ge=1, description="Completion length cap in tokens during rollouts; a spec that leaves it out gets "
-        "generation.max_new_tokens when that is set."
-    )
-    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature; the loss scores the "
-                               "policy, old policy and reference at the same temperature (logits / T), as TRL and "
-                               "verl do.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling.")
+    max_new_tokens: int = Field(24, ge=1, description="Completion length cap in tokens during rollouts (in a spec: "
+                                "generation.max_new_tokens).")
+    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature (in a spec: generation.temperature); "
+                               "the loss scores the policy, old policy and reference at the same temperature "
+                               "(logits / T), as TRL and verl do.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling (in a spec: generation.top_p).")
     grad_accum: int = Field(1, ge=1, description="Micro-batches per update (the groups are split evenly).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     warmup_steps: int = Field(10, ge=0, description="Linear warmup steps before the cosine decay.")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
-    reward_workers: int = Field(
-        2, ge=1, description="Processes that score rollout completions in parallel when verifiers.workers is null "
-        "(verifiers.workers, when set, sizes the one verifier pool for every stage)."
-    )
     rollout: Literal["hf", "vllm"] = Field("hf", description="Rollout engine: in-process HF or vLLM.")
     backend: Literal["torch", "deepspeed"] = Field(
-        "torch", description="Optimizer backend: torch (one process) or deepspeed (ZeRO data parallel, several GPUs)."
+        "torch", description="GRPO's optimizer backend: torch (one process) or deepspeed (ZeRO data parallel over the "
+        "ranks of a multi-GPU launch). Only GRPO runs on several ranks; SFT and DPO train in one process either way."
     )
     zero_stage: Literal[2, 3] = Field(
         2,
@@ -280,7 +300,8 @@ class LoRAConfig(_Frozen):
 
 
 class DPOConfig(_Frozen):
-    """Direct Preference Optimization (training.algorithm: dpo) on pairs from tiering's own samples."""
+    """Direct Preference Optimization (training.algorithm: dpo) on pairs from tiering's own samples, in one
+    process (torch): none of training.grpo applies to it."""
 
     steps: int = Field(100, ge=0, description="Optimizer steps; 0 keeps the SFT model (evaluated as the result).")
     lr: float = Field(
@@ -399,15 +420,6 @@ class TrainingConfig(_Frozen):
         return check_reporters(value)
 
     @model_validator(mode="after")
-    def _dpo_runs_on_torch(self) -> "TrainingConfig":
-        if self.algorithm == "dpo" and self.grpo.backend == "deepspeed":
-            raise ValueError(
-                "algorithm is 'dpo' but grpo.backend is 'deepspeed': DPO trains in one process (torch); set "
-                "grpo.backend: torch, or algorithm: grpo for DeepSpeed"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _async_lora_in_float32(self) -> "TrainingConfig":
         # `auto` may still resolve to bf16 on a GPU: train_grpo checks the resolved dtype (async_rollouts.check_dtype)
         if self.grpo.rollout_mode == "async" and self.lora is not None and self.dtype in ("bfloat16", "float16"):
@@ -457,8 +469,10 @@ class RegressionSetConfig(_Frozen):
         return self
 
 
-class EvalConfig(_Frozen):
+class EvalConfig(Renamed):
     """The `eval:` section: held-out evaluation of a checkpoint (and of the SFT baseline)."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"workers": "verifiers.workers"}  # one pool size for every stage
 
     regression_sets: list[RegressionSetConfig] = Field(
         default_factory=list,
@@ -477,12 +491,12 @@ class EvalConfig(_Frozen):
     )
     k: int = Field(4, ge=1, description="k of pass@k (unbiased estimator over n_samples).")
     n_samples: int = Field(8, ge=1, description="Sampled completions per prompt.")
-    max_new_tokens: int = Field(
-        24, ge=1, description="Completion length cap in tokens, greedy and sampled; a spec that leaves it out gets "
-        "generation.max_new_tokens when that is set."
-    )
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
+    max_new_tokens: int = Field(24, ge=1, description="Completion length cap in tokens, greedy and sampled (in a "
+                                "spec: generation.max_new_tokens).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the sampled metrics (in a spec: "
+                               "generation.temperature).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of the sampled metrics (in a spec: "
+                         "generation.top_p).")
     max_prompts: int | None = Field(
         None, ge=1, description="Evaluate at most this many prompts (null: all): each category's share, sampled by "
         "a hash of the id.")
@@ -493,10 +507,6 @@ class EvalConfig(_Frozen):
         if value == 0 and not isinstance(value, bool):
             raise ValueError("0 no longer means all prompts: write null (or leave it out) for all of them")
         return value
-    workers: int = Field(
-        2, ge=1, description="Processes that score eval completions when verifiers.workers is null "
-        "(verifiers.workers, when set, sizes the one verifier pool for every stage)."
-    )
     engine: Literal["hf", "vllm"] = Field(
         "hf", description="What samples a checkpoint directory's completions (training.eval.evaluate): hf "
         "(transformers; reads LoRA adapter checkpoints) or vllm (vLLM's offline engine, same prompt token ids "

@@ -284,7 +284,7 @@ def entropy_drifts(rec: RunRecords) -> Finding | None:
             evidence.append(f"training correct rate {correct[1]:.3f} -> {correct[3]:.3f}")
         change = ("the policy is settling on one completion per prompt, so its groups stop disagreeing: add "
                   "training.grpo.entropy_coef (or raise it; start near 0.005), lower training.grpo.lr, or sample "
-                  "rollouts at a higher training.grpo.temperature")
+                  "rollouts at a higher temperature (a spec's generation.temperature)")
         return Finding("entropy_drifts", "warning", "policy entropy collapses", tuple(evidence), change)
     if e2 >= ENTROPY_HIGH and e2 >= ENTROPY_GROWTH * e1:
         length = _quarters(_series(rec.metrics, "completion_tokens_mean"))

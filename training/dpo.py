@@ -175,7 +175,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     chosen_finish / rejected_finish); resume from out_dir's newest checkpoint when there is one.
 
     eval_df: held-out rows for `training.eval`; reward_cfg: the `verifiers.RewardConfig` of the samples'
-    reward column. workers, timeout_s: the verifier pool's processes (None: eval.workers) and per-item
+    reward column. workers, timeout_s: the verifier pool's processes (None: one per CPU core) and per-item
     deadline in the evals. on_progress(step, total, metrics) is called after each step. Returns GRPO's summary
     keys (final_checkpoint, best_checkpoint, baseline, final, evals, steps, seconds, steps_per_second,
     warnings) plus pairs, prompt_format, dtype and parameter counts.

@@ -83,7 +83,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     `curriculum.config.CurriculumConfig` for the sampler. reward_cfg: a `verifiers.config.RewardConfig`.
     eval_df: held-out rows for `evaluate`. on_progress(step, total, metrics) is called after each step.
     workers, timeout_s: the verifier pool's processes and per-item deadline (the spec's verifiers
-    section) for rewards and evals alike; workers=None keeps grpo.reward_workers and eval.workers.
+    section) for rewards and evals alike; workers=None: one process per CPU core.
     Returns {final_checkpoint, best_checkpoint, baseline, final, evals, zero_variance_fraction,
     steps, seconds, steps_per_second, warnings}.
     """
@@ -182,7 +182,7 @@ def _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cf
         from rlvrflow.training.async_rollouts import AsyncRollouts
 
         return AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
-                             g.reward_workers if workers is None else workers, timeout_s)
+                             workers, timeout_s)
     # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
     # own copy of the weights and its share of GPU memory on every GPU for nothing.
     engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
@@ -237,7 +237,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
     reports the same success rates to its sampler (which therefore draws the same ids next round;
     checked) and keeps the same groups and info. Equal seeds alone do not promise equal tokens on GPUs.
     `prompt_format` (raw when None) encodes the groups' prompt ids as the engine encoded them.
-    Completions are scored by `workers` pool processes (None: g.reward_workers) within `timeout_s` each.
+    Completions are scored by `workers` pool processes (None: one per core) within `timeout_s` each.
     """
     from rlvrflow.training.grpo_math import zero_variance_groups
     from rlvrflow.training.modeling import encode_prompt
@@ -262,8 +262,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
         scored = None  # per prompt: completion token ids, rewards, correct flags
         if not shared or dp.is_main:
             comp, rew, cor, txt, sts, _, cut = score_rollouts(engine, batch, g, reward_cfg, rollout_seed(seed, step, rnd),
-                                                             g.reward_workers if workers is None else workers,
-                                                             timeout_s)
+                                                             workers, timeout_s)
             scored = comp, rew, cor, txt, sts, cut
         if shared:
             main_ids, scored = dp.broadcast((ids, scored))

@@ -134,7 +134,7 @@ class RunState:
 class HeldOut:
     """The held-out eval a run does at step 0 and at every checkpoint (training/eval.py `evaluate_live`).
 
-    workers, timeout_s: the verifier pool's processes (None: eval.workers) and per-item deadline."""
+    workers, timeout_s: the verifier pool's processes (None: one per CPU core) and per-item deadline."""
 
     rows: Any
     cfg: Any

@@ -44,13 +44,31 @@ def test_unknown_key_suggests_the_near_name(tmp_path, toy_spec):
 def test_grpo_fields_carry_trls_names_and_an_old_name_says_the_new_one(tmp_path, toy_spec):
     old = "training:\n  grpo: {group_size: 4, eps_high: 0.3, std_normalize: false}\n"
     msg = _error(tmp_path, toy_spec.read_text() + old)
-    assert "training.grpo" in msg and "group_size is now num_generations (TRL's name for it): write num_generations: 4" in msg
+    assert "training.grpo" in msg and "group_size is now num_generations: write num_generations: 4" in msg
     assert "eps_high is now epsilon_high" in msg and "write scale_rewards: none" in msg
     path = tmp_path / "new.yaml"
     path.write_text(toy_spec.read_text() + "training:\n  grpo: {num_generations: 4, epsilon_high: 0.3, "
                     "scale_rewards: false, mask_truncated_completions: true}\n")
     g = load_spec(path).training.grpo
     assert (g.num_generations, g.epsilon_high, g.scale_rewards, g.mask_truncated_completions) == (4, 0.3, "none", True)
+
+
+@pytest.mark.parametrize(("section", "old", "line"), [
+    ("training:\n  grpo:\n", "    reward_workers: 3\n",
+     "training.grpo: reward_workers is now verifiers.workers: write verifiers.workers: 3"),
+    ("eval:\n", "  workers: 3\n", "eval: workers is now verifiers.workers: write verifiers.workers: 3"),
+    ("orchestration:\n", "  workers: 3\n", "orchestration: workers is now task_workers: write task_workers: 3"),
+])
+def test_an_old_worker_count_names_the_one_it_became(tmp_path, toy_spec, section, old, line):
+    text = toy_spec.read_text()
+    text = text.replace(section, section + old) if section in text else text + section + old
+    assert line in _error(tmp_path, text)
+
+
+def test_dpo_is_not_validated_against_grpos_backend(tmp_path, toy_spec):
+    path = tmp_path / "dpo.yaml"
+    path.write_text(toy_spec.read_text() + "training: {algorithm: dpo, grpo: {backend: deepspeed}}\n")
+    assert load_spec(path).training.algorithm == "dpo"  # GRPO's DeepSpeed setting does not reach DPO
 
 
 def test_null_means_all_and_zero_says_so(tmp_path, toy_spec):

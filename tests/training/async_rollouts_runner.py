@@ -50,7 +50,7 @@ def main() -> None:
             os.kill(os.getpid() if who == "trainer" else generator_pid(out), signal.SIGKILL)
 
     train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1, retier_window=1000), RewardConfig(),
-               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
                out, seed=3, on_progress=progress)
 
 

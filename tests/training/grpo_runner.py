@@ -42,7 +42,7 @@ def main() -> None:
         rows = rows.with_columns(pl.Series("n_correct", [i % 5 for i in range(60)]), pl.lit(4).alias("n_samples"))
         cur = CurriculumConfig(dedup_window=1, sampler="adaptive")
     train_grpo(sft, rows, cfg, cur, RewardConfig(),
-               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
                out, seed=3, on_progress=progress)
 
 

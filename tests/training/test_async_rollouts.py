@@ -20,7 +20,7 @@ def _metrics(out):
 def _train(toy, sft, out, **grpo):
     cfg = toy.cfg(grpo={"steps": 3, "lr": 1e-2, **grpo}, checkpoint={"every": 3})
     return train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-                      toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+                      toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
                       out, seed=3)
 
 

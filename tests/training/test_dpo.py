@@ -10,7 +10,7 @@ import torch
 from rlvrflow.training.config import EvalConfig
 from rlvrflow.training.dpo import batch_indices, dpo_loss, encode_pairs, train_dpo
 
-EVAL = EvalConfig(k=1, n_samples=4, max_new_tokens=8, workers=1)
+EVAL = EvalConfig(k=1, n_samples=4, max_new_tokens=8)
 
 
 def test_dpo_loss_matches_hand_computed_numbers():

@@ -21,7 +21,7 @@ from rlvrflow.training.config import EvalConfig, TrainingConfig
 from rlvrflow.verifiers import RewardConfig
 
 SYSTEM = "You copy digits."
-EVAL = EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1)
+EVAL = EvalConfig(k=1, n_samples=2, max_new_tokens=12)
 
 
 def _corpus(toy):

@@ -40,7 +40,7 @@ def test_report_to_empty_writes_no_events(tmp_path, base_model, toy):
 def test_grpo_writes_step_and_eval_scalars(tmp_path, sft_model, toy):
     cfg = toy.cfg(grpo={"steps": 3}, checkpoint={"every": 2}, report_to=["tensorboard"])
     train_grpo(sft_model, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
                tmp_path, seed=0)
     tags = _scalars(tmp_path / "tb")
     for tag in ("grpo/reward_mean", "grpo/correct_rate", "grpo/zero_variance_fraction", "grpo/completion_tokens",

@@ -67,7 +67,7 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     result = train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-                        toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+                        toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
                         out, seed=3, on_progress=progress)
     record["evals"] = result["evals"]
     Path(f"{record_path}.rank{rank}").write_text(json.dumps(record))
