@@ -54,13 +54,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 def grpo_config(args, seed: int, mode: str):
     from rlvrflow.training.config import TrainingConfig
 
-    grpo = {"steps": args.steps, "prompts_per_step": args.prompts_per_step, "num_generations": args.group_size,
-            "lr": args.lr, "warmup_steps": 5, "max_new_tokens": 12, "rollout_mode": mode}
+    grpo = {"max_steps": args.steps, "prompts_per_step": args.prompts_per_step, "num_generations": args.group_size,
+            "learning_rate": args.lr, "warmup_steps": 5, "max_new_tokens": 12, "rollout_mode": mode}
     if mode == "async":
         grpo["max_staleness"] = args.max_staleness
     return TrainingConfig.model_validate({
         "tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 352, "max_positions": 64},
-        "sft": {"steps": args.sft_steps, "lr": 1e-3, "batch_size": 64, "warmup_steps": 20, "max_length": 32},
+        "sft": {"max_steps": args.sft_steps, "learning_rate": 1e-3, "batch_size": 64, "warmup_steps": 20, "max_length": 32},
         "grpo": grpo, "checkpoint": {"every": args.steps, "keep_last": 1}, "seed": seed, "torch_threads": args.threads,
         "device": "cpu", "report_to": [],
     })

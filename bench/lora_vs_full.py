@@ -103,7 +103,7 @@ def run_arm(args: argparse.Namespace) -> dict:
     cfg = TrainingConfig.model_validate({
         "device": "cpu", "torch_threads": args.threads, "prompt_format": "chat",
         "lora": {"r": args.lora_r, "alpha": 2 * args.lora_r} if args.arm == "lora" else None,
-        "grpo": {"steps": args.steps, "prompts_per_step": args.prompts, "num_generations": args.group, "lr": args.lr,
+        "grpo": {"max_steps": args.steps, "prompts_per_step": args.prompts, "num_generations": args.group, "learning_rate": args.lr,
                  "beta": args.beta, "warmup_steps": 0, "max_new_tokens": args.max_new_tokens,
                  "max_refill_rounds": 0, "filter_zero_variance": False},
         "checkpoint": {"every": args.steps, "keep_last": 1},

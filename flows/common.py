@@ -21,15 +21,15 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "curriculum.k": 1,
     "generation.max_new_tokens": 8,
     "training.torch_threads": 1,  # on a busy 2-core box, 2 spinning torch threads made SFT 40x slower
-    "training.sft.steps": 4,
+    "training.sft.max_steps": 4,
     "training.sft.batch_size": 8,
     "training.sft.warmup_steps": 1,
-    "training.grpo.steps": 2,
+    "training.grpo.max_steps": 2,
     "training.grpo.prompts_per_step": 2,
     "training.grpo.num_generations": 2,
     "training.grpo.warmup_steps": 1,
-    "training.grpo.grad_accum": 1,
-    "training.dpo.steps": 2,
+    "training.grpo.gradient_accumulation_steps": 1,
+    "training.dpo.max_steps": 2,
     "training.dpo.batch_size": 4,
     "training.dpo.warmup_steps": 1,
     "training.checkpoint.every": 1,
@@ -45,7 +45,7 @@ def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
         node = data
         *parents, leaf = dotted.split(".")
         if not leaf or not all(parents):
-            raise SpecError(f"override {dotted!r}: a field is a dotted path of names, e.g. training.grpo.steps")
+            raise SpecError(f"override {dotted!r}: a field is a dotted path of names, e.g. training.grpo.max_steps")
         for depth, name in enumerate(parents):
             if node.get(name) is None:  # an unset section (`lora: null`) is created by its first field
                 node[name] = {}
@@ -78,7 +78,7 @@ def route_library_logs(level: int = logging.INFO) -> None:
 def load_run_spec(spec_path: str | Path, smoke: bool = False, runner: str | None = None,
                   overrides: dict[str, Any] | None = None) -> DomainSpec:
     """The spec a run uses: the file, then the smoke budget, a task-runner override and the caller's
-    dotted-path overrides (e.g. {"training.grpo.steps": 20}), in that order. Every flow starts here,
+    dotted-path overrides (e.g. {"training.grpo.max_steps": 20}), in that order. Every flow starts here,
     so this is also where the libraries' log lines are routed to the run's logs."""
     route_library_logs()
     spec = load_spec(spec_path)

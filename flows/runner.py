@@ -256,7 +256,7 @@ class Stage:
 
 
 def section(spec: DomainSpec, dotted: str) -> Any:
-    """The value at a dotted spec path ("training.sft.steps")."""
+    """The value at a dotted spec path ("training.sft.max_steps")."""
     value: Any = spec
     for part in dotted.split("."):
         value = getattr(value, part)

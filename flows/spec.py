@@ -14,7 +14,7 @@ those fields in its section, or a field under an earlier name, is a `renamed` er
 new place. docs/spec.md lists every field a spec takes (`python scripts/spec_reference.py`).
 
     spec = load_spec("examples/retail/spec.yaml")
-    spec.training.sft.steps, spec.base_dir
+    spec.training.sft.max_steps, spec.base_dir
 """
 from __future__ import annotations
 

@@ -296,7 +296,7 @@ def grpo(job: Job) -> Result:
 
     def progress(step: int, steps: int, metrics: dict) -> None:
         if job.progress is not None:
-            job.progress(step / max(1, steps or spec.training.grpo.steps))
+            job.progress(step / max(1, steps or spec.training.grpo.max_steps))
 
     summary = train_grpo(str(job.input("sft", "model")), pl.read_parquet(job.input("tier", "rows")),
                          training_config(spec), spec.curriculum, spec.verifiers.reward,
@@ -336,7 +336,7 @@ def dpo(job: Job) -> Result:
 
     def progress(step: int, steps: int, metrics: dict) -> None:
         if job.progress is not None:
-            job.progress(step / max(1, steps or spec.training.dpo.steps))
+            job.progress(step / max(1, steps or spec.training.dpo.max_steps))
 
     summary = train_dpo(str(job.input("sft", "model")), pairs, training_config(spec),
                         pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,

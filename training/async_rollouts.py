@@ -199,7 +199,7 @@ class AsyncRollouts:
         scored = run.groups_seen - run.groups_stale  # stale groups never reach the zero-variance check
         kept_share = 1 - run.groups_zero_variance / max(1, scored) if g.filter_zero_variance else 1.0
         size = math.ceil(g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
-        while len(self.pending) < min(g.lookahead_batches, g.steps - 1 - step):
+        while len(self.pending) < min(g.lookahead_batches, g.max_steps - 1 - step):
             if not self._request(sampler, size, step, written):
                 break
             written += 1

@@ -48,50 +48,6 @@ class TinyModelConfig(_Frozen):
 TINY_BASE_DIMS = TinyModelConfig(num_layers=2)
 
 
-class SFTConfig(_Frozen):
-    """Cold-start supervised fine-tuning on the reference solutions (prompt -> solution)."""
-
-    steps: int = Field(300, ge=0, description="Optimizer steps; 0 skips SFT (the base model is the SFT model).")
-    lr: float = Field(
-        1e-3, gt=0,
-        description="Peak AdamW learning rate. 1e-3 suits the embedded ~1M-parameter model (3e-3 and more let it "
-        "memorize prompts without learning the arithmetic: bench/addition_probe.py); a pretrained HF model "
-        "wants ~1e-5.",
-    )
-    batch_size: int = Field(32, ge=1, description="Sequences per optimizer step.")
-    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before the cosine decay.")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
-    max_length: int = Field(512, ge=8, description="Longer prompt+solution sequences are truncated from the left of the prompt.")
-    log_every: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
-
-    @property
-    def min_lr_ratio(self) -> float:
-        """The cosine floor (a fraction of lr): fixed for SFT, a field of training.dpo and training.grpo."""
-        return 0.1
-
-
-class HackingAlarmConfig(_Frozen):
-    """When the reward-hacking alarm sounds (training/report.py, detect_reward_hacking): the training reward
-    rose clearly while held-out pass@1 did not follow, on enough steps and held-out prompts to tell."""
-
-    min_steps: int = Field(
-        20, ge=4, description="Training steps before the alarm may sound; the reward rise compares the mean of "
-        "the last quarter of steps with the first quarter, so 20 steps compare two windows of 5. Below it a "
-        "quiet note stands in for the banner.",
-    )
-    min_prompts: int = Field(
-        100, ge=2, description="Held-out prompts the baseline and the checkpoint were both scored on; below it "
-        "a quiet note stands in for the banner (40 prompts give a 95% interval of about +-10 points).",
-    )
-    min_reward_gain: float = Field(
-        0.05, gt=0, description="The smallest rise of the mean training reward (last quarter of steps against "
-        "the first) worth checking; it must also exceed twice its standard error over the per-step rewards.",
-    )
-    level: float = Field(0.95, gt=0.5, lt=1, description="Level of the paired bootstrap interval on the "
-                         "held-out change.")
-
-
 def renamed_error(renames: list[tuple[str, str, Any]]) -> PydanticCustomError:
     """The one error for fields that took another name or moved to another section: for each
     (old, new, value) it says what to write instead. Library configs raise it through `Renamed`, the
@@ -125,13 +81,65 @@ def _renamed_value(old: str, value: Any) -> Any:
     return value
 
 
+# earlier names of the fields that carry TRL's (transformers TrainingArguments') names in SFT, DPO and GRPO
+TRL_NAMES = {"steps": "max_steps", "lr": "learning_rate", "log_every": "logging_steps"}
+
+
+class SFTConfig(Renamed):
+    """Cold-start supervised fine-tuning on the reference solutions (prompt -> solution)."""
+
+    RENAMED: ClassVar[dict[str, str]] = TRL_NAMES
+
+    max_steps: int = Field(300, ge=0, description="Optimizer steps; 0 skips SFT (the base model is the SFT model).")
+    learning_rate: float = Field(
+        1e-3, gt=0,
+        description="Peak AdamW learning rate. 1e-3 suits the embedded ~1M-parameter model (3e-3 and more let it "
+        "memorize prompts without learning the arithmetic: bench/addition_probe.py); a pretrained HF model "
+        "wants ~1e-5.",
+    )
+    batch_size: int = Field(32, ge=1, description="Sequences per optimizer step.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before the cosine decay.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    max_length: int = Field(512, ge=8, description="Longer prompt+solution sequences are truncated from the left of the prompt.")
+    logging_steps: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
+
+    @property
+    def min_lr_ratio(self) -> float:
+        """The cosine floor (a fraction of learning_rate): fixed for SFT, a field of training.dpo and training.grpo."""
+        return 0.1
+
+
+class HackingAlarmConfig(_Frozen):
+    """When the reward-hacking alarm sounds (training/report.py, detect_reward_hacking): the training reward
+    rose clearly while held-out pass@1 did not follow, on enough steps and held-out prompts to tell."""
+
+    min_steps: int = Field(
+        20, ge=4, description="Training steps before the alarm may sound; the reward rise compares the mean of "
+        "the last quarter of steps with the first quarter, so 20 steps compare two windows of 5. Below it a "
+        "quiet note stands in for the banner.",
+    )
+    min_prompts: int = Field(
+        100, ge=2, description="Held-out prompts the baseline and the checkpoint were both scored on; below it "
+        "a quiet note stands in for the banner (40 prompts give a 95% interval of about +-10 points).",
+    )
+    min_reward_gain: float = Field(
+        0.05, gt=0, description="The smallest rise of the mean training reward (last quarter of steps against "
+        "the first) worth checking; it must also exceed twice its standard error over the per-step rewards.",
+    )
+    level: float = Field(0.95, gt=0.5, lt=1, description="Level of the paired bootstrap interval on the "
+                         "held-out change.")
+
+
 class GRPOConfig(Renamed):
     """Group Relative Policy Optimization: rollouts, rewards, the clipped loss and its schedule."""
 
     # earlier names of fields that now carry TRL's GRPOConfig names, and the pool size every stage shares
     RENAMED: ClassVar[dict[str, str]] = {"group_size": "num_generations", "eps_low": "epsilon",
                                          "eps_high": "epsilon_high", "std_normalize": "scale_rewards",
-                                         "reward_workers": "verifiers.workers"}
+                                         "reward_workers": "verifiers.workers", **TRL_NAMES,
+                                         "grad_accum": "gradient_accumulation_steps",
+                                         "updates_per_batch": "num_iterations"}
 
     @model_validator(mode="before")
     @classmethod
@@ -140,10 +148,11 @@ class GRPOConfig(Renamed):
             data = {**data, "scale_rewards": "group" if data["scale_rewards"] else "none"}
         return data
 
-    steps: int = Field(150, ge=0, description="Optimizer updates (one sampler batch each).")
+    max_steps: int = Field(150, ge=0, description="Training steps, one sampler batch each (num_iterations updates "
+                           "per batch).")
     prompts_per_step: int = Field(8, ge=1, description="Prompts drawn from the curriculum sampler per step.")
     num_generations: int = Field(8, ge=2, description="Completions sampled per prompt (G), as TRL names it.")
-    lr: float = Field(2e-4, gt=0, description="Peak AdamW learning rate (GRPO wants ~10x less than SFT).")
+    learning_rate: float = Field(2e-4, gt=0, description="Peak AdamW learning rate (GRPO wants ~10x less than SFT).")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     beta: float = Field(
         0.0, ge=0, description="k3 KL coefficient to the reference (SFT) model; 0 loads no reference model."
@@ -161,8 +170,8 @@ class GRPOConfig(Renamed):
     loss_agg: Literal["token", "sequence"] = Field(
         "token", description="token: mean over all completion tokens; sequence: mean of per-sequence means."
     )
-    updates_per_batch: int = Field(
-        1, ge=1, description="Gradient passes over each rollout batch (mu); >1 makes the ratio clip bite."
+    num_iterations: int = Field(
+        1, ge=1, description="Gradient passes over each rollout batch (mu, TRL's name); >1 makes the ratio clip bite."
     )
     mask_truncated_completions: bool = Field(
         False, description="TRL's and DAPO's overlong filtering: a completion cut at max_new_tokens keeps its reward "
@@ -179,10 +188,11 @@ class GRPOConfig(Renamed):
                                "the loss scores the policy, old policy and reference at the same temperature "
                                "(logits / T), as TRL and verl do.")
     top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling (in a spec: generation.top_p).")
-    grad_accum: int = Field(1, ge=1, description="Micro-batches per update (the groups are split evenly).")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per update (the groups are split "
+                                             "evenly).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     warmup_steps: int = Field(10, ge=0, description="Linear warmup steps before the cosine decay.")
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
     rollout: Literal["hf", "vllm"] = Field("hf", description="Rollout engine: in-process HF or vLLM.")
     backend: Literal["torch", "deepspeed"] = Field(
         "torch", description="GRPO's optimizer backend: torch (one process) or deepspeed (ZeRO data parallel over the "
@@ -199,7 +209,7 @@ class GRPOConfig(Renamed):
         "e.g. for rank 0's rollouts and held-out eval (DeepSpeed's and NCCL's own default is 10 minutes, which a "
         "long eval can exceed).",
     )
-    log_every: int = Field(
+    logging_steps: int = Field(
         1, ge=1,
         description="Every N steps: a line in metrics.jsonl and a step line in the log (reward, correct rate, "
         "zero-variance share, KL, step time, tokens).",
@@ -244,10 +254,10 @@ class GRPOConfig(Renamed):
 
     @model_validator(mode="after")
     def _clip_sane(self) -> "GRPOConfig":
-        if self.prompts_per_step * self.num_generations % self.grad_accum:
+        if self.prompts_per_step * self.num_generations % self.gradient_accumulation_steps:
             raise ValueError(
                 f"prompts_per_step*num_generations={self.prompts_per_step * self.num_generations} is not divisible "
-                f"by grad_accum={self.grad_accum}; choose grad_accum that divides it"
+                f"by gradient_accumulation_steps={self.gradient_accumulation_steps}; choose one that divides it"
             )
         return self
 
@@ -299,12 +309,14 @@ class LoRAConfig(_Frozen):
     )
 
 
-class DPOConfig(_Frozen):
+class DPOConfig(Renamed):
     """Direct Preference Optimization (training.algorithm: dpo) on pairs from tiering's own samples, in one
     process (torch): none of training.grpo applies to it."""
 
-    steps: int = Field(100, ge=0, description="Optimizer steps; 0 keeps the SFT model (evaluated as the result).")
-    lr: float = Field(
+    RENAMED: ClassVar[dict[str, str]] = TRL_NAMES
+
+    max_steps: int = Field(100, ge=0, description="Optimizer steps; 0 keeps the SFT model (evaluated as the result).")
+    learning_rate: float = Field(
         1e-4, gt=0,
         description="Peak AdamW learning rate. ~1e-4 suits the embedded ~1M-parameter model; a pretrained HF model "
         "wants ~5e-7 to 5e-6 (TRL's DPO default is 1e-6), LoRA ~10x more.",
@@ -316,7 +328,7 @@ class DPOConfig(_Frozen):
     )
     batch_size: int = Field(8, ge=1, description="Pairs per optimizer step (each pair is two sequences).")
     warmup_steps: int = Field(5, ge=0, description="Linear warmup steps before the cosine decay.")
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     max_length: int = Field(
@@ -335,7 +347,7 @@ class DPOConfig(_Frozen):
         description="Pair each correct response with the incorrect one closest in token count first, so the "
         "preference is not mostly about length.",
     )
-    log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
+    logging_steps: int = Field(1, ge=1, description="Write a metrics line every N steps.")
 
 
 class TrainingConfig(_Frozen):

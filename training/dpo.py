@@ -210,11 +210,11 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     log.info("dpo: %d pairs, %s prompts, %s, %d of %d parameters trainable", len(data), fmt.kind, dtype_name(dtype),
              counts["trainable_params"], counts["total_params"])
     trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt,
-                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.steps, d.log_every,
+                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.max_steps, d.logging_steps,
                       _step_line, device)
     with trainer:
         run = trainer.start(resume)
-        for step in range(run.step, d.steps):
+        for step in range(run.step, d.max_steps):
             t_step = time.perf_counter()
             idx = batch_indices(len(data), d.batch_size, step, seed)
             with backend.autocast():
@@ -230,7 +230,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
             if trainer.checkpoint_due(run.step):
                 trainer.save(trainer.evaluate(run.step))
             if on_progress is not None:
-                on_progress(run.step, d.steps, metrics)
+                on_progress(run.step, d.max_steps, metrics)
     return trainer.finish(sft_model, {"algorithm": "dpo", "pairs": len(data), "prompt_format": fmt.kind,
                                       "dtype": dtype_name(dtype), **cut, **counts}, plot=plot_dpo_curves)
 

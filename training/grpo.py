@@ -8,11 +8,11 @@ sample `num_generations` completions each from the rollout engine (HF in-process
 synced after every update), score them with the rows' verifiers in parallel processes, report each
 group's success rate back to the sampler (online re-tiering, or the adaptive sampler's arm values), drop
 zero-variance groups and refill from the sampler up to `max_refill_rounds` times, then take
-`updates_per_batch` AdamW steps on the clipped GRPO loss (training/grpo_math.py). Every
+`num_iterations` AdamW steps on the clipped GRPO loss (training/grpo_math.py). Every
 `checkpoint.every` steps (and at the end) the policy is evaluated on the held-out rows and saved with
 its optimizer, sampler and RNG state; a rerun resumes from the newest complete checkpoint (the
 skeleton shared with SFT and DPO does those: training/trainer.py). Outputs in
-out_dir: metrics.jsonl (a line every `log_every` steps), evals.jsonl (SFT baseline at step 0, then each
+out_dir: metrics.jsonl (a line every `logging_steps` steps), evals.jsonl (SFT baseline at step 0, then each
 checkpoint), evals/ (each of those evals whole, for the evaluate stage to read back; one plain torch
 process only: `training.eval.write_loop_eval`), rollout_samples.jsonl, tb/ (TensorBoard, with `training.report_to: [tensorboard]`),
 curves.png, step_NNNNNN/ checkpoints, summary.json. A progress bar follows the steps on a terminal and a
@@ -129,13 +129,13 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     rollouts = _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
                           workers, timeout_s)
     trainer = Trainer("grpo", out, cfg, backend, tokenizer, fmt,
-                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.steps, g.log_every,
-                      partial(step_line, total=g.steps), device, parts={"sampler": sampler}, state_cls=GRPORun)
+                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.max_steps, g.logging_steps,
+                      partial(step_line, total=g.max_steps), device, parts={"sampler": sampler}, state_cls=GRPORun)
     with trainer:
         run = trainer.start(resume)
         with rollouts:
             rollouts.start(run, backend)
-            for step in range(run.step, g.steps):
+            for step in range(run.step, g.max_steps):
                 t_step = time.perf_counter()
                 # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
                 groups, info = rollouts.collect(sampler, step, run)
@@ -163,7 +163,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                     run.queue = rollouts.state_dict()  # saved with the sampler that drew it
                     trainer.save(record)  # every rank: DeepSpeed's partitions
                 if on_progress is not None:
-                    on_progress(run.step, g.steps, metrics)
+                    on_progress(run.step, g.max_steps, metrics)
 
     metrics = read_jsonl(out / "metrics.jsonl")
     extra = {"zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
@@ -283,7 +283,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
 
 
 def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> dict:
-    """`updates_per_batch` optimizer steps on the GRPO loss of `groups`; returns loss diagnostics."""
+    """`num_iterations` optimizer steps on the GRPO loss of `groups`; returns loss diagnostics."""
     import torch
 
     from rlvrflow.training.grpo_math import grpo_loss, group_advantages
@@ -302,7 +302,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     local_tokens = sum(len(comps[i]) * w for i, w in zip(rows, weights))
     denom_tok = backend.loss_denominator(local_tokens)
     denom_seq = backend.loss_denominator(sum(weights))
-    micro = [rows[k::g.grad_accum] for k in range(g.grad_accum)]
+    micro = [rows[k::g.gradient_accumulation_steps] for k in range(g.gradient_accumulation_steps)]
     w_of = dict(zip(rows, weights))
 
     def logps(model, idx, grad: bool, entropy: str | None = None):
@@ -314,12 +314,12 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     if groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy
         gen = [lp for grp in groups for lp in grp.old_logprobs]
         old = {k: _padded([gen[i] for i in mb], device) for k, mb in enumerate(micro) if mb}
-    elif g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
+    elif g.num_iterations > 1:  # the ratio compares against the policy that generated the rollouts
         old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
     ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
     stats = {"loss": 0.0, "grad_norm": 0.0, "masked_truncated": sum(cut[i] for i in rows)}
     sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0}  # token-weighted over micro-batches
-    for _ in range(g.updates_per_batch):
+    for _ in range(g.num_iterations):
         backend.zero_grad()
         for k, mb in enumerate(micro):
             if not mb:
@@ -333,7 +333,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
                                  g.loss_agg, total_tokens=denom_tok, total_seqs=denom_seq,
                                  entropy=entropy, entropy_coef=g.entropy_coef)
             backend.backward(loss)
-            stats["loss"] += float(loss.detach()) / g.updates_per_batch
+            stats["loss"] += float(loss.detach()) / g.num_iterations
             n = float(mask.sum())  # a micro-batch of DP padding only counts for nothing
             for key in ("clip_fraction", "kl", "entropy"):
                 sums[key] += st.get(key, 0.0) * n

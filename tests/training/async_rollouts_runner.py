@@ -40,7 +40,7 @@ def main() -> None:
     from rlvrflow.verifiers import RewardConfig
 
     sft, out, kill_after, who = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    cfg = toy.training_cfg(grpo={"steps": STEPS, "lr": 1e-2, "rollout_mode": "async", "max_staleness": 2},
+    cfg = toy.training_cfg(grpo={"max_steps": STEPS, "learning_rate": 1e-2, "rollout_mode": "async", "max_staleness": 2},
                            checkpoint={"every": 2, "keep_last": 4})
 
     def progress(step, total, metrics):

@@ -100,7 +100,7 @@ def spy(monkeypatch):
 def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "num_generations": 2},
+    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2},
                   checkpoint={"every": 1})
     train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
                toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2), tmp_path / "g", seed=0,
@@ -111,7 +111,7 @@ def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_mod
 def test_train_grpo_without_workers_sizes_one_pool_by_the_cores_for_rewards_and_evals(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "num_generations": 2},
+    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2},
                   checkpoint={"every": 1})
     train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
                toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2), tmp_path / "g", seed=0)
@@ -121,7 +121,7 @@ def test_train_grpo_without_workers_sizes_one_pool_by_the_cores_for_rewards_and_
 def test_train_dpo_evaluates_with_its_pool_settings(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.dpo import train_dpo
 
-    cfg = toy.cfg(algorithm="dpo", dpo={"steps": 1, "batch_size": 2, "warmup_steps": 0}, checkpoint={"every": 1})
+    cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 1, "batch_size": 2, "warmup_steps": 0}, checkpoint={"every": 1})
     pairs = [{"prompt": f"Copy {d}\n", "chosen": f"Answer: {d}", "rejected": f"Answer: {d + 1}"} for d in range(3)]
     train_dpo(sft_model, pairs, cfg, toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2),
               tmp_path / "d", seed=0, workers=1, timeout_s=7.5)

@@ -56,7 +56,7 @@ def main() -> None:
         zero3_threshold_zero()
     HFEngine.generate = counting_generate
     device = os.environ.get("DS_LOOP_DEVICE", "cpu")  # bench/gpu_smoke.py sets cuda
-    cfg = toy.training_cfg(device=device, grpo={"steps": 5, "grad_accum": 2,
+    cfg = toy.training_cfg(device=device, grpo={"max_steps": 5, "gradient_accumulation_steps": 2,
                                                           **({"backend": "deepspeed", "zero_stage": stage} if stage else {})},
                            checkpoint={"every": 2, "keep_last": 3})
 
