@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     rl_df = train_df if args.worked is None else train_df.slice(args.worked).with_columns(solution=pl.lit(None, pl.Utf8))
     cfg = TrainingConfig.model_validate({
         "tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 352, "max_positions": 64},
-        "sft": {"steps": args.sft_steps, "lr": args.sft_lr, "batch_size": args.sft_batch, "warmup_steps": 20, "max_length": 32},
-        "grpo": {"steps": args.grpo_steps, "prompts_per_step": 16, "num_generations": 8, "lr": args.lr,
+        "sft": {"max_steps": args.sft_steps, "learning_rate": args.sft_lr, "batch_size": args.sft_batch, "warmup_steps": 20, "max_length": 32},
+        "grpo": {"max_steps": args.grpo_steps, "prompts_per_step": 16, "num_generations": 8, "learning_rate": args.lr,
                  "warmup_steps": 5, "max_new_tokens": 12},
         "checkpoint": {"every": max(1, args.grpo_steps // 3), "keep_last": 1},
         "seed": args.seed,
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.control:
         sft_stats = json.loads((Path(sft) / "sft_stats.json").read_text())
         steps = max(1, round(seconds["grpo"] * sft_stats["steps"] / max(sft_stats["seconds"], 1e-9)))
-        ccfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"steps": steps, "warmup_steps": 0})})
+        ccfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_steps": steps, "warmup_steps": 0})})
         shutil.rmtree(out / "control", ignore_errors=True)
         cmodel = run_sft(sft, sft_df, ccfg, out / "control", args.seed)
         control = {"steps": steps, **evaluate(cmodel, eval_df, eval_cfg, args.seed, device="cpu")}

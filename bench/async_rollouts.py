@@ -54,13 +54,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 def grpo_config(args, seed: int, mode: str):
     from rlvrflow.training.config import TrainingConfig
 
-    grpo = {"steps": args.steps, "prompts_per_step": args.prompts_per_step, "num_generations": args.group_size,
-            "lr": args.lr, "warmup_steps": 5, "max_new_tokens": 12, "rollout_mode": mode, "reward_workers": 1}
+    grpo = {"max_steps": args.steps, "prompts_per_step": args.prompts_per_step, "num_generations": args.group_size,
+            "learning_rate": args.lr, "warmup_steps": 5, "max_new_tokens": 12, "rollout_mode": mode}
     if mode == "async":
         grpo["max_staleness"] = args.max_staleness
     return TrainingConfig.model_validate({
         "tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 352, "max_positions": 64},
-        "sft": {"steps": args.sft_steps, "lr": 1e-3, "batch_size": 64, "warmup_steps": 20, "max_length": 32},
+        "sft": {"max_steps": args.sft_steps, "learning_rate": 1e-3, "batch_size": 64, "warmup_steps": 20, "max_length": 32},
         "grpo": grpo, "checkpoint": {"every": args.steps, "keep_last": 1}, "seed": seed, "torch_threads": args.threads,
         "device": "cpu", "report_to": [],
     })
@@ -76,7 +76,7 @@ def run_arm(args, seed: int, mode: str, sft, tiered, eval_df, out: Path) -> dict
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
     result = train_grpo(sft, tiered, grpo_config(args, seed, mode), CurriculumConfig(n_samples=8, k=4, dedup_window=4),
-                        RewardConfig(), eval_df, EvalConfig(k=4, n_samples=4, max_new_tokens=12, workers=1), out, seed,
+                        RewardConfig(), eval_df, EvalConfig(k=4, n_samples=4, max_new_tokens=12), out, seed,
                         on_progress=lambda step, total, m: stamps.setdefault(step, time.perf_counter()))
     seconds = time.perf_counter() - t
     loop = (args.steps - 2) / (stamps[args.steps - 1] - stamps[1])

@@ -95,7 +95,7 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     steps = max(1, round(stages[trained]["seconds"] * pace))
     split = Path(stages["split"]["dir"])
     tc = spec.training
-    cfg = tc.model_copy(update={"seed": seed, "sft": tc.sft.model_copy(update={"steps": steps, "warmup_steps": 0})})
+    cfg = tc.model_copy(update={"seed": seed, "sft": tc.sft.model_copy(update={"max_steps": steps, "warmup_steps": 0})})
     shutil.rmtree(out / "control", ignore_errors=True)  # run_sft would reuse an earlier control of this path
     t = time.perf_counter()
     model = run_sft(sft_dir, pl.read_parquet(split / "train.parquet"), cfg, out / "control", seed)

@@ -103,9 +103,9 @@ def run_arm(args: argparse.Namespace) -> dict:
     cfg = TrainingConfig.model_validate({
         "device": "cpu", "torch_threads": args.threads, "prompt_format": "chat",
         "lora": {"r": args.lora_r, "alpha": 2 * args.lora_r} if args.arm == "lora" else None,
-        "grpo": {"steps": args.steps, "prompts_per_step": args.prompts, "num_generations": args.group, "lr": args.lr,
+        "grpo": {"max_steps": args.steps, "prompts_per_step": args.prompts, "num_generations": args.group, "learning_rate": args.lr,
                  "beta": args.beta, "warmup_steps": 0, "max_new_tokens": args.max_new_tokens,
-                 "reward_workers": 1, "max_refill_rounds": 0, "filter_zero_variance": False},
+                 "max_refill_rounds": 0, "filter_zero_variance": False},
         "checkpoint": {"every": args.steps, "keep_last": 1},
     })
     reward = RewardConfig(length_penalty={"enabled": True, "target_tokens": 8, "max_penalty": 0.5,
@@ -124,7 +124,7 @@ def run_arm(args: argparse.Namespace) -> dict:
     grpo.update_policy = timed_update  # the loop looks it up in its module at each step
     result = grpo.train_grpo(args.model, rows(64, args.seed, "train"), cfg, CurriculumConfig(dedup_window=1),
                              reward, rows(2, args.seed + 1, "eval"),
-                             EvalConfig(k=1, n_samples=1, max_new_tokens=8, workers=1), args.out, seed=args.seed,
+                             EvalConfig(k=1, n_samples=1, max_new_tokens=8), args.out, seed=args.seed,
                              on_progress=lambda *_: (ticks.append(time.perf_counter()),
                                                      rss.append(_status_mb("VmRSS"))))
     steps = [b - a for a, b in zip(ticks, ticks[1:])]

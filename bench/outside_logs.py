@@ -58,8 +58,8 @@ curriculum:
 
 training:
   model: embedded-base
-  sft: {{steps: 200}}
-  grpo: {{steps: {steps}, prompts_per_step: 8, num_generations: 8, lr: 3e-4, warmup_steps: 5, max_refill_rounds: 2}}
+  sft: {{max_steps: 200}}
+  grpo: {{max_steps: {steps}, prompts_per_step: 8, num_generations: 8, learning_rate: 3e-4, warmup_steps: 5, max_refill_rounds: 2}}
   checkpoint: {{every: {every}, keep_last: 2}}
   seed: 0
 

@@ -99,7 +99,7 @@ def pretrain(base: Path, lines: list[str], cfg, steps: int, out: Path, seed: int
 
     cut = len(lines) - 300
     train = pl.DataFrame({"prompt": ["calc: "] * cut, "solution": lines[:cut]})
-    pcfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"steps": steps, "batch_size": 64, "max_length": 40})})
+    pcfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_steps": steps, "batch_size": 64, "max_length": 40})})
     model = run_sft(base, train, pcfg, out, seed)
     held = [line for line in lines[cut:] if line.count("=") == 1]
     df = pl.DataFrame([{"id": f"a{i}", "category": "arithmetic", "prompt": "calc: " + x.split("=")[0] + "=",
@@ -124,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=5000, help="training rows (worked and outcome-only)")
     ap.add_argument("--eval", type=int, default=400, help="held-out rows")
     ap.add_argument("--max-rows", type=int, default=None, help="outcome-only rows tiered for GRPO (default: the spec's)")
-    ap.add_argument("--sft-steps", type=int, default=None, help="default: the spec's training.sft.steps")
-    ap.add_argument("--grpo-steps", type=int, default=None, help="default: the spec's training.grpo.steps")
-    ap.add_argument("--grpo-lr", type=float, default=None, help="default: the spec's training.grpo.lr")
+    ap.add_argument("--sft-steps", type=int, default=None, help="default: the spec's training.sft.max_steps")
+    ap.add_argument("--grpo-steps", type=int, default=None, help="default: the spec's training.grpo.max_steps")
+    ap.add_argument("--grpo-lr", type=float, default=None, help="default: the spec's training.grpo.learning_rate")
     ap.add_argument("--base", default="embedded-base",
                     help="'embedded-base' (the shipped pretrained tiny base, default), 'random' (random weights), or a "
                     "model folder")
@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = load_spec(RETAIL / "spec.yaml")
     args.max_rows = args.max_rows or spec.curriculum.max_rows
-    args.sft_steps = spec.training.sft.steps if args.sft_steps is None else args.sft_steps
-    args.grpo_steps = spec.training.grpo.steps if args.grpo_steps is None else args.grpo_steps
+    args.sft_steps = spec.training.sft.max_steps if args.sft_steps is None else args.sft_steps
+    args.grpo_steps = spec.training.grpo.max_steps if args.grpo_steps is None else args.grpo_steps
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = math_rows(args.eval + args.rows, args.seed, spec.cleaning.template)
@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     eval_df = frame(held, "eval")
     # the demo's model, SFT and GRPO settings (examples/retail/spec.yaml), this probe's step counts
     tc = spec.training
-    cfg = tc.model_copy(update={"seed": args.seed, "sft": tc.sft.model_copy(update={"steps": args.sft_steps}),
-                                "grpo": tc.grpo.model_copy(update={"steps": args.grpo_steps, "lr": args.grpo_lr or tc.grpo.lr}),
+    cfg = tc.model_copy(update={"seed": args.seed, "sft": tc.sft.model_copy(update={"max_steps": args.sft_steps}),
+                                "grpo": tc.grpo.model_copy(update={"max_steps": args.grpo_steps, "learning_rate": args.grpo_lr or tc.grpo.learning_rate}),
                                 "checkpoint": tc.checkpoint.model_copy(update={"every": max(1, args.grpo_steps // 3),
                                                                                "keep_last": 1})})
     cur = spec.curriculum
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     clock("grpo", t)
     sft_stats = json.loads((Path(sft) / "sft_stats.json").read_text())
     steps = max(1, round(secs["grpo"] * sft_stats["steps"] / max(sft_stats["seconds"], 1e-9)))
-    ccfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"steps": steps, "warmup_steps": 0})})
+    ccfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_steps": steps, "warmup_steps": 0})})
     shutil.rmtree(out / "control", ignore_errors=True)
     control = evaluate(run_sft(sft, sft_df, ccfg, out / "control", args.seed), eval_df, eval_cfg, args.seed, device="cpu")
     base_m = evaluate(sft, eval_df, eval_cfg, args.seed, device="cpu")

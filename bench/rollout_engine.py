@@ -46,7 +46,7 @@ def default_model(rows, args, out: Path) -> Path:
     from rlvrflow.training.sft import run_sft
     from rlvrflow.training.tiny_model import resolve_base_model
 
-    cfg = TrainingConfig(sft=SFTConfig(steps=args.sft_steps), seed=args.seed, device="cpu", torch_threads=args.threads)
+    cfg = TrainingConfig(sft=SFTConfig(max_steps=args.sft_steps), seed=args.seed, device="cpu", torch_threads=args.threads)
     base = resolve_base_model(cfg, rows["prompt"].to_list() + rows["solution"].to_list(), out / "base", args.seed)
     return Path(run_sft(base, rows, cfg, out / "sft", args.seed))
 

@@ -114,7 +114,7 @@ def prepare(args, out: Path):
     rows = assign_split(rows, args.eval_fraction, args.seed)
     train, evalrows = rows.filter(rows["split"] == "train"), rows.filter(rows["split"] == "eval")
     print(f"[data] {train.height} train / {evalrows.height} eval rows; {dropped} dropped by the self-check")
-    cfg = TrainingConfig(sft=SFTConfig(steps=args.sft_steps, lr=args.sft_lr), seed=args.seed, device="cpu",
+    cfg = TrainingConfig(sft=SFTConfig(max_steps=args.sft_steps, learning_rate=args.sft_lr), seed=args.seed, device="cpu",
                          torch_threads=args.threads)
     base = resolve_base_model(cfg, rows["prompt"].to_list() + rows["solution"].to_list(), out / "base", args.seed)
     sft = run_sft(base, train, cfg, out / "sft", args.seed)
@@ -128,7 +128,7 @@ def greedy_pass_at_1(model_dir: Path, evalrows, args) -> float:
     from rlvrflow.training.config import EvalConfig
     from rlvrflow.training.eval import evaluate
 
-    cfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens, workers=2)
+    cfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens)
     return float(evaluate(model_dir, evalrows, cfg, args.seed, device="cpu")["pass_at_1_greedy"])
 
 
@@ -138,11 +138,11 @@ def run_ours(sft: Path, tiered, evalrows, cfg, cur, args, out: Path) -> dict:
     from rlvrflow.verifiers import RewardConfig
 
     refill = GRPOConfig().max_refill_rounds if args.max_refill_rounds is None else args.max_refill_rounds
-    g = GRPOConfig(steps=args.steps, prompts_per_step=args.prompts, num_generations=args.group, lr=args.lr,
+    g = GRPOConfig(max_steps=args.steps, prompts_per_step=args.prompts, num_generations=args.group, learning_rate=args.lr,
                    max_new_tokens=args.max_new_tokens, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_agg="token",
-                   updates_per_batch=1, reward_workers=2, max_refill_rounds=refill)
+                   num_iterations=1, max_refill_rounds=refill)
     tcfg = cfg.model_copy(update={"grpo": g, "checkpoint": CheckpointConfig(every=args.steps, keep_last=1)})
-    ecfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens, workers=2)
+    ecfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens)
     shutil.rmtree(out / "ours", ignore_errors=True)  # a full run is measured, never a resume of an old one
     t0 = time.perf_counter()
     result = train_grpo(sft, tiered, tcfg, cur, RewardConfig(), evalrows, ecfg, out / "ours", args.seed)

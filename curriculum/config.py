@@ -121,12 +121,12 @@ class CurriculumConfig(_Frozen):
         description="When no eligible prompt is left anywhere: relax_window reuses the least recently drawn "
         "ids from the dedup window; short_batch returns a smaller batch.",
     )
-    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature when tiering (0 = greedy).")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass when tiering.")
-    max_new_tokens: int = Field(
-        48, ge=1, description="Completion length cap in tokens when tiering; a spec that leaves it out gets "
-        "generation.max_new_tokens when that is set."
-    )
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature when tiering, 0 = greedy (in a spec: "
+                               "generation.temperature).")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass when tiering (in a spec: "
+                         "generation.top_p).")
+    max_new_tokens: int = Field(48, ge=1, description="Completion length cap in tokens when tiering (in a spec: "
+                                "generation.max_new_tokens).")
     engine: Literal["hf", "vllm"] = Field(
         "hf", description="What samples the tiering completions: hf (transformers, batches of engine_batch_size) "
         "or vllm (vLLM's offline engine, same prompt token ids and stop tokens; needs vllm installed: "

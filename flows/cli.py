@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="task runner for the fan-out stages (default: the spec's orchestration.runner)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a spec field by dotted path, VALUE read as YAML; repeatable, e.g. "
-                   "--set training.grpo.steps=20 --set training.torch_threads=1")
+                   "--set training.grpo.max_steps=20 --set training.torch_threads=1")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("make-model", help="build a small test model or the tiny base", description="qwen2: build a "
@@ -392,7 +392,7 @@ def parse_overrides(items: list[str]) -> dict:
     for item in items:
         field, sep, raw = item.partition("=")
         if not sep or not field.strip():
-            raise UserError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set training.grpo.steps=20", EXIT_USAGE)
+            raise UserError(f"--set {item!r}: expected FIELD=VALUE, e.g. --set training.grpo.max_steps=20", EXIT_USAGE)
         try:
             out[field.strip()] = yaml.safe_load(raw)
         except yaml.YAMLError as exc:

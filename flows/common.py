@@ -19,24 +19,22 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "orchestration.chunk_rows": 64,
     "curriculum.n_samples": 2,
     "curriculum.k": 1,
-    "curriculum.max_new_tokens": 16,
+    "generation.max_new_tokens": 8,
     "training.torch_threads": 1,  # on a busy 2-core box, 2 spinning torch threads made SFT 40x slower
-    "training.sft.steps": 4,
+    "training.sft.max_steps": 4,
     "training.sft.batch_size": 8,
     "training.sft.warmup_steps": 1,
-    "training.grpo.steps": 2,
+    "training.grpo.max_steps": 2,
     "training.grpo.prompts_per_step": 2,
     "training.grpo.num_generations": 2,
-    "training.grpo.max_new_tokens": 8,
     "training.grpo.warmup_steps": 1,
-    "training.grpo.grad_accum": 1,
-    "training.dpo.steps": 2,
+    "training.grpo.gradient_accumulation_steps": 1,
+    "training.dpo.max_steps": 2,
     "training.dpo.batch_size": 4,
     "training.dpo.warmup_steps": 1,
     "training.checkpoint.every": 1,
     "eval.n_samples": 2,
     "eval.k": 1,
-    "eval.max_new_tokens": 8,
     "eval.max_prompts": 6,
 }
 
@@ -47,7 +45,7 @@ def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
         node = data
         *parents, leaf = dotted.split(".")
         if not leaf or not all(parents):
-            raise SpecError(f"override {dotted!r}: a field is a dotted path of names, e.g. training.grpo.steps")
+            raise SpecError(f"override {dotted!r}: a field is a dotted path of names, e.g. training.grpo.max_steps")
         for depth, name in enumerate(parents):
             if node.get(name) is None:  # an unset section (`lora: null`) is created by its first field
                 node[name] = {}
@@ -80,7 +78,7 @@ def route_library_logs(level: int = logging.INFO) -> None:
 def load_run_spec(spec_path: str | Path, smoke: bool = False, runner: str | None = None,
                   overrides: dict[str, Any] | None = None) -> DomainSpec:
     """The spec a run uses: the file, then the smoke budget, a task-runner override and the caller's
-    dotted-path overrides (e.g. {"training.grpo.steps": 20}), in that order. Every flow starts here,
+    dotted-path overrides (e.g. {"training.grpo.max_steps": 20}), in that order. Every flow starts here,
     so this is also where the libraries' log lines are routed to the run's logs."""
     route_library_logs()
     spec = load_spec(spec_path)
@@ -97,7 +95,7 @@ def make_task_runner(spec: DomainSpec):
     if cfg.runner == "threads":
         from prefect.task_runners import ThreadPoolTaskRunner
 
-        return ThreadPoolTaskRunner(max_workers=cfg.workers)
+        return ThreadPoolTaskRunner(max_workers=cfg.task_workers)
     if cfg.runner == "dask":
         try:
             from prefect_dask import DaskTaskRunner
@@ -106,6 +104,6 @@ def make_task_runner(spec: DomainSpec):
                                "pip install 'prefect-dask>=0.3.7' 'dask[distributed]'") from None
         if cfg.address:
             return DaskTaskRunner(address=cfg.address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.workers, "threads_per_worker": 1,
+        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.task_workers, "threads_per_worker": 1,
                                               "processes": True, "dashboard_address": None})
     raise ValueError(f"orchestration.runner {cfg.runner!r} is not threads or dask")

@@ -1,28 +1,31 @@
 """The sections of a domain spec owned by `flows/`; the libraries never see them. Both have defaults.
 
-    orchestration: {runner: dask, workers: 2, chunk_rows: 256, retries: 2}   # fan-out and retries
+    orchestration: {runner: dask, task_workers: 2, chunk_rows: 256}          # fan-out and retries
     promotion: {min_gain: 1.0, max_regression: 2.0}                          # champion vs challenger
     registry: {backend: mlflow, tracking_uri: http://mlflow.internal:5000}   # also kept in MLflow
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rlvrflow.training.config import Renamed
 
-class OrchestrationConfig(BaseModel):
+
+class OrchestrationConfig(Renamed):
     """Task runner for the fan-out stages (verification, tiering), chunking and retries."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    RENAMED: ClassVar[dict[str, str]] = {"workers": "task_workers"}  # `workers` is the verifier pool's
 
     runner: Literal["threads", "dask"] = Field(
         "threads",
         description="where the fan-out tasks run: threads (local) or dask (prefect-dask, a local "
         "cluster unless `address` is set)",
     )
-    workers: int = Field(2, ge=1, description="threads, or Dask worker processes, that run the fan-out "
-                         "tasks; the verifier pool's size is verifiers.workers")
+    task_workers: int = Field(2, ge=1, description="fan-out tasks (attach row ranges, tiering chunks, prepare's "
+                              "files under dask) run at once: threads, or Dask worker processes. Each task scores "
+                              "on the verifier pool of verifiers.workers processes (one pool per Dask worker)")
     address: str = Field(
         "", description="an existing Dask scheduler address; empty starts a local cluster"
     )

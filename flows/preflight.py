@@ -104,8 +104,7 @@ def too_long(spec: DomainSpec, rows: list[dict]) -> list[Notice]:
     positions, where = model_positions(spec)
     if not positions:
         return []
-    # the resolved caps of tiering, GRPO and eval (generation.max_new_tokens fills them): the longest counts
-    budget = max(spec.curriculum.max_new_tokens, spec.training.grpo.max_new_tokens, spec.eval.max_new_tokens)
+    budget = spec.generation.max_new_tokens  # the cap of tiering, GRPO and eval alike
     count = _token_counter(spec)
     sized = sorted(((count(render_prompt(str(r["question"]), str(r["category"]), spec.cleaning.template)), r)
                     for r in rows), key=lambda x: -x[0])

@@ -10,7 +10,7 @@ clobber each other; stages they share are computed once (a lock per stage folder
 
 `smoke=True` applies a tiny budget (flows/common.py: SMOKE_OVERRIDES) to check the chain end to end.
 `runner` (threads | dask) overrides `orchestration.runner` for the fan-out stages, and
-`overrides` any spec field by dotted path, e.g. {"training.grpo.steps": 20} (`rlvrflow run --set`).
+`overrides` any spec field by dotted path, e.g. {"training.grpo.max_steps": 20} (`rlvrflow run --set`).
 
     rlvrflow run examples/retail/spec.yaml --out runs/demo          # this flow, locally
     prefect deployment run 'retrain/smoke' --watch                   # the same, on a worker

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from rlvrflow.flows.cache import Manifest, build_stage, stage_key
 from rlvrflow.flows.errors import StageFailed, classify
 from rlvrflow.flows.rows import check_rows
-from rlvrflow.flows.spec import DomainSpec, spec_from_dict
+from rlvrflow.flows.spec import DomainSpec, spec_data, spec_from_dict
 
 Echo = Callable[[str], None]
 Progress = Callable[[float], None]
@@ -256,7 +256,7 @@ class Stage:
 
 
 def section(spec: DomainSpec, dotted: str) -> Any:
-    """The value at a dotted spec path ("training.sft.steps")."""
+    """The value at a dotted spec path ("training.sft.max_steps")."""
     value: Any = spec
     for part in dotted.split("."):
         value = getattr(value, part)
@@ -307,7 +307,7 @@ def print_line(line: str) -> None:
 def _job(stage: Stage, spec: DomainSpec, root: Path, out: Path, upstream: dict[str, Manifest],
          progress: Progress | None) -> Job:
     inputs = {name: {"dir": str(m.dir), **{k: str(m.path(k)) for k in m.outputs}} for name, m in upstream.items()}
-    return Job(stage.name, spec.model_dump_json(), str(spec.base_dir), str(root), str(out), inputs,
+    return Job(stage.name, json.dumps(spec_data(spec)), str(spec.base_dir), str(root), str(out), inputs,
                progress=progress)
 
 

@@ -7,14 +7,14 @@ and the fix (the field's description and, for enums and literals, the allowed va
 
 Relative paths inside the spec resolve against `spec.base_dir`, the spec file's folder.
 
-Settings that several sections share are set once in `generation:` (today `max_new_tokens`, the
-completion cap of tiering, GRPO rollouts and eval). It is resolved here, before the sections
-validate: a section that does not set the field itself gets the shared value, so the stages (and
-the cache keys, which hash the sections) only ever see the resolved number. docs/spec.md lists
-every field (`python scripts/spec_reference.py` writes it from these models).
+How completions are sampled is set once, in `generation:` (max_new_tokens, temperature, top_p), and
+resolved here into the sections that generate (curriculum, training.grpo, eval) before they validate,
+so the stages (and the cache keys, which hash the sections) read the resolved values. Writing one of
+those fields in its section, or a field under an earlier name, is a `renamed` error that names the
+new place. docs/spec.md lists every field a spec takes (`python scripts/spec_reference.py`).
 
     spec = load_spec("examples/retail/spec.yaml")
-    spec.training.sft.steps, spec.base_dir
+    spec.training.sft.max_steps, spec.base_dir
 """
 from __future__ import annotations
 
@@ -29,14 +29,18 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from rlvrflow.cleaning.config import CleaningConfig, DriftConfig, SourceSpec, ValidationConfig
 from rlvrflow.curriculum.config import CurriculumConfig
 from rlvrflow.flows.config import OrchestrationConfig, PromotionConfig, RegistryConfig
-from rlvrflow.training.config import EvalConfig, TrainingConfig
+from rlvrflow.training.config import EvalConfig, TrainingConfig, renamed_error
 from rlvrflow.verifiers.config import VerifierConfig
 
-__all__ = ["DomainSpec", "GenerationConfig", "SpecError", "load_spec", "spec_data", "spec_from_dict",
+__all__ = ["DomainSpec", "FROM_GENERATION", "GenerationConfig", "SpecError", "load_spec", "spec_data", "spec_from_dict",
            "format_validation_error"]
 
-# Where generation.max_new_tokens lands: the sections that generate completions.
+# The sections that generate completions, each reading every generation.* field.
 GENERATION_TARGETS: tuple[tuple[str, ...], ...] = (("curriculum",), ("training", "grpo"), ("eval",))
+GENERATION_FIELDS = ("max_new_tokens", "temperature", "top_p")
+# Fields of the library sections that a spec sets in one place: spec path -> where it is set now.
+FROM_GENERATION: dict[str, str] = {".".join((*path, f)): f"generation.{f}"
+                                   for path in GENERATION_TARGETS for f in GENERATION_FIELDS}
 
 
 class SpecError(ValueError):
@@ -60,27 +64,48 @@ def _section_field(cls: type[BaseModel], description: str) -> Any:
 
 
 class GenerationConfig(BaseModel):
-    """Generation settings shared by tiering, GRPO rollouts and eval, set once for all three."""
+    """How completions are sampled, set once for tiering (and so DPO's pairs), GRPO rollouts and eval."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_new_tokens: int | None = Field(
-        None, ge=1,
-        description="completion length cap in tokens for tiering (curriculum.max_new_tokens), GRPO rollouts "
-        "(training.grpo.max_new_tokens) and eval (eval.max_new_tokens); a section that sets its own value keeps "
-        "it; null: each section keeps its own default",
+    max_new_tokens: int = Field(
+        24, ge=1, description="completion length cap in tokens, for tiering, GRPO rollouts and eval (greedy and "
+        "sampled) alike, so a tier and a held-out score describe the completions GRPO trains on",
+    )
+    temperature: float = Field(
+        1.0, gt=0, description="sampling temperature of tiering, GRPO rollouts and eval's sampled metrics (the "
+        "greedy metrics use 0): tiering predicts which groups GRPO will find mixed, so both sample alike",
+    )
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="nucleus sampling mass of tiering, GRPO rollouts and eval's sampled metrics",
     )
 
 
-def _shared_cap(data: Any) -> int | None:
-    """generation.max_new_tokens of raw spec data; None when unset or invalid (validation reports it
-    where it was written, at generation.*)."""
-    if not isinstance(data, dict):
-        return None
+def _generation(data: Any) -> GenerationConfig | None:
+    """generation.* of raw spec data; None when invalid (validation reports it at generation.*)."""
     try:
-        return GenerationConfig.model_validate(data.get("generation") or {}).max_new_tokens
+        return GenerationConfig.model_validate(data.get("generation") or {})
     except ValidationError:
         return None
+
+
+def _section_data(data: dict, path: tuple[str, ...]) -> Any:
+    for name in path:
+        data = data.get(name) if isinstance(data, dict) else None
+        if isinstance(data, BaseModel):
+            data = data.model_dump(exclude_unset=True)
+    return data
+
+
+def _set_in_sections(data: dict) -> list[tuple[str, str, Any]]:
+    """(old path, new path, value) of each FROM_GENERATION field the spec writes in its section."""
+    found = []
+    for dotted, new in FROM_GENERATION.items():
+        *path, leaf = dotted.split(".")
+        section = _section_data(data, tuple(path))
+        if isinstance(section, dict) and leaf in section:
+            found.append((dotted, new, section[leaf]))
+    return found
 
 
 def _with_default(data: dict, path: tuple[str, ...], key: str, value: Any) -> dict | None:
@@ -131,7 +156,8 @@ class DomainSpec(BaseModel):
     )
     generation: GenerationConfig = Field(
         default_factory=GenerationConfig,
-        description="settings shared by tiering, GRPO and eval (max_new_tokens), resolved into those sections",
+        description="how completions are sampled (max_new_tokens, temperature, top_p), one setting for tiering, "
+        "GRPO rollouts and eval",
     )
     orchestration: OrchestrationConfig = Field(
         default_factory=OrchestrationConfig,
@@ -155,16 +181,22 @@ class DomainSpec(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _resolve_generation(cls, data: Any, handler) -> "DomainSpec":
-        """generation.max_new_tokens fills the GENERATION_TARGETS sections that leave it unset; the
-        spec remembers which fields it filled (`spec_data` leaves them out again)."""
-        filled, value = [], _shared_cap(data)
-        for path in GENERATION_TARGETS if value is not None else ():
-            new = _with_default(data, path, "max_new_tokens", value)
-            if new is not None:
-                data, filled = new, [*filled, ".".join((*path, "max_new_tokens"))]
+        """generation.* fills those fields of the GENERATION_TARGETS sections, which a spec may not set
+        there itself (a `renamed_error` says where they went); the spec remembers what it filled
+        (`spec_data` leaves it out again)."""
+        if not isinstance(data, dict):  # a DomainSpec passed in is returned as it is, with its own record
+            return handler(data)
+        moved = _set_in_sections(data)
+        if moved:
+            raise renamed_error(moved)
+        shared, filled = _generation(data), []
+        for path in GENERATION_TARGETS if shared is not None else ():
+            for name in GENERATION_FIELDS:
+                new = _with_default(data, path, name, getattr(shared, name))
+                if new is not None:
+                    data, filled = new, [*filled, ".".join((*path, name))]
         spec = handler(data)
-        if isinstance(data, dict):  # a DomainSpec passed in is returned as it is, with its own record
-            spec._inherited = tuple(filled)
+        spec._inherited = tuple(filled)
         return spec
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
@@ -189,8 +221,8 @@ class DomainSpec(BaseModel):
 
 def spec_data(spec: DomainSpec) -> dict:
     """The spec as JSON data that validates back to an equal spec, less the section values that
-    generation.* filled in: change generation.max_new_tokens in it (a `--set` override) and those
-    sections follow again, while the ones the spec set keep their own value."""
+    generation.* filled in: change generation.temperature in it (a `--set` override) and those
+    sections follow again."""
     data = spec.model_dump(mode="json")
     for dotted in spec._inherited:
         *parents, leaf = dotted.split(".")
@@ -253,6 +285,9 @@ def format_validation_error(exc: ValidationError, origin: str, model: type[BaseM
         path = _loc_to_path(loc)
         field, parent = _find_field(model, loc)
         rule = err["msg"]
+        if err["type"] == "renamed":  # the message says what to write instead, one field a line
+            lines += [f"  {path}: {part}" if path else f"  {part}" for part in rule.split("; ")]
+            continue
         if err["type"] != "missing":
             rule += f" (got {_short(err.get('input'))})"
         lines.append(f"  {path or '<top level>'}: {rule}")

@@ -53,7 +53,7 @@ def prepare(job: Job) -> Result:
 
 def _prepare_on_dask(spec: DomainSpec, args: tuple):
     """Inside a Dask task (Prefect's Dask task runner) fan out from this worker on its own cluster;
-    elsewhere (the CLI) on `orchestration.address`, or on a local cluster of `orchestration.workers`."""
+    elsewhere (the CLI) on `orchestration.address`, or on a local cluster of `orchestration.task_workers`."""
     from distributed import get_worker, worker_client
 
     from rlvrflow.cleaning.dask_run import local_cluster, prepare_on_dask
@@ -63,7 +63,7 @@ def _prepare_on_dask(spec: DomainSpec, args: tuple):
     except ValueError:  # not in a Dask worker
         if spec.orchestration.address:
             return prepare_on_dask(spec.orchestration.address, *args)
-        with local_cluster(spec.orchestration.workers) as client:
+        with local_cluster(spec.orchestration.task_workers) as client:
             return prepare_on_dask(client, *args)
     with worker_client() as client:  # secedes from the worker's pool while its tasks run
         return prepare_on_dask(client, *args)
@@ -318,7 +318,7 @@ def grpo(job: Job) -> Result:
 
     def progress(step: int, steps: int, metrics: dict) -> None:
         if job.progress is not None:
-            job.progress(step / max(1, steps or spec.training.grpo.steps))
+            job.progress(step / max(1, steps or spec.training.grpo.max_steps))
 
     summary = train_grpo(str(job.input("sft", "model")), pl.read_parquet(job.input("tier", "rows")),
                          training_config(spec), spec.curriculum, spec.verifiers.reward,
@@ -358,7 +358,7 @@ def dpo(job: Job) -> Result:
 
     def progress(step: int, steps: int, metrics: dict) -> None:
         if job.progress is not None:
-            job.progress(step / max(1, steps or spec.training.dpo.steps))
+            job.progress(step / max(1, steps or spec.training.dpo.max_steps))
 
     summary = train_dpo(str(job.input("sft", "model")), pairs, training_config(spec),
                         pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,

@@ -5,7 +5,8 @@
 
 It walks `flows.spec.DomainSpec` in field order: one table per section (a nested model gets its own
 table under its dotted path, `training.grpo`; a list of models `sources[]`), a row per field with
-its type, default, field rules (>=, <, length, pattern, allowed values) and description. Cross-field
+its type, default, field rules (>=, <, length, pattern, allowed values) and description; the fields
+that `generation` sets for several sections are listed there only (flows.spec.FROM_GENERATION). Cross-field
 rules live in the models' validators and are not listed; their errors say how to fix them.
 tests/flows/test_spec_reference.py fails when the file is stale or a field has no description.
 """
@@ -151,12 +152,16 @@ def sections(model: type[BaseModel], path: str = "") -> list[tuple[str, type[Bas
 
 
 def table(path: str, model: type[BaseModel]) -> str:
+    from rlvrflow.flows.spec import FROM_GENERATION
+
     module = model.__module__.removeprefix("rlvrflow.").replace(".", "/") + ".py"  # the file in this repository
     title = f"`{path}`" if path else "Top level"
     doc = " ".join((model.__doc__ or "").split())
     lines = [f"## {title}", "", f"`{model.__name__}` in `{module}`" + (f": {doc}" if doc else ""), "",
              "| field | type | default | rules | description |", "|---|---|---|---|---|"]
     for name, field in model.model_fields.items():
+        if f"{path}.{name}" in FROM_GENERATION:  # set once for all sections, in generation
+            continue
         kind, found = type_name(field.annotation), nested(field.annotation)
         if found is not None:
             sub = f"{path}.{name}{found[1]}" if path else f"{name}{found[1]}"

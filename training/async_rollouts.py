@@ -87,7 +87,7 @@ class AsyncRollouts:
     """The trainer's side of the queue: draws requests, consumes results, publishes weights, runs the generator."""
 
     def __init__(self, out: Path, sft_model, cfg, tasks: dict, reward_cfg, seed: int, device, dtype,
-                 workers: int, timeout_s: float) -> None:
+                 workers: int | None, timeout_s: float) -> None:
         from rlvrflow.training.precision import dtype_name
 
         self.root, self.g, self.seed = Path(out) / QUEUE_DIR, cfg.grpo, seed
@@ -199,7 +199,7 @@ class AsyncRollouts:
         scored = run.groups_seen - run.groups_stale  # stale groups never reach the zero-variance check
         kept_share = 1 - run.groups_zero_variance / max(1, scored) if g.filter_zero_variance else 1.0
         size = math.ceil(g.prompts_per_step / max(kept_share, MIN_KEPT_SHARE))
-        while len(self.pending) < min(g.lookahead_batches, g.steps - 1 - step):
+        while len(self.pending) < min(g.lookahead_batches, g.max_steps - 1 - step):
             if not self._request(sampler, size, step, written):
                 break
             written += 1
@@ -269,7 +269,7 @@ def generator_main(queue_dir: str, parent_pid: int) -> None:
 
 
 def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dict, reward_cfg, device: str,
-           dtype: str, workers: int, timeout_s: float) -> None:
+           dtype: str, workers: int | None, timeout_s: float) -> None:
     import torch
 
     from rlvrflow.engines import HFEngine

@@ -142,15 +142,15 @@ class DeepSpeedBackend:
         self.is_main = self.env.is_main
         self.world_size = self.env.world_size
         self.stage = g.zero_stage if stage is None else stage
-        self.grad_accum = g.grad_accum
+        self.grad_accum = g.gradient_accumulation_steps
         device = next(model.parameters()).device
         self.bf16 = device.type == "cuda" if bf16 is None else bf16  # fp32 on CPU (tests compare exactly)
         rows = g.prompts_per_step * g.num_generations
         # A full step (prompts_per_step groups) fills exactly grad_accum micro-batches of this size per
         # rank; a step with fewer groups is padded to a multiple of world_size * grad_accum instead
         # (smaller but equal micro-batches on every rank; the config's size is DeepSpeed's bookkeeping).
-        micro = max(1, -(-rows // (g.grad_accum * self.world_size)))
-        cfg = D.deepspeed_config(stage=self.stage, micro_batch=micro, grad_accum=g.grad_accum, lr=g.lr,
+        micro = max(1, -(-rows // (g.gradient_accumulation_steps * self.world_size)))
+        cfg = D.deepspeed_config(stage=self.stage, micro_batch=micro, grad_accum=g.gradient_accumulation_steps, lr=g.learning_rate,
                                  world_size=self.world_size, max_grad_norm=g.max_grad_norm,
                                  weight_decay=g.weight_decay, bf16=self.bf16)
         # ZeRO-3: rank 0 generates with a plain replica (see the module docstring); copied before
@@ -161,7 +161,7 @@ class DeepSpeedBackend:
             if self.bf16:
                 self._replica.to(torch.bfloat16)
         # the same warmup + cosine as TorchBackend, stepped at each update boundary
-        schedule = Optim.of(g, g.updates_per_batch).schedule
+        schedule = Optim.of(g, g.num_iterations).schedule
         self.engine, self.opt = D.init_deepspeed(model, cfg, lr_scheduler=schedule,
                                                  timeout_minutes=g.dist_timeout_minutes)
         # Training forwards go through the engine (it passes attributes through to the HF model): its
@@ -306,10 +306,10 @@ class DataParallelBackend(TorchBackend):
         self._d = D
         self.env = D.dist_env()
         D.init_process_group(next(model.parameters()).device, g.dist_timeout_minutes)
-        super().__init__(model, Optim.of(g, g.updates_per_batch), dtype, lora)
+        super().__init__(model, Optim.of(g, g.num_iterations), dtype, lora)
         self.is_main = self.env.is_main
         self.world_size = self.env.world_size
-        self.grad_accum = g.grad_accum
+        self.grad_accum = g.gradient_accumulation_steps
         D.broadcast_parameters(self.params)  # the same start on every rank, whatever each one loaded
 
     def rows_for_this_rank(self, n: int) -> tuple[list[int], list[float]]:
@@ -355,4 +355,4 @@ def make_backend(model, g: GRPOConfig, dtype=None, lora: bool = False):
         return DeepSpeedBackend(model, g, bf16=bf16)  # ZeRO stage from g.zero_stage
     if dist_env().is_distributed:
         return DataParallelBackend(model, g, dtype, lora)
-    return TorchBackend(model, Optim.of(g, g.updates_per_batch), dtype, lora)
+    return TorchBackend(model, Optim.of(g, g.num_iterations), dtype, lora)

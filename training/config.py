@@ -8,9 +8,11 @@ Derived values are properties, not fields.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from rlvrflow.training.progress import check_reporters
 
@@ -46,11 +48,50 @@ class TinyModelConfig(_Frozen):
 TINY_BASE_DIMS = TinyModelConfig(num_layers=2)
 
 
-class SFTConfig(_Frozen):
+def renamed_error(renames: list[tuple[str, str, Any]]) -> PydanticCustomError:
+    """The one error for fields that took another name or moved to another section: for each
+    (old, new, value) it says what to write instead. Library configs raise it through `Renamed`, the
+    domain spec for the fields it sets in one place (flows/spec.py)."""
+    return PydanticCustomError("renamed", "; ".join(f"{old} is now {new}: write {new}: {_as_yaml(value)}"
+                                                    for old, new, value in renames))
+
+
+class Renamed(_Frozen):
+    """A config whose `RENAMED` maps earlier field names to the current ones (a dotted spec path when
+    the setting moved out of this section); writing an earlier name is a `renamed_error`."""
+
+    RENAMED: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_names(cls, data: Any) -> Any:
+        old = [k for k in data if k in cls.RENAMED] if isinstance(data, dict) else []
+        if old:
+            raise renamed_error([(k, cls.RENAMED[k], _renamed_value(k, data[k])) for k in old])
+        return data
+
+
+def _as_yaml(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _renamed_value(old: str, value: Any) -> Any:
+    if old == "std_normalize" and isinstance(value, bool):
+        return "group" if value else "none"
+    return value
+
+
+# earlier names of the fields that carry TRL's (transformers TrainingArguments') names in SFT, DPO and GRPO
+TRL_NAMES = {"steps": "max_steps", "lr": "learning_rate", "log_every": "logging_steps"}
+
+
+class SFTConfig(Renamed):
     """Cold-start supervised fine-tuning on the reference solutions (prompt -> solution)."""
 
-    steps: int = Field(300, ge=0, description="Optimizer steps; 0 skips SFT (the base model is the SFT model).")
-    lr: float = Field(
+    RENAMED: ClassVar[dict[str, str]] = TRL_NAMES
+
+    max_steps: int = Field(300, ge=0, description="Optimizer steps; 0 skips SFT (the base model is the SFT model).")
+    learning_rate: float = Field(
         1e-3, gt=0,
         description="Peak AdamW learning rate. 1e-3 suits the embedded ~1M-parameter model (3e-3 and more let it "
         "memorize prompts without learning the arithmetic: bench/addition_probe.py); a pretrained HF model "
@@ -61,11 +102,11 @@ class SFTConfig(_Frozen):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     max_length: int = Field(512, ge=8, description="Longer prompt+solution sequences are truncated from the left of the prompt.")
-    log_every: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
+    logging_steps: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
 
     @property
     def min_lr_ratio(self) -> float:
-        """The cosine floor (a fraction of lr): fixed for SFT, a field of training.dpo and training.grpo."""
+        """The cosine floor (a fraction of learning_rate): fixed for SFT, a field of training.dpo and training.grpo."""
         return 0.1
 
 
@@ -90,35 +131,28 @@ class HackingAlarmConfig(_Frozen):
                          "held-out change.")
 
 
-def _renamed_value(old: str, value: Any) -> Any:
-    if old == "std_normalize" and isinstance(value, bool):
-        return "group" if value else "none"
-    return value
-
-
-class GRPOConfig(_Frozen):
+class GRPOConfig(Renamed):
     """Group Relative Policy Optimization: rollouts, rewards, the clipped loss and its schedule."""
 
-    # earlier names of fields that now carry TRL's GRPOConfig names
+    # earlier names of fields that now carry TRL's GRPOConfig names, and the pool size every stage shares
     RENAMED: ClassVar[dict[str, str]] = {"group_size": "num_generations", "eps_low": "epsilon",
-                                         "eps_high": "epsilon_high", "std_normalize": "scale_rewards"}
+                                         "eps_high": "epsilon_high", "std_normalize": "scale_rewards",
+                                         "reward_workers": "verifiers.workers", **TRL_NAMES,
+                                         "grad_accum": "gradient_accumulation_steps",
+                                         "updates_per_batch": "num_iterations"}
 
     @model_validator(mode="before")
     @classmethod
-    def _trl_names(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            old = [k for k in data if k in cls.RENAMED]
-            if old:
-                raise ValueError("; ".join(f"{k} is now {cls.RENAMED[k]} (TRL's name for it): write "
-                                           f"{cls.RENAMED[k]}: {_renamed_value(k, data[k])}" for k in old))
-            if isinstance(data.get("scale_rewards"), bool):
-                data = {**data, "scale_rewards": "group" if data["scale_rewards"] else "none"}
+    def _scale_rewards_bool(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("scale_rewards"), bool):
+            data = {**data, "scale_rewards": "group" if data["scale_rewards"] else "none"}
         return data
 
-    steps: int = Field(150, ge=0, description="Optimizer updates (one sampler batch each).")
+    max_steps: int = Field(150, ge=0, description="Training steps, one sampler batch each (num_iterations updates "
+                           "per batch).")
     prompts_per_step: int = Field(8, ge=1, description="Prompts drawn from the curriculum sampler per step.")
     num_generations: int = Field(8, ge=2, description="Completions sampled per prompt (G), as TRL names it.")
-    lr: float = Field(2e-4, gt=0, description="Peak AdamW learning rate (GRPO wants ~10x less than SFT).")
+    learning_rate: float = Field(2e-4, gt=0, description="Peak AdamW learning rate (GRPO wants ~10x less than SFT).")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     beta: float = Field(
         0.0, ge=0, description="k3 KL coefficient to the reference (SFT) model; 0 loads no reference model."
@@ -136,8 +170,8 @@ class GRPOConfig(_Frozen):
     loss_agg: Literal["token", "sequence"] = Field(
         "token", description="token: mean over all completion tokens; sequence: mean of per-sequence means."
     )
-    updates_per_batch: int = Field(
-        1, ge=1, description="Gradient passes over each rollout batch (mu); >1 makes the ratio clip bite."
+    num_iterations: int = Field(
+        1, ge=1, description="Gradient passes over each rollout batch (mu, TRL's name); >1 makes the ratio clip bite."
     )
     mask_truncated_completions: bool = Field(
         False, description="TRL's and DAPO's overlong filtering: a completion cut at max_new_tokens keeps its reward "
@@ -148,25 +182,21 @@ class GRPOConfig(_Frozen):
     max_refill_rounds: int = Field(
         2, ge=0, description="Extra sampler draws per step to replace zero-variance groups."
     )
-    max_new_tokens: int = Field(
-        24, ge=1, description="Completion length cap in tokens during rollouts; a spec that leaves it out gets "
-        "generation.max_new_tokens when that is set."
-    )
-    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature; the loss scores the "
-                               "policy, old policy and reference at the same temperature (logits / T), as TRL and "
-                               "verl do.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling.")
-    grad_accum: int = Field(1, ge=1, description="Micro-batches per update (the groups are split evenly).")
+    max_new_tokens: int = Field(24, ge=1, description="Completion length cap in tokens during rollouts (in a spec: "
+                                "generation.max_new_tokens).")
+    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature (in a spec: generation.temperature); "
+                               "the loss scores the policy, old policy and reference at the same temperature "
+                               "(logits / T), as TRL and verl do.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling (in a spec: generation.top_p).")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per update (the groups are split "
+                                             "evenly).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     warmup_steps: int = Field(10, ge=0, description="Linear warmup steps before the cosine decay.")
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
-    reward_workers: int = Field(
-        2, ge=1, description="Processes that score rollout completions in parallel when verifiers.workers is null "
-        "(verifiers.workers, when set, sizes the one verifier pool for every stage)."
-    )
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
     rollout: Literal["hf", "vllm"] = Field("hf", description="Rollout engine: in-process HF or vLLM.")
     backend: Literal["torch", "deepspeed"] = Field(
-        "torch", description="Optimizer backend: torch (one process) or deepspeed (ZeRO data parallel, several GPUs)."
+        "torch", description="GRPO's optimizer backend: torch (one process) or deepspeed (ZeRO data parallel over the "
+        "ranks of a multi-GPU launch). Only GRPO runs on several ranks; SFT and DPO train in one process either way."
     )
     zero_stage: Literal[2, 3] = Field(
         2,
@@ -179,7 +209,7 @@ class GRPOConfig(_Frozen):
         "e.g. for rank 0's rollouts and held-out eval (DeepSpeed's and NCCL's own default is 10 minutes, which a "
         "long eval can exceed).",
     )
-    log_every: int = Field(
+    logging_steps: int = Field(
         1, ge=1,
         description="Every N steps: a line in metrics.jsonl and a step line in the log (reward, correct rate, "
         "zero-variance share, KL, step time, tokens).",
@@ -224,10 +254,10 @@ class GRPOConfig(_Frozen):
 
     @model_validator(mode="after")
     def _clip_sane(self) -> "GRPOConfig":
-        if self.prompts_per_step * self.num_generations % self.grad_accum:
+        if self.prompts_per_step * self.num_generations % self.gradient_accumulation_steps:
             raise ValueError(
                 f"prompts_per_step*num_generations={self.prompts_per_step * self.num_generations} is not divisible "
-                f"by grad_accum={self.grad_accum}; choose grad_accum that divides it"
+                f"by gradient_accumulation_steps={self.gradient_accumulation_steps}; choose one that divides it"
             )
         return self
 
@@ -279,11 +309,14 @@ class LoRAConfig(_Frozen):
     )
 
 
-class DPOConfig(_Frozen):
-    """Direct Preference Optimization (training.algorithm: dpo) on pairs from tiering's own samples."""
+class DPOConfig(Renamed):
+    """Direct Preference Optimization (training.algorithm: dpo) on pairs from tiering's own samples, in one
+    process (torch): none of training.grpo applies to it."""
 
-    steps: int = Field(100, ge=0, description="Optimizer steps; 0 keeps the SFT model (evaluated as the result).")
-    lr: float = Field(
+    RENAMED: ClassVar[dict[str, str]] = TRL_NAMES
+
+    max_steps: int = Field(100, ge=0, description="Optimizer steps; 0 keeps the SFT model (evaluated as the result).")
+    learning_rate: float = Field(
         1e-4, gt=0,
         description="Peak AdamW learning rate. ~1e-4 suits the embedded ~1M-parameter model; a pretrained HF model "
         "wants ~5e-7 to 5e-6 (TRL's DPO default is 1e-6), LoRA ~10x more.",
@@ -295,7 +328,7 @@ class DPOConfig(_Frozen):
     )
     batch_size: int = Field(8, ge=1, description="Pairs per optimizer step (each pair is two sequences).")
     warmup_steps: int = Field(5, ge=0, description="Linear warmup steps before the cosine decay.")
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     max_length: int = Field(
@@ -314,7 +347,7 @@ class DPOConfig(_Frozen):
         description="Pair each correct response with the incorrect one closest in token count first, so the "
         "preference is not mostly about length.",
     )
-    log_every: int = Field(1, ge=1, description="Write a metrics line every N steps.")
+    logging_steps: int = Field(1, ge=1, description="Write a metrics line every N steps.")
 
 
 class TrainingConfig(_Frozen):
@@ -399,15 +432,6 @@ class TrainingConfig(_Frozen):
         return check_reporters(value)
 
     @model_validator(mode="after")
-    def _dpo_runs_on_torch(self) -> "TrainingConfig":
-        if self.algorithm == "dpo" and self.grpo.backend == "deepspeed":
-            raise ValueError(
-                "algorithm is 'dpo' but grpo.backend is 'deepspeed': DPO trains in one process (torch); set "
-                "grpo.backend: torch, or algorithm: grpo for DeepSpeed"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _async_lora_in_float32(self) -> "TrainingConfig":
         # `auto` may still resolve to bf16 on a GPU: train_grpo checks the resolved dtype (async_rollouts.check_dtype)
         if self.grpo.rollout_mode == "async" and self.lora is not None and self.dtype in ("bfloat16", "float16"):
@@ -457,8 +481,10 @@ class RegressionSetConfig(_Frozen):
         return self
 
 
-class EvalConfig(_Frozen):
+class EvalConfig(Renamed):
     """The `eval:` section: held-out evaluation of a checkpoint (and of the SFT baseline)."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"workers": "verifiers.workers"}  # one pool size for every stage
 
     regression_sets: list[RegressionSetConfig] = Field(
         default_factory=list,
@@ -477,12 +503,12 @@ class EvalConfig(_Frozen):
     )
     k: int = Field(4, ge=1, description="k of pass@k (unbiased estimator over n_samples).")
     n_samples: int = Field(8, ge=1, description="Sampled completions per prompt.")
-    max_new_tokens: int = Field(
-        24, ge=1, description="Completion length cap in tokens, greedy and sampled; a spec that leaves it out gets "
-        "generation.max_new_tokens when that is set."
-    )
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature for the sampled metrics.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for the sampled metrics.")
+    max_new_tokens: int = Field(24, ge=1, description="Completion length cap in tokens, greedy and sampled (in a "
+                                "spec: generation.max_new_tokens).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the sampled metrics (in a spec: "
+                               "generation.temperature).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of the sampled metrics (in a spec: "
+                         "generation.top_p).")
     max_prompts: int | None = Field(
         None, ge=1, description="Evaluate at most this many prompts (null: all): each category's share, sampled by "
         "a hash of the id.")
@@ -493,10 +519,6 @@ class EvalConfig(_Frozen):
         if value == 0 and not isinstance(value, bool):
             raise ValueError("0 no longer means all prompts: write null (or leave it out) for all of them")
         return value
-    workers: int = Field(
-        2, ge=1, description="Processes that score eval completions when verifiers.workers is null "
-        "(verifiers.workers, when set, sizes the one verifier pool for every stage)."
-    )
     engine: Literal["hf", "vllm"] = Field(
         "hf", description="What samples a checkpoint directory's completions (training.eval.evaluate): hf "
         "(transformers; reads LoRA adapter checkpoints) or vllm (vLLM's offline engine, same prompt token ids "

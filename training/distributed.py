@@ -9,7 +9,7 @@ flows/ranks.py runs the flow on rank 0 and brings every rank into the GRPO stage
 
     env = dist_env()                                   # rank / local_rank / world size from the launcher
     bind_local_device(device)                          # each rank on its own GPU before models load
-    ds_cfg = deepspeed_config(stage=g.zero_stage, micro_batch=mb, grad_accum=ga, lr=g.lr,
+    ds_cfg = deepspeed_config(stage=g.zero_stage, micro_batch=mb, grad_accum=ga, lr=g.learning_rate,
                               world_size=env.world_size, max_grad_norm=g.max_grad_norm)
     engine, optimizer = init_deepspeed(model, ds_cfg, lr_scheduler=...)  # replaces model.to + AdamW
     ...rank 0 generates and scores; each refill round's outcome is made the same on every rank:

@@ -262,7 +262,7 @@ def kl_grows(rec: RunRecords) -> Finding | None:
     lr = _series(rec.metrics, "lr")
     if lr:
         evidence.append(f"peak lr {max(v for _, v in lr):.2e}")
-    change = "lower training.grpo.lr (2-5x) or raise training.grpo.beta so the KL term holds the policy near SFT"
+    change = "lower training.grpo.learning_rate (2-5x) or raise training.grpo.beta so the KL term holds the policy near SFT"
     return Finding("kl_grows", "warning", "KL to the reference grows fast", tuple(evidence), change)
 
 
@@ -283,15 +283,15 @@ def entropy_drifts(rec: RunRecords) -> Finding | None:
         if correct is not None:
             evidence.append(f"training correct rate {correct[1]:.3f} -> {correct[3]:.3f}")
         change = ("the policy is settling on one completion per prompt, so its groups stop disagreeing: add "
-                  "training.grpo.entropy_coef (or raise it; start near 0.005), lower training.grpo.lr, or sample "
-                  "rollouts at a higher training.grpo.temperature")
+                  "training.grpo.entropy_coef (or raise it; start near 0.005), lower training.grpo.learning_rate, or sample "
+                  "rollouts at a higher temperature (a spec's generation.temperature)")
         return Finding("entropy_drifts", "warning", "policy entropy collapses", tuple(evidence), change)
     if e2 >= ENTROPY_HIGH and e2 >= ENTROPY_GROWTH * e1:
         length = _quarters(_series(rec.metrics, "completion_tokens_mean"))
         if length is not None:
             evidence.append(f"completion tokens {length[1]:.1f} -> {length[3]:.1f}")
         change = ("the policy's samples are spreading away from any one answer; unless held-out pass@1 rises with "
-                  "it, lower training.grpo.entropy_coef (or set it to 0) and training.grpo.lr, and keep the rollout "
+                  "it, lower training.grpo.entropy_coef (or set it to 0) and training.grpo.learning_rate, and keep the rollout "
                   "temperature at 1 or below")
         return Finding("entropy_drifts", "warning", "policy entropy blows up", tuple(evidence), change)
     return None
@@ -337,7 +337,7 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
                   "task, not because of the learning rate or stale tiers: see no_sft_too_hard for the choices")
     elif trend is not None and trend[1] - trend[3] > COLLAPSE_DROP:
         change = ("the policy collapsed during training (its correct rate fell), which emptied the groups: lower "
-                  "training.grpo.lr, restart from SFT or the best checkpoint; the tiers are not the cause")
+                  "training.grpo.learning_rate, restart from SFT or the best checkpoint; the tiers are not the cause")
     elif side == "hard":
         change = ("the groups are flat at 0: the task is too hard for this SFT model; train SFT longer or on more "
                   "solutions, then re-tier (rlvrflow tier) so GRPO draws prompts it sometimes solves")
@@ -373,7 +373,7 @@ def answer_collapse(rec: RunRecords) -> Finding | None:
               "to the constant (compare with the best constant answer per category), not as skill. The policy found "
               "one answer that scores often enough to beat sampling anything else; give it something to learn "
               "from first: worked rows for SFT, or a base model that already solves some of these prompts" +
-              ("" if rec.sft_rows == 0 else "; lower training.grpo.lr or raise beta to hold it near SFT"))
+              ("" if rec.sft_rows == 0 else "; lower training.grpo.learning_rate or raise beta to hold it near SFT"))
     where = ", ".join(x.where for x in c.sets)
     return Finding("answer_collapse", "critical" if c.critical else "warning",
                    f"the model gives one answer, mostly wrong, to most prompts of: {where}", tuple(evidence), change)
@@ -416,7 +416,7 @@ def heldout_falls(rec: RunRecords) -> Finding | None:
     evidence = [f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
                 f"{_pts(worst['pass_at_1_greedy'])} ({worst['name']}): -{drop:.1f} points",
                 "per model: " + ", ".join(f"{e['name']} {_pts(e['pass_at_1_greedy'])}" for e in rec.evals)]
-    change = ("lower training.grpo.lr (a small policy loses held-out points at a few times the working lr), train "
+    change = ("lower training.grpo.learning_rate (a small policy loses held-out points at a few times the working lr), train "
               "fewer steps, and ship the best checkpoint (or SFT) rather than the last")
     return Finding("heldout_falls", "warning", "held-out pass@1 falls below the SFT baseline", tuple(evidence), change)
 
@@ -436,7 +436,7 @@ def regression_drops(rec: RunRecords) -> Finding | None:
     if not evidence:
         return None
     change = ("the model forgets general abilities: train fewer steps (or ship an earlier checkpoint), lower "
-              "training.grpo.lr, raise beta, or mix general-domain rows into SFT and the GRPO prompts")
+              "training.grpo.learning_rate, raise beta, or mix general-domain rows into SFT and the GRPO prompts")
     return Finding("regression_drops", "warning", "a regression set drops", tuple(evidence), change)
 
 
@@ -478,7 +478,7 @@ def numbers_break(rec: RunRecords) -> Finding | None:
                             f"({len(spikes)} step(s) above {GRAD_SPIKE_RATIO:g}x the median or {GRAD_NORM_HIGH:g})")
     if not evidence:
         return None
-    change = ("lower training.grpo.lr and keep max_grad_norm at 1.0; with float16 switch to bfloat16; a NaN "
+    change = ("lower training.grpo.learning_rate and keep max_grad_norm at 1.0; with float16 switch to bfloat16; a NaN "
               "reward means a verifier or reward part returned NaN: score a few completions by hand")
     return Finding("numbers_break", "critical", "loss, reward or gradients break", tuple(evidence), change)
 

@@ -174,7 +174,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     chosen_finish / rejected_finish); resume from out_dir's newest checkpoint when there is one.
 
     eval_df: held-out rows for `training.eval`; reward_cfg: the `verifiers.RewardConfig` of the samples'
-    reward column. workers, timeout_s: the verifier pool's processes (None: eval.workers) and per-item
+    reward column. workers, timeout_s: the verifier pool's processes (None: one per CPU core) and per-item
     deadline in the evals. on_progress(step, total, metrics) is called after each step. Returns GRPO's summary
     keys (final_checkpoint, best_checkpoint, baseline, final, evals, steps, seconds, steps_per_second,
     warnings) plus pairs, prompt_format, dtype and parameter counts.
@@ -209,11 +209,11 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     log.info("dpo: %d pairs, %s prompts, %s, %d of %d parameters trainable", len(data), fmt.kind, dtype_name(dtype),
              counts["trainable_params"], counts["total_params"])
     trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt,
-                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.steps, d.log_every,
+                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.max_steps, d.logging_steps,
                       _step_line, device)
     with trainer:
         run = trainer.start(resume)
-        for step in range(run.step, d.steps):
+        for step in range(run.step, d.max_steps):
             t_step = time.perf_counter()
             idx = batch_indices(len(data), d.batch_size, step, seed)
             with backend.autocast():
@@ -229,7 +229,7 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
             if trainer.checkpoint_due(run.step):
                 trainer.save(trainer.evaluate(run.step))
             if on_progress is not None:
-                on_progress(run.step, d.steps, metrics)
+                on_progress(run.step, d.max_steps, metrics)
     return trainer.finish(sft_model, {"algorithm": "dpo", "pairs": len(data), "prompt_format": fmt.kind,
                                       "dtype": dtype_name(dtype), **cut, **counts}, plot=plot_dpo_curves)
 

@@ -127,7 +127,7 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
     """Evaluate whatever model `engine` (a `curriculum.RolloutEngine`) samples from; with `samples_path`,
     also write the samples file there (see the module docstring).
 
-    The verifier pool scores with `workers` processes (None: `cfg.workers`; 0: in this process) and a
+    The verifier pool scores with `workers` processes (None: one per CPU core; 0: in this process) and a
     `timeout_s` deadline per completion (the spec's verifiers.timeout_s)."""
     from rlvrflow.engines import SamplingParams
     from rlvrflow.training.progress import progress_bar
@@ -144,7 +144,7 @@ def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, worke
         bar.update()
         bar.set_postfix_str("scoring")
         texts = [[greedy[i][0].text] + [c.text for c in sampled[i]] for i in range(len(tasks))]
-        verdicts = score_groups(tasks, texts, cfg.workers if workers is None else workers, timeout_s)
+        verdicts = score_groups(tasks, texts, workers, timeout_s)
         bar.update()
     lengths = [len(c.token_ids) for g in sampled for c in g]
     result = summarize(tasks, [v[0] for v in verdicts], [v[1:] for v in verdicts], lengths, cfg.k)

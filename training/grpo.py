@@ -8,11 +8,11 @@ sample `num_generations` completions each from the rollout engine (HF in-process
 synced after every update), score them with the rows' verifiers in parallel processes, report each
 group's success rate back to the sampler (online re-tiering, or the adaptive sampler's arm values), drop
 zero-variance groups and refill from the sampler up to `max_refill_rounds` times, then take
-`updates_per_batch` AdamW steps on the clipped GRPO loss (training/grpo_math.py). Every
+`num_iterations` AdamW steps on the clipped GRPO loss (training/grpo_math.py). Every
 `checkpoint.every` steps (and at the end) the policy is evaluated on the held-out rows and saved with
 its optimizer, sampler and RNG state; a rerun resumes from the newest complete checkpoint (the
 skeleton shared with SFT and DPO does those: training/trainer.py). Outputs in
-out_dir: metrics.jsonl (a line every `log_every` steps), evals.jsonl (SFT baseline at step 0, then each
+out_dir: metrics.jsonl (a line every `logging_steps` steps), evals.jsonl (SFT baseline at step 0, then each
 checkpoint), evals/ (each of those evals whole, for the evaluate stage to read back; one plain torch
 process only: `training.eval.write_loop_eval`), rollout_samples.jsonl, tb/ (TensorBoard, with `training.report_to: [tensorboard]`),
 curves.png, step_NNNNNN/ checkpoints, summary.json. A progress bar follows the steps on a terminal and a
@@ -84,7 +84,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     `curriculum.config.CurriculumConfig` for the sampler. reward_cfg: a `verifiers.config.RewardConfig`.
     eval_df: held-out rows for `evaluate`. on_progress(step, total, metrics) is called after each step.
     workers, timeout_s: the verifier pool's processes and per-item deadline (the spec's verifiers
-    section) for rewards and evals alike; workers=None keeps grpo.reward_workers and eval.workers.
+    section) for rewards and evals alike; workers=None: one process per CPU core.
     Returns {final_checkpoint, best_checkpoint, baseline, final, evals, zero_variance_fraction,
     steps, seconds, steps_per_second, warnings}.
     """
@@ -130,13 +130,13 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     rollouts = _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
                           workers, timeout_s)
     trainer = Trainer("grpo", out, cfg, backend, tokenizer, fmt,
-                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.steps, g.log_every,
-                      partial(step_line, total=g.steps), device, parts={"sampler": sampler}, state_cls=GRPORun)
+                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.max_steps, g.logging_steps,
+                      partial(step_line, total=g.max_steps), device, parts={"sampler": sampler}, state_cls=GRPORun)
     with trainer:
         run = trainer.start(resume)
         with rollouts:
             rollouts.start(run, backend)
-            for step in range(run.step, g.steps):
+            for step in range(run.step, g.max_steps):
                 t_step = time.perf_counter()
                 # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
                 groups, info = rollouts.collect(sampler, step, run)
@@ -164,7 +164,7 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                     run.queue = rollouts.state_dict()  # saved with the sampler that drew it
                     trainer.save(record)  # every rank: DeepSpeed's partitions
                 if on_progress is not None:
-                    on_progress(run.step, g.steps, metrics)
+                    on_progress(run.step, g.max_steps, metrics)
 
     metrics = read_jsonl(out / "metrics.jsonl", missing_ok=True)
     extra = {"zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
@@ -183,7 +183,7 @@ def _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cf
         from rlvrflow.training.async_rollouts import AsyncRollouts
 
         return AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
-                             g.reward_workers if workers is None else workers, timeout_s)
+                             workers, timeout_s)
     # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
     # own copy of the weights and its share of GPU memory on every GPU for nothing.
     engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
@@ -238,7 +238,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
     reports the same success rates to its sampler (which therefore draws the same ids next round;
     checked) and keeps the same groups and info. Equal seeds alone do not promise equal tokens on GPUs.
     `prompt_format` (raw when None) encodes the groups' prompt ids as the engine encoded them.
-    Completions are scored by `workers` pool processes (None: g.reward_workers) within `timeout_s` each.
+    Completions are scored by `workers` pool processes (None: one per core) within `timeout_s` each.
     """
     from rlvrflow.training.grpo_math import zero_variance_groups
     from rlvrflow.training.modeling import encode_prompt
@@ -263,8 +263,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
         scored = None  # per prompt: completion token ids, rewards, correct flags
         if not shared or dp.is_main:
             comp, rew, cor, txt, sts, _, cut = score_rollouts(engine, batch, g, reward_cfg, rollout_seed(seed, step, rnd),
-                                                             g.reward_workers if workers is None else workers,
-                                                             timeout_s)
+                                                             workers, timeout_s)
             scored = comp, rew, cor, txt, sts, cut
         if shared:
             main_ids, scored = dp.broadcast((ids, scored))
@@ -285,7 +284,7 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
 
 
 def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> dict:
-    """`updates_per_batch` optimizer steps on the GRPO loss of `groups`; returns loss diagnostics."""
+    """`num_iterations` optimizer steps on the GRPO loss of `groups`; returns loss diagnostics."""
     import torch
 
     from rlvrflow.training.grpo_math import grpo_loss, group_advantages
@@ -304,7 +303,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     local_tokens = sum(len(comps[i]) * w for i, w in zip(rows, weights))
     denom_tok = backend.loss_denominator(local_tokens)
     denom_seq = backend.loss_denominator(sum(weights))
-    micro = [rows[k::g.grad_accum] for k in range(g.grad_accum)]
+    micro = [rows[k::g.gradient_accumulation_steps] for k in range(g.gradient_accumulation_steps)]
     w_of = dict(zip(rows, weights))
 
     def logps(model, idx, grad: bool, entropy: str | None = None):
@@ -316,12 +315,12 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     if groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy
         gen = [lp for grp in groups for lp in grp.old_logprobs]
         old = {k: _padded([gen[i] for i in mb], device) for k, mb in enumerate(micro) if mb}
-    elif g.updates_per_batch > 1:  # the ratio compares against the policy that generated the rollouts
+    elif g.num_iterations > 1:  # the ratio compares against the policy that generated the rollouts
         old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
     ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
     stats = {"loss": 0.0, "grad_norm": 0.0, "masked_truncated": sum(cut[i] for i in rows)}
     sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0}  # token-weighted over micro-batches
-    for _ in range(g.updates_per_batch):
+    for _ in range(g.num_iterations):
         backend.zero_grad()
         for k, mb in enumerate(micro):
             if not mb:
@@ -335,7 +334,7 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
                                  g.loss_agg, total_tokens=denom_tok, total_seqs=denom_seq,
                                  entropy=entropy, entropy_coef=g.entropy_coef)
             backend.backward(loss)
-            stats["loss"] += float(loss.detach()) / g.updates_per_batch
+            stats["loss"] += float(loss.detach()) / g.num_iterations
             n = float(mask.sum())  # a micro-batch of DP padding only counts for nothing
             for key in ("clip_fraction", "kl", "entropy"):
                 sums[key] += st.get(key, 0.0) * n

@@ -1,6 +1,6 @@
 """What a GRPO run writes for people to read, besides checkpoints: step lines, metrics, rollout samples.
 
-Every `training.grpo.log_every` steps (and the last) rank 0 appends the step's metrics to
+Every `training.grpo.logging_steps` steps (and the last) rank 0 appends the step's metrics to
 `metrics.jsonl`, writes them as TensorBoard scalars `grpo/*` (training/trainer.py `StepLog`, when
 `training.report_to` has tensorboard) and logs one line through the `rlvrflow.training` logger:
 

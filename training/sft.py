@@ -10,7 +10,7 @@ or EOS). With `training.lora` only the adapters train and the SFT model is saved
 model the later stages load as it is). Forwards run in `training.dtype` (training/precision.py).
 
 Writes `out_dir/` as a Hugging Face checkpoint plus `sft_metrics.jsonl` (loss, lr, grad norm and
-tokens every `log_every` steps; the same points, with the step's wall time, as TensorBoard scalars
+tokens every `logging_steps` steps; the same points, with the step's wall time, as TensorBoard scalars
 `sft/*` in `tb/` when `training.report_to` has tensorboard), `rlvrflow_prompt.json` (the prompt format, which
 tiering and eval read back) and `sft_stats.json`; a rerun with the same inputs finds
 `sft_stats.json` and returns at once. A progress bar follows the steps on a terminal
@@ -132,8 +132,8 @@ def cut_warnings(cut: dict, n_rows: int, max_length: int, max_positions: int | N
 def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int) -> Path:
     """Fine-tune `base_model` on `train_df` (DESIGN.md rows: `prompt`, `solution`) and save to `out_dir`.
 
-    Uses `cfg.sft` (steps, lr, batch_size, warmup, clipping, max_length) and `cfg.device`. With
-    `cfg.sft.steps == 0` or no usable rows the base weights are saved unchanged (the stats say so).
+    Uses `cfg.sft` (max_steps, learning_rate, batch_size, warmup, clipping, max_length) and `cfg.device`. With
+    `cfg.sft.max_steps == 0` or no usable rows the base weights are saved unchanged (the stats say so).
     Returns `out_dir`, a Hugging Face checkpoint directory.
     """
     import torch
@@ -165,7 +165,7 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     for w in warnings:
         log.warning("%s", w["message"])
     t0 = time.perf_counter()
-    steps = sc.steps if data else 0
+    steps = sc.max_steps if data else 0
     tb_tmp = out.with_name(f".tmp-tb-{out.name}.{os.getpid()}")  # out/ is replaced whole at the save
     shutil.rmtree(tb_tmp, ignore_errors=True)
     with Scalars(cfg.report_to, tb_tmp) as scalars:
@@ -193,14 +193,14 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
 def _train(model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, scalars) -> tuple[list[str], float | None]:
     """`steps` optimizer steps on length-bucketed batches of `data`; the JSON metric lines and the last loss.
 
-    Every `sc.log_every` steps (and the last) a line goes to the list, to the log and to `scalars`
+    Every `sc.logging_steps` steps (and the last) a line goes to the list, to the log and to `scalars`
     (training/trainer.py `StepLog`); a progress bar follows every step on a terminal.
     """
     from rlvrflow.training.backends import TorchBackend
     from rlvrflow.training.trainer import Optim, StepLog
 
     backend = TorchBackend(model, Optim.of(sc), dtype)
-    step_log = StepLog("sft", sc.log_every, steps - 1, scalars, lambda m: (
+    step_log = StepLog("sft", sc.logging_steps, steps - 1, scalars, lambda m: (
         f"sft step {m['step'] + 1}/{steps} loss {m['loss']:.4f} lr {m['lr']:.2e} {m['step_seconds']:.2f}s"))
     loss_val = None
     batches = _length_bucketed_batches(data, sc.batch_size, seed)

@@ -202,7 +202,7 @@ def build_base_model(out_dir: str | Path, steps: int = 20000, seed: int = 0, cor
     try:
         init = build_tiny_model(texts, init_dir, seed, BASE_DIMS)
         cfg = TrainingConfig(tiny=BASE_DIMS, seed=seed, report_to=[], sft=SFTConfig(
-            steps=steps, lr=1e-3, batch_size=batch_size, max_length=160, warmup_steps=min(200, steps // 10)))
+            max_steps=steps, learning_rate=1e-3, batch_size=batch_size, max_length=160, warmup_steps=min(200, steps // 10)))
         train = pl.DataFrame({"prompt": [p for p, _ in pairs], "solution": [r for _, r in pairs]})
         model = run_sft(init, train, cfg, out, seed)
         card = json.loads((Path(init) / "rlvrflow_model.json").read_text())

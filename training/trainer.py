@@ -1,10 +1,10 @@
 """The training skeleton SFT, DPO and GRPO share; each algorithm supplies its batches and its loss.
 
     backend = TorchBackend(policy, Optim.of(cfg.dpo), dtype)   # AdamW, warmup + cosine to a floor, precision
-    trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt, HeldOut(eval_df, eval_cfg, seed), d.steps, d.log_every)
+    trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt, HeldOut(eval_df, eval_cfg, seed), d.max_steps, d.logging_steps)
     with trainer:
         run = trainer.start(ckpt.latest_checkpoint(out))  # resume, or evaluate the start model (step 0)
-        for step in range(run.step, d.steps):
+        for step in range(run.step, d.max_steps):
             loss = ...                                               # the algorithm's batch and loss
             backend.zero_grad(); backend.backward(loss); backend.step()
             run.step = step + 1
@@ -77,9 +77,9 @@ class Optim:
 
     @classmethod
     def of(cls, section, updates_per_step: int = 1) -> "Optim":
-        """From `training.sft`, `.dpo` or `.grpo` (GRPO takes `updates_per_batch` updates per step)."""
-        return cls(section.lr, section.weight_decay, section.warmup_steps * updates_per_step,
-                   section.steps * updates_per_step, section.min_lr_ratio, section.max_grad_norm)
+        """From `training.sft`, `.dpo` or `.grpo` (GRPO takes `num_iterations` updates per step)."""
+        return cls(section.learning_rate, section.weight_decay, section.warmup_steps * updates_per_step,
+                   section.max_steps * updates_per_step, section.min_lr_ratio, section.max_grad_norm)
 
     def adamw(self, params):
         import torch
@@ -135,7 +135,7 @@ class RunState:
 class HeldOut:
     """The held-out eval a run does at step 0 and at every checkpoint (training/eval.py `evaluate_live`).
 
-    workers, timeout_s: the verifier pool's processes (None: eval.workers) and per-item deadline."""
+    workers, timeout_s: the verifier pool's processes (None: one per CPU core) and per-item deadline."""
 
     rows: Any
     cfg: Any

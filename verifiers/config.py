@@ -158,9 +158,8 @@ class VerifierConfig(_Frozen):
     reward: RewardConfig = Field(default_factory=RewardConfig, description=(
         "reward layers and their weights: format_weight, correctness_weight, process_weight, length_penalty"))
     workers: int | None = Field(None, ge=1, description=(
-        "worker processes of the verifier pool for every verification: attach, canaries, tiering, GRPO "
-        "rewards and evals; null: every CPU core at attach, canaries and tiering, training.grpo.reward_workers "
-        "for GRPO rewards and eval.workers for evals"))
+        "processes of the one verifier pool that every stage scores with (attach, canaries, tiering, GRPO "
+        "rewards, DPO's and eval's held-out scoring); null: one per CPU core"))
     timeout_s: float = Field(10.0, gt=0, description=(
         "wall-clock limit per verification in seconds, at attach, canaries, tiering, GRPO rewards and evals; "
         "a verdict past it gets status timeout (attach's self-check of the references allows at least 5 s, "

@@ -326,7 +326,7 @@ def test_eval_with_eval_engine_vllm_matches_hf_greedy(qwen_dir, live, tmp_path):
 
     results = {}
     for kind in ("vllm", "hf"):
-        cfg = EvalConfig(engine=kind, k=1, n_samples=2, max_new_tokens=12, workers=1, samples_per_category=3)
+        cfg = EvalConfig(engine=kind, k=1, n_samples=2, max_new_tokens=12, samples_per_category=3)
         results[kind] = evaluate(qwen_dir, _rows(6), cfg, seed=0, device="cpu", dtype="float32",
                                  samples_path=tmp_path / f"{kind}.jsonl")
     assert results["vllm"]["pass_at_1_greedy"] == results["hf"]["pass_at_1_greedy"]

@@ -79,7 +79,7 @@ def test_learnable_solutions_fit_the_generation_budget(retail):
 
     import rlvrflow.flows.spec as flows_spec
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
-    budget = min(spec.eval.max_new_tokens, spec.training.grpo.max_new_tokens)
+    budget = spec.generation.max_new_tokens
     rng = random.Random(0)
     generators = {**retail.tasks_math.GENERATORS, "policy_choice": retail.tasks_other.policy_choice}
     longest = max(len(gen(rng, lang).solution) for gen in generators.values()

@@ -36,10 +36,10 @@ def test_bad_spec_is_one_message_and_exit_2(tmp_path, toy_spec, capsys):
         assert "sources[0].format" in err and "allowed values" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()  # a bad spec fails before anything runs
 
-    assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", "training.sft.steps=-3"]) == 2
+    assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", "training.sft.max_steps=-3"]) == 2
     err = capsys.readouterr().err
-    assert "training.sft.steps" in err and "(got -3)" in err and "Traceback" not in err
-    assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", "training.sft.steps"]) == 2
+    assert "training.sft.max_steps" in err and "(got -3)" in err and "Traceback" not in err
+    assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", "training.sft.max_steps"]) == 2
     assert "expected FIELD=VALUE" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -51,7 +51,7 @@ def test_set_creates_an_unset_section_and_bad_paths_are_usage_errors(tmp_path, t
     spec = load_spec(toy_spec)
     assert spec.training.lora is None  # the section a user trying LoRA sets first
     assert with_overrides(spec, {"training.lora.r": 8}).training.lora.r == 8
-    for dotted, named in (("training.sft.steps.x", "training.sft.steps is a value"),
+    for dotted, named in (("training.sft.max_steps.x", "training.sft.max_steps is a value"),
                           ("training..steps", "dotted path"), ("training.no_such_field", "no_such_field")):
         with pytest.raises(SpecError, match=named.replace(".", r"\.")):
             with_overrides(spec, {dotted: 1})

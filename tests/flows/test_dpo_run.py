@@ -38,7 +38,7 @@ eval:
   regression_sets: [{name: general, path: eval/general.jsonl, verifier: math}]
   robustness_set: eval/robustness.jsonl
 """
-DPO_BUDGET = ["--set", "training.dpo.steps=2", "--set", "training.dpo.batch_size=4", "--set",
+DPO_BUDGET = ["--set", "training.dpo.max_steps=2", "--set", "training.dpo.batch_size=4", "--set",
               "training.dpo.warmup_steps=1"]
 
 

@@ -14,7 +14,7 @@ from rlvrflow.flows.errors import DataError
 from rlvrflow.flows.eval_sets import load_sets, set_digests
 from rlvrflow.flows.report import best_line
 from rlvrflow.flows.runner import Job
-from rlvrflow.flows.spec import load_spec
+from rlvrflow.flows.spec import load_spec, spec_data
 
 SETS = {"eval.regression_sets": [{"name": "general", "path": "eval/general.jsonl", "verifier": "sql",
                                   "params": {"database": "shop.db"}}],
@@ -96,7 +96,7 @@ def _evaluated(tmp_path: Path, spec, scores: dict[str, tuple[float, float, float
     split = _split(tmp_path, train_golds=["2", "2", "2", "3"], eval_golds=["2", "5", "7", "9"])
     inputs = {"sft": {"model": str(sft), "dir": str(sft)}, "policy": {"dir": str(policy), "summary": ""},
               "split": split}
-    return Job("evaluate", spec.model_dump_json(), str(spec.base_dir), str(tmp_path), str(out), inputs)
+    return Job("evaluate", json.dumps(spec_data(spec)), str(spec.base_dir), str(tmp_path), str(out), inputs)
 
 
 def _split(folder: Path, train_golds: list[str], eval_golds: list[str]) -> dict[str, str]:

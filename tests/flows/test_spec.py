@@ -44,13 +44,51 @@ def test_unknown_key_suggests_the_near_name(tmp_path, toy_spec):
 def test_grpo_fields_carry_trls_names_and_an_old_name_says_the_new_one(tmp_path, toy_spec):
     old = "training:\n  grpo: {group_size: 4, eps_high: 0.3, std_normalize: false}\n"
     msg = _error(tmp_path, toy_spec.read_text() + old)
-    assert "training.grpo" in msg and "group_size is now num_generations (TRL's name for it): write num_generations: 4" in msg
+    assert "training.grpo" in msg and "group_size is now num_generations: write num_generations: 4" in msg
     assert "eps_high is now epsilon_high" in msg and "write scale_rewards: none" in msg
     path = tmp_path / "new.yaml"
     path.write_text(toy_spec.read_text() + "training:\n  grpo: {num_generations: 4, epsilon_high: 0.3, "
                     "scale_rewards: false, mask_truncated_completions: true}\n")
     g = load_spec(path).training.grpo
     assert (g.num_generations, g.epsilon_high, g.scale_rewards, g.mask_truncated_completions) == (4, 0.3, "none", True)
+
+
+@pytest.mark.parametrize("section", ["sft", "dpo", "grpo"])
+def test_sft_dpo_and_grpo_carry_trls_training_argument_names(tmp_path, toy_spec, section):
+    old = f"training:\n  {section}: {{steps: 7, lr: 0.001, log_every: 3}}\n"
+    msg = _error(tmp_path, toy_spec.read_text() + old)
+    for line in ("steps is now max_steps: write max_steps: 7", "lr is now learning_rate: write learning_rate: 0.001",
+                 "log_every is now logging_steps: write logging_steps: 3"):
+        assert f"training.{section}: {line}" in msg
+    path = tmp_path / "new.yaml"
+    path.write_text(toy_spec.read_text() + f"training:\n  {section}: {{max_steps: 7, learning_rate: 0.001, "
+                    "logging_steps: 3}\n")
+    cfg = getattr(load_spec(path).training, section)
+    assert (cfg.max_steps, cfg.learning_rate, cfg.logging_steps) == (7, 0.001, 3)
+
+
+def test_grpos_iterations_and_accumulation_carry_trls_names(tmp_path, toy_spec):
+    msg = _error(tmp_path, toy_spec.read_text() + "training:\n  grpo: {updates_per_batch: 2, grad_accum: 4}\n")
+    assert "updates_per_batch is now num_iterations: write num_iterations: 2" in msg
+    assert "grad_accum is now gradient_accumulation_steps: write gradient_accumulation_steps: 4" in msg
+
+
+@pytest.mark.parametrize(("section", "old", "line"), [
+    ("training:\n  grpo:\n", "    reward_workers: 3\n",
+     "training.grpo: reward_workers is now verifiers.workers: write verifiers.workers: 3"),
+    ("eval:\n", "  workers: 3\n", "eval: workers is now verifiers.workers: write verifiers.workers: 3"),
+    ("orchestration:\n", "  workers: 3\n", "orchestration: workers is now task_workers: write task_workers: 3"),
+])
+def test_an_old_worker_count_names_the_one_it_became(tmp_path, toy_spec, section, old, line):
+    text = toy_spec.read_text()
+    text = text.replace(section, section + old) if section in text else text + section + old
+    assert line in _error(tmp_path, text)
+
+
+def test_dpo_is_not_validated_against_grpos_backend(tmp_path, toy_spec):
+    path = tmp_path / "dpo.yaml"
+    path.write_text(toy_spec.read_text() + "training: {algorithm: dpo, grpo: {backend: deepspeed}}\n")
+    assert load_spec(path).training.algorithm == "dpo"  # GRPO's DeepSpeed setting does not reach DPO
 
 
 def test_null_means_all_and_zero_says_so(tmp_path, toy_spec):
@@ -65,8 +103,8 @@ def test_null_means_all_and_zero_says_so(tmp_path, toy_spec):
 
 
 def test_nested_range_error_gives_the_field_description(tmp_path, toy_spec):
-    msg = _error(tmp_path, toy_spec.read_text() + "training:\n  sft: {steps: -1}\n")
-    assert "training.sft.steps" in msg and "greater than or equal to 0" in msg
+    msg = _error(tmp_path, toy_spec.read_text() + "training:\n  sft: {max_steps: -1}\n")
+    assert "training.sft.max_steps" in msg and "greater than or equal to 0" in msg
     assert "fix: Optimizer steps" in msg
 
 
@@ -88,14 +126,14 @@ def test_not_a_mapping_and_missing_file(tmp_path):
 
 def test_smoke_overrides_validate_and_keep_base_dir(toy_spec):
     spec = load_run_spec(toy_spec, smoke=True, runner="dask")
-    assert spec.training.grpo.steps == SMOKE_OVERRIDES["training.grpo.steps"]
+    assert spec.training.grpo.max_steps == SMOKE_OVERRIDES["training.grpo.max_steps"]
     assert spec.orchestration.runner == "dask"
     assert spec.base_dir == toy_spec.parent.resolve()
-    with pytest.raises(SpecError, match="training.sft.steps"):
-        with_overrides(spec, {"training.sft.steps": -5})
+    with pytest.raises(SpecError, match="training.sft.max_steps"):
+        with_overrides(spec, {"training.sft.max_steps": -5})
 
 
 def test_caller_overrides_apply_after_the_smoke_budget(toy_spec):
-    spec = load_run_spec(toy_spec, smoke=True, overrides={"training.grpo.steps": 7, "curriculum.k": 2})
-    assert spec.training.grpo.steps == 7 and spec.curriculum.k == 2
-    assert spec.training.sft.steps == SMOKE_OVERRIDES["training.sft.steps"]
+    spec = load_run_spec(toy_spec, smoke=True, overrides={"training.grpo.max_steps": 7, "curriculum.k": 2})
+    assert spec.training.grpo.max_steps == 7 and spec.curriculum.k == 2
+    assert spec.training.sft.max_steps == SMOKE_OVERRIDES["training.sft.max_steps"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlvrflow.flows.cache import Manifest
 from rlvrflow.flows.runner import stage_key_of
-from rlvrflow.flows.spec import load_spec, spec_from_dict
+from rlvrflow.flows.spec import load_spec, spec_data, spec_from_dict
 from rlvrflow.flows.stages import STAGES
 
 
@@ -24,7 +24,7 @@ def _keys(spec) -> dict[str, str]:
 
 
 def _with(spec, section: str, update: dict):
-    data = spec.model_dump(mode="json")
+    data = spec_data(spec)  # the spec less what generation.* fills in, as --set overrides edit it
     data[section].update(update)
     return type(spec).model_validate(data)
 
@@ -66,7 +66,7 @@ def test_a_file_the_verifiers_read_is_in_every_scoring_stage_key(toy_spec):
     not only attach (the same rows can pass attach's self-check against both versions)."""
     db = toy_spec.parent / "facts.db"
     db.write_bytes(b"version 1")
-    data = load_spec(toy_spec).model_dump(mode="json")
+    data = spec_data(load_spec(toy_spec))
     data["verifiers"]["rules"][0]["params"] = {"database": "facts.db"}
     spec = spec_from_dict(data, toy_spec.parent)
     before = {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("attach", "tier", "grpo", "dpo")}

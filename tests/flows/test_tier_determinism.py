@@ -30,7 +30,7 @@ def _by_text(workers, timeout_s=None):
 
 def _with(spec, chunk_rows: int):
     return spec.model_copy(update={"orchestration": spec.orchestration.model_copy(
-        update={"chunk_rows": chunk_rows, "workers": 2})})
+        update={"chunk_rows": chunk_rows, "task_workers": 2})})
 
 
 @pytest.fixture

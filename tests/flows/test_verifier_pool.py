@@ -63,3 +63,63 @@ def test_verifiers_timeout_s_decides_whether_a_slow_verifier_passes_attach(toy_s
     spec = _spec(toy_spec, tmp_path, monkeypatch, "verifier_pool_slow_plugin:slow_math", workers=2, timeout_s=10)
     long = _attach(spec, tmp_path / "long")
     assert long.stats["rows_kept"] == 2 and long.key != short.key
+
+
+def test_one_workers_reaches_every_stages_verifier_pool(toy_spec, tmp_path, monkeypatch):
+    """Each stage's library call gets verifiers.workers as its pool size: attach, its canaries, tiering,
+    GRPO, DPO and evaluate (its models and the constant baseline). The libraries are stubbed to record it."""
+    import json
+
+    from rlvrflow.curriculum import tiering
+    from rlvrflow.engines import factory
+    from rlvrflow.flows import stage_calls
+    from rlvrflow.flows.runner import Job
+    from rlvrflow.flows.spec import spec_data
+    from rlvrflow.training import baseline, dpo, dpo_data, eval as eval_lib, grpo
+    from rlvrflow.verifiers import attaching, canary
+
+    seen: dict[str, object] = {}
+
+    def record(name, result):
+        def call(*args, workers="missing", **kwargs):
+            seen[name] = workers
+            return result
+        return call
+
+    rows = pl.DataFrame({"id": ["a"], "prompt": ["1+1?"], "reference": ["2"], "category": ["arithmetic"],
+                         "verifier": ["math"], "verifier_params": ["{}"], "split": ["train"]})
+    path = tmp_path / "rows.parquet"
+    rows.write_parquet(path)
+    monkeypatch.setattr(attaching, "attach", record("attach", (rows, rows.head(0), {})))
+    monkeypatch.setattr(canary, "probe", record("canaries", {"ok": True, "rules": [], "max_share": 0.01}))
+    monkeypatch.setattr(canary, "prior_probe", record("priors", []))
+    monkeypatch.setattr(tiering, "default_score_fn", lambda workers, timeout_s: seen.setdefault("tier", workers))
+    monkeypatch.setattr(tiering, "tier_with_rollouts", lambda *a, **k: (rows, rows))
+    monkeypatch.setattr(factory, "make_engine", lambda *a, **k: None)
+    monkeypatch.setattr(factory, "release", lambda engine: None)
+    monkeypatch.setattr(grpo, "train_grpo", record("grpo", {}))
+    monkeypatch.setattr(dpo_data, "build_pairs", lambda *a: ([{"prompt": "p", "chosen": "c", "rejected": "r"}], {}))
+    monkeypatch.setattr(dpo, "train_dpo", record("dpo", {}))
+    monkeypatch.setattr(eval_lib, "eval_engine", lambda *a: None)
+    monkeypatch.setattr(eval_lib, "evaluate", record("evaluate", {}))
+    monkeypatch.setattr(baseline, "constant_baseline", record("constant", {}))
+
+    spec = load_spec(toy_spec)
+    data = spec_data(spec)
+    data["verifiers"]["workers"] = 3
+    files = {"rows": str(path), "train": str(path), "eval": str(path), "model": str(tmp_path), "rollouts": str(path)}
+    inputs = {name: files for name in ("prepare", "attach", "split", "sft", "tier")}
+
+    def job(name, item=None):
+        out = tmp_path / name
+        out.mkdir(exist_ok=True)
+        return Job(name, json.dumps(data), str(spec.base_dir), str(tmp_path), str(out), inputs, item)
+
+    stage_calls.attach(job("attach", {"offset": 0, "rows": 1}))
+    rows.write_parquet(tmp_path / "attach" / "attach.parquet")
+    stage_calls.attach_canaries(job("attach"), {})
+    stage_calls.tier(job("tier", {"ids": ["a"]}))
+    stage_calls.grpo(job("grpo"))
+    stage_calls.dpo(job("dpo"))
+    stage_calls.measure_model(job("evaluate").spec, "sft", str(tmp_path), rows, tmp_path / "s.jsonl")
+    assert seen == {name: 3 for name in ("attach", "canaries", "priors", "tier", "grpo", "dpo", "evaluate")}

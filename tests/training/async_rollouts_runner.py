@@ -40,7 +40,7 @@ def main() -> None:
     from rlvrflow.verifiers import RewardConfig
 
     sft, out, kill_after, who = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    cfg = toy.training_cfg(grpo={"steps": STEPS, "lr": 1e-2, "rollout_mode": "async", "max_staleness": 2},
+    cfg = toy.training_cfg(grpo={"max_steps": STEPS, "learning_rate": 1e-2, "rollout_mode": "async", "max_staleness": 2},
                            checkpoint={"every": 2, "keep_last": 4})
 
     def progress(step, total, metrics):
@@ -50,7 +50,7 @@ def main() -> None:
             os.kill(os.getpid() if who == "trainer" else generator_pid(out), signal.SIGKILL)
 
     train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1, retier_window=1000), RewardConfig(),
-               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
                out, seed=3, on_progress=progress)
 
 

@@ -45,9 +45,9 @@ def corpus() -> list[str]:
 def training_cfg(**over) -> TrainingConfig:
     base = {
         "tiny": TINY.model_dump(), "device": "cpu", "torch_threads": 1,
-        "sft": {"steps": 40, "lr": 1e-2, "batch_size": 16, "warmup_steps": 2, "max_length": 32},
-        "grpo": {"steps": 4, "prompts_per_step": 4, "num_generations": 4, "lr": 3e-3, "warmup_steps": 0,
-                 "max_new_tokens": 12, "reward_workers": 1, "max_refill_rounds": 1},
+        "sft": {"max_steps": 40, "learning_rate": 1e-2, "batch_size": 16, "warmup_steps": 2, "max_length": 32},
+        "grpo": {"max_steps": 4, "prompts_per_step": 4, "num_generations": 4, "learning_rate": 3e-3, "warmup_steps": 0,
+                 "max_new_tokens": 12, "max_refill_rounds": 1},
         "checkpoint": {"every": 2, "keep_last": 2},
     }
     for key, value in over.items():

@@ -18,9 +18,9 @@ def _metrics(out):
 
 
 def _train(toy, sft, out, **grpo):
-    cfg = toy.cfg(grpo={"steps": 3, "lr": 1e-2, **grpo}, checkpoint={"every": 3})
+    cfg = toy.cfg(grpo={"max_steps": 3, "learning_rate": 1e-2, **grpo}, checkpoint={"every": 3})
     return train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-                      toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+                      toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
                       out, seed=3)
 
 
@@ -42,7 +42,7 @@ def test_staleness_0_reproduces_the_synchronous_run(tmp_path, sft_model, toy):
 
 @pytest.mark.slow
 def test_a_stale_run_clips_and_counts_every_group(tmp_path, sft_model, toy):
-    result = _train(toy, sft_model, tmp_path, rollout_mode="async", max_staleness=2, steps=5, lr=3e-2)
+    result = _train(toy, sft_model, tmp_path, rollout_mode="async", max_staleness=2, max_steps=5, learning_rate=3e-2)
     m = _metrics(tmp_path)
     assert max(x["staleness_mean"] for x in m) > 0
     assert max(x.get("clip_fraction", 0.0) for x in m) > 0  # the ratio to the generator's policy is clipped

@@ -111,7 +111,7 @@ def test_flat_groups_without_sft_do_not_blame_the_learning_rate():
     assert with_sft is not None and "restart from SFT" in with_sft.change
     without = R.mostly_zero_variance(RunRecords(metrics=falling, sft_rows=0))
     assert without is not None and "no SFT" in without.change
-    assert "restart from SFT" not in without.change and "lower training.grpo.lr" not in without.change
+    assert "restart from SFT" not in without.change and "lower training.grpo.learning_rate" not in without.change
 
 
 def test_the_zero_variance_figure_is_the_pooled_share_of_groups():

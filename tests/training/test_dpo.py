@@ -10,7 +10,7 @@ import torch
 from rlvrflow.training.config import EvalConfig
 from rlvrflow.training.dpo import batch_indices, dpo_loss, encode_pairs, train_dpo
 
-EVAL = EvalConfig(k=1, n_samples=4, max_new_tokens=8, workers=1)
+EVAL = EvalConfig(k=1, n_samples=4, max_new_tokens=8)
 
 
 def test_dpo_loss_matches_hand_computed_numbers():
@@ -67,7 +67,7 @@ def _pairs(n: int) -> list[dict]:
 def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, tmp_path):
     from safetensors.torch import load_file
 
-    cfg = toy.cfg(algorithm="dpo", dpo={"steps": 4, "lr": 3e-3, "batch_size": 4, "warmup_steps": 0},
+    cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 4, "learning_rate": 3e-3, "batch_size": 4, "warmup_steps": 0},
                   checkpoint={"every": 2, "keep_last": 3})
     eval_rows = toy.copy_rows(4, 3, split="eval")
     straight = train_dpo(sft_model, _pairs(6), cfg, eval_rows, EVAL, tmp_path / "a", seed=0)
@@ -99,7 +99,7 @@ def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, 
 
 
 def test_retention_removes_a_deleted_checkpoints_kept_eval(sft_model, toy, tmp_path):
-    cfg = toy.cfg(algorithm="dpo", dpo={"steps": 4, "lr": 3e-3, "batch_size": 4, "warmup_steps": 0},
+    cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 4, "learning_rate": 3e-3, "batch_size": 4, "warmup_steps": 0},
                   checkpoint={"every": 2, "keep_last": 1})
     train_dpo(sft_model, _pairs(6), cfg, toy.copy_rows(4, 3, split="eval"), EVAL, tmp_path, seed=0)
     assert not (tmp_path / "step_000002").exists() and (tmp_path / "step_000004").is_dir()
@@ -114,7 +114,7 @@ def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folde
 
     sft = tmp_path / "sft"
     shutil.copytree(sft_model, sft)
-    cfg = toy.cfg(algorithm="dpo", dpo={"steps": 1, "batch_size": 3})
+    cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 1, "batch_size": 3})
     cpu = torch.device("cpu")
 
     def reference():
@@ -157,7 +157,7 @@ def test_lora_chat_dpo_uses_the_base_as_reference_and_saves_the_adapter(qwen, to
     from rlvrflow.training.modeling import load_model_and_tokenizer
 
     cfg = toy.cfg(algorithm="dpo", prompt_format="chat", lora={"r": 4, "alpha": 8},
-                  dpo={"steps": 2, "lr": 1e-2, "batch_size": 3, "max_length": 96}, checkpoint={"every": 2})
+                  dpo={"max_steps": 2, "learning_rate": 1e-2, "batch_size": 3, "max_length": 96}, checkpoint={"every": 2})
     result = train_dpo(qwen, _pairs(3), cfg, toy.copy_rows(2, 3, split="eval"), EVAL, tmp_path, seed=0)
     assert result["prompt_format"] == "chat" and 0 < result["trainable_params"] < result["total_params"]
     step = tmp_path / "step_000002"
@@ -187,7 +187,7 @@ def test_dpo_on_tiering_samples_raises_held_out_pass_at_1_over_sft(base_model, t
     sft = run_sft(base_model, toy.copy_rows(200, 1, noise=0.9, digits=digits), toy.cfg(), tmp_path / "sft", seed=0)
     cur = CurriculumConfig(n_samples=8, k=1, max_new_tokens=8)
     tier_to_dir(toy.copy_rows(60, 1, digits=digits), sft, cur, tmp_path / "tier", seed=0, workers=1)
-    dpo = DPOConfig(steps=20, lr=3e-3, batch_size=8, warmup_steps=0, max_pairs_per_prompt=2)
+    dpo = DPOConfig(max_steps=20, learning_rate=3e-3, batch_size=8, warmup_steps=0, max_pairs_per_prompt=2)
     stats = export_dpo(tmp_path / "tier", tmp_path / "pairs", dpo, seed=0)
     ds = datasets.load_from_disk(str(tmp_path / "pairs" / "dataset"))
     assert {"prompt", "chosen", "rejected", "chosen_status", "rejected_status"} <= set(ds.column_names)

@@ -42,7 +42,7 @@ def test_metrics_match_hand_counts(toy):
         tasks[2].prompt: ["hmm", "no idea", "hmm hmm", "no idea!"],
     }
     eng = ScriptedEngine(greedy, sampled)
-    m = evaluate_engine(eng, tasks, EvalConfig(k=2, n_samples=4, workers=1), seed=0, workers=1)
+    m = evaluate_engine(eng, tasks, EvalConfig(k=2, n_samples=4), seed=0, workers=1)
     assert eng.calls == [(1, 0.0), (4, 1.0)]
     assert m["pass_at_1_greedy"] == pytest.approx(1 / 3)
     assert m["pass_at_1_sampled"] == pytest.approx((1 + 0.25 + 0) / 3)
@@ -106,7 +106,7 @@ def test_max_prompts_keeps_each_categorys_share(toy):
 
 def test_evaluate_a_saved_model_is_deterministic(sft_model, toy):
     rows = toy.copy_rows(12, 3, split="eval")
-    cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12, workers=1)
+    cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12)
     a = evaluate(sft_model, rows, cfg, seed=5, device="cpu")
     b = evaluate(sft_model, rows, cfg, seed=5, device="cpu")
     assert a == b
@@ -121,7 +121,7 @@ def test_a_loop_eval_is_read_back_as_the_record_of_its_model(sft_model, toy, tmp
     from rlvrflow.training.modeling import load_model_and_tokenizer
 
     rows = toy.copy_rows(12, 3, split="eval")
-    cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12, workers=1)
+    cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12)
     model, tok = load_model_and_tokenizer(sft_model, "cpu", trainable=False)
     run = tmp_path / "run"
     kept = evaluate_live(model, tok, rows, cfg, 5, run / "samples" / "step_000000.jsonl", device="cpu",
@@ -166,7 +166,7 @@ def test_samples_file_holds_the_same_prompts_per_category_at_every_eval(toy, tmp
 
     rows = _two_category_rows(toy)
     tasks = select_eval_tasks(rows, EvalConfig())
-    cfg = EvalConfig(k=1, n_samples=2, workers=1, samples_per_category=2)
+    cfg = EvalConfig(k=1, n_samples=2, samples_per_category=2)
     evaluate_engine(_answers(tasks, False), tasks, cfg, seed=3, workers=1, samples_path=tmp_path / "sft.jsonl")
     evaluate_engine(_answers(tasks, True), tasks, cfg, seed=3, workers=1, samples_path=tmp_path / "ckpt.jsonl")
     before, after = read_samples(tmp_path / "sft.jsonl"), read_samples(tmp_path / "ckpt.jsonl")

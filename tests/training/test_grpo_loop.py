@@ -62,7 +62,7 @@ def tokenizer(base_model):
 def test_zero_variance_groups_are_filtered_and_refilled(toy, tokenizer):
     tasks = _digit_tasks(toy, [0, 2, 1, 3, 5])
     sampler = ListSampler(["p0", "p2", "p1", "p3", "p5"])
-    g = GRPOConfig(prompts_per_step=2, num_generations=4, max_refill_rounds=1, reward_workers=1)
+    g = GRPOConfig(prompts_per_step=2, num_generations=4, max_refill_rounds=1)
     groups, info = collect_groups(DigitEngine(), sampler, tasks, tokenizer, g, RewardConfig(), 0, 0)
     assert [grp.task_id for grp in groups] == ["p1", "p3"]
     assert info["groups_seen"] == 4 and info["groups_zero_variance"] == 2 and info["zero_variance_fraction"] == 0.5
@@ -75,11 +75,11 @@ def test_zero_variance_groups_are_filtered_and_refilled(toy, tokenizer):
 
 def test_refill_is_bounded_and_filtering_can_be_off(toy, tokenizer):
     tasks = _digit_tasks(toy, [0, 2, 4, 6, 1])
-    g = GRPOConfig(prompts_per_step=2, num_generations=2, max_refill_rounds=1, reward_workers=1)
+    g = GRPOConfig(prompts_per_step=2, num_generations=2, max_refill_rounds=1)
     groups, info = collect_groups(DigitEngine(), ListSampler(["p0", "p2", "p4", "p6", "p1"]), tasks, tokenizer,
                                   g, RewardConfig(), 0, 0)
     assert groups == [] and info["groups_seen"] == 4  # two rounds only, all zero-variance
-    g_keep = GRPOConfig(prompts_per_step=2, num_generations=2, filter_zero_variance=False, reward_workers=1)
+    g_keep = GRPOConfig(prompts_per_step=2, num_generations=2, filter_zero_variance=False)
     groups, info = collect_groups(DigitEngine(), ListSampler(["p0", "p2"]), tasks, tokenizer, g_keep, RewardConfig(), 0, 0)
     assert [grp.task_id for grp in groups] == ["p0", "p2"] and info["groups_zero_variance"] == 0
 
@@ -87,7 +87,7 @@ def test_refill_is_bounded_and_filtering_can_be_off(toy, tokenizer):
 def test_an_empty_draw_ends_the_rounds_instead_of_failing(toy, tokenizer):
     """A short_batch sampler can return no ids at all: the step has no groups, nothing crashes."""
     tasks = _digit_tasks(toy, [0, 1])
-    g = GRPOConfig(prompts_per_step=2, num_generations=2, max_refill_rounds=2, reward_workers=1)
+    g = GRPOConfig(prompts_per_step=2, num_generations=2, max_refill_rounds=2)
     sampler = ListSampler(["p0", "p2"][:1])  # one zero-variance prompt, then nothing
     groups, info = collect_groups(DigitEngine(), sampler, tasks, tokenizer, g, RewardConfig(), 0, 0)
     assert groups == [] and info["groups_seen"] == 1 and info["groups_zero_variance"] == 1
@@ -112,8 +112,8 @@ def test_truncated_completions_are_marked_counted_and_masked_out_of_the_loss(toy
     from rlvrflow.training.trainer import Optim
 
     tasks = _digit_tasks(toy, [1, 3])
-    g = GRPOConfig(prompts_per_step=2, num_generations=4, reward_workers=1, mask_truncated_completions=True,
-                   lr=1e-3, warmup_steps=0)
+    g = GRPOConfig(prompts_per_step=2, num_generations=4, mask_truncated_completions=True,
+                   learning_rate=1e-3, warmup_steps=0)
     groups, info = collect_groups(CutEngine(), ListSampler(["p1", "p3"]), tasks, tokenizer, g, RewardConfig(), 0, 0)
     assert [grp.truncated for grp in groups] == [[False, True, False, True]] * 2
     assert info["truncated_fraction"] == 0.5
@@ -145,10 +145,10 @@ def test_grpo_raises_reward_on_the_copy_task(tmp_path, base_model, toy):
     # SFT on noisy demonstrations (90% random digits) leaves the model right ~20% of the time
     rows = toy.copy_rows(200, 1, noise=0.9, digits=(7,))
     sft = run_sft(base_model, rows, toy.cfg(), tmp_path / "sft", seed=0)
-    cfg = toy.cfg(grpo={"steps": 12, "prompts_per_step": 8, "num_generations": 8}, checkpoint={"every": 12})
+    cfg = toy.cfg(grpo={"max_steps": 12, "prompts_per_step": 8, "num_generations": 8}, checkpoint={"every": 12})
     result = train_grpo(sft, toy.copy_rows(200, 1, digits=(7,)), cfg, CurriculumConfig(dedup_window=0),
                         RewardConfig(), toy.copy_rows(40, 3, split="eval", digits=(7,)),
-                        EvalConfig(k=2, n_samples=4, max_new_tokens=12, workers=1), tmp_path / "grpo", seed=0)
+                        EvalConfig(k=2, n_samples=4, max_new_tokens=12), tmp_path / "grpo", seed=0)
     m = _metrics(tmp_path / "grpo")
     # step 1 samples the SFT model (before any update); the last steps sample the trained policy
     first, last = m[0]["correct_rate"], sum(x["correct_rate"] for x in m[-4:]) / 4
@@ -158,9 +158,9 @@ def test_grpo_raises_reward_on_the_copy_task(tmp_path, base_model, toy):
 
 
 def test_beta_loads_a_reference_and_logs_kl(tmp_path, sft_model, toy):
-    cfg = toy.cfg(grpo={"steps": 3, "beta": 0.1, "loss_agg": "sequence", "grad_accum": 2}, checkpoint={"every": 3})
+    cfg = toy.cfg(grpo={"max_steps": 3, "beta": 0.1, "loss_agg": "sequence", "gradient_accumulation_steps": 2}, checkpoint={"every": 3})
     train_grpo(sft_model, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
                tmp_path, seed=0)
     kls = [x["kl"] for x in _metrics(tmp_path) if "kl" in x]
     assert kls and kls[-1] > 0  # the policy has moved away from the reference by the last step
@@ -172,9 +172,9 @@ def test_the_entropy_bonus_keeps_the_policy_spread(tmp_path, sft_model, toy):
     ends = {}
     for coef in (0.0, 0.5):
         out = tmp_path / f"coef{coef}"
-        cfg = toy.cfg(grpo={"steps": 6, "filter_zero_variance": False, "entropy_coef": coef}, checkpoint={"every": 6})
+        cfg = toy.cfg(grpo={"max_steps": 6, "filter_zero_variance": False, "entropy_coef": coef}, checkpoint={"every": 6})
         train_grpo(sft_model, toy.copy_rows(40, 1, noise=0.5), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-                   toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+                   toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
                    out, seed=0)
         m = _metrics(out)
         assert all(x["entropy"] > 0 for x in m if "kl" in x), m
@@ -202,9 +202,9 @@ def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sf
         _, mask, ent = completion_logprobs(model, [prompt] * 3, comps, tok.pad_token_id, torch.device("cpu"),
                                            entropy="value")
     want = float(ent[mask].mean())
-    g = GRPOConfig(num_generations=3, grad_accum=4, lr=1e-3, warmup_steps=0)
+    g = GRPOConfig(num_generations=3, gradient_accumulation_steps=4, learning_rate=1e-3, warmup_steps=0)
     group = Group("t", prompt, comps, [1.0, 0.0, 0.5], [True, False, False])
-    backend = TorchBackend(model, Optim.of(g, g.updates_per_batch))
+    backend = TorchBackend(model, Optim.of(g, g.num_iterations))
     stats = update_policy(backend, None, [group], g, tok.pad_token_id, torch.device("cpu"))
     assert stats["entropy"] == pytest.approx(want, rel=1e-4)
     assert len({len(c) for c in comps}) == 3  # uneven, so a mean of per-micro-batch means would differ
@@ -319,10 +319,10 @@ def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp
 
     rows = toy.copy_rows(30, 1).with_columns(pl.Series("n_correct", [i % 9 for i in range(30)]),
                                              pl.lit(8).alias("n_samples"))
-    cfg = toy.cfg(grpo={"steps": 3, "prompts_per_step": 4, "num_generations": 4}, checkpoint={"every": 3})
+    cfg = toy.cfg(grpo={"max_steps": 3, "prompts_per_step": 4, "num_generations": 4}, checkpoint={"every": 3})
     cur = CurriculumConfig(sampler="adaptive", adaptive={"step": 1.0}, dedup_window=0)
     train_grpo(sft_model, rows, cfg, cur, RewardConfig(), toy.copy_rows(4, 3, split="eval"),
-               EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1), tmp_path, seed=0)
+               EvalConfig(k=1, n_samples=1, max_new_tokens=12), tmp_path, seed=0)
     state = torch.load(tmp_path / "step_000003" / "state.pt", weights_only=False)["sampler"]
     assert state["kind"] == "adaptive" and state["batches"] >= 3
     drawn_arms = {int(pid[-4:]) % 9 for pid in state["last_drawn"]}
@@ -356,9 +356,9 @@ def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_mode
                                                          seed=1)[0]
     group = Group("t", tok(prompt).input_ids, [list(c.token_ids) for c in drawn], [1.0, 0.0, 1.0, 0.0, 0.5, 0.5],
                   [True, False, True, False, False, False], old_logprobs=[list(c.logprobs) for c in drawn])
-    g = GRPOConfig(num_generations=6, lr=1e-6, warmup_steps=0, epsilon=1e-3, epsilon_high=1e-3, updates_per_batch=1,
+    g = GRPOConfig(num_generations=6, learning_rate=1e-6, warmup_steps=0, epsilon=1e-3, epsilon_high=1e-3, num_iterations=1,
                    temperature=trainer_temperature)
-    backend = TorchBackend(model, Optim.of(g, g.updates_per_batch))
+    backend = TorchBackend(model, Optim.of(g, g.num_iterations))
     stats = update_policy(backend, None, [group], g, tok.pad_token_id, torch.device("cpu"))
     if clipped:
         assert stats["clip_fraction"] > 0.25, stats

@@ -21,7 +21,7 @@ from rlvrflow.training.config import EvalConfig, TrainingConfig
 from rlvrflow.verifiers import RewardConfig
 
 SYSTEM = "You copy digits."
-EVAL = EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1)
+EVAL = EvalConfig(k=1, n_samples=2, max_new_tokens=12)
 
 
 def _corpus(toy):
@@ -30,7 +30,7 @@ def _corpus(toy):
 
 def _cfg(toy, **over):
     """The toy config with room for chat-rendered prompts (~30 BPE tokens); lr 1e-2 is too high here."""
-    sft = {"max_length": 96, "steps": 200, "lr": 3e-3, **over.pop("sft", {})}
+    sft = {"max_length": 96, "max_steps": 200, "learning_rate": 3e-3, **over.pop("sft", {})}
     return toy.cfg(sft=sft, **over)
 
 
@@ -195,7 +195,7 @@ def test_bf16_sft_and_grpo_run_end_to_end(qwen, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
     from rlvrflow.training.sft import run_sft
 
-    cfg = _cfg(toy, dtype="bfloat16", sft={"steps": 30}, grpo={"steps": 2, "beta": 0.1, "entropy_coef": 0.01},
+    cfg = _cfg(toy, dtype="bfloat16", sft={"max_steps": 30}, grpo={"max_steps": 2, "beta": 0.1, "entropy_coef": 0.01},
                checkpoint={"every": 2})
     sft = run_sft(qwen, toy.copy_rows(100, 1), cfg, tmp_path / "sft", seed=0)
     stats = json.loads((sft / "sft_stats.json").read_text())
@@ -242,7 +242,7 @@ def test_lora_sft_changes_only_what_the_adapters_touch(qwen, toy, tmp_path):
 
     from rlvrflow.training.sft import run_sft
 
-    cfg = _cfg(toy, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}, sft={"steps": 10})
+    cfg = _cfg(toy, lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}, sft={"max_steps": 10})
     sft = run_sft(qwen, toy.copy_rows(50, 1), cfg, tmp_path / "sft", seed=0)
     stats = json.loads((sft / "sft_stats.json").read_text())
     assert 0 < stats["trainable_params"] < stats["total_params"]

@@ -100,29 +100,29 @@ def spy(monkeypatch):
 def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "num_generations": 2, "reward_workers": 2},
+    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2},
                   checkpoint={"every": 1})
     train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2, workers=2), tmp_path / "g", seed=0,
+               toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2), tmp_path / "g", seed=0,
                workers=1, timeout_s=7.5)
     assert len(spy) >= 3 and set(spy) == {(1, 7.5)}  # baseline eval, the step's rollouts, the step-1 eval
 
 
-def test_train_grpo_keeps_its_sections_worker_counts_by_default(spy, sft_model, toy, tmp_path):
+def test_train_grpo_without_workers_sizes_one_pool_by_the_cores_for_rewards_and_evals(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"steps": 1, "prompts_per_step": 2, "num_generations": 2, "reward_workers": 1},
+    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2},
                   checkpoint={"every": 1})
     train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2, workers=2), tmp_path / "g", seed=0)
-    assert spy[0] == (2, 30.0) and (1, 30.0) in spy  # eval.workers for evals, grpo.reward_workers for rewards
+               toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2), tmp_path / "g", seed=0)
+    assert len(spy) >= 3 and set(spy) == {(None, 30.0)}  # score_many's None: one process per core, one pool
 
 
 def test_train_dpo_evaluates_with_its_pool_settings(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.dpo import train_dpo
 
-    cfg = toy.cfg(algorithm="dpo", dpo={"steps": 1, "batch_size": 2, "warmup_steps": 0}, checkpoint={"every": 1})
+    cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 1, "batch_size": 2, "warmup_steps": 0}, checkpoint={"every": 1})
     pairs = [{"prompt": f"Copy {d}\n", "chosen": f"Answer: {d}", "rejected": f"Answer: {d + 1}"} for d in range(3)]
-    train_dpo(sft_model, pairs, cfg, toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2, workers=2),
+    train_dpo(sft_model, pairs, cfg, toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2),
               tmp_path / "d", seed=0, workers=1, timeout_s=7.5)
     assert len(spy) == 2 and set(spy) == {(1, 7.5)}  # the SFT baseline and the step-1 checkpoint

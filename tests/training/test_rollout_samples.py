@@ -42,11 +42,11 @@ def test_step_line_names_the_numbers_a_person_watches():
 
 
 def test_grpo_writes_rollout_samples_and_step_lines(tmp_path, sft_model, toy, caplog):
-    cfg = toy.cfg(grpo={"steps": 4, "log_every": 2, "log_samples_every": 2, "filter_zero_variance": False},
+    cfg = toy.cfg(grpo={"max_steps": 4, "logging_steps": 2, "log_samples_every": 2, "filter_zero_variance": False},
                   checkpoint={"every": 4}, report_to=[])
     with caplog.at_level(logging.INFO, logger="rlvrflow.training"):
         train_grpo(sft_model, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-                   toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+                   toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
                    tmp_path, seed=0)
     recs = [json.loads(line) for line in (tmp_path / "rollout_samples.jsonl").read_text().splitlines()]
     assert [(r["step"], r["kind"]) for r in recs] == [(s, k) for s in (2, 4) for _ in range(2) for k in ("best", "worst")]
@@ -62,8 +62,8 @@ def test_grpo_writes_rollout_samples_and_step_lines(tmp_path, sft_model, toy, ca
 
 
 def test_log_samples_every_zero_writes_none(tmp_path, sft_model, toy):
-    cfg = toy.cfg(grpo={"steps": 2, "log_samples_every": 0}, checkpoint={"every": 2}, report_to=[])
+    cfg = toy.cfg(grpo={"max_steps": 2, "log_samples_every": 0}, checkpoint={"every": 2}, report_to=[])
     train_grpo(sft_model, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12, workers=1),
+               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
                tmp_path, seed=0)
     assert not (tmp_path / "rollout_samples.jsonl").exists()

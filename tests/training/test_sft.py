@@ -41,7 +41,7 @@ def test_empty_solutions_are_skipped_and_counted(toy):
 
 
 def test_rerun_with_same_inputs_reuses_the_checkpoint(tmp_path, base_model, toy):
-    cfg = toy.cfg(sft={"steps": 2})
+    cfg = toy.cfg(sft={"max_steps": 2})
     out = run_sft(base_model, toy.copy_rows(20, 0), cfg, tmp_path / "sft", seed=0)
     stamp = (out / "model.safetensors").stat().st_mtime_ns
     run_sft(base_model, toy.copy_rows(20, 0), cfg, tmp_path / "sft", seed=0)
@@ -54,7 +54,7 @@ def test_zero_steps_saves_the_base_weights(tmp_path, base_model, toy):
     import torch
     from transformers import AutoModelForCausalLM
 
-    out = run_sft(base_model, toy.copy_rows(10, 0), toy.cfg(sft={"steps": 0}), tmp_path / "s0", seed=0)
+    out = run_sft(base_model, toy.copy_rows(10, 0), toy.cfg(sft={"max_steps": 0}), tmp_path / "s0", seed=0)
     a = AutoModelForCausalLM.from_pretrained(base_model).state_dict()
     b = AutoModelForCausalLM.from_pretrained(out).state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -66,7 +66,7 @@ def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_m
 
     long = "Copy 7 " + "and ignore this padding text " * 3 + "\n"
     rows = toy.copy_rows(6, 0).with_columns(pl.Series("prompt", [long] * 2 + ["Copy 1\n"] * 4))
-    cfg = toy.cfg(sft={"steps": 1, "max_length": 40})
+    cfg = toy.cfg(sft={"max_steps": 1, "max_length": 40})
     with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
         out = run_sft(base_model, rows, cfg, tmp_path / "sft", seed=0)
     stats = json.loads((out / "sft_stats.json").read_text())
@@ -81,11 +81,11 @@ def test_prompts_cut_by_max_length_are_counted_and_warned_about(tmp_path, base_m
     assert "cut the end" not in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
-        run_sft(base_model, rows, toy.cfg(sft={"steps": 1, "max_length": 512}), tmp_path / "sft2", seed=0)
+        run_sft(base_model, rows, toy.cfg(sft={"max_steps": 1, "max_length": 512}), tmp_path / "sft2", seed=0)
     assert "cut the start" not in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rlvrflow.training"):
-        out = run_sft(base_model, rows, toy.cfg(sft={"steps": 1, "max_length": 8}), tmp_path / "sft3", seed=0)
+        out = run_sft(base_model, rows, toy.cfg(sft={"max_steps": 1, "max_length": 8}), tmp_path / "sft3", seed=0)
     assert json.loads((out / "sft_stats.json").read_text())["solutions_truncated"] == 6
     assert "training.sft.max_length=8 cut the end of 6 solutions" in caplog.text
 

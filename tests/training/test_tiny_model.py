@@ -64,5 +64,5 @@ def test_config_errors_name_the_fix():
         TrainingConfig.model_validate({"grpo": {"stpes": 3}})
     with pytest.raises(ValidationError, match="set k <= n_samples"):
         EvalConfig(k=9, n_samples=8)
-    with pytest.raises(ValidationError, match="grad_accum"):
-        GRPOConfig(prompts_per_step=3, num_generations=3, grad_accum=2)
+    with pytest.raises(ValidationError, match="gradient_accumulation_steps"):
+        GRPOConfig(prompts_per_step=3, num_generations=3, gradient_accumulation_steps=2)

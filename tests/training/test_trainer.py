@@ -20,10 +20,10 @@ def test_warmup_cosine_schedule():
 
 
 def test_each_section_gives_its_floor_and_grpo_counts_updates():
-    assert Optim.of(SFTConfig(steps=40)).min_lr_ratio == 0.1  # SFT's fixed floor
+    assert Optim.of(SFTConfig(max_steps=40)).min_lr_ratio == 0.1  # SFT's fixed floor
     assert Optim.of(DPOConfig(min_lr_ratio=0.0)).min_lr_ratio == 0.0
-    g = GRPOConfig(steps=10, warmup_steps=3, updates_per_batch=2, min_lr_ratio=0.2)
-    o = Optim.of(g, g.updates_per_batch)
+    g = GRPOConfig(max_steps=10, warmup_steps=3, num_iterations=2, min_lr_ratio=0.2)
+    o = Optim.of(g, g.num_iterations)
     assert (o.total_steps, o.warmup_steps, o.min_lr_ratio) == (20, 6, 0.2)
     opt = o.adamw([torch.nn.Parameter(torch.zeros(1))])
     sched = o.schedule(opt)
@@ -32,8 +32,8 @@ def test_each_section_gives_its_floor_and_grpo_counts_updates():
         rates.append(sched.get_last_lr()[0])
         opt.step()
         sched.step()
-    assert rates[0] == pytest.approx(g.lr / 6) and max(rates) == pytest.approx(g.lr)
-    assert sched.get_last_lr()[0] == pytest.approx(0.2 * g.lr)  # the floor after the last update
+    assert rates[0] == pytest.approx(g.learning_rate / 6) and max(rates) == pytest.approx(g.learning_rate)
+    assert sched.get_last_lr()[0] == pytest.approx(0.2 * g.learning_rate)  # the floor after the last update
 
 
 def test_a_checkpoint_without_backend_state_is_refused_with_the_fix(tmp_path):

@@ -40,8 +40,8 @@ def groups():
 def grpo_cfg(ga: int, backend: str = "deepspeed", stage: int = 2):
     from rlvrflow.training.config import GRPOConfig
 
-    return GRPOConfig(steps=STEPS, prompts_per_step=3, num_generations=2, grad_accum=ga, lr=1e-2, warmup_steps=1,
-                      max_grad_norm=1.0, backend=backend, zero_stage=stage, updates_per_batch=1)
+    return GRPOConfig(max_steps=STEPS, prompts_per_step=3, num_generations=2, gradient_accumulation_steps=ga, learning_rate=1e-2, warmup_steps=1,
+                      max_grad_norm=1.0, backend=backend, zero_stage=stage, num_iterations=1)
 
 
 def schedule_of_groups(step: int):
@@ -57,7 +57,7 @@ def train(backend, g) -> dict:
         grp = schedule_of_groups(step)
         n = sum(len(x.completion_ids) for x in grp)
         mine, _ = backend.rows_for_this_rank(n)
-        rows.append([len(mine), [len(mine[k::g.grad_accum]) for k in range(g.grad_accum)]])
+        rows.append([len(mine), [len(mine[k::g.gradient_accumulation_steps]) for k in range(g.gradient_accumulation_steps)]])
         stats = update_policy(backend, None, grp, g, pad_id=0, device=torch.device("cpu"))
         norms.append(stats["grad_norm"])
     return {"rows": rows, "grad_norms": norms, "lr": backend.lr()}
@@ -112,7 +112,7 @@ def main() -> None:
         for name, ga in (("torch_ga1", 1), ("torch_ga2", 2)):
             model = tiny_model(0)
             g = grpo_cfg(ga, backend="torch")
-            result[name] = train(TorchBackend(model, Optim.of(g, g.updates_per_batch)), g)
+            result[name] = train(TorchBackend(model, Optim.of(g, g.num_iterations)), g)
             finals[name] = {k: v.detach().clone() for k, v in model.named_parameters()}
         init = dict(tiny_model(0).named_parameters())
         ref = finals["torch_ga1"]

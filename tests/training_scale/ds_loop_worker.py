@@ -56,7 +56,7 @@ def main() -> None:
         zero3_threshold_zero()
     HFEngine.generate = counting_generate
     device = os.environ.get("DS_LOOP_DEVICE", "cpu")  # bench/gpu_smoke.py sets cuda
-    cfg = toy.training_cfg(device=device, grpo={"steps": 5, "grad_accum": 2,
+    cfg = toy.training_cfg(device=device, grpo={"max_steps": 5, "gradient_accumulation_steps": 2,
                                                           **({"backend": "deepspeed", "zero_stage": stage} if stage else {})},
                            checkpoint={"every": 2, "keep_last": 3})
 
@@ -67,7 +67,7 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     result = train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-                        toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+                        toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
                         out, seed=3, on_progress=progress)
     record["evals"] = result["evals"]
     Path(f"{record_path}.rank{rank}").write_text(json.dumps(record))

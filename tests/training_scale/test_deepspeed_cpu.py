@@ -168,9 +168,9 @@ def test_train_grpo_two_ranks_agree_and_resume_after_kill_matches(tmp_path, toy_
     from rlvrflow.training.grpo import train_grpo
     from rlvrflow.verifiers import RewardConfig
 
-    cfg = toy.training_cfg(grpo={"steps": 5, "grad_accum": 2}, checkpoint={"every": 2, "keep_last": 3})
+    cfg = toy.training_cfg(grpo={"max_steps": 5, "gradient_accumulation_steps": 2}, checkpoint={"every": 2, "keep_last": 3})
     train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12, workers=1),
+               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
                tmp_path / "torch", seed=3)
     a = load_file(straight / "step_000005" / "model.safetensors")
     t = load_file(tmp_path / "torch" / "step_000005" / "model.safetensors")
