@@ -639,7 +639,7 @@ def write_day(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         rename = days.parse_rename(args.rename_field) if args.rename_field else None
         entry = days.generate_day(args.out, args.day, args.seed, args.day_rows, args.db, args.worked_fraction,
                                   rename, args.shift_answers)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
         parser.error(str(exc))
     print(f"wrote day {args.day}: {entry['rows']} rows to {args.out / entry['file']}")
     return 0
