@@ -17,6 +17,11 @@ from a random stream of their own, after everything else: the other files are wh
 them, and the manifest counts them under `multi_step`, apart from `clean_rows`. `--worked-fraction` (default 0.06) of the
 rows carry the agent's worked reply; every row carries its gold outcome. Stdlib only, except the Parquet file, which is skipped (and noted in
 the manifest) when pyarrow is missing.
+
+    python examples/retail/generate.py --out examples/retail/raw --seed 0 --day 1 [--day-rows 200]
+
+`--day N` writes one more day's ticket log into a folder that holds the sample, for a nightly
+retraining run (days.py; `--rename-field` and `--shift-answers` make a broken and a shifted day).
 """
 from __future__ import annotations
 
@@ -622,15 +627,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worked-fraction", type=float, default=WORKED_FRACTION,
                         help=f"share of rows logged with the agent's worked reply (default {WORKED_FRACTION}); "
                              "the rest carry only their outcome")
+    parser.add_argument("--day", type=int, help="write day N's ticket log into --out, beside the sample "
+                        "generated there with the same --seed (days.py), instead of the sample")
+    parser.add_argument("--day-rows", type=int, default=200, help="rows in the day's log (default 200)")
+    parser.add_argument("--rename-field", metavar="FIELD=NEW",
+                        help="with --day: log a ticket field under another name, a broken field mapping")
+    parser.add_argument("--shift-answers", type=float, metavar="FACTOR",
+                        help="with --day: multiply the math answers by FACTOR, as if logged in another unit")
     args = parser.parse_args(argv)
     if not 0 <= args.worked_fraction <= 1:
         parser.error(f"--worked-fraction {args.worked_fraction}: a share between 0 and 1")
+    if args.day is not None:
+        return write_day(parser, args)
+    if args.rename_field or args.shift_answers is not None:
+        parser.error("--rename-field and --shift-answers change a day's log: add --day N")
     if args.rows < 100:
         parser.error(f"--rows {args.rows}: need at least 100 so every kind of messiness fits")
     start = time.perf_counter()
     manifest = generate(args.out, args.seed, args.rows, args.db, args.worked_fraction)
     print(f"wrote {manifest['records_total']} records ({manifest['clean_rows']} clean) in "
           f"{len(manifest['files'])} files to {args.out} in {time.perf_counter() - start:.1f}s")
+    return 0
+
+
+def write_day(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import days
+
+    if args.day_rows < 20:
+        parser.error(f"--day-rows {args.day_rows}: need at least 20 so every category has a row")
+    try:
+        rename = days.parse_rename(args.rename_field) if args.rename_field else None
+        entry = days.generate_day(args.out, args.day, args.seed, args.day_rows, args.db, args.worked_fraction,
+                                  rename, args.shift_answers)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        parser.error(str(exc))
+    print(f"wrote day {args.day}: {entry['rows']} rows to {args.out / entry['file']}")
     return 0
 
 

@@ -3,6 +3,7 @@ SQLite backend (scripts/mlflow_local.sh, stopped at the end, pass or fail), and 
 MLflow cannot be reached (the local record stands, the error names the URI and `sync`)."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from pydantic import ValidationError
 from rlvrflow.flows.cli import main
 from rlvrflow.flows.config import RegistryConfig
 from rlvrflow.flows.models import MirrorError, Registry, RegistryError
+
+from .test_week import NIGHT, generate, sample
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "mlflow_local.sh"
@@ -134,3 +137,38 @@ def test_models_reads_the_registry_section_from_a_spec(fake_run, tmp_path, capsy
     Registry(tmp_path).register(fake_run(tmp_path, "night1", 0.4))
     assert main(["models", "--out", str(tmp_path), "--spec", str(spec), "sync"]) == 2
     assert "is not reachable" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_retrain_flow_moves_the_champion_alias_with_its_promotions(prefect_harness, tmp_path, mlflow_server,
+                                                                         capsys):
+    """Two nights of the week test (tests/flows/test_week.py) with `registry.backend: mlflow`: each
+    registers a version, and the `champion` alias follows the flow's promotions: night 1 (4 SFT steps)
+    is the first champion, night 2 (150 SFT steps on a new day's log) beats it and takes the alias."""
+    from mlflow import MlflowClient
+
+    uri, out = mlflow_server, tmp_path / "nightly"
+    spec = sample(tmp_path / "retail")
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    night = ["run", str(spec), "--out", str(out), *NIGHT, "--set", "registry.backend=mlflow",
+             "--set", f"registry.tracking_uri={uri}"]
+    for n, extra in ((1, []), (2, ["--set", "training.sft.steps=150"])):
+        if n == 2:
+            generate(spec.parent, "--day", "1")
+        code = main(night + extra)
+        log = "".join(capsys.readouterr())
+        assert code == 0, log
+        assert "MLflow in step with OUT/registry (versions and the champion alias)" in log
+        registry = Registry(out)
+        report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
+        assert report["promotion"]["verdict"] == "promoted", report["promotion"]["reasons"]
+        versions = {v.tags["rlvrflow.id"]: v for v in client.search_model_versions("name = 'rlvrflow-retail'")}
+        assert sorted(versions) == sorted(m["id"] for m in registry.models())
+        alias = client.get_model_version_by_alias("rlvrflow-retail", "champion")
+        assert alias.tags["rlvrflow.id"] == registry.champion()["id"] == report["promotion"]["model"]
+        assert str(alias.version) == str(versions[report["promotion"]["model"]].version) == str(n)
+        assert alias.tags["rlvrflow.champion_reason"] == "; ".join(report["promotion"]["reasons"])
+    assert report["promotion"]["reasons"][0].startswith("gain +")
+    registry = Registry(out, RegistryConfig(backend="mlflow", tracking_uri=uri))
+    assert registry.check() == (True, f"in step: local champion {registry.champion()['id']}, "
+                                      f"MLflow rlvrflow-retail@champion {registry.champion()['id']}")
