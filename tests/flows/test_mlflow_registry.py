@@ -152,7 +152,7 @@ def test_the_retrain_flow_moves_the_champion_alias_with_its_promotions(prefect_h
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     night = ["run", str(spec), "--out", str(out), *NIGHT, "--set", "registry.backend=mlflow",
              "--set", f"registry.tracking_uri={uri}"]
-    for n, extra in ((1, []), (2, ["--set", "training.sft.steps=150"])):
+    for n, extra in ((1, []), (2, ["--set", "training.sft.max_steps=150"])):
         if n == 2:
             generate(spec.parent, "--day", "1")
         code = main(night + extra)

@@ -22,7 +22,7 @@ GENERATE = REPO / "examples" / "retail" / "generate.py"
 WORKED = "0.3"  # enough worked replies that SFT on a 200-row budget learns something measurable
 # every night: the smoke budget, measured on 200 rows, 60 held-out prompts, whole answers
 NIGHT = ["--smoke", "--set", "training.start_from=champion", "--set", "orchestration.max_rows=200",
-         "--set", "eval.max_prompts=60", "--set", "eval.max_new_tokens=40"]
+         "--set", "eval.max_prompts=60", "--set", "generation.max_new_tokens=40"]
 
 
 def sample(root: Path) -> Path:
@@ -63,7 +63,7 @@ def test_a_week_of_nights(prefect_harness, tmp_path, capsys, read_artifact):
 
     # night 2: a new day's log; the data check passes and says what is new; a model that learned is promoted
     generate(root, "--day", "1")
-    code, log = run_night(spec, out, capsys, "--set", "training.sft.steps=150")
+    code, log = run_night(spec, out, capsys, "--set", "training.sft.max_steps=150")
     assert code == 0, log
     assert f"training.start_from: champion: this run starts from {night1['id']}" in log
     drift = json.loads(next((out / "stages" / "drift").glob("*/drift.json")).read_text())
