@@ -266,8 +266,11 @@ def train_episode_grpo(start_model, env, train_rows: list[dict], eval_rows: list
     engine = HFEngine(policy, tokenizer, device=device, batch_size=cfg.prompts_per_step * cfg.num_generations)
     sampler = EpisodeSampler(len(train_rows), seed)
     rollouts = EpisodeRollouts(engine, env, list(train_rows), fmt, cfg, seed)
-    evaluate_fn = lambda model: evaluate_episodes(model, tokenizer, env, eval_rows, fmt, cfg.eval_max_new_tokens,
-                                                  device, cfg.prompts_per_step * cfg.num_generations)  # noqa: E731
+
+    def evaluate_fn(model) -> dict:
+        return evaluate_episodes(model, tokenizer, env, eval_rows, fmt, cfg.eval_max_new_tokens, device,
+                                 cfg.prompts_per_step * cfg.num_generations)
+
     trainer = EpisodeTrainer("episode_grpo", out, cfg, backend, tokenizer, PromptFormat(), HeldOut(eval_rows, None, seed),
                              cfg.steps, cfg.log_every, lambda m: _step_line(m, cfg.steps), dev,
                              parts={"sampler": sampler}, state_cls=EpisodeRun, evaluate_fn=evaluate_fn)
@@ -291,8 +294,10 @@ def train_episode_grpo(start_model, env, train_rows: list[dict], eval_rows: list
                     trainer.save(trainer.evaluate(run.step))
                 if on_progress is not None:
                     on_progress(run.step, cfg.steps, metrics)
-    plot = lambda metrics, evals, path: plot_curves(metrics, evals, path, eval_keys=("pass_at_1_greedy", "format_rate"),
-                                                    trainer="episode GRPO")  # noqa: E731
+
+    def plot(metrics, evals, path):
+        return plot_curves(metrics, evals, path, eval_keys=("pass_at_1_greedy", "format_rate"), trainer="episode GRPO")
+
     extra = {k: getattr(run, k) for k in GROUP_COUNTS}
     extra["zero_variance_fraction"] = run.groups_zero_variance / max(1, run.groups_seen)
     return trainer.finish(start_model, extra, plot=plot)
