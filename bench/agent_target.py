@@ -20,6 +20,9 @@ not learn: the share of zero-variance groups, success by turns taken, malformed 
 
 Target (issue 41, item 6): GRPO +20 points of held-out multi-step success over its SFT, beside the
 control arm, within 15 minutes per seed on 2 cores. Writes OUT/agent_target.json and prints a line per seed.
+`--analyse` (after a run, same --out, --seeds, --orders and --eval-tasks) sorts each held-out failure of
+the SFT and final GRPO models by kind: wrong order id looked up or refunded, the other column's
+amount, a number the order does not hold, no refund, extra refunds (OUT/agent_failures.json).
 """
 
 from __future__ import annotations
@@ -195,6 +198,59 @@ def run_seed(seed: int, args, out: Path) -> dict:
     return line
 
 
+def failure_kinds(rows: list[dict], transcripts: list[dict], orders: dict[int, dict]) -> dict:
+    """What went wrong in each held-out episode, from its transcript: `ok`, `no_lookup`, `wrong_lookup_id`,
+    `no_refund` (malformed or missing call), `wrong_refund_id`, `other_column` (the other field's
+    amount), `wrong_amount` (a number the order does not hold), `extra_refunds`."""
+    counts: dict[str, int] = {}
+    for row, t in zip(rows, transcripts):
+        runs = [r for r in t["tool_runs"] if r["ok"]]
+        looked = [r["arguments"].get("order_id") for r in runs if r["name"] == "get_order"]
+        refunds = [r["arguments"] for r in runs if r["name"] == "refund"]
+        other = orders[row["order_id"]]["total" if row["kind"] == "shipping" else "shipping"]
+        if t["verdict"]["status"] == "correct":
+            kind = "ok"
+        elif not looked:
+            kind = "no_lookup"
+        elif row["order_id"] not in looked:
+            kind = "wrong_lookup_id"
+        elif not refunds:
+            kind = "no_refund"
+        elif len(refunds) > 1:
+            kind = "extra_refunds"
+        elif refunds[0].get("order_id") != row["order_id"]:
+            kind = "wrong_refund_id"
+        elif refunds[0].get("amount") == other:
+            kind = "other_column"
+        else:
+            kind = "wrong_amount"
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int) -> dict:
+    """Failure kinds of the SFT model and the final GRPO checkpoint on the seed's held-out tasks
+    (rebuilt from the seed as run_seed builds them; greedy, outside the timed run)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvrflow.training import checkpoint as ckpt
+    from rlvrflow.training.episode_format import PLAIN
+    from rlvrflow.training.episodes import evaluate_episodes
+
+    rng = random.Random(seed)
+    orders = build_shop(seed_dir / "shop.db", n_orders, seed)
+    env = shop_env(seed_dir / "shop.db")
+    rows = task_rows(orders, list(orders)[:eval_tasks], rng, "eval")
+    out = {}
+    for name, path in (("sft", seed_dir / "sft"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
+        model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+        res = evaluate_episodes(model, tok, env, rows, PLAIN, 96, keep=len(rows))
+        out[name] = {"pass_at_1_greedy": res["pass_at_1_greedy"],
+                     "failures": failure_kinds(rows, res["samples"], orders)}
+        print(f"{name}: {out[name]}", flush=True)
+    return out
+
+
 def _ckpt(steps: int):
     from rlvrflow.training.config import CheckpointConfig
 
@@ -223,12 +279,18 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--analyse", action="store_true",
+                    help="after a run: the failure kinds of each seed's SFT and final GRPO model (OUT/agent_failures.json)")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.analyse:
+        found = {s: analyse(out / f"seed{s}", int(s), args.eval_tasks, args.orders) for s in args.seeds.split(",")}
+        (out / "agent_failures.json").write_text(json.dumps(found, indent=2))
+        return 0
     lines = [run_seed(int(s), args, out) for s in args.seeds.split(",")]
     gains = [ln["gain_grpo_over_sft"]["points"] for ln in lines]
     verdict = {"mean_gain": sum(gains) / len(gains), "target_gain": TARGET_GAIN,
