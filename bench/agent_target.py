@@ -1,7 +1,7 @@
 """Does GRPO on episodes teach the tiny model a two-step desk task? SFT, GRPO from it, and a control arm.
 
     nice .venv/bin/python bench/agent_target.py [--seeds 0] [--out runs/agent_target] [--sft-steps 300]
-                                                [--grpo-steps 60] [--worked 80] [--threads 2]
+                                                [--grpo-steps 60] [--worked 80] [--threads 1] [--analyse]
 
 The environment is built here with verifiers/environment.py: a toy SQLite shop (`orders`: id, total,
 shipping; `refunds`) and two tools, `get_order(order_id)` (the total and the shipping) and
