@@ -93,8 +93,9 @@ GRPO_SERIES = (("reward_mean", "reward mean"), ("correct_rate", "correct rate"))
 
 
 def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path, series=GRPO_SERIES,
-                trainer: str = "GRPO", left_title: str = "training rollouts") -> Path | None:
-    """The trainer's per-step `series` ((metrics key, label) pairs) beside held-out pass@1 per
+                trainer: str = "GRPO", left_title: str = "training rollouts",
+                eval_keys=("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate")) -> Path | None:
+    """The trainer's per-step `series` ((metrics key, label) pairs) beside the held-out `eval_keys` per
     checkpoint; None without data. GRPO's reward and correct rate by default; DPO passes its own."""
     if not metrics and not evals:
         return None
@@ -110,7 +111,7 @@ def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path, ser
     ax1.set_xlabel(f"{trainer} step")
     ax1.set_title(left_title)
     ax1.legend()
-    for key in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate"):
+    for key in eval_keys:
         ax2.plot([e["step"] for e in evals], [e[key] for e in evals], marker="o", label=key)
     ax2.set_xlabel(f"{trainer} step (0 = SFT baseline)")
     ax2.set_ylim(0, 1)

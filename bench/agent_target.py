@@ -1,0 +1,306 @@
+"""Does GRPO on episodes teach the tiny model a two-step desk task? SFT, GRPO from it, and a control arm.
+
+    nice .venv/bin/python bench/agent_target.py [--seeds 0] [--out runs/agent_target] [--sft-steps 300]
+                                                [--grpo-steps 60] [--worked 80] [--threads 1] [--analyse]
+
+The environment is built here with verifiers/environment.py: a toy SQLite shop (`orders`: id, total,
+shipping; `refunds`) and two tools, `get_order(order_id)` (the total and the shipping) and
+`refund(order_id, amount)`. A task is "Refund the shipping of order 4821." or "Refund order 4821 in
+full."; the amount is in the order, not in the ticket, so an episode must look the order up, read the
+right column and refund it. The outcome check is the refunds table: exactly that one refund.
+
+Per seed, from the pretrained tiny base (`embedded-base`, adapted to the bench's characters):
+- SFT: `--worked` worked transcripts (lookup, refund, a one-line reply), the loss on the assistant's
+  tokens only (training/episode_sft.py), `--sft-steps` steps;
+- GRPO: episode GRPO from that SFT model on outcome-only rows (training/episode_grpo.py);
+- control: the SFT model trained on the same transcripts for as many seconds as the GRPO stage took.
+Each is scored on the same held-out tasks (other orders), one greedy episode per task; gains come
+with 95% paired bootstrap intervals (training.report.gain_interval). Diagnostics for a run that does
+not learn: the share of zero-variance groups, success by turns taken, malformed calls, turn-limit stops.
+
+Target (issue 41, item 6): GRPO +20 points of held-out multi-step success over its SFT, beside the
+control arm, within 15 minutes per seed on 2 cores. Writes OUT/agent_target.json and prints a line per seed.
+`--analyse` (after a run, same --out, --seeds, --orders and --eval-tasks) sorts each held-out failure of
+the SFT and final GRPO models by kind: wrong order id looked up or refunded, the other column's
+amount, a number the order does not hold, no refund, extra refunds (OUT/agent_failures.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TARGET_GAIN, TARGET_SECONDS = 20.0, 900.0
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (all its threads): on a shared machine the wall
+    clock measures the neighbours too."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+TASKS = {"shipping": "Refund the shipping of order {id}.", "total": "Refund order {id} in full."}
+
+
+def build_shop(path: Path, n_orders: int, seed: int) -> dict[int, dict]:
+    """The shop database: `n_orders` orders with distinct 4-digit ids, totals 20-199, shipping 3-15."""
+    rng = random.Random(seed)
+    ids = rng.sample(range(1000, 10000), n_orders)
+    orders = {i: {"total": rng.randint(20, 199), "shipping": rng.randint(3, 15)} for i in ids}
+    path.unlink(missing_ok=True)
+    con = sqlite3.connect(path)
+    con.executescript("CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER, shipping INTEGER);"
+                      "CREATE TABLE refunds(refund_id INTEGER PRIMARY KEY, order_id INTEGER, amount REAL);")
+    con.executemany("INSERT INTO orders VALUES (?, ?, ?)", [(i, o["total"], o["shipping"]) for i, o in orders.items()])
+    con.commit()
+    con.close()
+    return orders
+
+
+def shop_env(db: Path):
+    from rlvrflow.verifiers.environment import Environment
+
+    order = {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"],
+             "additionalProperties": False}
+    refund = {"type": "object", "required": ["order_id", "amount"], "additionalProperties": False,
+              "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}}}
+    return Environment.model_validate({
+        "database": str(db), "max_turns": 4,
+        "tools": [{"name": "get_order", "description": "an order's total and shipping", "parameters": order,
+                   "sql": "SELECT total, shipping FROM orders WHERE order_id = :order_id"},
+                  {"name": "refund", "description": "refund an amount of an order", "parameters": refund,
+                   "sql": "INSERT INTO refunds (order_id, amount) VALUES (:order_id, :amount)"}],
+        "outcome": {"query": "SELECT order_id, amount FROM refunds"}})
+
+
+def task_rows(orders: dict[int, dict], ids: list[int], rng: random.Random, split: str) -> list[dict]:
+    rows = []
+    for i in ids:
+        kind = rng.choice(sorted(TASKS))
+        rows.append({"id": f"{split}-{i}", "prompt": TASKS[kind].format(id=i), "kind": kind, "order_id": i,
+                     "amount": orders[i][kind], "reference": json.dumps([[i, orders[i][kind]]])})
+    return rows
+
+
+def worked_transcript(row: dict, orders: dict[int, dict]):
+    """The worked episode of a row: look the order up, refund the right column, say so."""
+    from rlvrflow.verifiers.episode import ENVIRONMENT, POLICY, PROMPT, Episode
+
+    i, o = row["order_id"], orders[row["order_id"]]
+    lookup = f'<tool_call>{{"name":"get_order","arguments":{{"order_id":{i}}}}}</tool_call>'
+    refund = f'<tool_call>{{"name":"refund","arguments":{{"order_id":{i},"amount":{row["amount"]}}}}}</tool_call>'
+    result = json.dumps({"columns": ["total", "shipping"], "rows": [[o["total"], o["shipping"]]]})
+    return Episode([{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": lookup},
+                    {"role": "tool", "name": "get_order", "content": result},
+                    {"role": "assistant", "content": refund},
+                    {"role": "tool", "name": "refund", "content": json.dumps({"rows_affected": 1})},
+                    {"role": "assistant", "content": f"Refunded {row['amount']}."}],
+                   [PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY])
+
+
+def diagnostics(result: dict) -> dict:
+    keep = ("pass_at_1_greedy", "format_rate", "malformed_rate", "max_turns_rate", "turns_mean", "success_by_turns",
+            "tool_calls")
+    return {k: result[k] for k in keep if k in result}
+
+
+def run_seed(seed: int, args, out: Path) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvrflow.training.config import SFTConfig
+    from rlvrflow.training.episode_format import PLAIN
+    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
+    from rlvrflow.training.episode_sft import sft_on_transcripts
+    from rlvrflow.training.episodes import evaluate_episodes
+    from rlvrflow.training.report import gain_interval, read_jsonl
+    from rlvrflow.training.tiny_base import BASE_DIR, adapt_base
+
+    t_seed, cpu0 = time.perf_counter(), cpu_seconds()
+    d = out / f"seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    orders = build_shop(d / "shop.db", args.orders, seed)
+    env = shop_env(d / "shop.db")
+    ids = list(orders)
+    held, train = ids[: args.eval_tasks], ids[args.eval_tasks:]
+    eval_rows, train_rows = task_rows(orders, held, rng, "eval"), task_rows(orders, train, rng, "train")
+    worked = [worked_transcript(r, orders) for r in train_rows[: args.worked]]
+    rl_rows = train_rows[args.worked:]  # outcome-only: prompt and reference, no transcript
+    texts = [PLAIN.prompt(w.messages) for w in worked] + ['{"error": "0123456789"} ' + "".join(TASKS.values())]
+    base = adapt_base(BASE_DIR, texts, d / "base", seed=seed)
+    tools, ev = env.schemas(), dict(max_new_tokens=96, batch_size=64)
+
+    def score(model, tok):
+        return evaluate_episodes(model, tok, env, eval_rows, PLAIN, ev["max_new_tokens"], batch_size=ev["batch_size"])
+
+    # arm 1: SFT on worked transcripts
+    t0 = time.perf_counter()
+    model, tok = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
+    sc = SFTConfig(steps=args.sft_steps, lr=args.sft_lr, batch_size=16, warmup_steps=10, log_every=50, max_length=512)
+    sft_log = sft_on_transcripts(model, tok, worked, tools, sc, seed)
+    model.save_pretrained(d / "sft")
+    tok.save_pretrained(d / "sft")
+    sft_seconds = time.perf_counter() - t0
+    print(f"seed {seed}: SFT {args.sft_steps} steps {sft_seconds:.0f}s loss {sft_log[0]['loss']:.3f} -> "
+          f"{sft_log[-1]['loss']:.3f}", flush=True)
+
+    # arm 2: GRPO on episodes from the SFT model; its step-0 eval is the SFT model's
+    cfg = EpisodeGRPOConfig(steps=args.grpo_steps, prompts_per_step=args.prompts, num_generations=args.group,
+                            lr=args.grpo_lr, temperature=1.0, max_new_tokens=96, eval_max_new_tokens=96,
+                            log_every=5, checkpoint=_ckpt(args.grpo_steps))
+    t0 = time.perf_counter()
+    summary = train_episode_grpo(d / "sft", env, rl_rows, eval_rows, cfg, d / "grpo", seed)
+    grpo_seconds = time.perf_counter() - t0
+    evals = read_jsonl(d / "grpo" / "evals.jsonl")
+    by = {e["step"]: e for e in evals}
+    sft_res = _with_prompts(by[0], summary, first=True)
+    grpo_res = _with_prompts(by[args.grpo_steps], summary, first=False)
+    print(f"seed {seed}: GRPO {args.grpo_steps} steps {grpo_seconds:.0f}s (loop {summary['seconds']:.0f}s), "
+          f"zero-variance {summary['zero_variance_fraction']:.0%}", flush=True)
+
+    # arm 3: control, the SFT model trained on the same transcripts for GRPO's loop seconds
+    t0 = time.perf_counter()
+    ctrl, ctok = AutoModelForCausalLM.from_pretrained(d / "sft"), AutoTokenizer.from_pretrained(d / "sft")
+    csc = SFTConfig(steps=100_000, lr=args.sft_lr * 0.1 ** 0.5, batch_size=16, warmup_steps=0, log_every=50,
+                    max_length=512)  # the cosine over 100k steps is flat: the rate SFT ended near, held
+    ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=summary["seconds"])
+    ctrl_res = score(ctrl, ctok)
+    ctrl_seconds = time.perf_counter() - t0
+    total = time.perf_counter() - t_seed
+    metrics = read_jsonl(d / "grpo" / "metrics.jsonl")
+    q = max(1, len(metrics) // 4)
+    line = {
+        "seed": seed, "seconds_total": round(total, 1), "cpu_seconds_total": round(cpu_seconds() - cpu0, 1), "seconds_sft": round(sft_seconds, 1),
+        "seconds_grpo": round(grpo_seconds, 1), "seconds_grpo_loop": summary["seconds"],
+        "seconds_control": round(ctrl_seconds, 1), "control_steps": ctrl_log[-1]["step"] if ctrl_log else 0,
+        "sft": diagnostics(sft_res), "grpo": diagnostics(grpo_res), "control": diagnostics(ctrl_res),
+        "gain_grpo_over_sft": gain_interval(sft_res, grpo_res),
+        "gain_grpo_over_control": gain_interval(ctrl_res, grpo_res),
+        "gain_control_over_sft": gain_interval(sft_res, ctrl_res),
+        "zero_variance_fraction": summary["zero_variance_fraction"],
+        "train_success_first_quarter": sum(m["correct_rate"] for m in metrics[:q]) / q,
+        "train_success_last_quarter": sum(m["correct_rate"] for m in metrics[-q:]) / q,
+        "train_malformed_first_quarter": sum(m["malformed_rate"] for m in metrics[:q]) / q,
+        "train_malformed_last_quarter": sum(m["malformed_rate"] for m in metrics[-q:]) / q,
+    }
+    g = line["gain_grpo_over_sft"]
+    print(f"seed {seed}: held-out success SFT {sft_res['pass_at_1_greedy']:.1%} GRPO {grpo_res['pass_at_1_greedy']:.1%} "
+          f"control {ctrl_res['pass_at_1_greedy']:.1%}; GRPO-SFT {g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]; "
+          f"{total:.0f}s wall, {line['cpu_seconds_total']:.0f}s CPU", flush=True)
+    return line
+
+
+def failure_kinds(rows: list[dict], transcripts: list[dict], orders: dict[int, dict]) -> dict:
+    """What went wrong in each held-out episode, from its transcript: `ok`, `no_lookup`, `wrong_lookup_id`,
+    `no_refund` (malformed or missing call), `wrong_refund_id`, `other_column` (the other field's
+    amount), `wrong_amount` (a number the order does not hold), `extra_refunds`."""
+    counts: dict[str, int] = {}
+    for row, t in zip(rows, transcripts):
+        runs = [r for r in t["tool_runs"] if r["ok"]]
+        looked = [r["arguments"].get("order_id") for r in runs if r["name"] == "get_order"]
+        refunds = [r["arguments"] for r in runs if r["name"] == "refund"]
+        other = orders[row["order_id"]]["total" if row["kind"] == "shipping" else "shipping"]
+        if t["verdict"]["status"] == "correct":
+            kind = "ok"
+        elif not looked:
+            kind = "no_lookup"
+        elif row["order_id"] not in looked:
+            kind = "wrong_lookup_id"
+        elif not refunds:
+            kind = "no_refund"
+        elif len(refunds) > 1:
+            kind = "extra_refunds"
+        elif refunds[0].get("order_id") != row["order_id"]:
+            kind = "wrong_refund_id"
+        elif refunds[0].get("amount") == other:
+            kind = "other_column"
+        else:
+            kind = "wrong_amount"
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int) -> dict:
+    """Failure kinds of the SFT model and the final GRPO checkpoint on the seed's held-out tasks
+    (rebuilt from the seed as run_seed builds them; greedy, outside the timed run)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvrflow.training import checkpoint as ckpt
+    from rlvrflow.training.episode_format import PLAIN
+    from rlvrflow.training.episodes import evaluate_episodes
+
+    rng = random.Random(seed)
+    orders = build_shop(seed_dir / "shop.db", n_orders, seed)
+    env = shop_env(seed_dir / "shop.db")
+    rows = task_rows(orders, list(orders)[:eval_tasks], rng, "eval")
+    out = {}
+    for name, path in (("sft", seed_dir / "sft"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
+        model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+        res = evaluate_episodes(model, tok, env, rows, PLAIN, 96, keep=len(rows))
+        out[name] = {"pass_at_1_greedy": res["pass_at_1_greedy"],
+                     "failures": failure_kinds(rows, res["samples"], orders)}
+        print(f"{name}: {out[name]}", flush=True)
+    return out
+
+
+def _ckpt(steps: int):
+    from rlvrflow.training.config import CheckpointConfig
+
+    return CheckpointConfig(every=steps, keep_last=1)  # one eval at the end: the final checkpoint, not the best
+
+
+def _with_prompts(record: dict, summary: dict, first: bool) -> dict:
+    """An evals.jsonl record with its per-task results, which the run state keeps (held_out_first/last)."""
+    from rlvrflow.training import checkpoint as ckpt
+
+    state = ckpt.load_state(summary["final_checkpoint"])["run"]
+    return {**record, "by_prompt": state["held_out_first" if first else "held_out_last"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--out", default="runs/agent_target")
+    ap.add_argument("--orders", type=int, default=900)
+    ap.add_argument("--eval-tasks", type=int, default=150)
+    ap.add_argument("--worked", type=int, default=80)
+    ap.add_argument("--sft-steps", type=int, default=300)
+    ap.add_argument("--sft-lr", type=float, default=2e-3)
+    ap.add_argument("--grpo-steps", type=int, default=60)
+    ap.add_argument("--grpo-lr", type=float, default=3e-4)
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--analyse", action="store_true",
+                    help="after a run: the failure kinds of each seed's SFT and final GRPO model (OUT/agent_failures.json)")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.analyse:
+        found = {s: analyse(out / f"seed{s}", int(s), args.eval_tasks, args.orders) for s in args.seeds.split(",")}
+        (out / "agent_failures.json").write_text(json.dumps(found, indent=2))
+        return 0
+    lines = [run_seed(int(s), args, out) for s in args.seeds.split(",")]
+    gains = [ln["gain_grpo_over_sft"]["points"] for ln in lines]
+    verdict = {"mean_gain": sum(gains) / len(gains), "target_gain": TARGET_GAIN,
+               "max_seconds": max(ln["seconds_total"] for ln in lines), "target_seconds": TARGET_SECONDS}
+    verdict["met"] = verdict["mean_gain"] >= TARGET_GAIN and verdict["max_seconds"] <= TARGET_SECONDS
+    (out / "agent_target.json").write_text(json.dumps({"args": vars(args), "seeds": lines, "verdict": verdict},
+                                                      indent=2))
+    print(json.dumps(verdict))
+    return 0 if verdict["met"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,217 @@
+"""Training on episodes: the policy mask, the loss's gradient on tool results, zero advantages of an
+all-equal group, SFT on transcripts, and a GRPO-on-episodes run that resumes exactly."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from rlvrflow.training.episode_format import PLAIN
+from rlvrflow.verifiers.environment import Environment
+from rlvrflow.verifiers.episode import ENVIRONMENT, POLICY, PROMPT, Episode
+
+LOOKUP = '<tool_call>{"name":"get_order","arguments":{"order_id":7}}</tool_call>'
+REFUND = '<tool_call>{"name":"refund","arguments":{"order_id":7,"amount":30}}</tool_call>'
+RESULT = '{"columns": ["total"], "rows": [[30]]}'
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Environment:
+    db = tmp_path / "shop.db"
+    con = sqlite3.connect(db)
+    con.executescript("CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER);"
+                      "CREATE TABLE refunds(order_id INTEGER, amount REAL);"
+                      "INSERT INTO orders VALUES (7, 30), (8, 45), (9, 12);")
+    con.commit()
+    con.close()
+    order = {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"]}
+    return Environment.model_validate({
+        "database": str(db), "max_turns": 3,
+        "tools": [{"name": "get_order", "description": "an order's total", "parameters": order,
+                   "sql": "SELECT total FROM orders WHERE order_id = :order_id"},
+                  {"name": "refund", "description": "refund an amount",
+                   "parameters": {"type": "object", "required": ["order_id", "amount"],
+                                  "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}}},
+                   "sql": "INSERT INTO refunds VALUES (:order_id, :amount)"}],
+        "outcome": {"query": "SELECT order_id, amount FROM refunds"}})
+
+
+def worked(order: int, total: int) -> Episode:
+    call = LOOKUP.replace("7", str(order))
+    refund = REFUND.replace("7", str(order)).replace("30", str(total))
+    return Episode([{"role": "user", "content": f"Refund order {order}."},
+                    {"role": "assistant", "content": call},
+                    {"role": "tool", "name": "get_order", "content": RESULT.replace("30", str(total))},
+                    {"role": "assistant", "content": refund},
+                    {"role": "tool", "name": "refund", "content": '{"rows_affected": 1}'},
+                    {"role": "assistant", "content": f"Refunded {total}."}],
+                   [PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY])
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from rlvrflow.training.tiny_model import build_tokenizer
+
+    texts = [PLAIN.prompt(worked(o, t).messages) for o, t in ((7, 30), (8, 45), (9, 12))]
+    return build_tokenizer(texts + ["0123456789 {}[]\":,._-<>/" + "abcdefghijklmnopqrstuvwxyz"])
+
+
+def tiny_model(tokenizer, seed: int = 0):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from rlvrflow.training.config import TinyModelConfig
+    from rlvrflow.training.tiny_model import tiny_llama_config
+
+    torch.manual_seed(seed)
+    dims = TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=64, max_positions=512)
+    return LlamaForCausalLM(tiny_llama_config(dims, tokenizer))
+
+
+def test_plain_render_masks_all_but_the_policys_text(tokenizer):
+    ep = worked(7, 30)
+    ids, mask = PLAIN.render(tokenizer, ep, [])
+    assert len(ids) == len(mask) and ids[0] == tokenizer.bos_token_id
+    own = tokenizer.decode([i for i, m in zip(ids, mask) if m])
+    assert own == f"{LOOKUP}\n{REFUND}\nRefunded 30.\n"  # each message and the stop that ended it
+    assert RESULT not in own and "agent:" not in own and "Refund order" not in own
+    # the prompt text the engine continues is the rendering's prefix
+    prefix = PLAIN.prompt(ep.messages[:3])
+    assert tokenizer(prefix).input_ids == ids[:len(tokenizer(prefix).input_ids)]
+
+
+def test_plain_render_refuses_a_newline_in_a_policy_message(tokenizer):
+    ep = worked(7, 30)
+    ep.messages[-1] = {"role": "assistant", "content": "two\nlines"}
+    with pytest.raises(ValueError, match="newline"):
+        PLAIN.render(tokenizer, ep, [])
+
+
+def test_tool_result_tokens_get_zero_gradient(tokenizer, one_torch_thread):
+    import torch
+
+    from rlvrflow.training.episodes import masked_token_logprobs
+    from rlvrflow.training.grpo_math import grpo_loss
+
+    model = tiny_model(tokenizer)
+    ids, mask = PLAIN.render(tokenizer, worked(7, 30), [])
+    ids_t, mask_t = torch.tensor([ids]), torch.tensor([mask])
+    logits = model(input_ids=ids_t).logits
+    logits.retain_grad()
+    logp, m = masked_token_logprobs(logits, ids_t, mask_t)
+    loss, _ = grpo_loss(logp, logp.detach(), None, torch.tensor([1.5]), m, 0.2, 0.2, 0.0, "token")
+    loss.backward()
+    per_target = logits.grad[0, :-1].abs().sum(-1)  # position t predicts token t + 1
+    target_mask = torch.tensor(mask[1:]).bool()
+    text = "".join(tokenizer.convert_ids_to_tokens(ids))
+    assert RESULT in text
+    assert torch.all(per_target[~target_mask] == 0)  # prompt, tool results, role tags
+    assert torch.all(per_target[target_mask] > 0)
+
+
+class Scripted:
+    """An engine that answers each conversation from a script keyed by its user prompt and turn."""
+
+    def __init__(self, script: dict[str, list[str]]):
+        self.script = script
+
+    def generate(self, prompts, n, sampling, seed):
+        from rlvrflow.engines.hf_engine import Completion
+
+        outs = []
+        for p in prompts:
+            user = p.split("user: ", 1)[1].split("\n", 1)[0]
+            turn = p.count("agent: ") - 1
+            outs.append([Completion(self.script[user][turn], (), (), "stop")])
+        return outs
+
+
+def test_all_equal_rewards_give_zero_advantage_and_no_update(env, tokenizer, one_torch_thread):
+    import torch
+
+    from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, EpisodeRollouts, EpisodeSampler, update_on_episodes
+
+    rows = [{"id": "a", "prompt": "Refund order 7.", "reference": "[[7, 30]]"},
+            {"id": "b", "prompt": "Refund order 8.", "reference": "[[8, 45]]"}]
+    engine = Scripted({"Refund order 7.": [LOOKUP, REFUND, "Refunded 30."], "Refund order 8.": ["Sorry."]})
+    cfg = EpisodeGRPOConfig(prompts_per_step=2, num_generations=3, filter_zero_variance=False)
+    groups, info = EpisodeRollouts(engine, env, rows, PLAIN, cfg, seed=0).collect(EpisodeSampler(2, 0), 0, None)
+    assert info["groups_zero_variance"] == 2 and info["groups_zero_solved"] == 1
+    assert {g.task_id: g.correct for g in groups} == {"a": [True] * 3, "b": [False] * 3}
+    model = tiny_model(tokenizer)
+    before = [p.detach().clone() for p in model.parameters()]
+    stats = update_on_episodes(TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(),
+                               torch.device("cpu"))
+    assert stats["grad_norm"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    # one differing episode in a group: the update moves the weights
+    groups[1].rewards[0] += 1.0
+    update_on_episodes(TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(),
+                       torch.device("cpu"))
+    assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_sft_on_transcripts_learns_the_policy_turns(env, tokenizer, one_torch_thread):
+    from rlvrflow.training.config import SFTConfig
+    from rlvrflow.training.episode_sft import sft_on_transcripts
+
+    model = tiny_model(tokenizer)
+    log = sft_on_transcripts(model, tokenizer, [worked(7, 30), worked(8, 45)], env.schemas(),
+                             SFTConfig(steps=60, lr=1e-2, batch_size=2, warmup_steps=0, log_every=10), seed=0)
+    assert log[-1]["loss"] < 0.5 * log[0]["loss"]
+    bad = worked(7, 30)
+    bad.sources = [PROMPT] * len(bad.sources)
+    with pytest.raises(ValueError, match="no assistant message"):
+        sft_on_transcripts(model, tokenizer, [bad], env.schemas(), SFTConfig(steps=1), seed=0)
+
+
+def _start_model(tmp_path, env, tokenizer) -> Path:
+    from rlvrflow.training.config import SFTConfig
+    from rlvrflow.training.episode_sft import sft_on_transcripts
+
+    model = tiny_model(tokenizer)
+    sft_on_transcripts(model, tokenizer, [worked(7, 30), worked(8, 45)], env.schemas(),
+                       SFTConfig(steps=40, lr=1e-2, batch_size=2, warmup_steps=0), seed=0)
+    out = tmp_path / "sft"
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_episode_grpo_runs_and_resumes_exactly(env, tokenizer, tmp_path, one_torch_thread):
+    import torch
+    from safetensors.torch import load_file
+
+    from rlvrflow.training.config import CheckpointConfig
+    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
+
+    start = _start_model(tmp_path, env, tokenizer)
+    rows = [{"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"}
+            for o, t in ((7, 30), (8, 45), (9, 12))]
+    cfg = EpisodeGRPOConfig(steps=4, prompts_per_step=2, num_generations=4, lr=1e-3, max_new_tokens=40, temperature=0.5,
+                            eval_max_new_tokens=40, checkpoint=CheckpointConfig(every=2, keep_last=3))
+    whole = train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "whole", seed=3)
+
+    def crash(step, total, metrics):
+        if step == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "cut", seed=3, on_progress=crash)
+    resumed = train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "cut", seed=3)
+
+    metrics = [json.loads(x) for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    assert len(metrics) == 4 and any("skipped" not in m for m in metrics)  # some steps trained
+    assert 0 <= metrics[0]["zero_variance_fraction"] <= 1 and "malformed_rate" in metrics[0]
+    for name in ("metrics.jsonl", "evals.jsonl"):
+        assert (tmp_path / "whole" / name).read_text() == (tmp_path / "cut" / name).read_text()
+    a = load_file(tmp_path / "whole" / "step_000004" / "model.safetensors")
+    b = load_file(tmp_path / "cut" / "step_000004" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert whole["groups_seen"] == resumed["groups_seen"] == 8
+    assert [e["step"] for e in whole["evals"]] == [0, 2, 4] and "pass_at_1_greedy" in whole["final"]
+    assert (tmp_path / "whole" / "samples" / "step_000004.jsonl").is_file()

@@ -1,0 +1,75 @@
+"""SFT on worked transcripts: the whole conversation is read, the loss is on the assistant's own tokens.
+
+    lines = sft_on_transcripts(model, tokenizer, transcripts, tools, SFTConfig(steps=300), seed=0)
+
+A transcript is anything with `messages` and `sources` (verifiers.episode.Episode, or a worked
+conversation from the logs with `prompt`, `policy` and `environment` sources). Each is rendered by an
+`EpisodeFormat` (training/episode_format.py) to token ids and a policy mask; the loss is the mean
+negative log-likelihood of the masked tokens (the assistant's messages and the stop after each),
+so tool results and scaffolding are read, never imitated. The loop is training/sft.py's: AdamW with
+warmup and cosine (`Optim.of(sc)`), length-bucketed batches, the step log. `max_time_s` stops early
+(the bench's control arm: SFT for the seconds GRPO took). Left out: truncation (a transcript longer
+than `sc.max_length` is an error naming it), LoRA and mixed precision.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rlvrflow.training.episode_format import PLAIN, EpisodeFormat
+
+
+def transcript_data(tokenizer, transcripts, tools: list[dict], fmt: EpisodeFormat, max_length: int) -> list:
+    """Rendered (ids, mask) of each transcript; ValueError naming one that is too long or has no policy token."""
+    data = []
+    for i, t in enumerate(transcripts):
+        ids, mask = fmt.render(tokenizer, t, tools)
+        if len(ids) > max_length:
+            raise ValueError(f"transcript {i} renders to {len(ids)} tokens, over sft.max_length={max_length}; "
+                             "raise max_length or shorten the transcript")
+        if not any(mask):
+            raise ValueError(f"transcript {i} has no assistant message to learn from")
+        data.append((ids, mask))
+    return data
+
+
+def masked_nll(model, batch: list[tuple[list[int], list[int]]], pad_id: int, device):
+    """Mean negative log-likelihood of the policy's tokens of a batch of rendered conversations."""
+    from rlvrflow.training.episodes import conversation_logprobs
+
+    logp, mask = conversation_logprobs(model, batch, pad_id, device)  # (B, L-1) each
+    m = mask.to(logp.dtype)
+    return -(logp * m).sum() / m.sum().clamp(min=1.0)
+
+
+def sft_on_transcripts(model, tokenizer, transcripts, tools: list[dict], sc, seed: int, device="cpu",
+                       fmt: EpisodeFormat = PLAIN, max_time_s: float | None = None) -> list[dict]:
+    """Train `model` in place for `sc.steps` steps (`training.config.SFTConfig`), or until `max_time_s`;
+    returns the step log's records (step, loss, lr, grad_norm, tokens, seconds)."""
+    import torch
+
+    from rlvrflow.training.backends import TorchBackend
+    from rlvrflow.training.sft import _length_bucketed_batches
+    from rlvrflow.training.trainer import Optim
+
+    data = transcript_data(tokenizer, transcripts, tools, fmt, sc.max_length)
+    torch.manual_seed(seed)
+    model.train()
+    backend = TorchBackend(model, Optim.of(sc))
+    batches = _length_bucketed_batches(data, sc.batch_size, seed)
+    records, t0 = [], time.perf_counter()
+    for step in range(sc.steps):
+        if max_time_s is not None and time.perf_counter() - t0 >= max_time_s:
+            break
+        batch = [data[i] for i in next(batches)]
+        loss = masked_nll(model, batch, tokenizer.pad_token_id, torch.device(device))
+        backend.zero_grad()
+        backend.backward(loss)
+        lr = backend.lr()
+        grad_norm = backend.step()
+        if step % sc.log_every == 0 or step == sc.steps - 1:
+            records.append({"step": step + 1, "loss": float(loss.detach()), "lr": lr, "grad_norm": grad_norm,
+                            "tokens": sum(len(ids) for ids, _ in batch),
+                            "seconds": round(time.perf_counter() - t0, 2)})
+    model.eval()
+    return records

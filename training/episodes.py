@@ -1,0 +1,115 @@
+"""Episodes as training data: play them in batches with a rollout engine, score a model on held-out
+episodes, and the log-probs of a whole conversation with only the policy's own tokens in the loss.
+
+    episodes = play_episodes(engine, env, rows, PLAIN, SamplingParams(temperature=1.0), seed=0)
+    result = evaluate_episodes(model, tokenizer, env, eval_rows, PLAIN, max_new_tokens=96)
+    logp, mask = conversation_logprobs(model, [PLAIN.render(tok, ep, tools) for ep in episodes], pad_id, dev)
+
+`play_episodes` runs `verifiers.episode.run_episodes` with a policy that renders every live
+conversation (`EpisodeFormat.prompt`) and asks the engine for all their next messages in one
+`generate` call per turn, seeded per turn. The loss side renders each finished transcript once more
+(`EpisodeFormat.render`: token ids and a per-token policy mask) and scores every token of it in one
+forward pass; the mask keeps the policy's own tokens (its messages and the stop that ended each) and
+drops the prompt, the tool results and the format's scaffolding. Re-rendering gives back the sampled
+tokens for a tokenizer without merges and a message that ended on its stop string; one cut at
+`max_new_tokens` or on EOS gets the stop string appended, so its last token is not the one sampled.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+from rlvrflow.training.episode_format import EpisodeFormat
+
+
+def play_episodes(engine, env, rows: Sequence[dict], fmt: EpisodeFormat, sampling, seed: int) -> list:
+    """One episode per row (`prompt`, `reference`), every live conversation's next message drawn in one
+    `engine.generate` call per turn; turn t samples with seed `seed + 7919 * t`. `sampling` is the
+    engine's SamplingParams; the format's stop strings are added to it."""
+    from dataclasses import replace
+
+    from rlvrflow.verifiers.episode import run_episodes
+
+    sampling = replace(sampling, stop=tuple(dict.fromkeys(sampling.stop + fmt.stop)))
+    tools, turn = env.schemas(), [0]
+
+    def policy(conversations: list[list[dict]]) -> list[str]:
+        outs = engine.generate([fmt.prompt(m, tools) for m in conversations], 1, sampling,
+                               seed=seed + 7919 * turn[0])
+        turn[0] += 1
+        return [group[0].text for group in outs]
+
+    return run_episodes(env, list(rows), policy)
+
+
+def episode_stats(episodes: list, rewards: list[float] | None = None) -> dict:
+    """What a batch of episodes did: success, format, turns, malformed calls, how they stopped, and
+    success by the number of assistant turns taken (`success_by_turns`: {turns: [episodes, successes]})."""
+    from rlvrflow.verifiers.episode import MAX_TURNS
+
+    n = max(1, len(episodes))
+    ok = [e.verdict.status == "correct" for e in episodes]
+    by_turns: dict[int, list[int]] = {}
+    for e, good in zip(episodes, ok):
+        cell = by_turns.setdefault(e.assistant_turns, [0, 0])
+        cell[0] += 1
+        cell[1] += good
+    tools = Counter(r.name for e in episodes for r in e.tool_runs)
+    out = {"success_rate": sum(ok) / n,
+           "format_rate": sum(e.stop == "final_reply" and e.bad_calls == 0 for e in episodes) / n,
+           "malformed_rate": sum(e.bad_calls > 0 for e in episodes) / n,
+           "max_turns_rate": sum(e.stop == MAX_TURNS for e in episodes) / n,
+           "turns_mean": sum(e.assistant_turns for e in episodes) / n,
+           "tool_calls_mean": sum(len(e.tool_runs) for e in episodes) / n,
+           "success_by_turns": {str(k): v for k, v in sorted(by_turns.items())},
+           "tool_calls": dict(sorted(tools.items()))}
+    if rewards is not None:
+        out["reward_mean"] = sum(rewards) / n
+    return out
+
+
+def evaluate_episodes(model, tokenizer, env, rows: Sequence[dict], fmt: EpisodeFormat, max_new_tokens: int,
+                      device: str = "cpu", batch_size: int = 64, keep: int = 4) -> dict:
+    """Greedy held-out episodes, one per row: `pass_at_1_greedy` (the end state matched), the
+    `episode_stats` figures, `by_prompt` ({ids, greedy}: the per-row results a paired bootstrap needs,
+    training.report.gain_interval) and the first `keep` transcripts."""
+    from rlvrflow.engines import HFEngine, SamplingParams
+
+    engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size)
+    episodes = play_episodes(engine, env, rows, fmt, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens),
+                             seed=0)
+    stats = episode_stats(episodes)
+    greedy = [float(e.verdict.status == "correct") for e in episodes]
+    return {"pass_at_1_greedy": stats.pop("success_rate"), **stats, "prompts": len(rows),
+            "by_prompt": {"ids": [str(r["id"]) for r in rows], "greedy": greedy},
+            "samples": [e.to_dict() for e in episodes[:keep]]}
+
+
+def masked_token_logprobs(logits, ids, policy_mask, temperature: float = 1.0):
+    """(B, L, V) logits of (B, L) ids -> (B, L-1) log-probs of tokens 1..L-1 at `temperature` and the
+    (B, L-1) bool mask of those the policy wrote (`policy_mask` (B, L), 0 on padding)."""
+    from rlvrflow.training.grpo_math import token_logprobs
+
+    if temperature != 1.0:
+        logits = logits.float() / temperature
+    return token_logprobs(logits[:, :-1], ids[:, 1:]), policy_mask[:, 1:].bool()
+
+
+def conversation_logprobs(model, rendered: list[tuple[list[int], list[int]]], pad_id: int, device,
+                          temperature: float = 1.0):
+    """Right-pad rendered conversations ((ids, mask) each) and score every token in one forward pass:
+    (B, L-1) log-probs and the (B, L-1) policy mask (`masked_token_logprobs`)."""
+    import torch
+
+    width = max(len(ids) for ids, _ in rendered)
+    ids = torch.full((len(rendered), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rendered), width), dtype=torch.long)
+    mask = torch.zeros((len(rendered), width), dtype=torch.long)
+    for i, (row, m) in enumerate(rendered):
+        if len(row) != len(m):
+            raise ValueError(f"conversation {i}: {len(row)} token ids but {len(m)} mask values")
+        ids[i, : len(row)], attn[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1, torch.tensor(m)
+    ids, attn, mask = ids.to(device), attn.to(device), mask.to(device)
+    logits = model(input_ids=ids, attention_mask=attn).logits  # (B, L, V)
+    return masked_token_logprobs(logits, ids, mask, temperature)
