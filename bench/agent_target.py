@@ -120,7 +120,8 @@ def run_seed(seed: int, args, out: Path) -> dict:
     from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
     from rlvrflow.training.episode_sft import sft_on_transcripts
     from rlvrflow.training.episodes import evaluate_episodes
-    from rlvrflow.training.report import gain_interval, read_jsonl
+    from rlvrflow.io import read_jsonl
+    from rlvrflow.training.report import gain_interval
     from rlvrflow.training.tiny_base import BASE_DIR, adapt_base
 
     t_seed, cpu0 = time.perf_counter(), cpu_seconds()
@@ -144,7 +145,7 @@ def run_seed(seed: int, args, out: Path) -> dict:
     # arm 1: SFT on worked transcripts
     t0 = time.perf_counter()
     model, tok = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-    sc = SFTConfig(steps=args.sft_steps, lr=args.sft_lr, batch_size=16, warmup_steps=10, log_every=50, max_length=512)
+    sc = SFTConfig(max_steps=args.sft_steps, learning_rate=args.sft_lr, batch_size=16, warmup_steps=10, logging_steps=50, max_length=512)
     sft_log = sft_on_transcripts(model, tok, worked, tools, sc, seed)
     model.save_pretrained(d / "sft")
     tok.save_pretrained(d / "sft")
@@ -153,9 +154,9 @@ def run_seed(seed: int, args, out: Path) -> dict:
           f"{sft_log[-1]['loss']:.3f}", flush=True)
 
     # arm 2: GRPO on episodes from the SFT model; its step-0 eval is the SFT model's
-    cfg = EpisodeGRPOConfig(steps=args.grpo_steps, prompts_per_step=args.prompts, num_generations=args.group,
-                            lr=args.grpo_lr, temperature=1.0, max_new_tokens=96, eval_max_new_tokens=96,
-                            log_every=5, checkpoint=_ckpt(args.grpo_steps))
+    cfg = EpisodeGRPOConfig(max_steps=args.grpo_steps, prompts_per_step=args.prompts, num_generations=args.group,
+                            learning_rate=args.grpo_lr, temperature=1.0, max_new_tokens=96, eval_max_new_tokens=96,
+                            logging_steps=5, checkpoint=_ckpt(args.grpo_steps))
     t0 = time.perf_counter()
     summary = train_episode_grpo(d / "sft", env, rl_rows, eval_rows, cfg, d / "grpo", seed)
     grpo_seconds = time.perf_counter() - t0
@@ -169,7 +170,7 @@ def run_seed(seed: int, args, out: Path) -> dict:
     # arm 3: control, the SFT model trained on the same transcripts for GRPO's loop seconds
     t0 = time.perf_counter()
     ctrl, ctok = AutoModelForCausalLM.from_pretrained(d / "sft"), AutoTokenizer.from_pretrained(d / "sft")
-    csc = SFTConfig(steps=100_000, lr=args.sft_lr * 0.1 ** 0.5, batch_size=16, warmup_steps=0, log_every=50,
+    csc = SFTConfig(max_steps=100_000, learning_rate=args.sft_lr * 0.1 ** 0.5, batch_size=16, warmup_steps=0, logging_steps=50,
                     max_length=512)  # the cosine over 100k steps is flat: the rate SFT ended near, held
     ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=summary["seconds"])
     ctrl_res = score(ctrl, ctok)

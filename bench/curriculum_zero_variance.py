@@ -17,7 +17,7 @@ zero-variance fractions against the goal (curriculum <= 1/3 of uniform).
 The data and SFT model come from the stage runner's cached stages (prepare, attach, split, sft)
 under --root, built on first use (SFT takes minutes on 2 CPU cores) and reused afterwards. The pool is
 what `rlvrflow run` tiers: the train rows of `curriculum.rl_rows` (the outcome-only rows SFT did not
-train on) capped at `curriculum.max_rows` (curriculum.pool.rl_pool), or a seeded subset of --pool
+train on) capped at `curriculum.max_rows` (curriculum.rl_rows.rl_pool), or a seeded subset of --pool
 prompts of it. It is tiered with `curriculum.tier_to_dir` (the curriculum's n_samples,
 k, boundaries; about a minute for the retail split's 2,303 prompts x 8) and cached per SFT model; both
 arms sample from that same pool. Offline tiering costs n_samples rollouts per pool prompt once; that

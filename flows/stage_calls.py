@@ -247,7 +247,7 @@ def tier_plan(job: Job) -> list[dict[str, Any]]:
 
 
 def tier_pool(job: Job):
-    """(rows, info): the train rows tiering and GRPO draw from (curriculum.pool.rl_pool)."""
+    """(rows, info): the train rows tiering and GRPO draw from (curriculum.rl_rows.rl_pool)."""
     import polars as pl
 
     from rlvrflow.curriculum.rl_rows import rl_pool
@@ -286,7 +286,7 @@ def tier(job: Job) -> Result:
 
 def tier_finish(job: Job, stats: dict) -> Result:
     """The tier report (curriculum.tier_report: table, markdown, histogram), the counts per tier and
-    where the rows came from (curriculum.pool.describe, also logged)."""
+    where the rows came from (curriculum.rl_rows.describe, also logged)."""
     import logging
 
     import polars as pl

@@ -1,7 +1,7 @@
 """GRPO on episodes: groups of G conversations per prompt, rewarded by the environment's outcome,
 the loss on the policy's own tokens of each whole conversation. On the shared trainer skeleton.
 
-    summary = train_episode_grpo(sft_dir, env, train_rows, eval_rows, EpisodeGRPOConfig(steps=40),
+    summary = train_episode_grpo(sft_dir, env, train_rows, eval_rows, EpisodeGRPOConfig(max_steps=40),
                                  out_dir="runs/agent/grpo", seed=0)
 
 One step: draw `prompts_per_step` rows (`EpisodeSampler`, a seeded pass over the rows, saved with
@@ -9,7 +9,7 @@ each checkpoint); play `num_generations` episodes of each with the live policy t
 all conversations of the step batched per turn (`EpisodeRollouts`, the third collector beside
 training/grpo.py's SyncRollouts and AsyncRollouts, with their calls); reward each with
 `verifiers.episode.episode_reward` (outcome, format, turn penalty); drop the groups whose rewards are
-all equal (no gradient); group-relative advantages and `updates_per_batch` passes of grpo_math's
+all equal (no gradient); group-relative advantages and `num_iterations` passes of grpo_math's
 clipped surrogate over every rendered conversation, masked to the policy's tokens. The Trainer does
 the rest as for GRPO: the held-out eval at step 0 and every `checkpoint.every` steps (greedy
 episodes, training/episodes.py `evaluate_episodes`), checkpoints with optimizer, schedule, sampler and
@@ -35,31 +35,31 @@ from rlvrflow.training.trainer import HeldOut, Optim, RunState, Trainer
 
 @dataclass(frozen=True)
 class EpisodeGRPOConfig:
-    steps: int = 40
+    max_steps: int = 40
     prompts_per_step: int = 8
     num_generations: int = 8
-    lr: float = 3e-4
+    learning_rate: float = 3e-4
     weight_decay: float = 0.0
     warmup_steps: int = 0
     min_lr_ratio: float = 0.1
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_new_tokens: int = 96  # per assistant message
-    updates_per_batch: int = 1
+    num_iterations: int = 1
     epsilon: float = 0.2
     epsilon_high: float = 0.28
     loss_agg: str = "token"  # token | sequence (grpo_math.aggregate)
     scale_rewards: str = "group"  # group: divide by the group's std; none: centre only
     filter_zero_variance: bool = True
-    log_every: int = 1
+    logging_steps: int = 1
     eval_max_new_tokens: int = 96
     checkpoint: CheckpointConfig = field(default_factory=lambda: CheckpointConfig(every=20))
     report_to: tuple[str, ...] = ()
     reward: object = None  # a verifiers.episode.EpisodeRewardConfig; None: its defaults
 
     def __post_init__(self) -> None:
-        for name in ("steps", "prompts_per_step", "num_generations", "updates_per_batch", "max_new_tokens",
-                     "log_every", "eval_max_new_tokens"):
+        for name in ("max_steps", "prompts_per_step", "num_generations", "num_iterations", "max_new_tokens",
+                     "logging_steps", "eval_max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EpisodeGRPOConfig.{name}={getattr(self, name)} must be >= 1")
         if self.num_generations < 2:
@@ -72,8 +72,8 @@ class EpisodeGRPOConfig:
             raise ValueError(f"EpisodeGRPOConfig.scale_rewards={self.scale_rewards!r} must be 'group' or 'none'")
 
     def optim(self) -> Optim:
-        return Optim(self.lr, self.weight_decay, self.warmup_steps * self.updates_per_batch,
-                     self.steps * self.updates_per_batch, self.min_lr_ratio, self.max_grad_norm)
+        return Optim(self.learning_rate, self.weight_decay, self.warmup_steps * self.num_iterations,
+                     self.max_steps * self.num_iterations, self.min_lr_ratio, self.max_grad_norm)
 
 
 class EpisodeSampler:
@@ -176,7 +176,7 @@ class EpisodeRollouts:
 
 def update_on_episodes(backend, groups: list[EpisodeGroup], cfg: EpisodeGRPOConfig, tokenizer, fmt: EpisodeFormat,
                        tools: list[dict], device) -> dict:
-    """`updates_per_batch` optimizer steps on the clipped GRPO loss of the groups' whole conversations,
+    """`num_iterations` optimizer steps on the clipped GRPO loss of the groups' whole conversations,
     only the policy's tokens in it; returns loss diagnostics."""
     import torch
 
@@ -190,16 +190,16 @@ def update_on_episodes(backend, groups: list[EpisodeGroup], cfg: EpisodeGRPOConf
         with torch.set_grad_enabled(grad), backend.autocast():
             return conversation_logprobs(backend.module, rendered, tokenizer.pad_token_id, device, cfg.temperature)
 
-    old = score(False)[0] if cfg.updates_per_batch > 1 else None  # the policy that played the episodes
+    old = score(False)[0] if cfg.num_iterations > 1 else None  # the policy that played the episodes
     stats = {"loss": 0.0, "policy_tokens": float(sum(sum(m) for _, m in rendered)) / len(rendered)}
-    for _ in range(cfg.updates_per_batch):
+    for _ in range(cfg.num_iterations):
         logp, mask = score(True)  # (B, L-1) each
         loss, st = grpo_loss(logp, old if old is not None else logp.detach(), None, adv, mask, cfg.epsilon,
                              cfg.epsilon_high, 0.0, cfg.loss_agg)
         backend.zero_grad()
         backend.backward(loss)
         stats["grad_norm"] = backend.step()
-        stats["loss"] += float(loss.detach()) / cfg.updates_per_batch
+        stats["loss"] += float(loss.detach()) / cfg.num_iterations
         stats["clip_fraction"] = st["clip_fraction"]
     return stats
 
@@ -214,8 +214,7 @@ class EpisodeTrainer(Trainer):
     def evaluate(self, step: int) -> dict:
         import json
 
-        from rlvrflow.training.checkpoint import atomic_write_text
-        from rlvrflow.training.report import append_jsonl
+        from rlvrflow.io import append_jsonl, write_text
 
         result = self.evaluate_fn(self.backend.module)
         by_prompt, samples = result.pop("by_prompt"), result.pop("samples")
@@ -224,7 +223,7 @@ class EpisodeTrainer(Trainer):
         # the first transcripts, whole; save() copies them into the checkpoint beside its eval
         path = self.out / "samples" / f"step_{step:06d}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, "".join(json.dumps(t, default=str) + "\n" for t in samples))
+        write_text(path, "".join(json.dumps(t, default=str) + "\n" for t in samples))
         self.run.evals.append(record)
         if not self.run.held_out_first:
             self.run.held_out_first = by_prompt
@@ -272,13 +271,13 @@ def train_episode_grpo(start_model, env, train_rows: list[dict], eval_rows: list
                                  cfg.prompts_per_step * cfg.num_generations)
 
     trainer = EpisodeTrainer("episode_grpo", out, cfg, backend, tokenizer, PromptFormat(), HeldOut(eval_rows, None, seed),
-                             cfg.steps, cfg.log_every, lambda m: _step_line(m, cfg.steps), dev,
+                             cfg.max_steps, cfg.logging_steps, lambda m: _step_line(m, cfg.max_steps), dev,
                              parts={"sampler": sampler}, state_cls=EpisodeRun, evaluate_fn=evaluate_fn)
     with trainer:
         run = trainer.start(resume)
         with rollouts:
             rollouts.start(run, backend)
-            for step in range(run.step, cfg.steps):
+            for step in range(run.step, cfg.max_steps):
                 t_step = time.perf_counter()
                 groups, info = rollouts.collect(sampler, step, run)
                 for k in GROUP_COUNTS:
@@ -293,7 +292,7 @@ def train_episode_grpo(start_model, env, train_rows: list[dict], eval_rows: list
                 if trainer.checkpoint_due(run.step):
                     trainer.save(trainer.evaluate(run.step))
                 if on_progress is not None:
-                    on_progress(run.step, cfg.steps, metrics)
+                    on_progress(run.step, cfg.max_steps, metrics)
 
     def plot(metrics, evals, path):
         return plot_curves(metrics, evals, path, eval_keys=("pass_at_1_greedy", "format_rate"), trainer="episode GRPO")

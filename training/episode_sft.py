@@ -1,6 +1,6 @@
 """SFT on worked transcripts: the whole conversation is read, the loss is on the assistant's own tokens.
 
-    lines = sft_on_transcripts(model, tokenizer, transcripts, tools, SFTConfig(steps=300), seed=0)
+    lines = sft_on_transcripts(model, tokenizer, transcripts, tools, SFTConfig(max_steps=300), seed=0)
 
 A transcript is anything with `messages` and `sources` (verifiers.episode.Episode, or a worked
 conversation from the logs with `prompt`, `policy` and `environment` sources). Each is rendered by an
@@ -44,7 +44,7 @@ def masked_nll(model, batch: list[tuple[list[int], list[int]]], pad_id: int, dev
 
 def sft_on_transcripts(model, tokenizer, transcripts, tools: list[dict], sc, seed: int, device="cpu",
                        fmt: EpisodeFormat = PLAIN, max_time_s: float | None = None) -> list[dict]:
-    """Train `model` in place for `sc.steps` steps (`training.config.SFTConfig`), or until `max_time_s`;
+    """Train `model` in place for `sc.max_steps` steps (`training.config.SFTConfig`), or until `max_time_s`;
     returns the step log's records (step, loss, lr, grad_norm, tokens, seconds)."""
     import torch
 
@@ -58,7 +58,7 @@ def sft_on_transcripts(model, tokenizer, transcripts, tools: list[dict], sc, see
     backend = TorchBackend(model, Optim.of(sc))
     batches = _length_bucketed_batches(data, sc.batch_size, seed)
     records, t0 = [], time.perf_counter()
-    for step in range(sc.steps):
+    for step in range(sc.max_steps):
         if max_time_s is not None and time.perf_counter() - t0 >= max_time_s:
             break
         batch = [data[i] for i in next(batches)]
@@ -67,7 +67,7 @@ def sft_on_transcripts(model, tokenizer, transcripts, tools: list[dict], sc, see
         backend.backward(loss)
         lr = backend.lr()
         grad_norm = backend.step()
-        if step % sc.log_every == 0 or step == sc.steps - 1:
+        if step % sc.logging_steps == 0 or step == sc.max_steps - 1:
             records.append({"step": step + 1, "loss": float(loss.detach()), "lr": lr, "grad_norm": grad_norm,
                             "tokens": sum(len(ids) for ids, _ in batch),
                             "seconds": round(time.perf_counter() - t0, 2)})

@@ -161,12 +161,12 @@ def test_sft_on_transcripts_learns_the_policy_turns(env, tokenizer, one_torch_th
 
     model = tiny_model(tokenizer)
     log = sft_on_transcripts(model, tokenizer, [worked(7, 30), worked(8, 45)], env.schemas(),
-                             SFTConfig(steps=60, lr=1e-2, batch_size=2, warmup_steps=0, log_every=10), seed=0)
+                             SFTConfig(max_steps=60, learning_rate=1e-2, batch_size=2, warmup_steps=0, logging_steps=10), seed=0)
     assert log[-1]["loss"] < 0.5 * log[0]["loss"]
     bad = worked(7, 30)
     bad.sources = [PROMPT] * len(bad.sources)
     with pytest.raises(ValueError, match="no assistant message"):
-        sft_on_transcripts(model, tokenizer, [bad], env.schemas(), SFTConfig(steps=1), seed=0)
+        sft_on_transcripts(model, tokenizer, [bad], env.schemas(), SFTConfig(max_steps=1), seed=0)
 
 
 def _start_model(tmp_path, env, tokenizer) -> Path:
@@ -175,7 +175,7 @@ def _start_model(tmp_path, env, tokenizer) -> Path:
 
     model = tiny_model(tokenizer)
     sft_on_transcripts(model, tokenizer, [worked(7, 30), worked(8, 45)], env.schemas(),
-                       SFTConfig(steps=40, lr=1e-2, batch_size=2, warmup_steps=0), seed=0)
+                       SFTConfig(max_steps=40, learning_rate=1e-2, batch_size=2, warmup_steps=0), seed=0)
     out = tmp_path / "sft"
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -192,7 +192,7 @@ def test_episode_grpo_runs_and_resumes_exactly(env, tokenizer, tmp_path, one_tor
     start = _start_model(tmp_path, env, tokenizer)
     rows = [{"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"}
             for o, t in ((7, 30), (8, 45), (9, 12))]
-    cfg = EpisodeGRPOConfig(steps=4, prompts_per_step=2, num_generations=4, lr=1e-3, max_new_tokens=40, temperature=0.5,
+    cfg = EpisodeGRPOConfig(max_steps=4, prompts_per_step=2, num_generations=4, learning_rate=1e-3, max_new_tokens=40, temperature=0.5,
                             eval_max_new_tokens=40, checkpoint=CheckpointConfig(every=2, keep_last=3))
     whole = train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "whole", seed=3)
 
