@@ -1,15 +1,14 @@
 """How an episode's conversation becomes model input: the prompt text the engine continues, and the
 token ids with a per-token policy mask that the loss reads.
 
-    fmt = PLAIN                                             # or EpisodeFormat(prompt_fn, render_fn, stop)
+    fmt = PLAIN                                             # or chat_format(tokenizer), or your own EpisodeFormat
     text = fmt.prompt(messages, tools)                      # the conversation so far + the assistant's opening
     ids, mask = fmt.render(tokenizer, episode, tools)       # mask[i] = 1 where the policy wrote token i
 
 An `EpisodeFormat` is two functions and the stop strings that end an assistant message. The trainer
-(training/episodes.py) only calls these, so a chat-template rendering (the template's `tools`
-argument, its tool role, a per-token mask from the template's spans) replaces `PLAIN` by passing its
-own `render(tokenizer, transcript, tools) -> (input_ids, policy_mask)` and a `prompt` built with
-`apply_chat_template(messages, tools=..., add_generation_prompt=True, tokenize=False)`.
+(training/episodes.py) only calls these. `chat_format(tokenizer)` is the one for a model with a chat
+template (engines/chat.py: the template's `tools` argument or the Hermes fallback, its tool role, the
+policy mask from the template's spans, the end-of-turn token as the stop).
 
 `PLAIN` is the rendering for the embedded character model, which has no chat template: one line per
 message, `<role>: <content>\\n`, the assistant's role written `agent`. The policy's span of a line is
@@ -74,3 +73,23 @@ def plain_render(tokenizer, episode, tools: list[dict] | None = None) -> tuple[l
 
 
 PLAIN = EpisodeFormat(plain_prompt, plain_render, (PLAIN_STOP,))
+
+
+def chat_format(tokenizer) -> EpisodeFormat:
+    """Episodes through `tokenizer`'s chat template (engines/chat.py: `render_prompt` for the next turn,
+    `render_episode` for the ids and policy mask); an assistant message ends at the template's
+    end-of-turn token, which the mask counts as the policy's."""
+    from rlvrflow.engines.chat import render_episode, render_prompt
+    from rlvrflow.engines.hf_engine import end_of_turn_id
+
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("chat_format needs a tokenizer with a chat template; use PLAIN for a model without one")
+    end = end_of_turn_id(tokenizer)
+    if end is None:
+        raise ValueError("the chat template writes no special token after an assistant turn, so nothing would "
+                         "end a message; use PLAIN or a template with an end-of-turn token")
+
+    def prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
+        return render_prompt(tokenizer, messages, tools)
+
+    return EpisodeFormat(prompt, render_episode, (tokenizer.convert_ids_to_tokens(end),))

@@ -215,3 +215,42 @@ def test_episode_grpo_runs_and_resumes_exactly(env, tokenizer, tmp_path, one_tor
     assert whole["groups_seen"] == resumed["groups_seen"] == 8
     assert [e["step"] for e in whole["evals"]] == [0, 2, 4] and "pass_at_1_greedy" in whole["final"]
     assert (tmp_path / "whole" / "samples" / "step_000004.jsonl").is_file()
+
+
+def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp_path, one_torch_thread):
+    """The in-project Qwen2 test model (ChatML, `<|im_end|>`, a BPE tokenizer) through `chat_format`: its
+    played episodes render back to ids whose policy-masked spans decode to exactly its messages, each
+    with the `<|im_end|>` it stopped on, and GRPO on episodes runs on it (random weights: what it writes
+    is noise, the plumbing is what is tested)."""
+    from rlvrflow.engines import HFEngine, SamplingParams
+    from rlvrflow.training.config import CheckpointConfig
+    from rlvrflow.training.episode_format import chat_format
+    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
+    from rlvrflow.training.episodes import play_episodes
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+    from rlvrflow.training.qwen_model import build_qwen2_model
+
+    corpus = [json.dumps(worked(o, t).messages) for o, t in ((7, 30), (8, 45), (9, 12))] * 10
+    start = build_qwen2_model(corpus, tmp_path / "qwen", seed=0)
+    model, tok = load_model_and_tokenizer(start, "cpu", trainable=False)
+    fmt = chat_format(tok)
+    assert fmt.stop == ("<|im_end|>",)
+    rows = [{"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"} for o, t in ((7, 30), (8, 45))]
+    episodes = play_episodes(HFEngine(model, tok), env, rows, fmt, SamplingParams(temperature=1.0, max_new_tokens=12),
+                             seed=0)
+    for ep in episodes:
+        ids, mask = fmt.render(tok, ep, env.schemas())
+        assert len(ids) == len(mask)
+        spans, run = [], []
+        for i, m in zip(ids + [None], mask + [0]):
+            if m:
+                run.append(i)
+            elif run:
+                spans.append(tok.decode(run))
+                run = []
+        assert spans == [m["content"] + "<|im_end|>" for m in ep.messages if m["role"] == "assistant"]
+        assert "get_order" in tok.decode(ids)  # the tools are in what the model read
+    cfg = EpisodeGRPOConfig(max_steps=1, prompts_per_step=2, num_generations=2, max_new_tokens=12,
+                            eval_max_new_tokens=12, checkpoint=CheckpointConfig(every=1))
+    summary = train_episode_grpo(start, env, rows, rows[:1], cfg, tmp_path / "grpo", seed=0, fmt=fmt)
+    assert summary["groups_seen"] == 2 and (tmp_path / "grpo" / "step_000001" / "model.safetensors").is_file()
