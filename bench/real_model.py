@@ -48,7 +48,7 @@ SPEC = ROOT / "bench/real_model.yaml"
 DATA = ROOT / "bench/out/real_model"
 WHEELS = ROOT / "bench/out/wheels"
 NUMERIC = ("arithmetic", "discount", "order_total", "unit_conversion")
-CHINESE_ROWS = 40
+CHINESE_ROWS = 30
 TARGET_OVER_SFT, TARGET_OVER_CONTROL, TARGET_SECONDS = 10.0, 5.0, 3600.0
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -122,13 +122,21 @@ def grpo_curve(grpo_dir: Path) -> dict:
             "completion_tokens": [round(m["completion_tokens_mean"], 1) for m in steps]}
 
 
-def last_samples(grpo_dir: Path, n: int = 6) -> list[dict]:
-    """A few completions of GRPO's last logged rollout step, with their rewards."""
-    files = sorted((grpo_dir / "samples").glob("*.jsonl"))
-    if not files:
-        return []
-    rows = [json.loads(line) for line in files[-1].read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [{k: r.get(k) for k in ("id", "reference", "response", "reward", "correct")} for r in rows[:n]]
+def last_samples(grpo_dir: Path, n: int = 8) -> list[dict]:
+    """GRPO's rollout samples (the best and worst completion of a few groups) at its last logged step."""
+    from rlvrflow.training.grpo_logs import ROLLOUT_SAMPLES
+
+    path = grpo_dir / ROLLOUT_SAMPLES
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    last = [r for r in rows if r["step"] == rows[-1]["step"]] if rows else []
+    return [{k: r[k] for k in ("step", "task_id", "kind", "response", "reward", "status")} for r in last[:n]]
+
+
+def greedy_samples(samples: Path, n: int = 8) -> list[dict]:
+    """The first n greedy answers of one model's eval samples file (its prompt's first line, reply, verdict)."""
+    rows = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    return [{"question": r["prompt"].splitlines()[0][:90], "response": r["response"], "status": r["status"]}
+            for r in rows if r["mode"] == "greedy"][:n]
 
 
 def arm(result: dict, chinese: float | None, seconds: float | None) -> dict:
@@ -189,7 +197,10 @@ def one_seed(seed: int, args) -> dict:
                       "grpo_over_zero_shot": gain_interval(base, final), "sft_over_zero_shot": gain_interval(base, sft),
                       "grpo_over_sft_sampled": gain_interval(sft, final, "sampled"),
                       "grpo_over_control_sampled": gain_interval(control, final, "sampled")},
-            "grpo": grpo_curve(grpo_dir), "samples": last_samples(grpo_dir),
+            "grpo": grpo_curve(grpo_dir), "rollout_samples": last_samples(grpo_dir),
+            "greedy_samples": {"zero_shot": greedy_samples(out / "zero_shot.samples.jsonl"),
+                               **{name: greedy_samples(Path(stages["evaluate"]["dir"]) / f"{name}.samples.jsonl")
+                                  for name in ("sft", final_name)}},
             "doctor": [f.to_dict() for f in diagnose(run_dir)]}
 
 
