@@ -105,16 +105,17 @@ def setup(data: Path = DATA, wheels: Path = WHEELS) -> None:
     print(f"[real] setup: {model} ready; {len(en)} English numeric rows ({worked} worked), {len(zh)} Chinese set rows")
 
 
-
 def grpo_curve(grpo_dir: Path) -> dict:
     """From the GRPO stage's metrics.jsonl: per step reward, correct rate, zero-variance share and truncation."""
     steps = [json.loads(line) for line in (grpo_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     seen = sum(m.get("groups_seen", 0) for m in steps)
     zero = sum(m.get("groups_zero_variance", 0) for m in steps)
-    done = [(m.get("truncated_fraction", 0.0), m.get("completion_tokens", 0) / max(m.get("completion_tokens_mean", 0), 1e-9))
+    # a step logs its truncated share and its tokens (total and per completion): weigh steps by completions
+    done = [(m["truncated_fraction"], m["completion_tokens"] / m["completion_tokens_mean"])
             for m in steps if m.get("completion_tokens_mean")]
+    truncated = sum(t * n for t, n in done) / max(sum(n for _, n in done), 1)
     return {"zero_variance_share": round(zero / max(seen, 1), 3), "groups_seen": seen,
-            "truncated_share": round(sum(t * n for t, n in done) / max(sum(n for _, n in done), 1), 3),
+            "truncated_share": round(truncated, 3),
             "steps_without_update": sum(1 for m in steps if m.get("skipped")),
             "reward": [round(m["reward_mean"], 3) for m in steps],
             "correct": [round(m["correct_rate"], 3) for m in steps],
@@ -160,7 +161,8 @@ def one_seed(seed: int, args) -> dict:
     out = Path(args.out) / f"seed_{seed}"
     sets = [f"training.seed={seed}", *args.set]
     cmd = [sys.executable, "-m", "rlvrflow.flows.cli", "run", str(args.spec), "--out", str(out),
-           *([] if args.reuse else ["--force"]), *(["--smoke"] if args.smoke else []), *(x for s in sets for x in ("--set", s))]
+           *([] if args.reuse else ["--force"]), *(["--smoke"] if args.smoke else []),
+           *(x for s in sets for x in ("--set", s))]
     out.mkdir(parents=True, exist_ok=True)
     print(f"[real] seed {seed}: rlvrflow run ... (log: {out / 'cli.log'})", flush=True)
     wall, cpu = timed(cmd, out / "cli.log")  # not run.log: the chain writes its own there

@@ -68,8 +68,8 @@ TOP_SAMPLES = 3  # highest-reward samples printed as evidence
 
 @dataclass(frozen=True)
 class Finding:
-    """One symptom: `name` (slug), `severity` (critical | warning; info: seen, but no evidence of a problem), `title`, `evidence` lines with
-    steps and numbers, and `change`: what to try."""
+    """One symptom: `name` (slug), `severity` (critical | warning; info: seen, but no evidence of a
+    problem), `title`, `evidence` lines with steps and numbers, and `change`: what to try."""
 
     name: str
     severity: str
