@@ -134,8 +134,8 @@ def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
     for s in sets:
         cmd += ["--set", s]
     out.mkdir(parents=True, exist_ok=True)
-    print(f"[demo] seed {seed}: rlvrflow run ... (log: {out / 'run.log'})", flush=True)
-    wall, cpu = timed(cmd, out / "run.log")
+    print(f"[demo] seed {seed}: rlvrflow run ... (log: {out / 'cli.log'})", flush=True)
+    wall, cpu = timed(cmd, out / "cli.log")  # not run.log: the chain writes its own there, then moves it
     report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
     sft, final = report["baseline"], report["final"]
     row = {"seed": seed, "seconds": round(wall + sample[0], 1), "cpu_seconds": round(cpu + sample[1], 1),

@@ -68,8 +68,8 @@ TOP_SAMPLES = 3  # highest-reward samples printed as evidence
 
 @dataclass(frozen=True)
 class Finding:
-    """One symptom: `name` (slug), `severity` (critical | warning), `title`, `evidence` lines with
-    steps and numbers, and `change`: what to try."""
+    """One symptom: `name` (slug), `severity` (critical | warning; info: seen, but no evidence of a
+    problem), `title`, `evidence` lines with steps and numbers, and `change`: what to try."""
 
     name: str
     severity: str
@@ -404,7 +404,10 @@ def no_sft_too_hard(rec: RunRecords) -> Finding | None:
 
 
 def heldout_falls(rec: RunRecords) -> Finding | None:
-    """A checkpoint is worse than SFT on the main held-out set."""
+    """A checkpoint is worse than SFT on the main held-out set. With per-prompt scores, the drop's paired
+    bootstrap interval decides: one that reaches zero is noise (an `info` finding), not a warning."""
+    from rlvrflow.training.report import gain_interval
+
     ev = _eval_change(rec, "pass_at_1_greedy")
     if ev is None:
         return None
@@ -413,9 +416,16 @@ def heldout_falls(rec: RunRecords) -> Finding | None:
     drop = 100 * (float(base["pass_at_1_greedy"]) - float(worst["pass_at_1_greedy"]))
     if drop <= HELDOUT_DROP_POINTS:
         return None
+    gap = gain_interval(base, worst)
     evidence = [f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
-                f"{_pts(worst['pass_at_1_greedy'])} ({worst['name']}): -{drop:.1f} points",
+                f"{_pts(worst['pass_at_1_greedy'])} ({worst['name']}): -{drop:.1f} points"
+                + ("" if gap is None else f" (95% interval {gap['low']:+.1f} to {gap['high']:+.1f} over "
+                   f"{gap['prompts']} prompts)"),
                 "per model: " + ", ".join(f"{e['name']} {_pts(e['pass_at_1_greedy'])}" for e in rec.evals)]
+    if gap is not None and gap["high"] >= 0:
+        return Finding("heldout_falls", "info", "held-out pass@1 below the SFT baseline, within noise",
+                       tuple(evidence), "no change on this evidence: evaluate more held-out prompts "
+                       "(eval.max_prompts) or more seeds to tell a fall from noise")
     change = ("lower training.grpo.learning_rate (a small policy loses held-out points at a few times the working lr), train "
               "fewer steps, and ship the best checkpoint (or SFT) rather than the last")
     return Finding("heldout_falls", "warning", "held-out pass@1 falls below the SFT baseline", tuple(evidence), change)

@@ -145,6 +145,23 @@ def test_heldout_falls():
     assert R.heldout_falls(healthy(evals=[ev("sft", 0.34), ev("step_000040", 0.33)])) is None
 
 
+def scored(greedy: list[int]) -> dict:
+    return {"by_prompt": {"ids": [f"p{i}" for i in range(len(greedy))], "greedy": greedy, "sampled": greedy}}
+
+
+def test_heldout_falls_within_its_interval_is_noise_not_a_warning():
+    # a real-model run: 23 -> 21 of 80 prompts, the two models differing on a handful of prompts
+    sft = [1] * 23 + [0] * 57
+    step = [1] * 19 + [0] * 4 + [1, 1] + [0] * 55
+    f = R.heldout_falls(healthy(evals=[ev("sft", 23 / 80, **scored(sft)), ev("step_000016", 21 / 80, **scored(step))]))
+    assert f is not None and f.severity == "info" and "within noise" in f.title
+    assert "95% interval" in f.evidence[0] and "80 prompts" in f.evidence[0]
+    # 20 of 80 prompts lost by the checkpoint, none gained: the interval stays below zero, a warning
+    lost = [1] * 20 + [0] * 60
+    f = R.heldout_falls(healthy(evals=[ev("sft", 20 / 80, **scored(lost)), ev("step_000016", 0.0, **scored([0] * 80))]))
+    assert f is not None and f.severity == "warning" and "+" not in f.evidence[0].split("interval")[1].split(" to ")[1]
+
+
 def test_regression_drops_against_max_regression():
     rec = healthy(regression={"general": {"sft": 0.80, "step_000020": 0.79, "step_000040": 0.70}})
     f = R.regression_drops(rec)
