@@ -70,8 +70,29 @@ def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None,
     (ingest's kept and quarantined rows per file); the profile adds `kept`, the rows that reached here."""
     work = _with_derived(rows)
     kept = kept_per_file(rows, files or {}) or {}
-    n = max(work.height, 1)
-    categories: dict[str, Any] = {}
+    by_source = {}
+    owner = {path: f.get("source") for path, f in (files or {}).items() if f.get("source")}
+    if owner and "source" in rows.columns:  # each spec source's own mix: a new day is one source's file
+        of_row = source_file(rows).replace_strict(owner, default=None, return_dtype=pl.String)
+        for name in sorted(set(owner.values())):
+            part = work.filter(of_row == name)
+            if part.height:
+                by_source[name] = {"rows": part.height, "categories": _categories(part)}
+    return {
+        "version": PROFILE_VERSION,
+        "rows": work.height,
+        "solution_share": float(work["has_solution"].mean() or 0.0) if work.height else 0.0,
+        "question_length": _quantiles(work["question"].str.len_chars()),
+        "categories": _categories(work),
+        "sources": by_source,
+        "files": {path: {**f, "kept": kept.get(path)} for path, f in (files or {}).items()},
+        "rejects": dict(sorted((rejects or {}).items())),
+    }
+
+
+def _categories(work: pl.DataFrame) -> dict[str, Any]:
+    """Rows, share, reference formats and numeric range per category of `work` (_with_derived rows)."""
+    n, categories = max(work.height, 1), {}
     for (category,), part in sorted(work.group_by("category"), key=lambda kv: str(kv[0][0])):
         kinds = part["reference_kind"].value_counts()
         categories[str(category)] = {
@@ -80,15 +101,7 @@ def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None,
             "reference_kinds": {k: c / part.height for k, c in zip(kinds["reference_kind"], kinds["count"])},
             "reference_range": _quantiles(part["reference_value"]),
         }
-    return {
-        "version": PROFILE_VERSION,
-        "rows": work.height,
-        "solution_share": float(work["has_solution"].mean() or 0.0) if work.height else 0.0,
-        "question_length": _quantiles(work["question"].str.len_chars()),
-        "categories": categories,
-        "files": {path: {**f, "kept": kept.get(path)} for path, f in (files or {}).items()},
-        "rejects": dict(sorted((rejects or {}).items())),
-    }
+    return categories
 
 
 def _widen(bounds: list[float], margin: float) -> tuple[float, float]:
@@ -233,6 +246,13 @@ def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg
     if new_files and kept is not None:
         checked = rows.filter(source_file(rows).is_in(sorted(new_files)))
         scope = f"{checked.height} rows from {len(new_files)} new or changed file(s)"
+    # new files of one spec source are measured against the champion's rows of that source: a new day
+    # of ticket logs holds the ticket categories, not the ones another source (a CSV export) brings
+    sources = {files[p].get("source") for p in new_files if p in files}
+    own = reference.get("sources", {}).get(next(iter(sources))) if len(sources) == 1 else None
+    if own and checked is not rows:
+        reference = {**reference, "categories": own["categories"]}
+        scope += f", against the champion's rows of source {next(iter(sources))}"
     checks = _run(_with_derived(checked), _expectations(reference, cfg)) if checked.height else []
     limit = max(cfg.max_rejected_share, _lost_share(reference.get("files", {})) + 0.1)
     for path in sorted(new_files) if kept is not None else ():  # a source that broke loses most of its rows

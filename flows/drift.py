@@ -24,12 +24,14 @@ class DriftStopped(DataError):
 
 
 def data_files(spec_dir: Path, prepare_stats: dict) -> dict[str, dict]:
-    """{file: {rows, rejected, sha256}} of the files the prepare stage read (paths as the spec names them)."""
+    """{file: {rows, rejected, sha256, source}} of the files the prepare stage read (paths as the spec names
+    them; source: the spec source that read it)."""
     files = {}
     for f in prepare_stats.get("files", []):
         path = spec_dir / f["file"]
         digest = file_digest(path) if path.is_file() else tree_digest(path) if path.is_dir() else None
-        files[f["file"]] = {"rows": f.get("rows"), "rejected": f.get("rejected"), "sha256": digest}
+        files[f["file"]] = {"rows": f.get("rows"), "rejected": f.get("rejected"), "sha256": digest,
+                            "source": f.get("source")}
     return files
 
 

@@ -121,3 +121,30 @@ def test_the_bounds_come_from_the_section(champion):
     assert nothing["failed"] == ["no rows tonight"]
     with pytest.raises(ValueError, match="version"):
         check_drift(tonight(), DAY2, {**champion, "version": 0}, DriftConfig())
+
+
+def test_a_new_day_of_one_source_is_measured_against_that_sources_rows():
+    """The champion read two sources: ticket logs (refunds, unit conversions, choices) and an agent
+    console export holding a fourth category. A new day of tickets holds no console rows, which is no
+    drift: its rows are checked against the champion's ticket rows. A day without one of the ticket
+    categories still fails."""
+    console = pl.DataFrame([{"id": f"c{i}", "category": "multi_step", "question": "Refund the damaged line " + "y" * 30,
+                             "reference": "[]", "solution": "", "source": f"raw/console.jsonl:{i + 1}"}
+                            for i in range(200)])
+    files = {"raw/day1.jsonl": {"rows": 300, "rejected": 0, "sha256": "aa", "source": "tickets"},
+             "raw/console.jsonl": {"rows": 200, "rejected": 0, "sha256": "cc", "source": "console"}}
+    champion = profile(pl.concat([night(0), console]), files)
+    assert set(champion["sources"]) == {"tickets", "console"}
+    assert set(champion["sources"]["tickets"]["categories"]) == {"refund", "unit_conversion", "policy_choice"}
+    day2 = {**files, "raw/day2.jsonl": {"rows": 280, "rejected": 0, "sha256": "bb", "source": "tickets"}}
+    report = check_drift(pl.concat([night(0), console, night(1, n=280, file="raw/day2.jsonl")]), day2, champion,
+                         DriftConfig())
+    assert report["failed"] == [], report["failed"]
+    assert report["scope"].endswith("against the champion's rows of source tickets")
+    without_global = {k: v for k, v in champion.items() if k != "sources"}  # a profile from before sources
+    old = check_drift(pl.concat([night(0), console, night(1, n=280, file="raw/day2.jsonl")]), day2, without_global,
+                      DriftConfig())
+    assert any(c.startswith("every category of the champion's rows is there") for c in old["failed"])
+    gone = check_drift(pl.concat([night(0), console, night(1, n=280, file="raw/day2.jsonl", drop="policy_choice")]),
+                       day2, champion, DriftConfig())
+    assert any(c.startswith("every category of the champion's rows is there") for c in gone["failed"])
