@@ -68,7 +68,7 @@ def test_a_week_of_nights(prefect_harness, tmp_path, capsys, read_artifact):
     assert f"training.start_from: champion: this run starts from {night1['id']}" in log
     drift = json.loads(next((out / "stages" / "drift").glob("*/drift.json")).read_text())
     assert drift["failed"] == [] and drift["changes"]["files_added"] == ["raw/tickets_2026-04-01.jsonl"]
-    assert drift["scope"].endswith("rows from 1 new or changed file(s)")
+    assert drift["scope"].endswith("rows from 1 new or changed file(s), against the champion's rows of source tickets")
     assert drift["changes"]["rows"]["now"] > drift["changes"]["rows"]["then"]
     assert "tonight's rows against the champion's" in read_artifact("retail-drift").description
     report = latest_report(out)
