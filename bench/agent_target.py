@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TARGET_GAIN, TARGET_SECONDS = 20.0, 900.0
+
+
 def cpu_seconds() -> float:
     """User + system CPU seconds of this process so far (all its threads): on a shared machine the wall
     clock measures the neighbours too."""
@@ -57,8 +59,10 @@ def build_shop(path: Path, n_orders: int, seed: int) -> dict[int, dict]:
     orders = {i: {"total": rng.randint(20, 199), "shipping": rng.randint(3, 15)} for i in ids}
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
-    con.executescript("CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER, shipping INTEGER);"
-                      "CREATE TABLE refunds(refund_id INTEGER PRIMARY KEY, order_id INTEGER, amount REAL);")
+    con.executescript(
+        "CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER, shipping INTEGER);"
+        "CREATE TABLE refunds(refund_id INTEGER PRIMARY KEY, order_id INTEGER, amount REAL);"
+    )
     con.executemany("INSERT INTO orders VALUES (?, ?, ?)", [(i, o["total"], o["shipping"]) for i, o in orders.items()])
     con.commit()
     con.close()
@@ -68,25 +72,55 @@ def build_shop(path: Path, n_orders: int, seed: int) -> dict[int, dict]:
 def shop_env(db: Path):
     from rlvrflow.verifiers.environment import Environment
 
-    order = {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"],
-             "additionalProperties": False}
-    refund = {"type": "object", "required": ["order_id", "amount"], "additionalProperties": False,
-              "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}}}
-    return Environment.model_validate({
-        "database": str(db), "max_turns": 4,
-        "tools": [{"name": "get_order", "description": "an order's total and shipping", "parameters": order,
-                   "sql": "SELECT total, shipping FROM orders WHERE order_id = :order_id"},
-                  {"name": "refund", "description": "refund an amount of an order", "parameters": refund,
-                   "sql": "INSERT INTO refunds (order_id, amount) VALUES (:order_id, :amount)"}],
-        "outcome": {"query": "SELECT order_id, amount FROM refunds"}})
+    order = {
+        "type": "object",
+        "properties": {"order_id": {"type": "integer"}},
+        "required": ["order_id"],
+        "additionalProperties": False,
+    }
+    refund = {
+        "type": "object",
+        "required": ["order_id", "amount"],
+        "additionalProperties": False,
+        "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}},
+    }
+    return Environment.model_validate(
+        {
+            "database": str(db),
+            "max_turns": 4,
+            "tools": [
+                {
+                    "name": "get_order",
+                    "description": "an order's total and shipping",
+                    "parameters": order,
+                    "sql": "SELECT total, shipping FROM orders WHERE order_id = :order_id",
+                },
+                {
+                    "name": "refund",
+                    "description": "refund an amount of an order",
+                    "parameters": refund,
+                    "sql": "INSERT INTO refunds (order_id, amount) VALUES (:order_id, :amount)",
+                },
+            ],
+            "outcome": {"query": "SELECT order_id, amount FROM refunds"},
+        }
+    )
 
 
 def task_rows(orders: dict[int, dict], ids: list[int], rng: random.Random, split: str) -> list[dict]:
     rows = []
     for i in ids:
         kind = rng.choice(sorted(TASKS))
-        rows.append({"id": f"{split}-{i}", "prompt": TASKS[kind].format(id=i), "kind": kind, "order_id": i,
-                     "amount": orders[i][kind], "reference": json.dumps([[i, orders[i][kind]]])})
+        rows.append(
+            {
+                "id": f"{split}-{i}",
+                "prompt": TASKS[kind].format(id=i),
+                "kind": kind,
+                "order_id": i,
+                "amount": orders[i][kind],
+                "reference": json.dumps([[i, orders[i][kind]]]),
+            }
+        )
     return rows
 
 
@@ -98,17 +132,29 @@ def worked_transcript(row: dict, orders: dict[int, dict]):
     lookup = f'<tool_call>{{"name":"get_order","arguments":{{"order_id":{i}}}}}</tool_call>'
     refund = f'<tool_call>{{"name":"refund","arguments":{{"order_id":{i},"amount":{row["amount"]}}}}}</tool_call>'
     result = json.dumps({"columns": ["total", "shipping"], "rows": [[o["total"], o["shipping"]]]})
-    return Episode([{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": lookup},
-                    {"role": "tool", "name": "get_order", "content": result},
-                    {"role": "assistant", "content": refund},
-                    {"role": "tool", "name": "refund", "content": json.dumps({"rows_affected": 1})},
-                    {"role": "assistant", "content": f"Refunded {row['amount']}."}],
-                   [PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY])
+    return Episode(
+        [
+            {"role": "user", "content": row["prompt"]},
+            {"role": "assistant", "content": lookup},
+            {"role": "tool", "name": "get_order", "content": result},
+            {"role": "assistant", "content": refund},
+            {"role": "tool", "name": "refund", "content": json.dumps({"rows_affected": 1})},
+            {"role": "assistant", "content": f"Refunded {row['amount']}."},
+        ],
+        [PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY],
+    )
 
 
 def diagnostics(result: dict) -> dict:
-    keep = ("pass_at_1_greedy", "format_rate", "malformed_rate", "max_turns_rate", "turns_mean", "success_by_turns",
-            "tool_calls")
+    keep = (
+        "pass_at_1_greedy",
+        "format_rate",
+        "malformed_rate",
+        "max_turns_rate",
+        "turns_mean",
+        "success_by_turns",
+        "tool_calls",
+    )
     return {k: result[k] for k in keep if k in result}
 
 
@@ -131,10 +177,10 @@ def run_seed(seed: int, args, out: Path) -> dict:
     orders = build_shop(d / "shop.db", args.orders, seed)
     env = shop_env(d / "shop.db")
     ids = list(orders)
-    held, train = ids[: args.eval_tasks], ids[args.eval_tasks:]
+    held, train = ids[: args.eval_tasks], ids[args.eval_tasks :]
     eval_rows, train_rows = task_rows(orders, held, rng, "eval"), task_rows(orders, train, rng, "train")
     worked = [worked_transcript(r, orders) for r in train_rows[: args.worked]]
-    rl_rows = train_rows[args.worked:]  # outcome-only: prompt and reference, no transcript
+    rl_rows = train_rows[args.worked :]  # outcome-only: prompt and reference, no transcript
     texts = [PLAIN.prompt(w.messages) for w in worked] + ['{"error": "0123456789"} ' + "".join(TASKS.values())]
     base = adapt_base(BASE_DIR, texts, d / "base", seed=seed)
     tools, ev = env.schemas(), dict(max_new_tokens=96, batch_size=64)
@@ -145,18 +191,36 @@ def run_seed(seed: int, args, out: Path) -> dict:
     # arm 1: SFT on worked transcripts
     t0 = time.perf_counter()
     model, tok = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-    sc = SFTConfig(max_steps=args.sft_steps, learning_rate=args.sft_lr, batch_size=16, warmup_steps=10, logging_steps=50, max_length=512)
+    sc = SFTConfig(
+        max_steps=args.sft_steps,
+        learning_rate=args.sft_lr,
+        batch_size=16,
+        warmup_steps=10,
+        logging_steps=50,
+        max_length=512,
+    )
     sft_log = sft_on_transcripts(model, tok, worked, tools, sc, seed)
     model.save_pretrained(d / "sft")
     tok.save_pretrained(d / "sft")
     sft_seconds = time.perf_counter() - t0
-    print(f"seed {seed}: SFT {args.sft_steps} steps {sft_seconds:.0f}s loss {sft_log[0]['loss']:.3f} -> "
-          f"{sft_log[-1]['loss']:.3f}", flush=True)
+    print(
+        f"seed {seed}: SFT {args.sft_steps} steps {sft_seconds:.0f}s loss {sft_log[0]['loss']:.3f} -> "
+        f"{sft_log[-1]['loss']:.3f}",
+        flush=True,
+    )
 
     # arm 2: GRPO on episodes from the SFT model; its step-0 eval is the SFT model's
-    cfg = EpisodeGRPOConfig(max_steps=args.grpo_steps, prompts_per_step=args.prompts, num_generations=args.group,
-                            learning_rate=args.grpo_lr, temperature=1.0, max_new_tokens=96, eval_max_new_tokens=96,
-                            logging_steps=5, checkpoint=_ckpt(args.grpo_steps))
+    cfg = EpisodeGRPOConfig(
+        max_steps=args.grpo_steps,
+        prompts_per_step=args.prompts,
+        num_generations=args.group,
+        learning_rate=args.grpo_lr,
+        temperature=1.0,
+        max_new_tokens=96,
+        eval_max_new_tokens=96,
+        logging_steps=5,
+        checkpoint=_ckpt(args.grpo_steps),
+    )
     t0 = time.perf_counter()
     summary = train_episode_grpo(d / "sft", env, rl_rows, eval_rows, cfg, d / "grpo", seed)
     grpo_seconds = time.perf_counter() - t0
@@ -164,14 +228,23 @@ def run_seed(seed: int, args, out: Path) -> dict:
     by = {e["step"]: e for e in evals}
     sft_res = _with_prompts(by[0], summary, first=True)
     grpo_res = _with_prompts(by[args.grpo_steps], summary, first=False)
-    print(f"seed {seed}: GRPO {args.grpo_steps} steps {grpo_seconds:.0f}s (loop {summary['seconds']:.0f}s), "
-          f"zero-variance {summary['zero_variance_fraction']:.0%}", flush=True)
+    print(
+        f"seed {seed}: GRPO {args.grpo_steps} steps {grpo_seconds:.0f}s (loop {summary['seconds']:.0f}s), "
+        f"zero-variance {summary['zero_variance_fraction']:.0%}",
+        flush=True,
+    )
 
     # arm 3: control, the SFT model trained on the same transcripts for GRPO's loop seconds
     t0 = time.perf_counter()
     ctrl, ctok = AutoModelForCausalLM.from_pretrained(d / "sft"), AutoTokenizer.from_pretrained(d / "sft")
-    csc = SFTConfig(max_steps=100_000, learning_rate=args.sft_lr * 0.1 ** 0.5, batch_size=16, warmup_steps=0, logging_steps=50,
-                    max_length=512)  # the cosine over 100k steps is flat: the rate SFT ended near, held
+    csc = SFTConfig(
+        max_steps=100_000,
+        learning_rate=args.sft_lr * 0.1**0.5,
+        batch_size=16,
+        warmup_steps=0,
+        logging_steps=50,
+        max_length=512,
+    )  # the cosine over 100k steps is flat: the rate SFT ended near, held
     ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=summary["seconds"])
     ctrl_res = score(ctrl, ctok)
     ctrl_seconds = time.perf_counter() - t0
@@ -179,10 +252,17 @@ def run_seed(seed: int, args, out: Path) -> dict:
     metrics = read_jsonl(d / "grpo" / "metrics.jsonl")
     q = max(1, len(metrics) // 4)
     line = {
-        "seed": seed, "seconds_total": round(total, 1), "cpu_seconds_total": round(cpu_seconds() - cpu0, 1), "seconds_sft": round(sft_seconds, 1),
-        "seconds_grpo": round(grpo_seconds, 1), "seconds_grpo_loop": summary["seconds"],
-        "seconds_control": round(ctrl_seconds, 1), "control_steps": ctrl_log[-1]["step"] if ctrl_log else 0,
-        "sft": diagnostics(sft_res), "grpo": diagnostics(grpo_res), "control": diagnostics(ctrl_res),
+        "seed": seed,
+        "seconds_total": round(total, 1),
+        "cpu_seconds_total": round(cpu_seconds() - cpu0, 1),
+        "seconds_sft": round(sft_seconds, 1),
+        "seconds_grpo": round(grpo_seconds, 1),
+        "seconds_grpo_loop": summary["seconds"],
+        "seconds_control": round(ctrl_seconds, 1),
+        "control_steps": ctrl_log[-1]["step"] if ctrl_log else 0,
+        "sft": diagnostics(sft_res),
+        "grpo": diagnostics(grpo_res),
+        "control": diagnostics(ctrl_res),
         "gain_grpo_over_sft": gain_interval(sft_res, grpo_res),
         "gain_grpo_over_control": gain_interval(ctrl_res, grpo_res),
         "gain_control_over_sft": gain_interval(sft_res, ctrl_res),
@@ -193,9 +273,12 @@ def run_seed(seed: int, args, out: Path) -> dict:
         "train_malformed_last_quarter": sum(m["malformed_rate"] for m in metrics[-q:]) / q,
     }
     g = line["gain_grpo_over_sft"]
-    print(f"seed {seed}: held-out success SFT {sft_res['pass_at_1_greedy']:.1%} GRPO {grpo_res['pass_at_1_greedy']:.1%} "
-          f"control {ctrl_res['pass_at_1_greedy']:.1%}; GRPO-SFT {g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]; "
-          f"{total:.0f}s wall, {line['cpu_seconds_total']:.0f}s CPU", flush=True)
+    print(
+        f"seed {seed}: held-out success SFT {sft_res['pass_at_1_greedy']:.1%} GRPO {grpo_res['pass_at_1_greedy']:.1%} "
+        f"control {ctrl_res['pass_at_1_greedy']:.1%}; GRPO-SFT {g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]; "
+        f"{total:.0f}s wall, {line['cpu_seconds_total']:.0f}s CPU",
+        flush=True,
+    )
     return line
 
 
@@ -246,8 +329,10 @@ def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int) -> dict:
     for name, path in (("sft", seed_dir / "sft"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
         model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
         res = evaluate_episodes(model, tok, env, rows, PLAIN, 96, keep=len(rows))
-        out[name] = {"pass_at_1_greedy": res["pass_at_1_greedy"],
-                     "failures": failure_kinds(rows, res["samples"], orders)}
+        out[name] = {
+            "pass_at_1_greedy": res["pass_at_1_greedy"],
+            "failures": failure_kinds(rows, res["samples"], orders),
+        }
         print(f"{name}: {out[name]}", flush=True)
     return out
 
@@ -280,8 +365,11 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--analyse", action="store_true",
-                    help="after a run: the failure kinds of each seed's SFT and final GRPO model (OUT/agent_failures.json)")
+    ap.add_argument(
+        "--analyse",
+        action="store_true",
+        help="after a run: the failure kinds of each seed's SFT and final GRPO model (OUT/agent_failures.json)",
+    )
     args = ap.parse_args()
     import torch
 
@@ -294,11 +382,16 @@ def main() -> int:
         return 0
     lines = [run_seed(int(s), args, out) for s in args.seeds.split(",")]
     gains = [ln["gain_grpo_over_sft"]["points"] for ln in lines]
-    verdict = {"mean_gain": sum(gains) / len(gains), "target_gain": TARGET_GAIN,
-               "max_seconds": max(ln["seconds_total"] for ln in lines), "target_seconds": TARGET_SECONDS}
+    verdict = {
+        "mean_gain": sum(gains) / len(gains),
+        "target_gain": TARGET_GAIN,
+        "max_seconds": max(ln["seconds_total"] for ln in lines),
+        "target_seconds": TARGET_SECONDS,
+    }
     verdict["met"] = verdict["mean_gain"] >= TARGET_GAIN and verdict["max_seconds"] <= TARGET_SECONDS
-    (out / "agent_target.json").write_text(json.dumps({"args": vars(args), "seeds": lines, "verdict": verdict},
-                                                      indent=2))
+    (out / "agent_target.json").write_text(
+        json.dumps({"args": vars(args), "seeds": lines, "verdict": verdict}, indent=2)
+    )
     print(json.dumps(verdict))
     return 0 if verdict["met"] else 1
 

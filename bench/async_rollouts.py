@@ -54,16 +54,41 @@ def parse_args(argv=None) -> argparse.Namespace:
 def grpo_config(args, seed: int, mode: str):
     from rlvrflow.training.config import TrainingConfig
 
-    grpo = {"max_steps": args.steps, "prompts_per_step": args.prompts_per_step, "num_generations": args.group_size,
-            "learning_rate": args.lr, "warmup_steps": 5, "max_new_tokens": 12, "rollout_mode": mode}
+    grpo = {
+        "max_steps": args.steps,
+        "prompts_per_step": args.prompts_per_step,
+        "num_generations": args.group_size,
+        "learning_rate": args.lr,
+        "warmup_steps": 5,
+        "max_new_tokens": 12,
+        "rollout_mode": mode,
+    }
     if mode == "async":
         grpo["max_staleness"] = args.max_staleness
-    return TrainingConfig.model_validate({
-        "tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 352, "max_positions": 64},
-        "sft": {"max_steps": args.sft_steps, "learning_rate": 1e-3, "batch_size": 64, "warmup_steps": 20, "max_length": 32},
-        "grpo": grpo, "checkpoint": {"every": args.steps, "keep_last": 1}, "seed": seed, "torch_threads": args.threads,
-        "device": "cpu", "report_to": [],
-    })
+    return TrainingConfig.model_validate(
+        {
+            "tiny": {
+                "hidden_size": 128,
+                "num_layers": 4,
+                "num_heads": 4,
+                "intermediate_size": 352,
+                "max_positions": 64,
+            },
+            "sft": {
+                "max_steps": args.sft_steps,
+                "learning_rate": 1e-3,
+                "batch_size": 64,
+                "warmup_steps": 20,
+                "max_length": 32,
+            },
+            "grpo": grpo,
+            "checkpoint": {"every": args.steps, "keep_last": 1},
+            "seed": seed,
+            "torch_threads": args.threads,
+            "device": "cpu",
+            "report_to": [],
+        }
+    )
 
 
 def run_arm(args, seed: int, mode: str, sft, tiered, eval_df, out: Path) -> dict:
@@ -75,14 +100,30 @@ def run_arm(args, seed: int, mode: str, sft, tiered, eval_df, out: Path) -> dict
     stamps: dict[int, float] = {}
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    result = train_grpo(sft, tiered, grpo_config(args, seed, mode), CurriculumConfig(n_samples=8, k=4, dedup_window=4),
-                        RewardConfig(), eval_df, EvalConfig(k=4, n_samples=4, max_new_tokens=12), out, seed,
-                        on_progress=lambda step, total, m: stamps.setdefault(step, time.perf_counter()))
+    result = train_grpo(
+        sft,
+        tiered,
+        grpo_config(args, seed, mode),
+        CurriculumConfig(n_samples=8, k=4, dedup_window=4),
+        RewardConfig(),
+        eval_df,
+        EvalConfig(k=4, n_samples=4, max_new_tokens=12),
+        out,
+        seed,
+        on_progress=lambda step, total, m: stamps.setdefault(step, time.perf_counter()),
+    )
     seconds = time.perf_counter() - t
     loop = (args.steps - 2) / (stamps[args.steps - 1] - stamps[1])
-    return {"mode": mode, "seed": seed, "loop_steps_per_s": loop, "grpo_seconds": seconds,
-            "groups_stale": result["groups_stale"], "groups_trained": result["groups_trained"],
-            "sft": {k: result["baseline"][k] for k in METRICS}, "final": {k: result["final"][k] for k in METRICS}}
+    return {
+        "mode": mode,
+        "seed": seed,
+        "loop_steps_per_s": loop,
+        "grpo_seconds": seconds,
+        "groups_stale": result["groups_stale"],
+        "groups_trained": result["groups_trained"],
+        "sft": {k: result["baseline"][k] for k in METRICS},
+        "final": {k: result["final"][k] for k in METRICS},
+    }
 
 
 def main(argv=None) -> int:
@@ -110,10 +151,13 @@ def main(argv=None) -> int:
         for mode in ("sync", "async"):
             r = run_arm(args, seed, mode, sft, tiered, eval_df, out / f"{mode}_{seed}")
             runs.append(r)
-            print(f"[async-bench] seed {seed} {mode:5s}: {r['loop_steps_per_s']:.3f} steps/s (loop), GRPO "
-                  f"{r['grpo_seconds']:.0f} s, stale groups {r['groups_stale']}; held-out greedy "
-                  f"{r['sft']['pass_at_1_greedy']:.3f} -> {r['final']['pass_at_1_greedy']:.3f}, sampled "
-                  f"{r['sft']['pass_at_1_sampled']:.3f} -> {r['final']['pass_at_1_sampled']:.3f}", flush=True)
+            print(
+                f"[async-bench] seed {seed} {mode:5s}: {r['loop_steps_per_s']:.3f} steps/s (loop), GRPO "
+                f"{r['grpo_seconds']:.0f} s, stale groups {r['groups_stale']}; held-out greedy "
+                f"{r['sft']['pass_at_1_greedy']:.3f} -> {r['final']['pass_at_1_greedy']:.3f}, sampled "
+                f"{r['sft']['pass_at_1_sampled']:.3f} -> {r['final']['pass_at_1_sampled']:.3f}",
+                flush=True,
+            )
 
     def arm(mode: str, key):
         return [key(r) for r in runs if r["mode"] == mode]
@@ -128,8 +172,10 @@ def main(argv=None) -> int:
     print(f"[async-bench] steps/s sync {rate['sync']:.3f}, async {rate['async']:.3f}: ratio {summary['ratio']:.2f}x")
     for metric in METRICS:
         s, a = summary[f"sync_{metric}"], summary[f"async_{metric}"]
-        print(f"[async-bench] held-out {metric}: sync {s['mean']:.3f} (seed spread {s['spread']:.3f}), "
-              f"async {a['mean']:.3f} (seed spread {a['spread']:.3f}), async - sync {a['mean'] - s['mean']:+.3f}")
+        print(
+            f"[async-bench] held-out {metric}: sync {s['mean']:.3f} (seed spread {s['spread']:.3f}), "
+            f"async {a['mean']:.3f} (seed spread {a['spread']:.3f}), async - sync {a['mean'] - s['mean']:+.3f}"
+        )
     return 0
 
 

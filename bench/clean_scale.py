@@ -16,6 +16,7 @@ every 0.1 s) and the ratios against the baseline. It also checks that each path 
 and rejected the same ones for the same reasons as the baseline (its output from an earlier run on
 the same --rows and --seed counts, since the logs are the same), else as the first path run. Not a test: timings on a shared machine are noisy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,32 +30,58 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-EN = ["Customer {name} bought {a} units of {item} at {p} yuan each and paid with a coupon worth {c} yuan. How much did they pay?",
-      "Order {oid}: {a} boxes of {item} were shipped from the {city} warehouse, {b} came back damaged. How many arrived intact?",
-      "The {city} store sold {a} {item} on Monday and {b} on Tuesday. What were the total sales over the two days?",
-      "A {item} costs {p} yuan and is {d}% off this week for member {name}. What is the sale price?",
-      "Convert {a} grams of {item} into kilograms for the invoice of order {oid}.",
-      "{name} asks whether a {item} bought {a} days ago in {city} can still be returned under the 30-day policy. Answer yes or no."]
-ZH = ["顾客{name}买了{a}件{item}，每件{p}元，使用了{c}元优惠券，一共付了多少钱？",
-      "订单{oid}：{city}仓库发出{a}箱{item}，退回{b}箱破损，完好送达多少箱？",
-      "{city}门店周一卖出{a}件{item}，周二卖出{b}件，两天一共卖出多少件？",
-      "{item}原价{p}元，本周会员{name}享受{d}%折扣，折后价是多少？"]
+EN = [
+    "Customer {name} bought {a} units of {item} at {p} yuan each and paid with a coupon worth {c} yuan. How much did they pay?",
+    "Order {oid}: {a} boxes of {item} were shipped from the {city} warehouse, {b} came back damaged. How many arrived intact?",
+    "The {city} store sold {a} {item} on Monday and {b} on Tuesday. What were the total sales over the two days?",
+    "A {item} costs {p} yuan and is {d}% off this week for member {name}. What is the sale price?",
+    "Convert {a} grams of {item} into kilograms for the invoice of order {oid}.",
+    "{name} asks whether a {item} bought {a} days ago in {city} can still be returned under the 30-day policy. Answer yes or no.",
+]
+ZH = [
+    "顾客{name}买了{a}件{item}，每件{p}元，使用了{c}元优惠券，一共付了多少钱？",
+    "订单{oid}：{city}仓库发出{a}箱{item}，退回{b}箱破损，完好送达多少箱？",
+    "{city}门店周一卖出{a}件{item}，周二卖出{b}件，两天一共卖出多少件？",
+    "{item}原价{p}元，本周会员{name}享受{d}%折扣，折后价是多少？",
+]
 NAMES = ["Li Wei", "Wang Fang", "Zhang Min", "Chen Jie", "Liu Yang", "Anna", "Tom", "Maria", "Ken", "Sara"]
 ITEMS = ["rice cooker", "kettle", "desk lamp", "tea set", "umbrella", "backpack", "phone case", "towel"]
 CITIES = ["Hangzhou", "Shanghai", "Guangzhou", "Chengdu", "Wuhan", "Xi'an", "Nanjing", "Suzhou"]
 
 
 def _row(rng: random.Random, i: int) -> dict:
-    v = {"name": rng.choice(NAMES), "item": rng.choice(ITEMS), "city": rng.choice(CITIES),
-         "a": rng.randint(2, 5000), "b": rng.randint(1, 900), "p": rng.randint(3, 2000),
-         "c": rng.randint(1, 50), "d": rng.choice([5, 10, 15, 20, 25, 30]), "oid": f"SO{rng.randint(10**7, 10**8)}"}
+    v = {
+        "name": rng.choice(NAMES),
+        "item": rng.choice(ITEMS),
+        "city": rng.choice(CITIES),
+        "a": rng.randint(2, 5000),
+        "b": rng.randint(1, 900),
+        "p": rng.randint(3, 2000),
+        "c": rng.randint(1, 50),
+        "d": rng.choice([5, 10, 15, 20, 25, 30]),
+        "oid": f"SO{rng.randint(10**7, 10**8)}",
+    }
     zh = rng.random() < 0.4
     k = rng.randrange(len(ZH if zh else EN))
     question = (ZH if zh else EN)[k].format(**v)
-    reference = str([v["a"] * v["p"] - v["c"], v["a"] - v["b"], v["a"] + v["b"],
-                     round(v["p"] * (100 - v["d"]) / 100, 2), v["a"] / 1000, "yes" if v["a"] <= 30 else "no"][k])
-    return {"ticket_id": f"T{i:09d}", "body": question, "answer": reference, "type": "arithmetic",
-            "lang": "zh" if zh else "en", "agent": f"agent_{rng.randint(1, 40):02d}"}
+    reference = str(
+        [
+            v["a"] * v["p"] - v["c"],
+            v["a"] - v["b"],
+            v["a"] + v["b"],
+            round(v["p"] * (100 - v["d"]) / 100, 2),
+            v["a"] / 1000,
+            "yes" if v["a"] <= 30 else "no",
+        ][k]
+    )
+    return {
+        "ticket_id": f"T{i:09d}",
+        "body": question,
+        "answer": reference,
+        "type": "arithmetic",
+        "lang": "zh" if zh else "en",
+        "agent": f"agent_{rng.randint(1, 40):02d}",
+    }
 
 
 def _variant(rng: random.Random, row: dict, near: bool) -> dict:
@@ -87,7 +114,7 @@ def write_logs(folder: Path, rows: int, per_file: int, seed: int) -> list[Path]:
             row = _row(rng, i)
             recent = (recent + [row])[-2000:]
         if draw > 0.995:
-            line = json.dumps(row, ensure_ascii=False)[:-9]          # malformed
+            line = json.dumps(row, ensure_ascii=False)[:-9]  # malformed
         elif draw > 0.99:
             line = json.dumps({**row, "answer": None}, ensure_ascii=False)
         else:
@@ -97,9 +124,17 @@ def write_logs(folder: Path, rows: int, per_file: int, seed: int) -> list[Path]:
     return files
 
 
-SPEC = {"sources": [{"name": "tickets", "path": "logs/*.jsonl", "format": "jsonl",
-                     "fields": {"id": "ticket_id", "question": "body", "reference": "answer", "category": "type"}}],
-        "validation": {"categories": ["arithmetic"]}}
+SPEC = {
+    "sources": [
+        {
+            "name": "tickets",
+            "path": "logs/*.jsonl",
+            "format": "jsonl",
+            "fields": {"id": "ticket_id", "question": "body", "reference": "answer", "category": "type"},
+        }
+    ],
+    "validation": {"categories": ["arithmetic"]},
+}
 
 
 def run_path(path: str, folder: Path, out: Path, workers: int, chunk_rows: int) -> dict:
@@ -120,8 +155,12 @@ def run_path(path: str, folder: Path, out: Path, workers: int, chunk_rows: int) 
 
         with local_cluster(workers) as client:
             result = prepare_on_dask(client, sources, cleaning, validation, "bench", folder, out)
-    return {"seconds": time.perf_counter() - start, "rows_in": result.stats["rows_in"],
-            "rows_kept": result.stats["rows_kept"], "rejected_by_reason": result.stats["rejected_by_reason"]}
+    return {
+        "seconds": time.perf_counter() - start,
+        "rows_in": result.stats["rows_in"],
+        "rows_kept": result.stats["rows_kept"],
+        "rejected_by_reason": result.stats["rejected_by_reason"],
+    }
 
 
 def measure(args: list[str]) -> tuple[dict, float]:
@@ -145,9 +184,9 @@ def _same(a: Path, b: Path) -> bool:
     import polars as pl
 
     key = ["source", "reason"]
-    return (pl.read_parquet(a / "clean.parquet").equals(pl.read_parquet(b / "clean.parquet")) and
-            pl.read_parquet(a / "rejects.parquet").select(key).sort(key).equals(
-                pl.read_parquet(b / "rejects.parquet").select(key).sort(key)))
+    return pl.read_parquet(a / "clean.parquet").equals(pl.read_parquet(b / "clean.parquet")) and pl.read_parquet(
+        a / "rejects.parquet"
+    ).select(key).sort(key).equals(pl.read_parquet(b / "rejects.parquet").select(key).sort(key))
 
 
 def main() -> None:
@@ -175,11 +214,26 @@ def main() -> None:
         if path == "memory" and args.rows > args.memory_max_rows:
             print(f"memory: skipped above --memory-max-rows={args.memory_max_rows:,}")
             continue
-        res, peak = measure(["--rows", str(args.rows), "--work", args.work, "--workers", str(args.workers),
-                             "--chunk-rows", str(args.chunk_rows), "--child", path])
+        res, peak = measure(
+            [
+                "--rows",
+                str(args.rows),
+                "--work",
+                args.work,
+                "--workers",
+                str(args.workers),
+                "--chunk-rows",
+                str(args.chunk_rows),
+                "--child",
+                path,
+            ]
+        )
         results[path] = (res, peak)
-        print(f"{path:7s} {res['rows_in'] / res['seconds']:9,.0f} rows/s  {res['seconds']:7.1f} s  "
-              f"peak {peak:8,.0f} MB  kept {res['rows_kept']:,}  {res['rejected_by_reason']}", flush=True)
+        print(
+            f"{path:7s} {res['rows_in'] / res['seconds']:9,.0f} rows/s  {res['seconds']:7.1f} s  "
+            f"peak {peak:8,.0f} MB  kept {res['rows_kept']:,}  {res['rejected_by_reason']}",
+            flush=True,
+        )
     ref = "memory" if (work / "out-memory" / "clean.parquet").exists() else next(iter(results), None)
     for path, (res, peak) in results.items():
         if path == ref:
@@ -190,6 +244,7 @@ def main() -> None:
             base, base_peak = results[ref]
             line += f"; {base['seconds'] / res['seconds']:.2f}x speed, {peak / base_peak:.2f}x peak memory"
         print(line)
+
 
 if __name__ == "__main__":
     main()

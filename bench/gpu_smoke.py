@@ -50,10 +50,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-QWEN2_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                 num_key_value_heads=2, vocab_size=151936)
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=512)
+QWEN2_05B = dict(
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=512,
+)
 # bf16 dense tensor-core peak (no sparsity), TFLOP/s, matched against torch.cuda.get_device_name().
 # H100 is the SXM figure; an H100 PCIe (756) or any other GPU: pass --peak-tflops.
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0}
@@ -64,10 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--tiny", action="store_true", help="a 2-layer model instead of the 0.5B one")
-    p.add_argument("--model", default=None,
-                   help="a real pretrained model instead of the random one: a Hugging Face folder, or a .gguf file "
-                        "imported first with `rlvrflow import-model` (needs the gguf package); its tokenizer and "
-                        "chat template prompt it, and the math verifier rewards it")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="a real pretrained model instead of the random one: a Hugging Face folder, or a .gguf file "
+        "imported first with `rlvrflow import-model` (needs the gguf package); its tokenizer and "
+        "chat template prompt it, and the math verifier rewards it",
+    )
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--prompts", type=int, default=8, help="prompts per step")
     p.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
@@ -76,14 +91,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arms", default="full,lora", help="comma-separated: full (fine-tuning), lora (peft adapters)")
     p.add_argument("--lora-r", type=int, default=16, help="LoRA rank (alpha = 2r) on attention and MLP")
-    p.add_argument("--peak-tflops", type=float, default=0.0,
-                   help=f"the device's bf16 dense peak for MFU (default: by GPU name, {PEAK_TFLOPS})")
-    p.add_argument("--deepspeed", choices=["auto", "on", "off"], default="auto",
-                   help="auto: run the ZeRO-2 phase when deepspeed imports; on: fail if it does not")
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=0.0,
+        help=f"the device's bf16 dense peak for MFU (default: by GPU name, {PEAK_TFLOPS})",
+    )
+    p.add_argument(
+        "--deepspeed",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="auto: run the ZeRO-2 phase when deepspeed imports; on: fail if it does not",
+    )
     p.add_argument("--nproc", type=int, default=0, help="ZeRO-2 ranks (0: all GPUs; 2 on CPU)")
-    p.add_argument("--loop", choices=["auto", "on", "off"], default="auto",
-                   help="the train_grpo loop on the DeepSpeed backend (ZeRO-2 and 3, kill + resume); "
-                        "auto: when deepspeed imports")
+    p.add_argument(
+        "--loop",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="the train_grpo loop on the DeepSpeed backend (ZeRO-2 and 3, kill + resume); auto: when deepspeed imports",
+    )
     p.add_argument("--ds-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--arm", choices=ARMS, default="full", help=argparse.SUPPRESS)  # the ZeRO-2 child's arm
     # The deepspeed launcher appends --local_rank=N; the rank is read from the environment instead.
@@ -117,8 +143,13 @@ def shop_questions(n: int) -> list[tuple[str, str]]:
     asks = []
     for i in range(n):
         a, b = 2 + i * 7 % 9, 3 + i * 13 % 40
-        asks.append((f"A customer buys {a} items at {b} yuan each. How much do they pay in total? "
-                     "End your reply with 'Answer: <number>'.", str(a * b)))
+        asks.append(
+            (
+                f"A customer buys {a} items at {b} yuan each. How much do they pay in total? "
+                "End your reply with 'Answer: <number>'.",
+                str(a * b),
+            )
+        )
     return asks
 
 
@@ -144,8 +175,13 @@ def build_real(args: argparse.Namespace, device, arm: str):
     model.train(True)
     fmt = PromptFormat.for_tokenizer(tokenizer, "auto")
     asks = shop_questions(args.prompts)
-    return (model, tokenizer, [fmt.encode(tokenizer, q) for q, _ in asks], [g for _, g in asks],
-            stop_token_ids(model, tokenizer, fmt))
+    return (
+        model,
+        tokenizer,
+        [fmt.encode(tokenizer, q) for q, _ in asks],
+        [g for _, g in asks],
+        stop_token_ids(model, tokenizer, fmt),
+    )
 
 
 def build(args: argparse.Namespace, device, arm: str):
@@ -162,9 +198,14 @@ def build(args: argparse.Namespace, device, arm: str):
     prompts = [f"What is {a} + {b}? Answer: " for a, b in ((i * 7 % 50, i * 13 % 50) for i in range(args.prompts))]
     tokenizer = build_tokenizer(prompts + ["0123456789"])
     dims = TINY if args.tiny else QWEN2_05B
-    cfg = Qwen2Config(**dims, max_position_embeddings=2048, tie_word_embeddings=True,
-                      pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                      eos_token_id=tokenizer.eos_token_id)
+    cfg = Qwen2Config(
+        **dims,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     torch.manual_seed(args.seed)
     dtype = torch.float32 if arm == "full" else resolve_dtype("auto", device)
     with torch.device(device):  # initialize straight on the GPU: 0.5B params on CPU take ~10 s
@@ -185,13 +226,22 @@ def rollout(model, prompt_ids: list[list[int]], args, pad_id: int, eos_ids: tupl
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attn = torch.zeros_like(ids)
     for i, p in enumerate(rows):
-        ids[i, width - len(p):] = torch.tensor(p)
-        attn[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p)
+        attn[i, width - len(p) :] = 1
     model.eval()
     with torch.no_grad(), _autocast(device):
-        out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), do_sample=True,
-                             temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                             min_new_tokens=1, pad_token_id=pad_id, eos_token_id=list(eos_ids))
+        out = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=attn.to(device),
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=args.max_new_tokens,
+            min_new_tokens=1,
+            pad_token_id=pad_id,
+            eos_token_id=list(eos_ids),
+        )
     model.train()
     completions = []
     for seq in out[:, width:].tolist():
@@ -240,8 +290,18 @@ def grpo_step(model, rows, completions, advantages, weight, pad_id, device, deno
     with _autocast(device):
         logp, mask = completion_logprobs(model, rows, completions, pad_id, device)  # (B, Tc) each
     mask = mask.float() * weight.to(device)[:, None]  # padding rows (weight 0) add nothing
-    loss, stats = grpo_loss(logp, logp.detach(), None, advantages.to(device), mask, 0.2, 0.28, 0.0, "token",
-                            total_tokens=denom(mask.sum().item()))
+    loss, stats = grpo_loss(
+        logp,
+        logp.detach(),
+        None,
+        advantages.to(device),
+        mask,
+        0.2,
+        0.28,
+        0.0,
+        "token",
+        total_tokens=denom(mask.sum().item()),
+    )
     return loss, stats, int(mask.sum().item())
 
 
@@ -312,8 +372,9 @@ def run(args: argparse.Namespace, arm: str) -> dict:
     if args.ds_child:
         from rlvrflow.training.distributed import deepspeed_config, init_deepspeed
 
-        cfg = deepspeed_config(stage=2, micro_batch=1, grad_accum=1, lr=args.lr, world_size=env.world_size,
-                               bf16=device.type == "cuda")
+        cfg = deepspeed_config(
+            stage=2, micro_batch=1, grad_accum=1, lr=args.lr, world_size=env.world_size, bf16=device.type == "cuda"
+        )
         model, optimizer = init_deepspeed(model, cfg)
         module = model.module
     else:
@@ -323,9 +384,17 @@ def run(args: argparse.Namespace, arm: str) -> dict:
     flops_tok = update_flops_per_token(counts, arm)
     peak, peak_src = peak_tflops(args, device)
     torch.manual_seed(args.seed + 1000 * env.rank)
-    log = {"phase": "zero2" if args.ds_child else "single", "arm": arm, "ranks": env.world_size,
-           "model": Path(args.model).name if args.model else None, **counts,
-           "flops_per_token": flops_tok, "peak_tflops": peak, "peak_source": peak_src, "steps": []}
+    log = {
+        "phase": "zero2" if args.ds_child else "single",
+        "arm": arm,
+        "ranks": env.world_size,
+        "model": Path(args.model).name if args.model else None,
+        **counts,
+        "flops_per_token": flops_tok,
+        "peak_tflops": peak,
+        "peak_source": peak_src,
+        "steps": [],
+    }
     _peak_gib(device)  # from here on: the weights (and optimizer state, once allocated) count in each phase
     for step in range(args.steps):
         _sync(device)
@@ -334,15 +403,26 @@ def run(args: argparse.Namespace, arm: str) -> dict:
         _sync(device)
         t1 = time.perf_counter()
         rollout_gib = _peak_gib(device)
-        rewards = (verifier_rewards(tok, comps, golds, args.group) if args.model
-                   else stand_in_rewards(comps, args.group))
+        rewards = verifier_rewards(tok, comps, golds, args.group) if args.model else stand_in_rewards(comps, args.group)
         adv = group_advantages(rewards, std_normalize=True).flatten()  # (B,)
         # Drop one row, as a filtered group would, so the padding path runs whenever world_size > 1.
-        batch = {"rows": rows[:-1], "comps": comps[:-1], "adv": adv[:-1]} if env.world_size > 1 else {"rows": rows, "comps": comps, "adv": adv}
+        batch = (
+            {"rows": rows[:-1], "comps": comps[:-1], "adv": adv[:-1]}
+            if env.world_size > 1
+            else {"rows": rows, "comps": comps, "adv": adv}
+        )
         padded = pad_for_data_parallel(batch, env.world_size)
         mine = shard_rows({**padded.batch, "w": padded.row_weight}, env.rank, env.world_size)
-        loss, stats, n_tok = grpo_step(model, mine["rows"], mine["comps"], mine["adv"], mine["w"], tok.pad_token_id,
-                                       device, lambda n: dp_loss_denominator(n, env.world_size))
+        loss, stats, n_tok = grpo_step(
+            model,
+            mine["rows"],
+            mine["comps"],
+            mine["adv"],
+            mine["w"],
+            tok.pad_token_id,
+            device,
+            lambda n: dp_loss_denominator(n, env.world_size),
+        )
         if args.ds_child:
             model.backward(loss)
             model.step()
@@ -357,13 +437,25 @@ def run(args: argparse.Namespace, arm: str) -> dict:
         update_gib = _peak_gib(device)
         gen_tokens = sum(len(c) for c in comps)
         real = zip(mine["rows"], mine["comps"], mine["w"])
-        train_tokens = _sum_over_ranks(float(sum(len(r) + len(c) for r, c, w in real if float(w) > 0)))  # no padding rows
+        train_tokens = _sum_over_ranks(
+            float(sum(len(r) + len(c) for r, c, w in real if float(w) > 0))
+        )  # no padding rows
         mfu = flops_tok * train_tokens / ((t2 - t1) * env.world_size * peak * 1e12) if peak else float("nan")
-        entry = {"step": step, "loss": loss.item(), "grad_norm": float(grad_norm if grad_norm is not None else float("nan")),
-                 "rollout_tok_s": gen_tokens / (t1 - t0), "update_tok_s": train_tokens / (t2 - t1), "mfu": mfu,
-                 "rollout_peak_gib": rollout_gib, "update_peak_gib": update_gib,
-                 "completion_tokens_in_loss": n_tok, "pad_rows": padded.n_pad, "reward_mean": rewards.mean().item(),
-                 "ended": sum(bool(c) and c[-1] in eos_ids for c in comps) / len(comps), **stats}
+        entry = {
+            "step": step,
+            "loss": loss.item(),
+            "grad_norm": float(grad_norm if grad_norm is not None else float("nan")),
+            "rollout_tok_s": gen_tokens / (t1 - t0),
+            "update_tok_s": train_tokens / (t2 - t1),
+            "mfu": mfu,
+            "rollout_peak_gib": rollout_gib,
+            "update_peak_gib": update_gib,
+            "completion_tokens_in_loss": n_tok,
+            "pad_rows": padded.n_pad,
+            "reward_mean": rewards.mean().item(),
+            "ended": sum(bool(c) and c[-1] in eos_ids for c in comps) / len(comps),
+            **stats,
+        }
         log["steps"].append(entry)
         if env.is_main:
             print(json.dumps(entry), flush=True)
@@ -376,16 +468,21 @@ def summarize(log: dict) -> str:
     steps = log["steps"][1:] or log["steps"]  # the first step includes warm-up (kernels, allocator)
     mean = lambda key: sum(s[key] for s in steps) / len(steps)  # noqa: E731
     top = lambda key: max(s[key] for s in log["steps"])  # noqa: E731
-    mem = (f"peak mem rollout {top('rollout_peak_gib'):.2f} GiB, update {top('update_peak_gib'):.2f} GiB"
-           if math.isfinite(top("update_peak_gib")) else "peak mem n/a (cpu)")
+    mem = (
+        f"peak mem rollout {top('rollout_peak_gib'):.2f} GiB, update {top('update_peak_gib'):.2f} GiB"
+        if math.isfinite(top("update_peak_gib"))
+        else "peak mem n/a (cpu)"
+    )
     mfu = f"{100 * mean('mfu'):.1f}%" if math.isfinite(mean("mfu")) else "n/a"
     formula = "6N" if log["arm"] == "full" else "4N + 6N_adapter"
     reward = f"reward {mean('reward_mean'):.3f}, ended {100 * mean('ended'):.0f}%, " if log.get("model") else ""
-    return (f"[{log['phase']}/{log['arm']}] {log.get('model') or 'random'} ranks={log['ranks']} params={log['total_params'] / 1e6:.2f}M "
-            f"trainable={log['trainable_params'] / 1e6:.2f}M; rollout {mean('rollout_tok_s'):.0f} tok/s (rank 0), "
-            f"update {mean('update_tok_s'):.0f} tok/s (all ranks), MFU {mfu} "
-            f"[{formula} = {log['flops_per_token'] / 1e9:.3g} GFLOP/token; peak {log['peak_tflops']:.4g} TFLOP/s "
-            f"per rank, {log['peak_source']}], {mem}, {reward}losses {[round(s['loss'], 5) for s in log['steps']]}")
+    return (
+        f"[{log['phase']}/{log['arm']}] {log.get('model') or 'random'} ranks={log['ranks']} params={log['total_params'] / 1e6:.2f}M "
+        f"trainable={log['trainable_params'] / 1e6:.2f}M; rollout {mean('rollout_tok_s'):.0f} tok/s (rank 0), "
+        f"update {mean('update_tok_s'):.0f} tok/s (all ranks), MFU {mfu} "
+        f"[{formula} = {log['flops_per_token'] / 1e9:.3g} GFLOP/token; peak {log['peak_tflops']:.4g} TFLOP/s "
+        f"per rank, {log['peak_source']}], {mem}, {reward}losses {[round(s['loss'], 5) for s in log['steps']]}"
+    )
 
 
 def launch_zero2(args: argparse.Namespace, argv: list[str], arm: str) -> int:
@@ -398,8 +495,18 @@ def launch_zero2(args: argparse.Namespace, argv: list[str], arm: str) -> int:
     if launcher:
         cmd = [launcher, "--num_gpus", str(n), script, *argv, "--ds-child", "--arm", arm]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), script, *argv,
-               "--ds-child", "--arm", arm]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(n),
+            script,
+            *argv,
+            "--ds-child",
+            "--arm",
+            arm,
+        ]
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if args.device == "cpu":
         env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
@@ -437,8 +544,12 @@ def check_loop(args: argparse.Namespace) -> int:
 
     n = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
     worker = REPO / "tests" / "training_scale" / "ds_loop_worker.py"
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "DS_LOOP_DEVICE": args.device, "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "DS_LOOP_DEVICE": args.device,
+        "OMP_NUM_THREADS": "1",
+    }
     if args.device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
     with tempfile.TemporaryDirectory(prefix="gpu_smoke_loop_") as tmp:
@@ -446,13 +557,29 @@ def check_loop(args: argparse.Namespace) -> int:
         base = build_tiny_model(toy.corpus(), root / "base", seed=0, dims=toy.TINY)
         sft = run_sft(base, toy.copy_rows(200, 1), toy.training_cfg(), root / "sft", seed=0)
         for stage in (2, 3):
+
             def launch(out: str, kill_after: int) -> int:
-                cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), str(worker),
-                       str(sft), str(root / f"z{stage}_{out}"), str(kill_after), str(stage), str(root / f"z{stage}_{out}.json")]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nproc_per_node",
+                    str(n),
+                    str(worker),
+                    str(sft),
+                    str(root / f"z{stage}_{out}"),
+                    str(kill_after),
+                    str(stage),
+                    str(root / f"z{stage}_{out}.json"),
+                ]
                 t0 = time.perf_counter()
                 rc = subprocess.run(cmd, env=env, timeout=900).returncode
-                print(f"[loop] ZeRO-{stage} {out} (kill after {kill_after}): rc {rc}, {time.perf_counter() - t0:.0f} s", flush=True)
+                print(
+                    f"[loop] ZeRO-{stage} {out} (kill after {kill_after}): rc {rc}, {time.perf_counter() - t0:.0f} s",
+                    flush=True,
+                )
                 return rc
+
             if launch("straight", 0) != 0 or launch("killed", 3) == 0 or launch("killed", 0) != 0:
                 print(f"[loop] ZeRO-{stage}: a launch failed (see above)", file=sys.stderr)
                 return 5
@@ -460,11 +587,18 @@ def check_loop(args: argparse.Namespace) -> int:
             a = load_file(root / f"z{stage}_straight" / "step_000005" / "model.safetensors")
             b = load_file(root / f"z{stage}_killed" / "step_000005" / "model.safetensors")
             diff = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
-            agree = all(r["metrics"] == recs[0]["metrics"] and r["reports"] == recs[0]["reports"]
-                        and r["evals"] == recs[0]["evals"] for r in recs)
+            agree = all(
+                r["metrics"] == recs[0]["metrics"]
+                and r["reports"] == recs[0]["reports"]
+                and r["evals"] == recs[0]["evals"]
+                for r in recs
+            )
             only_main = recs[0]["generate_calls"] > 0 and all(r["generate_calls"] == 0 for r in recs[1:])
-            print(f"[loop] ZeRO-{stage}: ranks agree {agree}, rank 0 alone generates {only_main}, "
-                  f"resumed vs straight max weight diff {diff:.2e}", flush=True)
+            print(
+                f"[loop] ZeRO-{stage}: ranks agree {agree}, rank 0 alone generates {only_main}, "
+                f"resumed vs straight max weight diff {diff:.2e}",
+                flush=True,
+            )
             if not (agree and only_main and diff < 1e-2):  # bf16 on GPU; fp32 CPU runs match exactly
                 return 5
     return 0
@@ -512,8 +646,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     missing = loop_missing()
     if missing:  # the loop needs the project's own dependencies, not only the smoke's
-        print(f"[loop] {'cannot run' if args.loop == 'on' else 'skipped'}: {missing}; install the project's "
-              "dependencies (`pip install -e .`, or from a wheelhouse of them) or pass --loop off", flush=True)
+        print(
+            f"[loop] {'cannot run' if args.loop == 'on' else 'skipped'}: {missing}; install the project's "
+            "dependencies (`pip install -e .`, or from a wheelhouse of them) or pass --loop off",
+            flush=True,
+        )
         return 3 if args.loop == "on" else 0
     return check_loop(args)
 

@@ -49,16 +49,24 @@ SIZES = {"test": (64, 2, 2, 1, 128), "small": (256, 4, 4, 2, 704), "medium": (51
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--size", choices=sorted(SIZES), default="medium",
-                   help="model dims: test = make-model's default (~0.4M params), medium ~24M")
+    p.add_argument(
+        "--size",
+        choices=sorted(SIZES),
+        default="medium",
+        help="model dims: test = make-model's default (~0.4M params), medium ~24M",
+    )
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--prompts", type=int, default=4, help="prompts per step")
     p.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
     p.add_argument("--max-new-tokens", type=int, default=24)
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-6, help="both arms (see the module docstring)")
-    p.add_argument("--beta", type=float, default=0.0, help="KL coefficient (LoRA's reference: adapter off; "
-                   "full fine-tuning's: a second copy of the model)")
+    p.add_argument(
+        "--beta",
+        type=float,
+        default=0.0,
+        help="KL coefficient (LoRA's reference: adapter off; full fine-tuning's: a second copy of the model)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads per arm")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arm", choices=["full", "lora"], help=argparse.SUPPRESS)  # the child process
@@ -77,9 +85,20 @@ def rows(n: int, seed: int, split: str):
     out = []
     for i in range(n):
         a, b = rng.randint(10, 99), rng.randint(10, 99)
-        out.append({"id": f"{split}-{i:04d}", "category": "add", "prompt": f"What is {a} + {b}?",
-                    "reference": str(a + b), "solution": f"Answer: {a + b}", "verifier": "math",
-                    "verifier_params": "{}", "split": split, "tier": "learnable", "pass_at_1": 0.5})
+        out.append(
+            {
+                "id": f"{split}-{i:04d}",
+                "category": "add",
+                "prompt": f"What is {a} + {b}?",
+                "reference": str(a + b),
+                "solution": f"Answer: {a + b}",
+                "verifier": "math",
+                "verifier_params": "{}",
+                "split": split,
+                "tier": "learnable",
+                "pass_at_1": 0.5,
+            }
+        )
     return pl.DataFrame(out)
 
 
@@ -88,8 +107,14 @@ def build_model(size: str, out: Path, seed: int) -> Path:
 
     hidden, layers, heads, kv, inter = SIZES[size]
     corpus = [r["prompt"] + " Answer: " + r["reference"] for r in rows(400, seed, "corpus").iter_rows(named=True)]
-    dims = Qwen2Dims(vocab_size=2048, hidden_size=hidden, num_layers=layers, num_heads=heads, num_kv_heads=kv,
-                     intermediate_size=inter)
+    dims = Qwen2Dims(
+        vocab_size=2048,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        intermediate_size=inter,
+    )
     return build_qwen2_model(corpus * 5, out, seed=seed, dims=dims)
 
 
@@ -100,40 +125,68 @@ def run_arm(args: argparse.Namespace) -> dict:
     from rlvrflow.training.config import EvalConfig, TrainingConfig
     from rlvrflow.verifiers import RewardConfig
 
-    cfg = TrainingConfig.model_validate({
-        "device": "cpu", "torch_threads": args.threads, "prompt_format": "chat",
-        "lora": {"r": args.lora_r, "alpha": 2 * args.lora_r} if args.arm == "lora" else None,
-        "grpo": {"max_steps": args.steps, "prompts_per_step": args.prompts, "num_generations": args.group, "learning_rate": args.lr,
-                 "beta": args.beta, "warmup_steps": 0, "max_new_tokens": args.max_new_tokens,
-                 "max_refill_rounds": 0, "filter_zero_variance": False},
-        "checkpoint": {"every": args.steps, "keep_last": 1},
-    })
-    reward = RewardConfig(length_penalty={"enabled": True, "target_tokens": 8, "max_penalty": 0.5,
-                                          "scale_tokens": 8, "two_sided": True})
+    cfg = TrainingConfig.model_validate(
+        {
+            "device": "cpu",
+            "torch_threads": args.threads,
+            "prompt_format": "chat",
+            "lora": {"r": args.lora_r, "alpha": 2 * args.lora_r} if args.arm == "lora" else None,
+            "grpo": {
+                "max_steps": args.steps,
+                "prompts_per_step": args.prompts,
+                "num_generations": args.group,
+                "learning_rate": args.lr,
+                "beta": args.beta,
+                "warmup_steps": 0,
+                "max_new_tokens": args.max_new_tokens,
+                "max_refill_rounds": 0,
+                "filter_zero_variance": False,
+            },
+            "checkpoint": {"every": args.steps, "keep_last": 1},
+        }
+    )
+    reward = RewardConfig(
+        length_penalty={"enabled": True, "target_tokens": 8, "max_penalty": 0.5, "scale_tokens": 8, "two_sided": True}
+    )
     updates, ticks, rss = [], [time.perf_counter()], []
     original = grpo.update_policy
 
     def timed_update(backend, ref, groups, g, pad_id, device):
         t0 = time.perf_counter()
         out = original(backend, ref, groups, g, pad_id, device)
-        tokens = sum(len(grp.prompt_ids) * len(grp.completion_ids) + sum(map(len, grp.completion_ids))
-                     for grp in groups)
+        tokens = sum(
+            len(grp.prompt_ids) * len(grp.completion_ids) + sum(map(len, grp.completion_ids)) for grp in groups
+        )
         updates.append({"seconds": time.perf_counter() - t0, "tokens": tokens})
         return out
 
     grpo.update_policy = timed_update  # the loop looks it up in its module at each step
-    result = grpo.train_grpo(args.model, rows(64, args.seed, "train"), cfg, CurriculumConfig(dedup_window=1),
-                             reward, rows(2, args.seed + 1, "eval"),
-                             EvalConfig(k=1, n_samples=1, max_new_tokens=8), args.out, seed=args.seed,
-                             on_progress=lambda *_: (ticks.append(time.perf_counter()),
-                                                     rss.append(_status_mb("VmRSS"))))
+    result = grpo.train_grpo(
+        args.model,
+        rows(64, args.seed, "train"),
+        cfg,
+        CurriculumConfig(dedup_window=1),
+        reward,
+        rows(2, args.seed + 1, "eval"),
+        EvalConfig(k=1, n_samples=1, max_new_tokens=8),
+        args.out,
+        seed=args.seed,
+        on_progress=lambda *_: (ticks.append(time.perf_counter()), rss.append(_status_mb("VmRSS"))),
+    )
     steps = [b - a for a, b in zip(ticks, ticks[1:])]
     mid = slice(1, -1) if len(steps) > 2 else slice(None)
     upd = updates[mid]
-    return {"arm": args.arm, "steps": len(steps), "step_s": _mean(steps[mid]),
-            "update_s": _mean([u["seconds"] for u in upd]), "update_tokens": _mean([u["tokens"] for u in upd]),
-            "trainable_params": result["trainable_params"], "total_params": result["total_params"],
-            "peak_rss_mb": _status_mb("VmHWM"), "step_rss_mb": max(rss)}
+    return {
+        "arm": args.arm,
+        "steps": len(steps),
+        "step_s": _mean(steps[mid]),
+        "update_s": _mean([u["seconds"] for u in upd]),
+        "update_tokens": _mean([u["tokens"] for u in upd]),
+        "trainable_params": result["trainable_params"],
+        "total_params": result["total_params"],
+        "peak_rss_mb": _status_mb("VmHWM"),
+        "step_rss_mb": max(rss),
+    }
 
 
 def _status_mb(field: str) -> float:
@@ -150,12 +203,17 @@ def _mean(xs) -> float:
 
 def table(full: dict, lora: dict) -> str:
     lines = [f"{'':28}{'full':>14}{'lora':>14}{'lora/full':>11}"]
-    for label, key, fmt in (("trainable params", "trainable_params", "{:,.0f}"),
-                            ("total params", "total_params", "{:,.0f}"),
-                            ("steps/s", "steps_s", "{:.3f}"), ("s/step", "step_s", "{:.2f}"),
-                            ("update s/step", "update_s", "{:.2f}"), ("update tokens/step", "update_tokens", "{:.0f}"),
-                            ("update tokens/s", "update_tok_s", "{:.0f}"), ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
-                            ("largest end-of-step RSS MB", "step_rss_mb", "{:.0f}")):
+    for label, key, fmt in (
+        ("trainable params", "trainable_params", "{:,.0f}"),
+        ("total params", "total_params", "{:,.0f}"),
+        ("steps/s", "steps_s", "{:.3f}"),
+        ("s/step", "step_s", "{:.2f}"),
+        ("update s/step", "update_s", "{:.2f}"),
+        ("update tokens/step", "update_tokens", "{:.0f}"),
+        ("update tokens/s", "update_tok_s", "{:.0f}"),
+        ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
+        ("largest end-of-step RSS MB", "step_rss_mb", "{:.0f}"),
+    ):
         a, b = full[key], lora[key]
         lines.append(f"{label:28}{fmt.format(a):>14}{fmt.format(b):>14}{b / a if a else float('nan'):>10.2f}x")
     return "\n".join(lines)
@@ -184,9 +242,11 @@ def main(argv=None) -> int:
             res[arm]["steps_s"] = 1 / res[arm]["step_s"]
             res[arm]["update_tok_s"] = res[arm]["update_tokens"] / res[arm]["update_s"]
             print(f"[bench] {arm}: {time.perf_counter() - t0:.0f} s in all", flush=True)
-    print(f"[bench] {args.steps} steps x {args.prompts} prompts x G={args.group}, <= {args.max_new_tokens} new "
-          f"tokens, lr {args.lr}, beta {args.beta}, LoRA r={args.lora_r} on attention + MLP, "
-          f"{args.threads} torch thread(s); per-step means leave out the first and last step; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"[bench] {args.steps} steps x {args.prompts} prompts x G={args.group}, <= {args.max_new_tokens} new "
+        f"tokens, lr {args.lr}, beta {args.beta}, LoRA r={args.lora_r} on attention + MLP, "
+        f"{args.threads} torch thread(s); per-step means leave out the first and last step; load average {os.getloadavg()[0]:.1f}"
+    )
     print(table(res["full"], res["lora"]))
     return 0
 

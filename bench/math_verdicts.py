@@ -25,6 +25,7 @@ tests/verifiers/cases/math_verify_cases.jsonl (math-verify's own test cases, an 
 which math-verify naturally scores high; its tests use per-case extraction settings, this bench
 its defaults).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,7 +92,7 @@ def time_both(rows: list, repeats: int) -> tuple[dict, dict, int]:
     verdicts: dict[str, list[bool]] = {"ours": [], "peer": []}
     for i in range(0, len(rows), size):
         for name, fn in (("ours", ours), ("peer", peer)):
-            rate, out = timed(fn, rows[i:i + size])
+            rate, out = timed(fn, rows[i : i + size])
             rates[name].append(rate)
             verdicts[name] += out
     return rates, verdicts, size
@@ -131,8 +132,10 @@ def main() -> None:
     wrong = sum(not r.truth for r in rows) / len(rows)
     plain = sum(r.kind in math_mix.PLAIN_KINDS for r in rows) / len(rows)
     real = sum(r.kind == "real-model" for r in rows)
-    print(f"mix: {len(rows)} rows ({plain:.0%} plain-number golds, {wrong:.0%} wrong, {real} real Chinese replies), "
-          f"{len(rates['ours'])} chunks of {size}, one process, one row at a time\n")
+    print(
+        f"mix: {len(rows)} rows ({plain:.0%} plain-number golds, {wrong:.0%} wrong, {real} real Chinese replies), "
+        f"{len(rates['ours'])} chunks of {size}, one process, one row at a time\n"
+    )
     print(f"{'':16}{'verdicts/s (median)':>20}{'chunk range':>16}{'mix accuracy':>14}")
     for name, label in (("ours", "rlvrflow math"), ("peer", "math-verify")):
         lo, hi = min(rates[name]), max(rates[name])
@@ -143,11 +146,15 @@ def main() -> None:
     breakdown(rows, verdicts, "kind")
     breakdown(rows, verdicts, "template")
 
-    for title, path, key in (("project table (our own)", PROJECT, "response"),
-                             ("outside table (math-verify's own tests)", OUTSIDE, "pred")):
+    for title, path, key in (
+        ("project table (our own)", PROJECT, "response"),
+        ("outside table (math-verify's own tests)", OUTSIDE, "pred"),
+    ):
         cases = load(path)
-        print(f"\n{title}, {path.relative_to(ROOT)}, {len(cases)} cases: "
-              f"rlvrflow {accuracy(ours, cases, key):.1%}, math-verify {accuracy(peer, cases, key):.1%}")
+        print(
+            f"\n{title}, {path.relative_to(ROOT)}, {len(cases)} cases: "
+            f"rlvrflow {accuracy(ours, cases, key):.1%}, math-verify {accuracy(peer, cases, key):.1%}"
+        )
 
 
 if __name__ == "__main__":

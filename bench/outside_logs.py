@@ -14,6 +14,7 @@ what the run then says: its first lines, the warnings in report.json and the doc
 
 Not measured here: whether a larger model gains on these logs (this bench uses the embedded base).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,16 @@ from pathlib import Path
 
 # reasoning-gym dataset names: arithmetic, sums, decimals, fraction simplification, gcd, lcm,
 # products and a word-problem set (GSM-style templates, the longest prompts)
-KINDS = ("basic_arithmetic", "chain_sum", "decimal_arithmetic", "fraction_simplification", "gcd", "lcm",
-         "products", "gsm_symbolic")
+KINDS = (
+    "basic_arithmetic",
+    "chain_sum",
+    "decimal_arithmetic",
+    "fraction_simplification",
+    "gcd",
+    "lcm",
+    "products",
+    "gsm_symbolic",
+)
 
 SPEC = """\
 # Outcome-only logs from another system (reasoning-gym's procedural math, Apache-2.0):
@@ -79,16 +88,26 @@ def write_logs(path: Path, per_kind: int, seed: int) -> int:
     rows = []
     for j, kind in enumerate(KINDS):
         for i, item in enumerate(reasoning_gym.create_dataset(kind, size=per_kind, seed=seed + j)):
-            rows.append({"id": f"{kind}-{i:04d}", "kind": kind, "question": item["question"],
-                         "answer": str(item["answer"])})
+            rows.append(
+                {"id": f"{kind}-{i:04d}", "kind": kind, "question": item["question"], "answer": str(item["answer"])}
+            )
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return len(rows)
 
 
 def write_spec(path: Path, steps: int, tier_rows: int, eval_prompts: int) -> None:
     rules = "\n".join(f"    - {{category: {k}, verifier: math}}" for k in KINDS)
-    path.write_text(SPEC.format(kinds=", ".join(KINDS), rules=rules, steps=steps, every=max(1, steps // 2),
-                                tier_rows=tier_rows, eval_prompts_or_null=eval_prompts or "null"), encoding="utf-8")
+    path.write_text(
+        SPEC.format(
+            kinds=", ".join(KINDS),
+            rules=rules,
+            steps=steps,
+            every=max(1, steps // 2),
+            tier_rows=tier_rows,
+            eval_prompts_or_null=eval_prompts or "null",
+        ),
+        encoding="utf-8",
+    )
 
 
 def main() -> int:
@@ -100,8 +119,14 @@ def main() -> int:
     parser.add_argument("--eval-prompts", type=int, default=200, help="eval.max_prompts (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="reasoning-gym's seed (default 0)")
     parser.add_argument("--write-only", action="store_true", help="write the logs and the spec, do not run")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="passed on to rlvrflow run --set")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="passed on to rlvrflow run --set",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     n = write_logs(args.out / "logs.jsonl", args.per_kind, args.seed)
@@ -114,10 +139,16 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     cli = [sys.executable, "-m", "rlvrflow.flows.cli"]
     subprocess.run(cli + ["spec-check", str(spec)], env=env, check=False)
-    run = subprocess.run(cli + ["run", str(spec), "--out", str(args.out / "run")]
-                         + [x for o in args.overrides for x in ("--set", o)], env=env, check=False)
-    report = json.loads((args.out / "run" / "latest.json").read_text())["report"] if (
-        args.out / "run" / "latest.json").is_file() else None
+    run = subprocess.run(
+        cli + ["run", str(spec), "--out", str(args.out / "run")] + [x for o in args.overrides for x in ("--set", o)],
+        env=env,
+        check=False,
+    )
+    report = (
+        json.loads((args.out / "run" / "latest.json").read_text())["report"]
+        if (args.out / "run" / "latest.json").is_file()
+        else None
+    )
     if report:
         data = json.loads(Path(report).read_text())
         print(f"\nreport.json warnings ({len(data.get('warnings') or [])}):")

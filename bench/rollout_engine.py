@@ -46,7 +46,9 @@ def default_model(rows, args, out: Path) -> Path:
     from rlvrflow.training.sft import run_sft
     from rlvrflow.training.tiny_model import resolve_base_model
 
-    cfg = TrainingConfig(sft=SFTConfig(max_steps=args.sft_steps), seed=args.seed, device="cpu", torch_threads=args.threads)
+    cfg = TrainingConfig(
+        sft=SFTConfig(max_steps=args.sft_steps), seed=args.seed, device="cpu", torch_threads=args.threads
+    )
     base = resolve_base_model(cfg, rows["prompt"].to_list() + rows["solution"].to_list(), out / "base", args.seed)
     return Path(run_sft(base, rows, cfg, out / "sft", args.seed))
 
@@ -87,8 +89,12 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = (t_peer, t_ours)
         if sp.temperature == 0:
             same = all(a.token_ids == b.token_ids for ga, gb in zip(g_ours, g_peer) for a, b in zip(ga, gb))
-            gap = max(abs(x - y) for ga, gb in zip(g_ours, g_peer) for a, b in zip(ga, gb)
-                      for x, y in zip(a.logprobs, b.logprobs))
+            gap = max(
+                abs(x - y)
+                for ga, gb in zip(g_ours, g_peer)
+                for a, b in zip(ga, gb)
+                for x, y in zip(a.logprobs, b.logprobs)
+            )
             print(f"[check] greedy tokens identical: {same}; largest log-prob gap {gap:.2e}")
             if not same:
                 raise SystemExit("the two decoders disagree on greedy tokens: the comparison is void")
@@ -101,13 +107,16 @@ def main(argv: list[str] | None = None) -> int:
             model.zero_grad(set_to_none=True)
             logp, mask = completion_logprobs(model, p_ids, c_ids, tok.pad_token_id, torch.device("cpu"), share)
             ((logp * mask).sum() / mask.sum()).backward()
+
         return run
 
     results["policy fwd+bwd"] = (best_of(fwd_bwd(False), args.repeats)[0], best_of(fwd_bwd(True), args.repeats)[0])
     mean_len = sum(len(c) for c in c_ids) / len(c_ids)
     mean_prompt = sum(len(p) for p in p_ids) / len(p_ids)
-    print(f"\nmodel {model_dir}; {args.prompts} prompts x G={args.group}; prompt {mean_prompt:.0f} tokens, "
-          f"completion {mean_len:.1f} tokens (cap {args.max_new_tokens}); {args.threads} threads; best of {args.repeats}")
+    print(
+        f"\nmodel {model_dir}; {args.prompts} prompts x G={args.group}; prompt {mean_prompt:.0f} tokens, "
+        f"completion {mean_len:.1f} tokens (cap {args.max_new_tokens}); {args.threads} threads; best of {args.repeats}"
+    )
     print(f"{'path':<16}{'transformers (s)':>18}{'rlvrflow (s)':>14}{'ratio':>8}")
     for name, (t_peer, t_ours) in results.items():
         print(f"{name:<16}{t_peer:>18.3f}{t_ours:>14.3f}{t_peer / t_ours:>7.2f}x")

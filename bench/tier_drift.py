@@ -51,7 +51,12 @@ def sequence_logprobs(model_dir, tiers, rollouts, batch_prompts: int = 16) -> di
     import torch
 
     from rlvrflow.engines.hf_engine import PromptFormat
-    from rlvrflow.training.modeling import completion_logprobs, encode_completion, encode_prompt, load_model_and_tokenizer
+    from rlvrflow.training.modeling import (
+        completion_logprobs,
+        encode_completion,
+        encode_prompt,
+        load_model_and_tokenizer,
+    )
 
     device = torch.device("cpu")
     model, tok = load_model_and_tokenizer(model_dir, device, trainable=False)
@@ -66,11 +71,14 @@ def sequence_logprobs(model_dir, tiers, rollouts, batch_prompts: int = 16) -> di
             sub = rollouts.filter(pl.col("id").is_in(ids[start : start + batch_prompts])).sort("id", "sample")
             prompts = [encode_prompt(tok, prompt_of[i], fmt) for i in sub["id"]]
             # a sample that stopped ended on the end token, which the model chose too; a cut one did not
-            completions = [encode_completion(tok, text, why == "stop", end)
-                           for text, why in zip(sub["response"], sub["finish_reason"])]
+            completions = [
+                encode_completion(tok, text, why == "stop", end)
+                for text, why in zip(sub["response"], sub["finish_reason"])
+            ]
             logps, mask = completion_logprobs(model, prompts, completions, pad, device)
-            for key, value, tokens, n in zip(zip(sub["id"], sub["sample"]), (logps * mask).sum(1).tolist(),
-                                             completions, sub["n_tokens"]):
+            for key, value, tokens, n in zip(
+                zip(sub["id"], sub["sample"]), (logps * mask).sum(1).tolist(), completions, sub["n_tokens"]
+            ):
                 if len(tokens) == n:
                     out[key] = value
     return out
@@ -83,8 +91,11 @@ def reweighted_rates(rollouts, logp_new, logp_old) -> dict[str, float]:
 
     rates = {}
     for (pid,), group in rollouts.group_by(["id"]):
-        scored = [(k, c) for k, c in zip(zip(group["id"], group["sample"]), group["correct"])
-                  if k in logp_new and k in logp_old]
+        scored = [
+            (k, c)
+            for k, c in zip(zip(group["id"], group["sample"]), group["correct"])
+            if k in logp_new and k in logp_old
+        ]
         if not scored:
             continue
         logw = np.array([logp_new[k] - logp_old[k] for k, _ in scored])
@@ -107,34 +118,63 @@ def main() -> int:
     spec = load_spec(args.spec)
     cur = spec.curriculum
     if cur.temperature != 1.0 or cur.top_p != 1.0:
-        raise SystemExit(f"the tiering samples were drawn at temperature {cur.temperature}, top_p {cur.top_p}; the "
-                         "importance weights here are the models' plain log-probs, which hold for temperature 1 "
-                         "and top_p 1 only")
+        raise SystemExit(
+            f"the tiering samples were drawn at temperature {cur.temperature}, top_p {cur.top_p}; the "
+            "importance weights here are the models' plain log-probs, which hold for temperature 1 "
+            "and top_p 1 only"
+        )
     tiers = pl.read_parquet(Path(args.tiers) / "tiers.parquet")
     rollouts = pl.read_parquet(Path(args.tiers) / "tier_rollouts.parquet")
     n = int(tiers["n_samples"][0])
-    print(f"pool: {tiers.height} prompts tiered {n} samples each; offline counts "
-          + ", ".join(f"{k}/{n}: {c}" for k, c in sorted(tiers["n_correct"].value_counts().iter_rows())))
+    print(
+        f"pool: {tiers.height} prompts tiered {n} samples each; offline counts "
+        + ", ".join(f"{k}/{n}: {c}" for k, c in sorted(tiers["n_correct"].value_counts().iter_rows()))
+    )
     logp_sft = sequence_logprobs(args.sft, tiers, rollouts)
-    print(f"{rollouts.height - len(logp_sft)} of {rollouts.height} samples left out of the weights: their text "
-          "does not encode back to the tokens sampled")
+    print(
+        f"{rollouts.height - len(logp_sft)} of {rollouts.height} samples left out of the weights: their text "
+        "does not encode back to the tokens sampled"
+    )
     learnable = (pl.col("k0") > 0) & (pl.col("k0") < n)
     flat = ((pl.col("k1") == 0) | (pl.col("k1") == n)).mean()
     for model_dir in [args.sft, *args.checkpoint]:
         started = time.time()
         with tempfile.TemporaryDirectory() as tmp:
-            again = tier_to_dir(tiers.drop("n_samples", "n_correct", "pass_at_1", "pass_at_k", "tier"), model_dir,
-                                spec.curriculum, tmp, args.seed, device="cpu")
+            again = tier_to_dir(
+                tiers.drop("n_samples", "n_correct", "pass_at_1", "pass_at_k", "tier"),
+                model_dir,
+                spec.curriculum,
+                tmp,
+                args.seed,
+                device="cpu",
+            )
         now = dict(zip(again["id"].to_list(), again["n_correct"].to_list()))
-        rates = (reweighted_rates(rollouts, sequence_logprobs(model_dir, tiers, rollouts), logp_sft)
-                 if model_dir != args.sft else {})
-        df = pl.DataFrame({"k0": tiers["n_correct"].to_list(), "k1": [now[i] for i in tiers["id"].to_list()],
-                           "p_hat": [rates.get(i) for i in tiers["id"].to_list()]}, schema_overrides={"p_hat": pl.Float64})
+        rates = (
+            reweighted_rates(rollouts, sequence_logprobs(model_dir, tiers, rollouts), logp_sft)
+            if model_dir != args.sft
+            else {}
+        )
+        df = pl.DataFrame(
+            {
+                "k0": tiers["n_correct"].to_list(),
+                "k1": [now[i] for i in tiers["id"].to_list()],
+                "p_hat": [rates.get(i) for i in tiers["id"].to_list()],
+            },
+            schema_overrides={"p_hat": pl.Float64},
+        )
         label = "the SFT model again (sampling noise)" if model_dir == args.sft else model_dir
         print(f"\n{label}  ({time.time() - started:.0f} s)")
         print(f"{'offline k':>9}  {'prompts':>7}  {'mixed now':>9}  {'all right':>9}  {'all wrong':>9}")
-        per_k = df.group_by("k0").agg(pl.len().alias("m"), (1 - flat).alias("mixed"), (pl.col("k1") == n).mean().alias("right"),
-                                     (pl.col("k1") == 0).mean().alias("wrong")).sort("k0")
+        per_k = (
+            df.group_by("k0")
+            .agg(
+                pl.len().alias("m"),
+                (1 - flat).alias("mixed"),
+                (pl.col("k1") == n).mean().alias("right"),
+                (pl.col("k1") == 0).mean().alias("wrong"),
+            )
+            .sort("k0")
+        )
         for k0, m, mixed, right, wrong in per_k.iter_rows():
             print(f"{k0:>7}/{n}  {m:>7}  {mixed:>9.3f}  {right:>9.3f}  {wrong:>9.3f}")
         if model_dir == args.sft:
@@ -142,13 +182,17 @@ def main() -> int:
         base = df.filter(learnable)
         pick = df.filter(learnable & pl.col("p_hat").is_between(args.low, args.high))
         if not base.height or not pick.height:
-            print(f"zero-variance under it: not compared ({base.height} offline learnable prompts, {pick.height} "
-                  f"reweighted into [{args.low}, {args.high}])")
+            print(
+                f"zero-variance under it: not compared ({base.height} offline learnable prompts, {pick.height} "
+                f"reweighted into [{args.low}, {args.high}])"
+            )
             continue
         zb, zp = base.select(flat).item(), pick.select(flat).item()
         ratio = f"{zp / zb:.2f}" if zb else "n/a (the learnable tier has no flat prompt)"
-        print(f"zero-variance under it: offline learnable ({base.height} prompts) {zb:.3f}; reweighted into "
-              f"[{args.low}, {args.high}] ({pick.height} prompts) {zp:.3f}; ratio {ratio}")
+        print(
+            f"zero-variance under it: offline learnable ({base.height} prompts) {zb:.3f}; reweighted into "
+            f"[{args.low}, {args.high}] ({pick.height} prompts) {zp:.3f}; ratio {ratio}"
+        )
     return 0
 
 

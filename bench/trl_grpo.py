@@ -57,13 +57,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--sft-steps", type=int, default=300)
-    p.add_argument("--sft-lr", type=float, default=3e-3,
-                   help="the SFT lr the figures above were measured with (the library default was 3e-3 then)")
+    p.add_argument(
+        "--sft-lr",
+        type=float,
+        default=3e-3,
+        help="the SFT lr the figures above were measured with (the library default was 3e-3 then)",
+    )
     p.add_argument("--n-train", type=int, default=400, help="rows generated before the eval split")
     p.add_argument("--eval-fraction", type=float, default=0.2)
-    p.add_argument("--max-refill-rounds", type=int, default=None,
-                   help="ours only: extra sampler draws per step to replace zero-variance groups "
-                        "(default: the project default; 0 draws exactly --prompts groups per step, like TRL)")
+    p.add_argument(
+        "--max-refill-rounds",
+        type=int,
+        default=None,
+        help="ours only: extra sampler draws per step to replace zero-variance groups "
+        "(default: the project default; 0 draws exactly --prompts groups per step, like TRL)",
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO / "bench" / "out" / "trl_grpo"))
@@ -81,8 +89,11 @@ def arithmetic_rows(n: int, seed: int):
     sys.path.insert(0, str(REPO / "examples" / "retail"))
     import tasks_math  # the sample domain's generators (imports its sibling `catalog`)
 
-    template = TemplateConfig(default=TemplatePart(requirements="Show one line of arithmetic, then the number.",
-                                                   format_example="3*12=36\nAnswer: 36"))
+    template = TemplateConfig(
+        default=TemplatePart(
+            requirements="Show one line of arithmetic, then the number.", format_example="3*12=36\nAnswer: 36"
+        )
+    )
     gens = [tasks_math.arithmetic, tasks_math.discount, tasks_math.order_total, tasks_math.unit_conversion]
     rng, rows, seen, dropped = random.Random(seed), [], set(), 0
     while len(rows) + dropped < n:
@@ -94,10 +105,20 @@ def arithmetic_rows(n: int, seed: int):
             dropped += 1  # reason: reference_self_check
             continue
         rid = hashlib.sha1(f"bench{task.question}".encode()).hexdigest()[:16]
-        rows.append({"id": rid, "domain": "bench", "category": task.category, "question": task.question,
-                     "reference": task.answer, "solution": task.solution,
-                     "prompt": render_prompt(task.question, task.category, template),
-                     "source": f"tasks_math:{len(rows) + 1}", "verifier": "math", "verifier_params": "{}"})
+        rows.append(
+            {
+                "id": rid,
+                "domain": "bench",
+                "category": task.category,
+                "question": task.question,
+                "reference": task.answer,
+                "solution": task.solution,
+                "prompt": render_prompt(task.question, task.category, template),
+                "source": f"tasks_math:{len(rows) + 1}",
+                "verifier": "math",
+                "verifier_params": "{}",
+            }
+        )
     return pl.DataFrame(rows), dropped
 
 
@@ -114,8 +135,12 @@ def prepare(args, out: Path):
     rows = assign_split(rows, args.eval_fraction, args.seed)
     train, evalrows = rows.filter(rows["split"] == "train"), rows.filter(rows["split"] == "eval")
     print(f"[data] {train.height} train / {evalrows.height} eval rows; {dropped} dropped by the self-check")
-    cfg = TrainingConfig(sft=SFTConfig(max_steps=args.sft_steps, learning_rate=args.sft_lr), seed=args.seed, device="cpu",
-                         torch_threads=args.threads)
+    cfg = TrainingConfig(
+        sft=SFTConfig(max_steps=args.sft_steps, learning_rate=args.sft_lr),
+        seed=args.seed,
+        device="cpu",
+        torch_threads=args.threads,
+    )
     base = resolve_base_model(cfg, rows["prompt"].to_list() + rows["solution"].to_list(), out / "base", args.seed)
     sft = run_sft(base, train, cfg, out / "sft", args.seed)
     cur = CurriculumConfig(n_samples=4, k=2)
@@ -138,17 +163,31 @@ def run_ours(sft: Path, tiered, evalrows, cfg, cur, args, out: Path) -> dict:
     from rlvrflow.verifiers import RewardConfig
 
     refill = GRPOConfig().max_refill_rounds if args.max_refill_rounds is None else args.max_refill_rounds
-    g = GRPOConfig(max_steps=args.steps, prompts_per_step=args.prompts, num_generations=args.group, learning_rate=args.lr,
-                   max_new_tokens=args.max_new_tokens, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_agg="token",
-                   num_iterations=1, max_refill_rounds=refill)
+    g = GRPOConfig(
+        max_steps=args.steps,
+        prompts_per_step=args.prompts,
+        num_generations=args.group,
+        learning_rate=args.lr,
+        max_new_tokens=args.max_new_tokens,
+        beta=0.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_agg="token",
+        num_iterations=1,
+        max_refill_rounds=refill,
+    )
     tcfg = cfg.model_copy(update={"grpo": g, "checkpoint": CheckpointConfig(every=args.steps, keep_last=1)})
     ecfg = EvalConfig(k=1, n_samples=1, max_new_tokens=args.max_new_tokens)
     shutil.rmtree(out / "ours", ignore_errors=True)  # a full run is measured, never a resume of an old one
     t0 = time.perf_counter()
     result = train_grpo(sft, tiered, tcfg, cur, RewardConfig(), evalrows, ecfg, out / "ours", args.seed)
     wall = time.perf_counter() - t0
-    return {"steps": result["steps"], "steps_per_second": result["steps_per_second"], "wall_seconds": wall,
-            "model": str(result["final_checkpoint"])}
+    return {
+        "steps": result["steps"],
+        "steps_per_second": result["steps_per_second"],
+        "wall_seconds": wall,
+        "model": str(result["final_checkpoint"]),
+    }
 
 
 class VerifierReward:
@@ -164,8 +203,9 @@ class VerifierReward:
 
         tasks = [self.tasks[i] for i in columns["id"]]
         verdicts = score_groups(tasks, [[c] for c in completions], workers=2)
-        parts = rewards_for(verdicts, [[c] for c in completions], [[len(ids)] for ids in completion_ids],
-                            self.reward_cfg)
+        parts = rewards_for(
+            verdicts, [[c] for c in completions], [[len(ids)] for ids in completion_ids], self.reward_cfg
+        )
         return [float(p[0].total) for p in parts]
 
 
@@ -184,23 +224,48 @@ def run_trl(sft: Path, tiered, args, out: Path) -> dict:
     model = AutoModelForCausalLM.from_pretrained(sft, dtype=torch.float32)
     data = Dataset.from_dict({"prompt": tiered["prompt"].to_list(), "id": tiered["id"].to_list()})
     trl_cfg = TRLConfig(
-        output_dir=str(out / "trl"), max_steps=args.steps, per_device_train_batch_size=args.prompts * args.group,
-        num_generations=args.group, max_completion_length=args.max_new_tokens, learning_rate=args.lr,
-        lr_scheduler_type="cosine", warmup_steps=10, weight_decay=0.0, max_grad_norm=1.0, beta=0.0,
-        epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group", num_iterations=1,
-        temperature=1.0, top_p=1.0, use_cpu=True, bf16=False, seed=args.seed, logging_steps=1,
-        save_strategy="no", report_to="none", disable_tqdm=True, remove_unused_columns=False,
+        output_dir=str(out / "trl"),
+        max_steps=args.steps,
+        per_device_train_batch_size=args.prompts * args.group,
+        num_generations=args.group,
+        max_completion_length=args.max_new_tokens,
+        learning_rate=args.lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=10,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        beta=0.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_type="dapo",
+        scale_rewards="group",
+        num_iterations=1,
+        temperature=1.0,
+        top_p=1.0,
+        use_cpu=True,
+        bf16=False,
+        seed=args.seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        remove_unused_columns=False,
     )
     reward = VerifierReward({t.id: t for t in tasks_from_df(tiered)}, RewardConfig())
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=trl_cfg, train_dataset=data,
-                          processing_class=tokenizer)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=[reward], args=trl_cfg, train_dataset=data, processing_class=tokenizer
+    )
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0
     trainer.save_model(str(out / "trl_final"))
     tokenizer.save_pretrained(str(out / "trl_final"))
-    return {"steps": args.steps, "steps_per_second": args.steps / seconds, "wall_seconds": seconds,
-            "model": str(out / "trl_final")}
+    return {
+        "steps": args.steps,
+        "steps_per_second": args.steps / seconds,
+        "wall_seconds": seconds,
+        "model": str(out / "trl_final"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

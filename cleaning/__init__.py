@@ -8,6 +8,7 @@
 
 Imports without torch or Great Expectations (GX is imported inside the validation step).
 """
+
 from .config import CleaningConfig, SourceSpec, ValidationConfig
 from .dedup import dedup
 from .ingest import IngestError, ingest
@@ -19,8 +20,23 @@ from .validate import ValidationFailed, validate
 from .width import to_half_width
 
 __all__ = [
-    "prepare", "StageResult", "write_stage", "ValidationFailed", "ReconciliationError", "IngestError",
-    "SourceSpec", "CleaningConfig", "ValidationConfig",
-    "clean_value", "clean_frame", "to_half_width", "render_prompt", "build_prompts", "row_id",
-    "ingest", "clean_stage", "dedup", "validate",
+    "prepare",
+    "StageResult",
+    "write_stage",
+    "ValidationFailed",
+    "ReconciliationError",
+    "IngestError",
+    "SourceSpec",
+    "CleaningConfig",
+    "ValidationConfig",
+    "clean_value",
+    "clean_frame",
+    "to_half_width",
+    "render_prompt",
+    "build_prompts",
+    "row_id",
+    "ingest",
+    "clean_stage",
+    "dedup",
+    "validate",
 ]

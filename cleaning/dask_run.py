@@ -13,6 +13,7 @@ near dedup shuffle by hash through the shard folders: every worker writes its ch
 input files and `out_dir` at the same paths (one machine, or a shared filesystem on a real cluster).
 The ordering steps (unique ids on running counts, writing the final files) run in the caller.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
@@ -55,19 +56,35 @@ def _client(cluster: Any) -> Any:
         return cluster
     if isinstance(cluster, str) and cluster:
         return Client(cluster)
-    raise ValueError(f"cluster must be a distributed.Client or a scheduler address such as "
-                     f"'tcp://10.0.0.5:8786', got {cluster!r}")
+    raise ValueError(
+        f"cluster must be a distributed.Client or a scheduler address such as 'tcp://10.0.0.5:8786', got {cluster!r}"
+    )
 
 
-def prepare_on_dask(cluster: Any, sources: Sequence[SourceSpec], cleaning: CleaningConfig,
-                    validation: ValidationConfig, domain: str, base_dir: str | Path, out_dir: str | Path,
-                    progress: bool = False) -> StoredResult:
+def prepare_on_dask(
+    cluster: Any,
+    sources: Sequence[SourceSpec],
+    cleaning: CleaningConfig,
+    validation: ValidationConfig,
+    domain: str,
+    base_dir: str | Path,
+    out_dir: str | Path,
+    progress: bool = False,
+) -> StoredResult:
     """cleaning.prepare with its tasks on Dask. `cluster`: a distributed.Client, or a scheduler
     address (a client is opened on it and closed after). Same outputs as cleaning.prepare."""
     client = _client(cluster)
     try:
-        return prepare_stream(sources, cleaning, validation, domain, Path(base_dir).resolve(),
-                              Path(out_dir).resolve(), progress, DaskRun(client, progress))
+        return prepare_stream(
+            sources,
+            cleaning,
+            validation,
+            domain,
+            Path(base_dir).resolve(),
+            Path(out_dir).resolve(),
+            progress,
+            DaskRun(client, progress),
+        )
     finally:
         if client is not cluster:
             client.close()
@@ -78,6 +95,10 @@ def local_cluster(workers: int = 2, threads_per_worker: int = 1) -> Iterator[Any
     """A client on a Dask cluster of `workers` processes on this machine, closed on exit."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=threads_per_worker, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client

@@ -10,6 +10,7 @@ is GBK (Excel's "ANSI" on a Chinese Windows), and GB18030 is its superset. But G
 many non-Chinese byte strings without error, so a GB18030 result is only trusted when most of its
 non-ASCII characters are common Chinese (the GB2312 subset); Latin-1 text misread as GBK is not.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -17,14 +18,14 @@ from dataclasses import dataclass
 
 __all__ = ["Line", "DecodedFile", "Undecodable", "decode_file", "looks_binary"]
 
-MAX_BAD_LINE_SHARE = 0.5   # more undecodable lines than this: the file is in another encoding
-MIN_GB2312_SHARE = 0.9     # share of non-ASCII chars a real Chinese GB18030 text has in GB2312
+MAX_BAD_LINE_SHARE = 0.5  # more undecodable lines than this: the file is in another encoding
+MIN_GB2312_SHARE = 0.9  # share of non-ASCII chars a real Chinese GB18030 text has in GB2312
 # Binary means many control characters, not one: a stray BEL (or an escaped \u0000) in a text
 # field is noise the cleaner drops (CONTROL_RULES), while a pasted gzip/PNG fragment carries
 # several controls in every few dozen bytes. A raw NUL byte in a line is binary on its own (no
 # text export writes one). ESC is not junk: terminal colour codes are text that ftfy removes.
-MIN_JUNK = 4               # at least this many junk characters ...
-MAX_JUNK_SHARE = 0.1       # ... making more than this share of the value
+MIN_JUNK = 4  # at least this many junk characters ...
+MAX_JUNK_SHARE = 0.1  # ... making more than this share of the value
 _JUNK_BYTES = frozenset(range(0, 9)) | frozenset(range(14, 27)) | frozenset(range(28, 32)) | {11, 12, 127}
 _JUNK_CHARS = frozenset(map(chr, _JUNK_BYTES)) | {"\ufffd"}
 
@@ -35,10 +36,10 @@ class Undecodable(ValueError):
 
 @dataclass(frozen=True)
 class Line:
-    number: int              # 1-based physical line
-    text: str | None         # None when the line could not be read
+    number: int  # 1-based physical line
+    text: str | None  # None when the line could not be read
     raw: bytes
-    reason: str = ""         # slug when text is None
+    reason: str = ""  # slug when text is None
     detail: str = ""
 
 
@@ -87,9 +88,14 @@ def _line(number: int, raw: bytes, encoding: str) -> Line:
     try:
         return Line(number, stripped.decode(encoding), raw)
     except UnicodeDecodeError as exc:
-        return Line(number, None, raw, "undecodable_line",
-                    f"not valid {encoding} at byte {exc.start} (the file was read as {encoding}); "
-                    "re-export the line or set the source's encoding")
+        return Line(
+            number,
+            None,
+            raw,
+            "undecodable_line",
+            f"not valid {encoding} at byte {exc.start} (the file was read as {encoding}); "
+            "re-export the line or set the source's encoding",
+        )
 
 
 def _by_line(data: bytes, encoding: str) -> DecodedFile:
@@ -116,14 +122,14 @@ def decode_file(data: bytes, encoding: str = "auto") -> DecodedFile:
     if encoding != "auto":
         name = codecs.lookup(encoding).name
         if name == "utf-8" and data.startswith(codecs.BOM_UTF8):
-            data = data[len(codecs.BOM_UTF8):]
+            data = data[len(codecs.BOM_UTF8) :]
         whole = _whole(data, name)
         return DecodedFile(encoding, whole.lines) if whole else _by_line(data, name)
     if data.startswith(codecs.BOM_UTF8):
-        whole = _whole(data[len(codecs.BOM_UTF8):], "utf-8")
+        whole = _whole(data[len(codecs.BOM_UTF8) :], "utf-8")
         if whole:
             return DecodedFile("utf-8-sig", whole.lines)
-        return DecodedFile("utf-8-sig", _by_line(data[len(codecs.BOM_UTF8):], "utf-8").lines)
+        return DecodedFile("utf-8-sig", _by_line(data[len(codecs.BOM_UTF8) :], "utf-8").lines)
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         whole = _whole(data, "utf-16")
         if whole is None:

@@ -13,6 +13,7 @@ same numbers AND both rows have the same (normalized) reference: templated quest
 in one number ("12 apples" / "13 apples") or one name that changes the answer ("the Hangzhou
 store" / "the Guangzhou store", different gold SQL) are different problems.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,15 +33,15 @@ _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 def dedup_key(question: pl.Expr) -> pl.Expr:
     """The normalized text exact duplicates are found on."""
-    return (question.str.to_lowercase()
-            .str.replace_all("[ \\t\\n\\u00A0\\u3000]+", "")
-            .str.replace_all("[.?!。？！]+$", ""))
+    return (
+        question.str.to_lowercase().str.replace_all("[ \\t\\n\\u00A0\\u3000]+", "").str.replace_all("[.?!。？！]+$", "")
+    )
 
 
 def _shingles(key: str) -> set[str]:
     if len(key) <= SHINGLE:
         return {key}
-    return {key[i:i + SHINGLE] for i in range(len(key) - SHINGLE + 1)}
+    return {key[i : i + SHINGLE] for i in range(len(key) - SHINGLE + 1)}
 
 
 def _near_duplicates(keys: list[str], answers: list[str], cfg: DedupConfig) -> dict[int, tuple[int, float]]:
@@ -50,8 +51,9 @@ def _near_duplicates(keys: list[str], answers: list[str], cfg: DedupConfig) -> d
     shingles = [_shingles(k) for k in keys]
     numbers = [_NUMBER.findall(k) for k in keys]
     # crc32 instead of datasketch's default sha1: ~10x cheaper per shingle, and 32 bits either way
-    hashes = MinHash.bulk([[s.encode("utf-8") for s in sh] for sh in shingles],
-                          num_perm=cfg.num_perm, seed=cfg.seed, hashfunc=zlib.crc32)
+    hashes = MinHash.bulk(
+        [[s.encode("utf-8") for s in sh] for sh in shingles], num_perm=cfg.num_perm, seed=cfg.seed, hashfunc=zlib.crc32
+    )
     lsh = MinHashLSH(threshold=cfg.threshold, num_perm=cfg.num_perm)
     found: dict[int, tuple[int, float]] = {}
     for i, mh in enumerate(hashes):
@@ -72,8 +74,9 @@ def _near_duplicates(keys: list[str], answers: list[str], cfg: DedupConfig) -> d
 
 def _exact(work: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(rows whose key is new, rejected repeats)."""
-    work = work.with_columns(pl.col("id").first().over("_key").alias("_first_id"),
-                             pl.col("source").first().over("_key").alias("_first_src"))
+    work = work.with_columns(
+        pl.col("id").first().over("_key").alias("_first_id"), pl.col("source").first().over("_key").alias("_first_src")
+    )
     dup = pl.col("_key").is_first_distinct().not_()
     detail = pl.format("same normalized question as row {} ({})", pl.col("_first_id"), pl.col("_first_src"))
     return work.filter(~dup), reject_frame(work.filter(dup), "dedup", "duplicate_exact", detail)
@@ -84,8 +87,7 @@ def _near(work: pl.DataFrame, cfg: DedupConfig) -> tuple[pl.DataFrame, pl.DataFr
     found = _near_duplicates(work["_key"].to_list(), work["_answer"].to_list(), cfg)
     idx = sorted(found)
     ids, srcs = work["id"].to_list(), work["source"].to_list()
-    details = [f"{found[i][1]:.2f} similar to row {ids[found[i][0]]} ({srcs[found[i][0]]}), same answer"
-               for i in idx]
+    details = [f"{found[i][1]:.2f} similar to row {ids[found[i][0]]} ({srcs[found[i][0]]}), same answer" for i in idx]
     mask = pl.repeat(False, work.height, dtype=pl.Boolean, eager=True).scatter(idx, True)
     rejected = reject_frame(work.filter(mask), "dedup", "duplicate_near", pl.Series(details, dtype=pl.String))
     return work.filter(~mask), rejected
@@ -96,8 +98,7 @@ def dedup(df: pl.DataFrame, cfg: DedupConfig) -> StageResult:
     is used when present)."""
     start = time.perf_counter()
     answer = dedup_key(pl.col("reference")) if "reference" in df.columns else pl.lit("")
-    work = df.with_row_index("_row").with_columns(dedup_key(pl.col("question")).alias("_key"),
-                                                  answer.alias("_answer"))
+    work = df.with_row_index("_row").with_columns(dedup_key(pl.col("question")).alias("_key"), answer.alias("_answer"))
     rejects = []
     if cfg.exact and work.height:
         work, rejected = _exact(work)

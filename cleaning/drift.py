@@ -11,6 +11,7 @@ fraction, percent, text, ...), the range of its numeric references and of the qu
 come from the profile widened by the `drift:` section) and lists, beside the verdicts, what changed:
 files added, removed or changed, and rows per category and source, then and now.
 """
+
 from __future__ import annotations
 
 import re
@@ -64,8 +65,9 @@ def _quantiles(values: pl.Series) -> list[float] | None:
     return [float(values.quantile(0.01, "nearest")), float(values.quantile(0.99, "nearest"))]
 
 
-def profile(rows: pl.DataFrame, files: dict[str, dict] | None = None,
-            rejects: dict[str, int] | None = None) -> dict[str, Any]:
+def profile(
+    rows: pl.DataFrame, files: dict[str, dict] | None = None, rejects: dict[str, int] | None = None
+) -> dict[str, Any]:
     """The numbers a later night's rows are checked against. `files`: {path: {rows, rejected, sha256}}
     (ingest's kept and quarantined rows per file); the profile adds `kept`, the rows that reached here."""
     work = _with_derived(rows)
@@ -125,38 +127,69 @@ def _expectations(reference: dict, cfg: DriftConfig) -> list[tuple[str, Any]]:
     for category, old in reference["categories"].items():
         only = {"row_condition": f'category=="{category}"', "condition_parser": "pandas"}
         low, high = old["share"] - cfg.max_share_shift, old["share"] + cfg.max_share_shift
-        checks.append((f"category {category}: share at least {max(low, 0):.0%} (was {old['share']:.0%})",
-                       gxe.ExpectColumnValuesToBeInSet(column="category", value_set=[category], mostly=max(low, 0.0))))
+        checks.append(
+            (
+                f"category {category}: share at least {max(low, 0):.0%} (was {old['share']:.0%})",
+                gxe.ExpectColumnValuesToBeInSet(column="category", value_set=[category], mostly=max(low, 0.0)),
+            )
+        )
         if high < 1:
-            checks.append((f"category {category}: share at most {high:.0%} (was {old['share']:.0%})",
-                           gxe.ExpectColumnValuesToNotBeInSet(column="category", value_set=[category],
-                                                              mostly=1 - high)))
+            checks.append(
+                (
+                    f"category {category}: share at most {high:.0%} (was {old['share']:.0%})",
+                    gxe.ExpectColumnValuesToNotBeInSet(column="category", value_set=[category], mostly=1 - high),
+                )
+            )
         kinds = [k for k, share in old["reference_kinds"].items() if share >= 0.01]
         kept = sum(old["reference_kinds"][k] for k in kinds)
-        checks.append((f"category {category}: reference formats stay {'/'.join(sorted(kinds))}",
-                       gxe.ExpectColumnValuesToBeInSet(column="reference_kind", value_set=kinds,
-                                                       mostly=max(kept - cfg.max_format_shift, 0.0), **only)))
+        checks.append(
+            (
+                f"category {category}: reference formats stay {'/'.join(sorted(kinds))}",
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="reference_kind", value_set=kinds, mostly=max(kept - cfg.max_format_shift, 0.0), **only
+                ),
+            )
+        )
         for kind in kinds:  # and each in about its share: 93% integers turning into fractions is a change
             share = old["reference_kinds"][kind]
             if share - cfg.max_format_shift > 0:
-                checks.append((f"category {category}: {kind} references at least {share - cfg.max_format_shift:.0%} "
-                               f"(was {share:.0%})",
-                               gxe.ExpectColumnValuesToBeInSet(column="reference_kind", value_set=[kind],
-                                                               mostly=share - cfg.max_format_shift, **only)))
+                checks.append(
+                    (
+                        f"category {category}: {kind} references at least {share - cfg.max_format_shift:.0%} "
+                        f"(was {share:.0%})",
+                        gxe.ExpectColumnValuesToBeInSet(
+                            column="reference_kind", value_set=[kind], mostly=share - cfg.max_format_shift, **only
+                        ),
+                    )
+                )
         if old.get("reference_range"):
             low, high = _widen(old["reference_range"], cfg.range_margin)
-            checks.append((f"category {category}: numeric references within {low:g} .. {high:g}",
-                           gxe.ExpectColumnValuesToBeBetween(column="reference_value", min_value=low, max_value=high,
-                                                             mostly=1 - cfg.max_out_of_range, **only)))
+            checks.append(
+                (
+                    f"category {category}: numeric references within {low:g} .. {high:g}",
+                    gxe.ExpectColumnValuesToBeBetween(
+                        column="reference_value", min_value=low, max_value=high, mostly=1 - cfg.max_out_of_range, **only
+                    ),
+                )
+            )
     if reference.get("question_length"):
         low, high = _widen(reference["question_length"], cfg.range_margin)
-        checks.append((f"question length within {max(low, 0):.0f} .. {high:.0f} characters",
-                       gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=max(int(low), 0),
-                                                               max_value=int(high), mostly=1 - cfg.max_out_of_range)))
+        checks.append(
+            (
+                f"question length within {max(low, 0):.0f} .. {high:.0f} characters",
+                gxe.ExpectColumnValueLengthsToBeBetween(
+                    column="question", min_value=max(int(low), 0), max_value=int(high), mostly=1 - cfg.max_out_of_range
+                ),
+            )
+        )
     floor = reference["solution_share"] - cfg.max_solution_drop
     if floor > 0:
-        checks.append((f"rows with a worked solution at least {floor:.0%} (was {reference['solution_share']:.0%})",
-                       gxe.ExpectColumnValuesToBeInSet(column="has_solution", value_set=[True], mostly=floor)))
+        checks.append(
+            (
+                f"rows with a worked solution at least {floor:.0%} (was {reference['solution_share']:.0%})",
+                gxe.ExpectColumnValuesToBeInSet(column="has_solution", value_set=[True], mostly=floor),
+            )
+        )
     return checks
 
 
@@ -166,8 +199,7 @@ def _run(frame: pl.DataFrame, checks: list[tuple[str, Any]]) -> list[dict]:
 
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch = (ctx.data_sources.add_pandas("drift").add_dataframe_asset("rows")
-             .add_batch_definition_whole_dataframe("all"))
+    batch = ctx.data_sources.add_pandas("drift").add_dataframe_asset("rows").add_batch_definition_whole_dataframe("all")
     for i, (name, expectation) in enumerate(checks):
         expectation.meta = {"rlvrflow_check": i}
     suite = ctx.suites.add(gx.ExpectationSuite(name="drift", expectations=[e for _, e in checks]))
@@ -179,9 +211,18 @@ def _run(frame: pl.DataFrame, checks: list[tuple[str, Any]]) -> list[dict]:
         res = r.get("result") or {}
         seen = res.get("element_count") or 0
         share = 1 - (res.get("unexpected_percent") or 0.0) / 100 if seen else None
-        out.append((i, {"check": checks[i][0], "ok": bool(r["success"]),
-                        "expectation": r["expectation_config"]["type"], "rows": seen,
-                        "share_expected": None if share is None else round(share, 4)}))
+        out.append(
+            (
+                i,
+                {
+                    "check": checks[i][0],
+                    "ok": bool(r["success"]),
+                    "expectation": r["expectation_config"]["type"],
+                    "rows": seen,
+                    "share_expected": None if share is None else round(share, 4),
+                },
+            )
+        )
     return [check for _, check in sorted(out, key=lambda pair: pair[0])]  # the suite's order, not GX's
 
 
@@ -199,8 +240,9 @@ def kept_per_file(rows: pl.DataFrame, files: dict[str, dict]) -> dict[str, int] 
     return {path: counts.get(path, 0) for path in files}
 
 
-def changes(rows: pl.DataFrame, files: dict[str, dict], reference: dict,
-            rejects: dict[str, int] | None = None) -> dict[str, Any]:
+def changes(
+    rows: pl.DataFrame, files: dict[str, dict], reference: dict, rejects: dict[str, int] | None = None
+) -> dict[str, Any]:
     """What is new since the reference: files added, removed or changed; rows per file and category and
     rejected rows per reason, then and now."""
     old_files, new_files = reference.get("files", {}), files or {}
@@ -210,15 +252,22 @@ def changes(rows: pl.DataFrame, files: dict[str, dict], reference: dict,
     return {
         "files_added": sorted(set(new_files) - set(old_files)),
         "files_removed": sorted(set(old_files) - set(new_files)),
-        "files_changed": sorted(p for p in set(old_files) & set(new_files)
-                                if old_files[p].get("sha256") != new_files[p].get("sha256")),
+        "files_changed": sorted(
+            p for p in set(old_files) & set(new_files) if old_files[p].get("sha256") != new_files[p].get("sha256")
+        ),
         "rows": {"then": reference["rows"], "now": rows.height},
-        "rows_per_file": {p: {"then": old_files.get(p, {}).get("rows"), "now": new_files.get(p, {}).get("rows")}
-                          for p in sorted(set(old_files) | set(new_files))},
-        "rows_per_category": {c: {"then": counts_then.get(c, 0), "now": counts_now.get(c, 0)}
-                              for c in sorted(set(counts_then) | set(counts_now))},
-        "rejects_by_reason": {r: {"then": reference.get("rejects", {}).get(r, 0), "now": (rejects or {}).get(r, 0)}
-                              for r in sorted(set(reference.get("rejects", {})) | set(rejects or {}))},
+        "rows_per_file": {
+            p: {"then": old_files.get(p, {}).get("rows"), "now": new_files.get(p, {}).get("rows")}
+            for p in sorted(set(old_files) | set(new_files))
+        },
+        "rows_per_category": {
+            c: {"then": counts_then.get(c, 0), "now": counts_now.get(c, 0)}
+            for c in sorted(set(counts_then) | set(counts_now))
+        },
+        "rejects_by_reason": {
+            r: {"then": reference.get("rejects", {}).get(r, 0), "now": (rejects or {}).get(r, 0)}
+            for r in sorted(set(reference.get("rejects", {})) | set(rejects or {}))
+        },
     }
 
 
@@ -229,8 +278,9 @@ def _lost_share(files: dict[str, dict]) -> float:
     return 1 - kept / read if read and all(f.get("kept") is not None for f in files.values()) else 0.0
 
 
-def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg: DriftConfig,
-                rejects: dict[str, int] | None = None) -> dict[str, Any]:
+def check_drift(
+    rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg: DriftConfig, rejects: dict[str, int] | None = None
+) -> dict[str, Any]:
     """{changes, checks, failed, scope, profile}: tonight's new rows against the reference profile.
 
     The suite runs on the rows from files added or changed since the reference (a bad day is not
@@ -238,8 +288,10 @@ def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg
     at most `max_rejected_share` of its rows before training, or the reference's own loss plus 10
     points where that was higher (logs that always lose many rows to dedup)."""
     if reference.get("version") != PROFILE_VERSION:
-        raise ValueError(f"the champion's data profile has version {reference.get('version')!r}, this rlvrflow "
-                         f"reads {PROFILE_VERSION}; register a model trained with this version")
+        raise ValueError(
+            f"the champion's data profile has version {reference.get('version')!r}, this rlvrflow "
+            f"reads {PROFILE_VERSION}; register a model trained with this version"
+        )
     what = changes(rows, files, reference, rejects)
     new_files = set(what["files_added"]) | set(what["files_changed"])
     kept = kept_per_file(rows, files)
@@ -261,11 +313,22 @@ def check_drift(rows: pl.DataFrame, files: dict[str, dict], reference: dict, cfg
         read = (f.get("rows") or 0) + (f.get("rejected") or 0)  # ingest's kept and quarantined rows
         lost = read - kept.get(path, 0)
         share = lost / read if read else 0.0
-        checks.append({"check": f"file {path}: at most {limit:.0%} of its rows lost before training "
-                                f"({lost} of {read})", "ok": share <= limit,
-                       "expectation": "max_rejected_share", "rows": read, "share_expected": round(1 - share, 4)})
+        checks.append(
+            {
+                "check": f"file {path}: at most {limit:.0%} of its rows lost before training ({lost} of {read})",
+                "ok": share <= limit,
+                "expectation": "max_rejected_share",
+                "rows": read,
+                "share_expected": round(1 - share, 4),
+            }
+        )
     failed = [c["check"] for c in checks if not c["ok"]]
     if not checked.height:
         failed.append("no rows from tonight's new files reached training" if new_files else "no rows tonight")
-    return {"changes": what, "scope": scope, "checks": checks, "failed": failed,
-            "profile": profile(rows, files, rejects)}
+    return {
+        "changes": what,
+        "scope": scope,
+        "checks": checks,
+        "failed": failed,
+        "profile": profile(rows, files, rejects),
+    }

@@ -14,6 +14,7 @@ strings (numbers, lists, objects) are kept as JSON text, so `42` becomes "42". A
 character (a BEL, even unescaped inside a JSON string) keeps the row, and the clean stage drops
 it; only a value that really is binary (decode.looks_binary) is `binary_junk`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,8 +32,17 @@ from .decode import Line, Undecodable, decode_file, looks_binary
 from .linestream import stream_lines
 from .stage import StageResult, make_stats
 
-__all__ = ["ingest", "ingest_source", "read_one", "expand", "label_of", "Sink", "IngestError", "ROW_COLUMNS",
-           "REJECT_COLUMNS_INGEST"]
+__all__ = [
+    "ingest",
+    "ingest_source",
+    "read_one",
+    "expand",
+    "label_of",
+    "Sink",
+    "IngestError",
+    "ROW_COLUMNS",
+    "REJECT_COLUMNS_INGEST",
+]
 
 ROW_COLUMNS = ("id", "domain", "category", "question", "reference", "solution", "source")
 REJECT_COLUMNS_INGEST = (*ROW_COLUMNS, "raw", "stage", "reason", "detail")
@@ -49,8 +59,14 @@ class Sink:
     every `chunk_rows` records (rows + rejects) are handed to it and the lists start empty again;
     call `flush()` after the last file for the remainder."""
 
-    def __init__(self, spec: SourceSpec, domain: str, progress: bool = False, chunk_rows: int = 0,
-                 on_chunk: Callable[[list[dict], list[dict]], None] | None = None) -> None:
+    def __init__(
+        self,
+        spec: SourceSpec,
+        domain: str,
+        progress: bool = False,
+        chunk_rows: int = 0,
+        on_chunk: Callable[[list[dict], list[dict]], None] | None = None,
+    ) -> None:
         self.spec, self.domain, self.progress = spec, domain, progress
         self.chunk_rows, self.on_chunk = chunk_rows, on_chunk
         self.rows: list[dict[str, str]] = []
@@ -70,13 +86,27 @@ class Sink:
         """Iterate `items` with a per-row progress bar on stderr (long files only, if asked)."""
         from tqdm.auto import tqdm
 
-        return tqdm(items, total=total, desc=label, unit="row", leave=False,
-                    disable=not self.progress or total < PROGRESS_MIN_ROWS)
+        return tqdm(
+            items,
+            total=total,
+            desc=label,
+            unit="row",
+            leave=False,
+            disable=not self.progress or total < PROGRESS_MIN_ROWS,
+        )
 
     def reject(self, source: str, reason: str, detail: str, raw: Any = "", row: dict | None = None) -> None:
         preview = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        self.rejects.append({**(row or {}), "source": source, "raw": preview[:RAW_PREVIEW],
-                             "stage": "ingest", "reason": reason, "detail": detail})
+        self.rejects.append(
+            {
+                **(row or {}),
+                "source": source,
+                "raw": preview[:RAW_PREVIEW],
+                "stage": "ingest",
+                "reason": reason,
+                "detail": detail,
+            }
+        )
         self.n_rejects += 1
         self._added()
 
@@ -86,24 +116,29 @@ class Sink:
         if not isinstance(record, dict):
             return self.reject(source, "malformed_json", f"expected a JSON object, got {type(record).__name__}", raw)
         if raw_size > spec.max_row_bytes:
-            return self.reject(source, "oversized_row", f"{raw_size} bytes > max_row_bytes={spec.max_row_bytes}",
-                               raw)
+            return self.reject(source, "oversized_row", f"{raw_size} bytes > max_row_bytes={spec.max_row_bytes}", raw)
         row = {"id": "", "domain": self.domain, "source": source}
         for name in ("id", "question", "reference", "category", "solution"):
             column = getattr(spec.fields, name)
             value = record.get(column) if column is not None else None
-            text = value if isinstance(value, str) or value is None else json.dumps(
-                value, ensure_ascii=False, default=str)
+            text = (
+                value if isinstance(value, str) or value is None else json.dumps(value, ensure_ascii=False, default=str)
+            )
             if (text is None or text.strip() == "") and name in spec.defaults:
                 text = spec.defaults[name]
             row[name] = text if text is not None else ""
             if name in REQUIRED_FIELDS and (text is None or not text.strip()):
-                return self.reject(source, f"missing_field:{name}",
-                                   f"no value in source column {column!r}; map it in the source's "
-                                   f"`fields` or set `defaults`", raw, row)
+                return self.reject(
+                    source,
+                    f"missing_field:{name}",
+                    f"no value in source column {column!r}; map it in the source's `fields` or set `defaults`",
+                    raw,
+                    row,
+                )
             if text and looks_binary(text):
-                return self.reject(source, "binary_junk", f"{name} is binary data: it holds many NUL "
-                                   "or control characters", raw, row)
+                return self.reject(
+                    source, "binary_junk", f"{name} is binary data: it holds many NUL or control characters", raw, row
+                )
         self.rows.append(row)
         self.n_rows += 1
         self._added()
@@ -115,8 +150,10 @@ def expand(spec: SourceSpec, base_dir: Path) -> list[Path]:
         full = pattern if Path(pattern).is_absolute() else str(base_dir / pattern)
         matched = sorted(Path(p) for p in glob.glob(full, recursive=True))
         if not matched:
-            raise IngestError(f"source {spec.name!r}: path {pattern!r} matches nothing under {base_dir}; "
-                              "fix `path` (a file or glob relative to the spec file)")
+            raise IngestError(
+                f"source {spec.name!r}: path {pattern!r} matches nothing under {base_dir}; "
+                "fix `path` (a file or glob relative to the spec file)"
+            )
         files += matched
     return files
 
@@ -137,8 +174,9 @@ def _jsonl(sink: Sink, label: str, lines: Iterable[Line], total: int) -> None:
         elif not line.text.strip():
             sink.blank_lines += 1
         elif len(line.raw) > sink.spec.max_row_bytes:
-            sink.reject(where, "oversized_row", f"{len(line.raw)} bytes > max_row_bytes="
-                        f"{sink.spec.max_row_bytes}", line.raw)
+            sink.reject(
+                where, "oversized_row", f"{len(line.raw)} bytes > max_row_bytes={sink.spec.max_row_bytes}", line.raw
+            )
         else:
             try:
                 record = json.loads(line.text, strict=False)  # a raw control char in a string is noise
@@ -184,8 +222,13 @@ def _csv(sink: Sink, label: str, lines: Iterable[Line], total: int = 0) -> None:
         elif header is None:
             header = values
         elif len(values) != len(header):
-            sink.reject(where, "malformed_csv_row", f"expected {len(header)} fields (the header's), "
-                        f"found {len(values)}; quote fields that contain the delimiter", ",".join(values))
+            sink.reject(
+                where,
+                "malformed_csv_row",
+                f"expected {len(header)} fields (the header's), "
+                f"found {len(values)}; quote fields that contain the delimiter",
+                ",".join(values),
+            )
         else:
             raw = sink.spec.csv_delimiter.join(values)
             sink.record(where, dict(zip(header, values)), len(raw.encode("utf-8")), raw)
@@ -245,8 +288,11 @@ def _read_file(sink: Sink, path: Path, label: str, stream: bool = False) -> str:
             decoded = decode_file(path.read_bytes(), sink.spec.encoding)
             encoding, lines, total = decoded.encoding, decoded.lines, len(decoded.lines)
     except Undecodable as exc:
-        sink.reject(label, "undecodable_file", f"{exc}; set the source's `encoding` "
-                    "(e.g. gb18030, latin-1) or re-export the file as UTF-8")
+        sink.reject(
+            label,
+            "undecodable_file",
+            f"{exc}; set the source's `encoding` (e.g. gb18030, latin-1) or re-export the file as UTF-8",
+        )
         return "undecodable"
     (_jsonl if fmt == "jsonl" else _csv)(sink, label, lines, total)
     return encoding
@@ -267,8 +313,13 @@ def read_one(sink: Sink, path: Path, label: str, stream: bool = False) -> dict:
     """Read one file into the sink; returns its summary (source, file, encoding, rows, rejected)."""
     before_rows, before_rej = sink.n_rows, sink.n_rejects
     encoding = _read_file(sink, path, label, stream)
-    return {"source": sink.spec.name, "file": label, "encoding": encoding,
-            "rows": sink.n_rows - before_rows, "rejected": sink.n_rejects - before_rej}
+    return {
+        "source": sink.spec.name,
+        "file": label,
+        "encoding": encoding,
+        "rows": sink.n_rows - before_rows,
+        "rejected": sink.n_rejects - before_rej,
+    }
 
 
 def ingest(sources: list[SourceSpec], domain: str, base_dir: str | Path, progress: bool = False) -> StageResult:
@@ -287,6 +338,7 @@ def ingest(sources: list[SourceSpec], domain: str, base_dir: str | Path, progres
     schema = {c: pl.String for c in ROW_COLUMNS}
     kept = pl.DataFrame(rows, schema=schema)
     rej = pl.DataFrame(rejects, schema={c: pl.String for c in REJECT_COLUMNS_INGEST})
-    stats = make_stats(len(rows) + len(rejects), kept, rej, time.perf_counter() - start,
-                       {"files": files, "blank_lines": blank})
+    stats = make_stats(
+        len(rows) + len(rejects), kept, rej, time.perf_counter() - start, {"files": files, "blank_lines": blank}
+    )
     return StageResult(kept, rej, stats)

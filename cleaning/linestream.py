@@ -11,6 +11,7 @@ character, so decoding line by line equals decoding the whole file and splitting
 a UTF-16 byte-order mark, or a source whose `encoding` names another codec, is decoded whole
 with `decode_file` (such files are rare and small in practice; the rows still go out in chunks).
 """
+
 from __future__ import annotations
 
 import codecs
@@ -44,11 +45,11 @@ def _decodes(raw: bytes, encoding: str) -> str | None:
 class _Tally:
     """What decode_file's decisions need about one way of reading the file."""
 
-    all_decode: bool = True   # every line decodes (== the whole file decodes, for LINE_SAFE codecs)
+    all_decode: bool = True  # every line decodes (== the whole file decodes, for LINE_SAFE codecs)
     nonblank: int = 0
-    bad: int = 0              # lines _line would reject (binary junk or undecodable)
-    non_ascii: int = 0        # over the lines that were read: characters above ASCII ...
-    common: int = 0           # ... and those in GB2312 (decode._plausible_chinese)
+    bad: int = 0  # lines _line would reject (binary junk or undecodable)
+    non_ascii: int = 0  # over the lines that were read: characters above ASCII ...
+    common: int = 0  # ... and those in GB2312 (decode._plausible_chinese)
 
     def too_bad(self) -> bool:
         return bool(self.nonblank) and self.bad / self.nonblank > MAX_BAD_LINE_SHARE
@@ -77,8 +78,9 @@ def _tally(path: Path, encoding: str, skip: int, transcode: bool, chinese: bool)
         text = _decodes(raw, encoding)
         if text is None:
             t.all_decode = False
-        line = _line(number, text.encode("utf-8") if transcode and text is not None else raw,
-                     "utf-8" if transcode else encoding)
+        line = _line(
+            number, text.encode("utf-8") if transcode and text is not None else raw, "utf-8" if transcode else encoding
+        )
         if raw.strip():
             t.nonblank += 1
             t.bad += line.text is None

@@ -69,6 +69,7 @@ Presidio needs spaCy models; python-stdnum has the mod 11-2 and Luhn checks, but
 lines here, tested against published examples, and would be the package's only use of it. IP
 addresses are validated by the standard library's `ipaddress`.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -83,8 +84,16 @@ import polars as pl
 from .config import PII_KINDS
 from .width import DELIMITED_MATH, FULL_WIDTH, HALF_WIDTH
 
-__all__ = ["PII_KINDS", "PLACEHOLDERS", "PII_HINT", "scrub_row", "scrub_frame", "find_pii",
-           "id_number_valid", "luhn_valid"]
+__all__ = [
+    "PII_KINDS",
+    "PLACEHOLDERS",
+    "PII_HINT",
+    "scrub_row",
+    "scrub_frame",
+    "find_pii",
+    "id_number_valid",
+    "luhn_valid",
+]
 
 PLACEHOLDERS = {kind: f"<{kind.upper()}>" for kind in PII_KINDS}
 # the half-width view keeps the full-width comma: in Chinese prose `１２３，０１０…` is a list, and
@@ -97,9 +106,11 @@ _DIGIT_KINDS = frozenset({"phone", "id_number", "bank_card"})
 # A value can hold PII only if its half-width view matches this (a Rust regex, run by polars on
 # every row): the other rows skip Python. tests/cleaning/test_pii.py checks that the vectorized
 # path equals the per-row one, i.e. that the hint misses no match of the patterns below.
-PII_HINT = ("@|[0-9]{3}[- )]*[0-9]{4}|[0-9]{3}\\.[0-9]{3}\\.[0-9]{4}|04[0-9]{2} [0-9]{3} [0-9]{3}"
-            "|[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}|[0-9A-Fa-f]*:[0-9A-Fa-f]*:"
-            "|(?:^|[^0-9A-Za-z)\\]}])\\+[0-9]|(?:^|[^0-9])00[1-9]")
+PII_HINT = (
+    "@|[0-9]{3}[- )]*[0-9]{4}|[0-9]{3}\\.[0-9]{3}\\.[0-9]{4}|04[0-9]{2} [0-9]{3} [0-9]{3}"
+    "|[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}\\.[0-9]{1,3}|[0-9A-Fa-f]*:[0-9A-Fa-f]*:"
+    "|(?:^|[^0-9A-Za-z)\\]}])\\+[0-9]|(?:^|[^0-9])00[1-9]"
+)
 
 # a digit token starts after none of: a letter or digit, an id or currency mark, a decimal point
 # or thousands comma after a digit, a hyphen after a letter or digit (SO-123...), a currency sign
@@ -113,46 +124,65 @@ _EXT = r"(?:(?:-| ?(?:转|ext\.?) ?)[0-9]{1,5})?"
 # national forms outside China, grouped only (a bare 10-11 digit run is as likely an id):
 # North American (555) 123-4567, 555-123-4567, 415.555.2671, 1-800-555-0199; UK 07700 900123
 # (5+6 digits); Australian mobile 0412 345 678
-_NATIONAL = (r"(?:1[-. ]?)?(?:\([2-9][0-9]{2}\) ?[0-9]{3}[-. ]|[2-9][0-9]{2}(?P<sep>[-.])[0-9]{3}(?P=sep))"
-             r"[0-9]{4}(?![-.][0-9])"
-             r"|0[1-9][0-9]{3}[- ][0-9]{6}|04[0-9]{2} [0-9]{3} [0-9]{3}")
+_NATIONAL = (
+    r"(?:1[-. ]?)?(?:\([2-9][0-9]{2}\) ?[0-9]{3}[-. ]|[2-9][0-9]{2}(?P<sep>[-.])[0-9]{3}(?P=sep))"
+    r"[0-9]{4}(?![-.][0-9])"
+    r"|0[1-9][0-9]{3}[- ][0-9]{6}|04[0-9]{2} [0-9]{3} [0-9]{3}"
+)
 
 
 def _landline(trunk: str) -> str:
     """Area code (`trunk` is the 0 before it: required, or optional after +86) and number."""
     area3, area4 = "(?:10|2[0-9])", "[3-9][0-9]{2}"
-    return (rf"(?:\({trunk}{area3}\)|{trunk}{area3})[- ]?[1-9][0-9]{{3}}[- ]?[0-9]{{4}}{_EXT}"
-            rf"|(?:\({trunk}{area4}\)|{trunk}{area4})[- ]?[1-9][0-9]{{2,3}}[- ]?[0-9]{{4}}{_EXT}")
+    return (
+        rf"(?:\({trunk}{area3}\)|{trunk}{area3})[- ]?[1-9][0-9]{{3}}[- ]?[0-9]{{4}}{_EXT}"
+        rf"|(?:\({trunk}{area4}\)|{trunk}{area4})[- ]?[1-9][0-9]{{2,3}}[- ]?[0-9]{{4}}{_EXT}"
+    )
 
 
 _PATTERNS = {
-    "email": re.compile(r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}"
-                        r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}"
-                        r"(?![A-Za-z0-9\-])"),
-    "ip_address": re.compile(r"(?<![0-9A-Za-z.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9A-Za-z]|\.[0-9])"
-                             r"|(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Za-z:])"),
-    "id_number": re.compile(rf"{_LEFT}[1-8][0-9]{{5}}(?:18|19|20)[0-9]{{2}}(?:0[1-9]|1[0-2])"
-                            rf"(?:0[1-9]|[12][0-9]|3[01])[0-9]{{3}}[0-9Xx]{_RIGHT}"),
-    "bank_card": re.compile(rf"{_LEFT}(?:[2-6][0-9]{{12,18}}|[2-6][0-9]{{3}}(?:[- ][0-9]{{4}}){{2,3}}"
-                            rf"(?:[- ][0-9]{{1,3}})?|3[47][0-9]{{2}}[- ][0-9]{{6}}[- ][0-9]{{5}}){_RIGHT}"),
-    "phone": re.compile(rf"{_LEFT}(?:{_CN_CC}(?:{_MOBILE}|{_landline('0?')})|{_MOBILE}|{_landline('0')}"
-                        rf"|\+(?!86)[1-9][0-9]{{0,2}}(?:[- .]?(?:\([0-9]{{1,4}}\)|[0-9]{{1,4}})){{2,6}}"
-                        rf"|00(?!86)[1-9][0-9]{{0,2}}[- ](?:[- .]?(?:\([0-9]{{1,4}}\)|[0-9]{{1,4}})){{2,6}}"
-                        rf"|{_NATIONAL}){_RIGHT}"),
+    "email": re.compile(
+        r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}"
+        r"@(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}"
+        r"(?![A-Za-z0-9\-])"
+    ),
+    "ip_address": re.compile(
+        r"(?<![0-9A-Za-z.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9A-Za-z]|\.[0-9])"
+        r"|(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Za-z:])"
+    ),
+    "id_number": re.compile(
+        rf"{_LEFT}[1-8][0-9]{{5}}(?:18|19|20)[0-9]{{2}}(?:0[1-9]|1[0-2])"
+        rf"(?:0[1-9]|[12][0-9]|3[01])[0-9]{{3}}[0-9Xx]{_RIGHT}"
+    ),
+    "bank_card": re.compile(
+        rf"{_LEFT}(?:[2-6][0-9]{{12,18}}|[2-6][0-9]{{3}}(?:[- ][0-9]{{4}}){{2,3}}"
+        rf"(?:[- ][0-9]{{1,3}})?|3[47][0-9]{{2}}[- ][0-9]{{6}}[- ][0-9]{{5}}){_RIGHT}"
+    ),
+    "phone": re.compile(
+        rf"{_LEFT}(?:{_CN_CC}(?:{_MOBILE}|{_landline('0?')})|{_MOBILE}|{_landline('0')}"
+        rf"|\+(?!86)[1-9][0-9]{{0,2}}(?:[- .]?(?:\([0-9]{{1,4}}\)|[0-9]{{1,4}})){{2,6}}"
+        rf"|00(?!86)[1-9][0-9]{{0,2}}[- ](?:[- .]?(?:\([0-9]{{1,4}}\)|[0-9]{{1,4}})){{2,6}}"
+        rf"|{_NATIONAL}){_RIGHT}"
+    ),
 }
 _PRIORITY = {"email": 0, "ip_address": 1, "id_number": 2, "bank_card": 3, "phone": 4}
 # an order label in prose (订单号：, order no., SKU) or as a key (order_id=, orderId=", "order_no": ")
-_ORDER_LABEL = re.compile(r"(?:订单|单号|编号|运单|快递单|交易号|流水号|order|sku|tracking|invoice|no\.)"
-                          r"(?:[ _-]?(?:号码|号|id|no\.?|num|number|#))?"
-                          r"(?:[ ]*[:：#=]?[ ]*|[\"']?[ ]*[:=][ ]*[\"']?)$", re.IGNORECASE)
+_ORDER_LABEL = re.compile(
+    r"(?:订单|单号|编号|运单|快递单|交易号|流水号|order|sku|tracking|invoice|no\.)"
+    r"(?:[ _-]?(?:号码|号|id|no\.?|num|number|#))?"
+    r"(?:[ ]*[:：#=]?[ ]*|[\"']?[ ]*[:=][ ]*[\"']?)$",
+    re.IGNORECASE,
+)
 _VERSION_LABEL = re.compile(r"(?:version|ver\.?|版本号?)[ ]*[:：]?[ ]*$", re.IGNORECASE)
 _MATH_SPAN = re.compile(rf"\$\$.+?\$\$|\$(?![ \n])[^$\n]+?(?<![ \n])\$(?![0-9])|{DELIMITED_MATH}", re.DOTALL)
 _OPERATORS = frozenset("+-*/=<>^×÷≤≥≠±")
 # math words (the module docstring's rule): a word operator needs an operand on its other side;
 # a function word before a number (`sum of`, also the later items of its list) or a predicate
 # after it (`prime`, `的和`) makes it math on its own
-_WORD_OP = (r"(?:(?<![A-Za-z])(?:plus|minus|times|multiplied by|(?:is )?divided by|(?:is )?divisible by"
-            r"|modulo|mod)(?![A-Za-z])|加上|加|减去|减|乘以|乘|除以)")
+_WORD_OP = (
+    r"(?:(?<![A-Za-z])(?:plus|minus|times|multiplied by|(?:is )?divided by|(?:is )?divisible by"
+    r"|modulo|mod)(?![A-Za-z])|加上|加|减去|减|乘以|乘|除以)"
+)
 _WORD_OP_BEFORE = re.compile(rf"{_WORD_OP}[ ]*$", re.IGNORECASE)
 _WORD_OP_AFTER = re.compile(rf"[ ]*{_WORD_OP}", re.IGNORECASE)
 _JOIN = r"(?:and|与|和|及|、|,)"
@@ -160,13 +190,16 @@ _LIST = rf"(?:[0-9][0-9., ]*{_JOIN}[ ]*)"
 _FUNCTION_BEFORE = re.compile(
     r"(?<![A-Za-z])(?:(?:sum|product|difference|quotient|remainder|gcd|lcm|square|cube|square root"
     r"|cube root|factorial|factors|prime factors|divisors|digits)[ ]+(?:of|between)"
-    rf"|factori[sz]e|factor)[ ]*{_LIST}?$", re.IGNORECASE)
+    rf"|factori[sz]e|factor)[ ]*{_LIST}?$",
+    re.IGNORECASE,
+)
 _PREDICATE_AFTER = re.compile(
     rf"[ ]*(?:{_JOIN}[ ]*[0-9][0-9., ]*)?的(?:和|差|积|乘积|商|余数|最大公约数|最小公倍数)"
     r"|[ ]*(?:的(?:平方根?|立方|因数|约数|质因数|因子|阶乘)|是(?:不是)?(?:质数|素数)|是否为?(?:质数|素数)"
     r"|能?被[ ]*[0-9]+[ ]*整除|(?:is )?(?:a )?prime(?: number)?(?=[ ]*(?:[?？.。,，;!]|$|or |and ))|squared|cubed|factorial)",
-    re.IGNORECASE)
-_ID_WEIGHTS = [2 ** (17 - i) % 11 for i in range(17)]   # 7 9 10 5 8 4 2 1 6 3 7 9 10 5 8 4 2
+    re.IGNORECASE,
+)
+_ID_WEIGHTS = [2 ** (17 - i) % 11 for i in range(17)]  # 7 9 10 5 8 4 2 1 6 3 7 9 10 5 8 4 2
 
 
 def id_number_valid(text: str) -> bool:
@@ -208,8 +241,9 @@ def _valid(kind: str, text: str, digits: str) -> bool:
         return id_number_valid(text)
     if kind == "bank_card":
         return 13 <= len(digits) <= 19 and _card_network(digits) and luhn_valid(digits)
-    if kind == "phone" and (text.startswith("+") and not text.startswith("+86")
-                            or text.startswith("00") and not text.startswith("0086")):
+    if kind == "phone" and (
+        text.startswith("+") and not text.startswith("+86") or text.startswith("00") and not text.startswith("0086")
+    ):
         return 8 <= len(digits) <= 15  # E.164: at most 15 digits with the country code
     if kind == "ip_address":
         try:
@@ -258,7 +292,7 @@ def _operand_at(view: str, i: int, step: int, taken: list[tuple[int, int]]) -> b
 
 def _math_words(view: str, start: int, end: int) -> bool:
     """A math word makes the number at [start, end) math (see the module docstring)."""
-    before, after = view[max(0, start - 60):start], view[end:end + 60]
+    before, after = view[max(0, start - 60) : start], view[end : end + 60]
     if _FUNCTION_BEFORE.search(before) or _PREDICATE_AFTER.match(after):
         return True
     # a word operator says arithmetic, so the operand across it may itself look like PII
@@ -269,8 +303,7 @@ def _math_words(view: str, start: int, end: int) -> bool:
     return bool(op) and _operand_at(view, _near(view, end + op.end(), 1), 1, [])
 
 
-def _is_math(view: str, start: int, end: int, taken: list[tuple[int, int]],
-             spans: list[tuple[int, int]]) -> bool:
+def _is_math(view: str, start: int, end: int, taken: list[tuple[int, int]], spans: list[tuple[int, int]]) -> bool:
     if any(s <= start and end <= e for s, e in spans):
         return True
     if view[start] == "+":  # `5 +14155552671` is a sum, not a dialling prefix
@@ -295,7 +328,7 @@ def find_pii(view: str, kinds: Iterable[str] = PII_KINDS) -> list[Hit]:
             digits = "".join(ch for ch in text if ch.isdigit()) if kind in _DIGIT_KINDS else ""
             if not _valid(kind, text, digits):
                 continue
-            before = view[max(0, m.start() - 24):m.start()]
+            before = view[max(0, m.start() - 24) : m.start()]
             if kind in ("ip_address", "phone") and "." in text and _VERSION_LABEL.search(before):
                 continue
             order = kind in ("phone", "bank_card") and _ORDER_LABEL.search(before) is not None
@@ -308,9 +341,12 @@ def find_pii(view: str, kinds: Iterable[str] = PII_KINDS) -> list[Hit]:
         taken.append((start, end))
         chosen.append((start, end, kind, digits, order))
     spans = [m.span() for m in _MATH_SPAN.finditer(view)] if any(c[2] in _DIGIT_KINDS for c in chosen) else []
-    return [Hit(s, e, k, d, "order" if order else
-                "math" if k in _DIGIT_KINDS and _is_math(view, s, e, taken, spans) else "")
-            for s, e, k, d, order in chosen]
+    return [
+        Hit(
+            s, e, k, d, "order" if order else "math" if k in _DIGIT_KINDS and _is_math(view, s, e, taken, spans) else ""
+        )
+        for s, e, k, d, order in chosen
+    ]
 
 
 def scrub_row(values: dict[str, str], kinds: Iterable[str] = PII_KINDS) -> tuple[dict[str, str], Counter]:
@@ -324,15 +360,18 @@ def scrub_row(values: dict[str, str], kinds: Iterable[str] = PII_KINDS) -> tuple
     hits = {f: find_pii(view, kinds) for f, view in views.items()}
     keep = {h.digits for found in hits.values() for h in found if h.keep}
     reference = views.get("reference", "").strip()
-    keep |= {h.digits for h in hits.get("reference", [])
-             if h.kind in _DIGIT_KINDS and views["reference"][h.start:h.end] == reference}
+    keep |= {
+        h.digits
+        for h in hits.get("reference", [])
+        if h.kind in _DIGIT_KINDS and views["reference"][h.start : h.end] == reference
+    }
     out, counts = {}, Counter()
     for field, value in values.items():
         pieces, last = [], 0
         for h in hits[field]:
             if h.kind in _DIGIT_KINDS and h.digits in keep:
                 continue
-            pieces += [value[last:h.start], PLACEHOLDERS[h.kind]]
+            pieces += [value[last : h.start], PLACEHOLDERS[h.kind]]
             last = h.end
             counts[h.kind] += 1
         out[field] = "".join(pieces) + value[last:] if pieces else value

@@ -19,6 +19,7 @@ it returns a StoredResult whose `kept`/`rejects` are read from disk when asked f
 `prepare_in_memory` is the same pipeline on whole tables (one DataFrame per stage), kept as the
 reference the streaming path is tested against and as the benchmark's baseline.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,10 +63,12 @@ def clean_stage(df: pl.DataFrame, cfg: CleaningConfig, domain: str) -> StageResu
         extra = {"pii": by_kind, "pii_rows": rows}
     empty_q = pl.col("question") == ""
     empty_r = (pl.col("reference") == "") & ~empty_q
-    rejects = pl.concat([
-        reject_frame(out.filter(empty_q), "clean", "empty_question", "question is empty after cleaning"),
-        reject_frame(out.filter(empty_r), "clean", "empty_reference", "reference is empty after cleaning"),
-    ])
+    rejects = pl.concat(
+        [
+            reject_frame(out.filter(empty_q), "clean", "empty_question", "question is empty after cleaning"),
+            reject_frame(out.filter(empty_r), "clean", "empty_reference", "reference is empty after cleaning"),
+        ]
+    )
     kept = out.filter(~empty_q & ~empty_r)
     missing = kept["id"].fill_null("") == ""
     if missing.any():
@@ -79,16 +82,29 @@ def clean_stage(df: pl.DataFrame, cfg: CleaningConfig, domain: str) -> StageResu
 def _combine(stages: dict[str, StageResult], rows_in: int, seconds: float, domain: str) -> StageResult:
     kept = stages["validate"].kept
     rejects = pl.concat([s.rejects for s in stages.values()], how="diagonal_relaxed")
-    stats = make_stats(rows_in, kept, rejects, seconds, {
-        "domain": domain,
-        "stages": {name: {k: v for k, v in s.stats.items() if k != "files"} for name, s in stages.items()},
-        "files": stages["ingest"].stats.get("files", []),
-    })
+    stats = make_stats(
+        rows_in,
+        kept,
+        rejects,
+        seconds,
+        {
+            "domain": domain,
+            "stages": {name: {k: v for k, v in s.stats.items() if k != "files"} for name, s in stages.items()},
+            "files": stages["ingest"].stats.get("files", []),
+        },
+    )
     return StageResult(kept, rejects, stats)
 
 
-def prepare(sources: Sequence[SourceSpec], cleaning: CleaningConfig, validation: ValidationConfig,
-            domain: str, base_dir: str | Path, out_dir: str | Path, progress: bool = False):
+def prepare(
+    sources: Sequence[SourceSpec],
+    cleaning: CleaningConfig,
+    validation: ValidationConfig,
+    domain: str,
+    base_dir: str | Path,
+    out_dir: str | Path,
+    progress: bool = False,
+):
     """Run ingest -> clean -> dedup -> validate a chunk at a time and write the outputs (see the
     module docstring); returns a StoredResult (stats, and kept/rejects read on demand)."""
     from .stream import prepare_stream
@@ -96,8 +112,15 @@ def prepare(sources: Sequence[SourceSpec], cleaning: CleaningConfig, validation:
     return prepare_stream(sources, cleaning, validation, domain, base_dir, out_dir, progress)
 
 
-def prepare_in_memory(sources: Sequence[SourceSpec], cleaning: CleaningConfig, validation: ValidationConfig,
-                      domain: str, base_dir: str | Path, out_dir: str | Path, progress: bool = False) -> StageResult:
+def prepare_in_memory(
+    sources: Sequence[SourceSpec],
+    cleaning: CleaningConfig,
+    validation: ValidationConfig,
+    domain: str,
+    base_dir: str | Path,
+    out_dir: str | Path,
+    progress: bool = False,
+) -> StageResult:
     """The same pipeline on whole tables, writing the same outputs (see the module docstring)."""
     from tqdm.auto import tqdm
 
@@ -108,8 +131,14 @@ def prepare_in_memory(sources: Sequence[SourceSpec], cleaning: CleaningConfig, v
     def done(name: str, result: StageResult) -> StageResult:
         write_stage(out / "stages", name, result.kept, result.rejects, result.stats)
         stages[name] = result
-        log.info("%s: %d in, %d kept, %d rejected %s", name, result.stats["rows_in"],
-                 result.stats["rows_kept"], result.stats["rows_rejected"], result.stats["rejected_by_reason"])
+        log.info(
+            "%s: %d in, %d kept, %d rejected %s",
+            name,
+            result.stats["rows_in"],
+            result.stats["rows_kept"],
+            result.stats["rows_rejected"],
+            result.stats["rejected_by_reason"],
+        )
         bar.update(1)
         return result
 

@@ -21,6 +21,7 @@ One pass of these is not always a fixed point (ftfy can repair more once a neigh
 a space; removing a token can expose a `### Human:` prefix), so the cleaner repeats the pass on
 values the last pass changed, up to MAX_PASSES: the result is idempotent by construction.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,9 +31,19 @@ from functools import lru_cache
 import ftfy
 
 __all__ = [
-    "Rule", "py_rule", "escape", "FTFY_CONFIG", "SUSPECT", "INVISIBLE_RULES", "CONTROL_RULES",
+    "Rule",
+    "py_rule",
+    "escape",
+    "FTFY_CONFIG",
+    "SUSPECT",
+    "INVISIBLE_RULES",
+    "CONTROL_RULES",
     "LATEX_RULES",
-    "ANSWER_LATEX_RULES", "PROSE_SPACE_RULES", "LIGHT_SPACE_RULES", "STRIP_CHARS", "MAX_PASSES",
+    "ANSWER_LATEX_RULES",
+    "PROSE_SPACE_RULES",
+    "LIGHT_SPACE_RULES",
+    "STRIP_CHARS",
+    "MAX_PASSES",
     "token_rules",
 ]
 
@@ -64,7 +75,7 @@ def _py_repl(repl: str) -> str:
             i += 2
         elif repl.startswith("${", i):
             end = repl.index("}", i)
-            out.append(f"\\g<{repl[i + 2:end]}>")
+            out.append(f"\\g<{repl[i + 2 : end]}>")
             i = end + 1
         else:
             out.append("\\\\" if repl[i] == "\\" else repl[i])
@@ -95,13 +106,17 @@ SUSPECT = f"[^{SAFE_CHARS}]"
 # and the soft hyphen go after: C1 bytes and U+00AD are parts of Latin-1 mojibake, and ftfy
 # removes whole terminal escapes (ESC[31m) where we would only drop the ESC.
 INVISIBLE_RULES = (
-    Rule("[\\u180E\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u2064\\u2066-\\u2069\\uFEFF\\uFFF9-\\uFFFB]+", "",
-         "zero-width, bidi and BOM characters carry no text"),
+    Rule(
+        "[\\u180E\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u2064\\u2066-\\u2069\\uFEFF\\uFFF9-\\uFFFB]+",
+        "",
+        "zero-width, bidi and BOM characters carry no text",
+    ),
 )
 CONTROL_RULES = (
     Rule("\\r\\n?|\\u2028|\\u2029|\\u0085", "\n", "one line-break convention"),
-    Rule("[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F-\\x9F\\u00AD]+", "",
-         "control characters and soft hyphens carry no text"),
+    Rule(
+        "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F-\\x9F\\u00AD]+", "", "control characters and soft hyphens carry no text"
+    ),
 )
 
 LATEX_RULES = (
@@ -115,21 +130,36 @@ LATEX_RULES = (
 _SP = "[ \\t]*"
 ANSWER_LATEX_RULES = (
     Rule("\\^[ \\t]*\\{[ \\t]*\\\\circ[ \\t]*\\}|\\^[ \\t]*\\\\circ", "", "degree marks: 90^\\circ -> 90"),
-    Rule("\\\\(?:text|textrm|textnormal|mbox|mathrm)[ \\t]*\\{([^{}]*)\\}", "${1}",
-         "units in \\text{...}: keep the words, drop the wrapper"),
+    Rule(
+        "\\\\(?:text|textrm|textnormal|mbox|mathrm)[ \\t]*\\{([^{}]*)\\}",
+        "${1}",
+        "units in \\text{...}: keep the words, drop the wrapper",
+    ),
     Rule("\\\\q?quad([^a-zA-Z]|\\z)|\\\\[,:;> ]", " ${1}", "LaTeX spacing commands are spaces"),
     Rule("\\\\%", "%", "escaped percent"),
-    Rule("^[ \\t\\n]*(?:\\$+|\\\\\\(|\\\\\\[)([^$]*?)(?:\\$+|\\\\\\)|\\\\\\])[ \\t\\n]*\\z", "${1}",
-         "math delimiters around the whole reference: $42$ -> 42"),
+    Rule(
+        "^[ \\t\\n]*(?:\\$+|\\\\\\(|\\\\\\[)([^$]*?)(?:\\$+|\\\\\\)|\\\\\\])[ \\t\\n]*\\z",
+        "${1}",
+        "math delimiters around the whole reference: $42$ -> 42",
+    ),
     Rule("^([^$]*[^$ \\t\\n])[ \\t\\n]*\\$+[ \\t\\n]*\\z", "${1}", "a stray closing $ at the end"),
     # One canonical form for a reference that is a plain numeric fraction: `a/b`, however the log
     # wrote it (the math verifier reads `3/4`, `\\frac{3}{4}` and `0.75` in a response alike).
-    Rule(f"^[ \\t\\n]*([-+]?)\\\\frac{_SP}\\{{{_SP}([0-9]+){_SP}\\}}{_SP}\\{{{_SP}([0-9]+){_SP}\\}}[ \\t\\n]*\\z",
-         "${1}${2}/${3}", "a numeric fraction reference is written a/b: \\frac{3}{4} -> 3/4"),
-    Rule(f"^[ \\t\\n]*\\\\frac{_SP}\\{{{_SP}(-[0-9]+){_SP}\\}}{_SP}\\{{{_SP}([0-9]+){_SP}\\}}[ \\t\\n]*\\z",
-         "${1}/${2}", "the same with the sign inside: \\frac{-3}{4} -> -3/4"),
-    Rule("^[ \\t\\n]*([-+]?)\\\\frac([0-9])([0-9])[ \\t\\n]*\\z", "${1}${2}/${3}",
-         "the same in shorthand: \\frac34 -> 3/4"),
+    Rule(
+        f"^[ \\t\\n]*([-+]?)\\\\frac{_SP}\\{{{_SP}([0-9]+){_SP}\\}}{_SP}\\{{{_SP}([0-9]+){_SP}\\}}[ \\t\\n]*\\z",
+        "${1}${2}/${3}",
+        "a numeric fraction reference is written a/b: \\frac{3}{4} -> 3/4",
+    ),
+    Rule(
+        f"^[ \\t\\n]*\\\\frac{_SP}\\{{{_SP}(-[0-9]+){_SP}\\}}{_SP}\\{{{_SP}([0-9]+){_SP}\\}}[ \\t\\n]*\\z",
+        "${1}/${2}",
+        "the same with the sign inside: \\frac{-3}{4} -> -3/4",
+    ),
+    Rule(
+        "^[ \\t\\n]*([-+]?)\\\\frac([0-9])([0-9])[ \\t\\n]*\\z",
+        "${1}${2}/${3}",
+        "the same in shorthand: \\frac34 -> 3/4",
+    ),
 )
 
 PROSE_SPACE_RULES = (
@@ -139,9 +169,7 @@ PROSE_SPACE_RULES = (
     Rule("\\n{3,}", "\n\n", "at most one blank line"),
 )
 
-LIGHT_SPACE_RULES = (
-    Rule("[ \\t]+\\n", "\n", "trailing spaces"),
-)
+LIGHT_SPACE_RULES = (Rule("[ \\t]+\\n", "\n", "trailing spaces"),)
 
 STRIP_CHARS = " \t\n"
 MAX_PASSES = 4
@@ -153,13 +181,15 @@ def token_rules(tokens: tuple[str, ...], roles: tuple[str, ...]) -> tuple[Rule, 
     rules = []
     if roles:
         role = "(?:" + "|".join(escape(r) for r in sorted(roles, key=len, reverse=True)) + ")"
-        rules.append(Rule(f"<\\|start_header_id\\|>[ \\t]*{role}?[ \\t]*<\\|end_header_id\\|>", " ",
-                          "llama-3 role header"))
+        rules.append(
+            Rule(f"<\\|start_header_id\\|>[ \\t]*{role}?[ \\t]*<\\|end_header_id\\|>", " ", "llama-3 role header")
+        )
         rules.append(Rule(f"<\\|im_start\\|>[ \\t]*{role}?", " ", "ChatML turn start with its role"))
     if tokens:
         alts = "|".join(escape(t) for t in sorted(set(tokens), key=len, reverse=True))
         rules.append(Rule(alts, " ", "special tokens (a space, so no new token forms)"))
     if roles:
-        rules.append(Rule(f"^(?:[ \\t\\n]*###[ \\t]*(?i:{role})[ \\t]*:)+", " ",
-                          "a leading '### Human:' style role prefix"))
+        rules.append(
+            Rule(f"^(?:[ \\t\\n]*###[ \\t]*(?i:{role})[ \\t]*:)+", " ", "a leading '### Human:' style role prefix")
+        )
     return tuple(rules)

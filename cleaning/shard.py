@@ -21,6 +21,7 @@ row, and dedup.py then drops candidates whose numbers or answer differ. A bucket
 together with the numbers and answer, so rows meet in a bucket exactly when they would survive
 that filter (up to 64-bit hash collisions, which the Jaccard check would still have to pass).
 """
+
 from __future__ import annotations
 
 import zlib
@@ -65,27 +66,32 @@ def _buckets(keys: list[str], answers: list[str], rows: np.ndarray, cfg: DedupCo
     """One (bucket, _row) per row and band: band values, band number, numbers and answer, hashed."""
     from datasketch import MinHash
 
-    sigs = np.zeros((len(keys), cfg.num_perm), dtype=np.uint64)           # (N, num_perm)
+    sigs = np.zeros((len(keys), cfg.num_perm), dtype=np.uint64)  # (N, num_perm)
     for lo in range(0, len(keys), SIGNATURE_BATCH):  # the shingle lists cost ~4 KB a row: a batch at a time
-        sets = [[s.encode("utf-8") for s in _shingles(k)] for k in keys[lo:lo + SIGNATURE_BATCH]]
+        sets = [[s.encode("utf-8") for s in _shingles(k)] for k in keys[lo : lo + SIGNATURE_BATCH]]
         for i, m in enumerate(MinHash.bulk(sets, num_perm=cfg.num_perm, seed=cfg.seed, hashfunc=zlib.crc32)):
             sigs[lo + i] = m.hashvalues
-    problem = pl.Series(["\x00".join(_NUMBER.findall(k)) + "\x01" + a for k, a in zip(keys, answers)],
-                        dtype=pl.String).hash(seed=2).to_numpy()           # (N,)
+    problem = (
+        pl.Series(["\x00".join(_NUMBER.findall(k)) + "\x01" + a for k, a in zip(keys, answers)], dtype=pl.String)
+        .hash(seed=2)
+        .to_numpy()
+    )  # (N,)
     out = []
     with np.errstate(over="ignore"):
         for band, (start, end) in enumerate(band_layout(cfg)):
-            mixed = (sigs[:, start:end] * _MIX[start:end]).sum(axis=1)     # (N,) mod 2**64
+            mixed = (sigs[:, start:end] * _MIX[start:end]).sum(axis=1)  # (N,) mod 2**64
             bucket = mixed ^ (problem * _MIX[-1 - band]) ^ np.uint64(band)
             out.append(pl.DataFrame({"bucket": bucket, "_row": rows}))
     return pl.concat(out) if out else pl.DataFrame(schema={"bucket": pl.UInt64, "_row": pl.UInt64})
 
 
-def write_signatures(work: Path, name: str, kept: pl.DataFrame, rows: np.ndarray, cfg: DedupConfig,
-                     shards: int) -> None:
+def write_signatures(
+    work: Path, name: str, kept: pl.DataFrame, rows: np.ndarray, cfg: DedupConfig, shards: int
+) -> None:
     """Write one chunk's exact entries, band buckets and keys (see the module docstring)."""
-    keys = kept.select(dedup_key(pl.col("question")).alias("_key"),
-                       dedup_key(pl.col("reference")).alias("_answer"), "id", "source")
+    keys = kept.select(
+        dedup_key(pl.col("question")).alias("_key"), dedup_key(pl.col("reference")).alias("_answer"), "id", "source"
+    )
     row = pl.Series("_row", rows, dtype=pl.UInt64)
     if cfg.exact:
         h1, h2 = _hash2(keys["_key"])
@@ -110,11 +116,15 @@ def exact_shard(work: str, shard: int) -> int:
     dups = pl.DataFrame(schema={"_row": pl.UInt64, "detail": pl.String})
     if scan is not None:
         first = pl.col("_row") == pl.col("_row").min().over(["h1", "h2"])
-        ordered = scan.with_columns(pl.col("id").sort_by("_row").first().over(["h1", "h2"]).alias("_fid"),
-                                    pl.col("source").sort_by("_row").first().over(["h1", "h2"]).alias("_fsrc"))
-        dups = ordered.filter(~first).select(
-            "_row", pl.format("same normalized question as row {} ({})", "_fid", "_fsrc").alias("detail")
-        ).collect()
+        ordered = scan.with_columns(
+            pl.col("id").sort_by("_row").first().over(["h1", "h2"]).alias("_fid"),
+            pl.col("source").sort_by("_row").first().over(["h1", "h2"]).alias("_fsrc"),
+        )
+        dups = (
+            ordered.filter(~first)
+            .select("_row", pl.format("same normalized question as row {} ({})", "_fid", "_fsrc").alias("detail"))
+            .collect()
+        )
     _write(work_dir / "exact_out" / f"{shard:04d}.parquet", dups)
     return dups.height
 
@@ -133,8 +143,12 @@ def pairs_shard(work: str, shard: int) -> int:
     if scan is not None:
         live = scan.filter(~pl.col("_row").is_in(_exact_rows(work_dir).implode()))
         shared = live.filter(pl.len().over("bucket") > 1).collect()
-        pairs = (shared.join(shared, on="bucket", suffix="_j").filter(pl.col("_row") > pl.col("_row_j"))
-                 .select(pl.col("_row").alias("i"), pl.col("_row_j").alias("j")).unique())
+        pairs = (
+            shared.join(shared, on="bucket", suffix="_j")
+            .filter(pl.col("_row") > pl.col("_row_j"))
+            .select(pl.col("_row").alias("i"), pl.col("_row_j").alias("j"))
+            .unique()
+        )
     _write(work_dir / "pairs" / f"{shard:04d}.parquet", pairs)
     return pairs.height
 
@@ -185,9 +199,11 @@ def resolve_near(work: str, cfg: DedupConfig) -> int:
         if best is not None:
             found[i] = best
     rows = sorted(found)
-    details = [f"{found[i][1]:.2f} similar to row {who[found[i][0]][0]} ({who[found[i][0]][1]}), same answer"
-               for i in rows]
-    _write(work_dir / "near_out.parquet", pl.DataFrame({"_row": pl.Series(rows, dtype=pl.UInt64),
-                                                        "detail": pl.Series(details, dtype=pl.String)}))
+    details = [
+        f"{found[i][1]:.2f} similar to row {who[found[i][0]][0]} ({who[found[i][0]][1]}), same answer" for i in rows
+    ]
+    _write(
+        work_dir / "near_out.parquet",
+        pl.DataFrame({"_row": pl.Series(rows, dtype=pl.UInt64), "detail": pl.Series(details, dtype=pl.String)}),
+    )
     return len(rows)
-

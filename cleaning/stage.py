@@ -6,6 +6,7 @@ and the two tables have those heights. `write_stage` writes `<name>.parquet`,
 `os.replace`), so a crash never leaves a half-written table that a rerun would trust.
 Other packages (verifiers attach, curriculum split/tier) reuse both for their own stages.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ class ReconciliationError(AssertionError):
     """rows_in != rows_kept + rows_rejected: a stage lost or invented rows (a bug, never data)."""
 
 
-def make_stats(rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, seconds: float,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def make_stats(
+    rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, seconds: float, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The standard stats block of a stage (counts per reject reason, most frequent first)."""
     by_reason: dict[str, int] = {}
     if rejects.height:
@@ -46,8 +48,9 @@ def make_stats(rows_in: int, kept: pl.DataFrame, rejects: pl.DataFrame, seconds:
 def reject_frame(rows: pl.DataFrame, stage: str, reason: str | pl.Expr, detail: str | pl.Expr) -> pl.DataFrame:
     """`rows` plus the `stage`, `reason` and `detail` columns of a rejects table."""
     as_expr = lambda v: v if isinstance(v, pl.Expr) else pl.lit(v, dtype=pl.String)  # noqa: E731
-    return rows.with_columns(pl.lit(stage, dtype=pl.String).alias("stage"),
-                             as_expr(reason).alias("reason"), as_expr(detail).alias("detail"))
+    return rows.with_columns(
+        pl.lit(stage, dtype=pl.String).alias("stage"), as_expr(reason).alias("reason"), as_expr(detail).alias("detail")
+    )
 
 
 def _check(stats: dict[str, Any], kept: pl.DataFrame, rejects: pl.DataFrame) -> None:
@@ -57,8 +60,9 @@ def _check(stats: dict[str, Any], kept: pl.DataFrame, rejects: pl.DataFrame) -> 
     if rows_in != n_kept + n_rej:
         raise ReconciliationError(f"rows_in={rows_in} != rows_kept={n_kept} + rows_rejected={n_rej}")
     if kept.height != n_kept or rejects.height != n_rej:
-        raise ReconciliationError(f"tables hold {kept.height} kept / {rejects.height} rejected rows, "
-                                  f"stats say {n_kept} / {n_rej}")
+        raise ReconciliationError(
+            f"tables hold {kept.height} kept / {rejects.height} rejected rows, stats say {n_kept} / {n_rej}"
+        )
     if rejects.height and "reason" not in rejects.columns:
         raise ReconciliationError("a rejects table needs a `reason` column")
 
@@ -75,8 +79,9 @@ class StageResult:
         _check(self.stats, self.kept, self.rejects)
 
 
-def write_stage(out_dir: str | Path, name: str, kept: pl.DataFrame, rejects: pl.DataFrame,
-                stats: dict[str, Any]) -> dict[str, Path]:
+def write_stage(
+    out_dir: str | Path, name: str, kept: pl.DataFrame, rejects: pl.DataFrame, stats: dict[str, Any]
+) -> dict[str, Path]:
     """Write a stage's three files (reconciliation checked first); returns their paths."""
     _check(stats, kept, rejects)
     out = Path(out_dir)

@@ -21,6 +21,7 @@ LocalRun is a plain loop, cleaning/dask_run.py's DaskRun a Dask cluster. Progres
 only on a terminal): rows read and their rate per file on a local run, tasks done per pass. The scratch parts live in
 `out_dir/_parts` while the run lasts and are removed after it.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -109,12 +110,25 @@ class _Tally:
 
     def stats(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         ordered = dict(sorted(self.by_reason.items(), key=lambda kv: (-kv[1], kv[0])))
-        return {"rows_in": self.rows_in, "rows_kept": self.rows_kept, "rows_rejected": sum(ordered.values()),
-                "rejected_by_reason": ordered, "seconds": round(self.seconds, 3), **(extra or {})}
+        return {
+            "rows_in": self.rows_in,
+            "rows_kept": self.rows_kept,
+            "rows_rejected": sum(ordered.values()),
+            "rejected_by_reason": ordered,
+            "seconds": round(self.seconds, 3),
+            **(extra or {}),
+        }
 
 
-def _pass1(tasks: list[FileTask], work: Path, cleaning: CleaningConfig, domain: str, run_all: RunAll,
-           progress: bool, tallies: dict[str, _Tally]) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+def _pass1(
+    tasks: list[FileTask],
+    work: Path,
+    cleaning: CleaningConfig,
+    domain: str,
+    run_all: RunAll,
+    progress: bool,
+    tallies: dict[str, _Tally],
+) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
     start = time.perf_counter()
     rows_bar = progress and getattr(run_all, "local", False)  # a worker's bar would not reach this terminal
     scanned = run_all(scan_file, [(t, str(work), cleaning, domain, rows_bar) for t in tasks], "ingest+clean files")
@@ -130,10 +144,15 @@ def _pass1(tasks: list[FileTask], work: Path, cleaning: CleaningConfig, domain: 
                 pii[kind] = pii.get(kind, 0) + n
             pii_rows += c["clean"]["pii_rows"] or 0
     tallies["ingest"].seconds = tallies["clean"].seconds = (time.perf_counter() - start) / 2
-    ingest_extra = {"files": [one["file"] for one in scanned],
-                    "blank_lines": sum(one["blank_lines"] for one in scanned)}
-    clean_extra = {"pii": dict(sorted(pii.items(), key=lambda kv: (-kv[1], kv[0]))), "pii_rows": pii_rows} \
-        if cleaning.pii.enabled else {}
+    ingest_extra = {
+        "files": [one["file"] for one in scanned],
+        "blank_lines": sum(one["blank_lines"] for one in scanned),
+    }
+    clean_extra = (
+        {"pii": dict(sorted(pii.items(), key=lambda kv: (-kv[1], kv[0]))), "pii_rows": pii_rows}
+        if cleaning.pii.enabled
+        else {}
+    )
     return sorted(names), ingest_extra, clean_extra
 
 
@@ -146,8 +165,7 @@ def _dedup_passes(work: Path, cleaning: CleaningConfig, run_all: RunAll) -> None
         run_all(resolve_near, [(str(work), cfg)], "dedup: near-duplicate choice")
 
 
-def _check_ids(work: Path, names: list[str], validation: ValidationConfig,
-               tally: _Tally) -> list[dict[str, Any]]:
+def _check_ids(work: Path, names: list[str], validation: ValidationConfig, tally: _Tally) -> list[dict[str, Any]]:
     """Unique ids on running hashes, in input order: the first copy that passed the row checks
     stays, later copies are `duplicate_id`. Writes validate/kept and validate/rejects parts."""
     from .validate import detail_of
@@ -172,13 +190,17 @@ def _check_ids(work: Path, names: list[str], validation: ValidationConfig,
         df = df.with_columns(pl.Series("_reason", reason, dtype=pl.String))
         bad = df["_reason"].is_not_null()
         rejected = df.filter(bad).with_columns(
-            pl.lit("validate").alias("stage"), pl.col("_reason").alias("reason"),
-            pl.col("_reason").map_elements(lambda r: detail_of(r, validation), return_dtype=pl.String).alias("detail"))
+            pl.lit("validate").alias("stage"),
+            pl.col("_reason").alias("reason"),
+            pl.col("_reason").map_elements(lambda r: detail_of(r, validation), return_dtype=pl.String).alias("detail"),
+        )
         rejected.drop("_reason").write_parquet(part(work, "validate/rejects", name))
         df.filter(~bad).drop("_reason").write_parquet(part(work, "validate/kept", name))
         tally.add(df.height, df.height - rejected.height, reasons(rejected))
-        shown_rows += [{"id": i, "source": s} for i, s in
-                       zip(*df.filter(pl.col("_reason") == "duplicate_id").select("id", "source").get_columns())]
+        shown_rows += [
+            {"id": i, "source": s}
+            for i, s in zip(*df.filter(pl.col("_reason") == "duplicate_id").select("id", "source").get_columns())
+        ]
     return shown_rows
 
 
@@ -187,8 +209,14 @@ def _sink(work: Path, what: str, path: Path) -> None:
     if not files:  # no records reached this stage (empty sources): an empty table, not a crash
         atomic_write(path, lambda tmp: pl.DataFrame().write_parquet(tmp))
         return
-    atomic_write(path, lambda tmp: pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed")
-                 .select(pl.exclude("_row")).sink_parquet(tmp))
+    atomic_write(
+        path,
+        lambda tmp: (
+            pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed")
+            .select(pl.exclude("_row"))
+            .sink_parquet(tmp)
+        ),
+    )
 
 
 def _write_stage(work: Path, out: Path, name: str, stats: dict[str, Any]) -> None:
@@ -202,13 +230,21 @@ def _all_rejects(work: Path, path: Path) -> None:
     if not files:
         atomic_write(path, lambda tmp: pl.DataFrame().write_parquet(tmp))
         return
-    atomic_write(path, lambda tmp: pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed")
-                 .sink_parquet(tmp))
+    atomic_write(
+        path, lambda tmp: pl.concat([pl.scan_parquet(f) for f in files], how="diagonal_relaxed").sink_parquet(tmp)
+    )
 
 
-def prepare_stream(sources: Sequence[SourceSpec], cleaning: CleaningConfig, validation: ValidationConfig,
-                   domain: str, base_dir: str | Path, out_dir: str | Path, progress: bool = False,
-                   run_all: RunAll | None = None) -> StoredResult:
+def prepare_stream(
+    sources: Sequence[SourceSpec],
+    cleaning: CleaningConfig,
+    validation: ValidationConfig,
+    domain: str,
+    base_dir: str | Path,
+    out_dir: str | Path,
+    progress: bool = False,
+    run_all: RunAll | None = None,
+) -> StoredResult:
     """prepare's outputs (see prepare.py), a chunk at a time; `run_all` runs the tasks (default:
     LocalRun(progress))."""
     run_all = run_all or LocalRun(progress)
@@ -223,8 +259,9 @@ def prepare_stream(sources: Sequence[SourceSpec], cleaning: CleaningConfig, vali
         _write_stage(work, out, name, stages[name])
 
     try:
-        names, ingest_extra, clean_extra = _pass1(file_tasks(sources, base_dir), work, cleaning, domain,
-                                                  run_all, progress, tallies)
+        names, ingest_extra, clean_extra = _pass1(
+            file_tasks(sources, base_dir), work, cleaning, domain, run_all, progress, tallies
+        )
         done("ingest", ingest_extra)
         done("clean", clean_extra)
         mark = time.perf_counter()
@@ -252,9 +289,16 @@ def prepare_stream(sources: Sequence[SourceSpec], cleaning: CleaningConfig, vali
     for t in tallies.values():
         total.add(0, 0, t.by_reason)
     total.seconds = time.perf_counter() - start
-    stats = total.stats({"domain": domain, "files": ingest_extra["files"],
-                         "stages": {n: {k: v for k, v in st.items() if k != "files"} for n, st in stages.items()}})
-    stats = {k: stats[k] for k in ("rows_in", "rows_kept", "rows_rejected", "rejected_by_reason", "seconds",
-                                   "domain", "stages", "files")}
+    stats = total.stats(
+        {
+            "domain": domain,
+            "files": ingest_extra["files"],
+            "stages": {n: {k: v for k, v in st.items() if k != "files"} for n, st in stages.items()},
+        }
+    )
+    stats = {
+        k: stats[k]
+        for k in ("rows_in", "rows_kept", "rows_rejected", "rejected_by_reason", "seconds", "domain", "stages", "files")
+    }
     write_json(out / "stats.json", stats)
     return StoredResult(out / "clean.parquet", out / "rejects.parquet", stats)

@@ -6,6 +6,7 @@ the layout is split into literal pieces and placeholders once, then joined with 
 
     layout "{question}\\n\\nRequirements: {requirements}\\n\\nFormat example:\\n{format_example}"
 """
+
 from __future__ import annotations
 
 import string
@@ -20,8 +21,7 @@ __all__ = ["build_prompts", "render_prompt"]
 def render_prompt(question: str, category: str, template: TemplateConfig) -> str:
     """One prompt, in plain Python (the reference for `build_prompts`)."""
     part = template.part(category)
-    return template.layout.format(question=question, requirements=part.requirements,
-                                  format_example=part.format_example)
+    return template.layout.format(question=question, requirements=part.requirements, format_example=part.format_example)
 
 
 def build_prompts(df: pl.DataFrame, template: TemplateConfig) -> pl.DataFrame:
@@ -31,11 +31,13 @@ def build_prompts(df: pl.DataFrame, template: TemplateConfig) -> pl.DataFrame:
     columns = {
         "question": pl.col("question"),
         "requirements": pl.col("category").replace_strict(
-            {c: p.requirements for c, p in parts.items()}, default=template.default.requirements,
-            return_dtype=pl.String),
+            {c: p.requirements for c, p in parts.items()}, default=template.default.requirements, return_dtype=pl.String
+        ),
         "format_example": pl.col("category").replace_strict(
-            {c: p.format_example for c, p in parts.items()}, default=template.default.format_example,
-            return_dtype=pl.String),
+            {c: p.format_example for c, p in parts.items()},
+            default=template.default.format_example,
+            return_dtype=pl.String,
+        ),
     }
     pieces: list[pl.Expr] = []
     for literal, name, _, _ in string.Formatter().parse(template.layout):

@@ -14,6 +14,7 @@ the encoding, control-character and line-break fixes.
     clean_value("Ｗｈａｔ is １＋１？<|im_end|>", "question", "arithmetic", CleaningConfig())
     -> 'Ｗｈａｔ is 1+1？'
 """
+
 from __future__ import annotations
 
 import ftfy
@@ -21,12 +22,29 @@ import polars as pl
 
 from .config import CleaningConfig
 from .rules import (
-    ANSWER_LATEX_RULES, CONTROL_RULES, FTFY_CONFIG, INVISIBLE_RULES, LATEX_RULES, LIGHT_SPACE_RULES,
-    MAX_PASSES, PROSE_SPACE_RULES, STRIP_CHARS, SUSPECT, Rule, py_rule, token_rules,
+    ANSWER_LATEX_RULES,
+    CONTROL_RULES,
+    FTFY_CONFIG,
+    INVISIBLE_RULES,
+    LATEX_RULES,
+    LIGHT_SPACE_RULES,
+    MAX_PASSES,
+    PROSE_SPACE_RULES,
+    STRIP_CHARS,
+    SUSPECT,
+    Rule,
+    py_rule,
+    token_rules,
 )
 from .width import (
-    FULL_WIDTH, HALF_WIDTH, HAS_FULL_WIDTH, NUMBER_RUN_FULL_WIDTH, OPERATOR, SPAN_DELIMITER,
-    convert_spans, to_half_width,
+    FULL_WIDTH,
+    HALF_WIDTH,
+    HAS_FULL_WIDTH,
+    NUMBER_RUN_FULL_WIDTH,
+    OPERATOR,
+    SPAN_DELIMITER,
+    convert_spans,
+    to_half_width,
 )
 
 __all__ = ["TEXT_FIELDS", "clean_value", "clean_frame", "rule_plan"]
@@ -97,6 +115,7 @@ def _clean_once(text: str, field: str, category: str, cfg: CleaningConfig) -> tu
 
 # ---- vectorized -------------------------------------------------------------------------------
 
+
 def _on_rows(s: pl.Series, mask: pl.Series, fn) -> pl.Series:
     """Apply the Python function `fn` only where `mask` is true (the slow path)."""
     idx = mask.fill_null(False).arg_true()
@@ -140,12 +159,12 @@ def _clean_column(s: pl.Series, field: str, categories: pl.Series, cfg: Cleaning
         fixed, after = _column_once(before, field, categories.gather(idx), cfg)
         out = out.clone().scatter(idx, after)
         again = pl.repeat(False, s.len(), dtype=pl.Boolean, eager=True).scatter(
-            idx, (after != before) & (after != fixed))
+            idx, (after != before) & (after != fixed)
+        )
     return out
 
 
-def _column_once(s: pl.Series, field: str, categories: pl.Series,
-                 cfg: CleaningConfig) -> tuple[pl.Series, pl.Series]:
+def _column_once(s: pl.Series, field: str, categories: pl.Series, cfg: CleaningConfig) -> tuple[pl.Series, pl.Series]:
     """(the column after ftfy, the column after the whole pass)."""
     s = _replace_rules(s, INVISIBLE_RULES)
     if cfg.fix_mojibake:
@@ -163,7 +182,8 @@ def _column_once(s: pl.Series, field: str, categories: pl.Series,
         s = s.zip_with(~convert, s.str.replace_many(FULL_WIDTH, HALF_WIDTH))
     if field == "question":
         maybe = s.str.contains(NUMBER_RUN_FULL_WIDTH) | (
-            has_fw & (s.str.contains(SPAN_DELIMITER) | s.str.contains(OPERATOR)))
+            has_fw & (s.str.contains(SPAN_DELIMITER) | s.str.contains(OPERATOR))
+        )
         s = _on_rows(s, maybe & ~whole, lambda v: convert_spans(v, cfg.width.scope))
     rules, spaces = rule_plan(field, False, cfg)
     prose = _replace_rules(_replace_rules(s, rules), spaces, strip=True)
@@ -178,6 +198,7 @@ def clean_frame(df: pl.DataFrame, cfg: CleaningConfig) -> pl.DataFrame:
     categories = df["category"].cast(pl.String).fill_null("")
     cols = [
         _clean_column(df[f].cast(pl.String).fill_null(""), f, categories, cfg).alias(f)
-        for f in TEXT_FIELDS if f in df.columns
+        for f in TEXT_FIELDS
+        if f in df.columns
     ]
     return df.with_columns(cols)

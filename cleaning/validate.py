@@ -11,6 +11,7 @@ and `failures`: what failed on which rows) is returned for `validation.json`.
 
 GX costs ~5-7 s to import, so it is imported inside `validate` only.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,10 @@ def format_report(report: dict[str, Any]) -> str:
         rows = ", ".join(f"{r.get('id') or '?'} ({r.get('source') or '?'})" for r in f["rows"])
         more = f" and {f['unexpected_count'] - len(f['rows'])} more" if f["unexpected_count"] > len(f["rows"]) else ""
         where = f" on rows: {rows}{more}" if rows else ""
-        lines.append(f"  - {f['expectation']}({f['column'] or 'table'}) -> {f['reason']}: "
-                     f"{f['unexpected_count']} unexpected{where}{'; ' + f['note'] if f['note'] else ''}")
+        lines.append(
+            f"  - {f['expectation']}({f['column'] or 'table'}) -> {f['reason']}: "
+            f"{f['unexpected_count']} unexpected{where}{'; ' + f['note'] if f['note'] else ''}"
+        )
     return "\n".join(lines)
 
 
@@ -65,26 +68,47 @@ def _checks(cfg: ValidationConfig, columns: list[str], whole_table: bool = True)
 
     checks = [_Check(f"null:{c}", gxe.ExpectColumnValuesToNotBeNull(column=c), c) for c in REQUIRED_COLUMNS]
     checks += [
-        _Check("empty_reference", gxe.ExpectColumnValueLengthsToBeBetween(column="reference", min_value=1), "reference"),
-        _Check("reference_too_long", gxe.ExpectColumnValueLengthsToBeBetween(
-            column="reference", max_value=cfg.max_reference_chars), "reference"),
-        _Check("question_too_short", gxe.ExpectColumnValueLengthsToBeBetween(
-            column="question", min_value=cfg.min_question_chars), "question"),
-        _Check("question_too_long", gxe.ExpectColumnValueLengthsToBeBetween(
-            column="question", max_value=cfg.max_question_chars), "question"),
-        _Check("prompt_too_long", gxe.ExpectColumnValueLengthsToBeBetween(
-            column="prompt", max_value=cfg.max_prompt_chars), "prompt"),
+        _Check(
+            "empty_reference", gxe.ExpectColumnValueLengthsToBeBetween(column="reference", min_value=1), "reference"
+        ),
+        _Check(
+            "reference_too_long",
+            gxe.ExpectColumnValueLengthsToBeBetween(column="reference", max_value=cfg.max_reference_chars),
+            "reference",
+        ),
+        _Check(
+            "question_too_short",
+            gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=cfg.min_question_chars),
+            "question",
+        ),
+        _Check(
+            "question_too_long",
+            gxe.ExpectColumnValueLengthsToBeBetween(column="question", max_value=cfg.max_question_chars),
+            "question",
+        ),
+        _Check(
+            "prompt_too_long",
+            gxe.ExpectColumnValueLengthsToBeBetween(column="prompt", max_value=cfg.max_prompt_chars),
+            "prompt",
+        ),
     ]
     if cfg.categories:
-        checks.append(_Check("bad_category", gxe.ExpectColumnValuesToBeInSet(
-            column="category", value_set=list(cfg.categories)), "category"))
+        checks.append(
+            _Check(
+                "bad_category",
+                gxe.ExpectColumnValuesToBeInSet(column="category", value_set=list(cfg.categories)),
+                "category",
+            )
+        )
     if whole_table:
         checks.append(_Check("duplicate_id", gxe.ExpectColumnValuesToBeUnique(column="id"), "id"))
         checks.append(_Check("too_few_rows", gxe.ExpectTableRowCountToBeBetween(min_value=cfg.min_rows), None))
     return checks
 
 
-def check_rows(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[list[str | None], dict[str, Any], list[dict], list[str]]:
+def check_rows(
+    df: pl.DataFrame, cfg: ValidationConfig
+) -> tuple[list[str | None], dict[str, Any], list[dict], list[str]]:
     """The row-at-a-time checks on one chunk: (first failing reason per row or None, GX's trimmed
     result, failures, reasons that stop the run). `df` needs no `_row` column."""
     work = df.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
@@ -100,12 +124,13 @@ def _run_suite(df: pl.DataFrame, checks: list[_Check]) -> dict[str, Any]:
 
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch = (ctx.data_sources.add_pandas("rows").add_dataframe_asset("rows")
-             .add_batch_definition_whole_dataframe("all"))
+    batch = ctx.data_sources.add_pandas("rows").add_dataframe_asset("rows").add_batch_definition_whole_dataframe("all")
     suite = ctx.suites.add(gx.ExpectationSuite(name="rows", expectations=[c.expectation for c in checks]))
     vd = ctx.validation_definitions.add(gx.ValidationDefinition(name="rows", data=batch, suite=suite))
-    result = vd.run(batch_parameters={"dataframe": df.to_pandas()},
-                    result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]})
+    result = vd.run(
+        batch_parameters={"dataframe": df.to_pandas()},
+        result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]},
+    )
     return result.to_json_dict()
 
 
@@ -143,8 +168,9 @@ def _flagged(check: _Check, result: dict[str, Any], rejected: dict[int, str], id
     return repeats
 
 
-def _failures(gx_result: dict[str, Any], checks: list[_Check], work: pl.DataFrame,
-              cfg: ValidationConfig) -> tuple[dict[int, str], list[dict[str, Any]], list[str]]:
+def _failures(
+    gx_result: dict[str, Any], checks: list[_Check], work: pl.DataFrame, cfg: ValidationConfig
+) -> tuple[dict[int, str], list[dict[str, Any]], list[str]]:
     """(row -> first reason that flags it, one entry per failed expectation, reasons that stop the run)."""
     reason_of: dict[int, str] = {}
     failures, stop = [], []
@@ -166,11 +192,16 @@ def _failures(gx_result: dict[str, Any], checks: list[_Check], work: pl.DataFram
         elif check.column is None:
             note = f"observed {res['result'].get('observed_value')}, need at least {cfg.min_rows}"
             stop.append(check.reason)
-        failures.append({
-            "expectation": res["expectation_config"]["type"], "column": check.column, "reason": check.reason,
-            "unexpected_count": len(rows) if rows else int(res["result"].get("unexpected_count") or 0),
-            "rows": [{"id": ids[r], "source": sources[r]} for r in rows[:SHOW_ROWS]], "note": note,
-        })
+        failures.append(
+            {
+                "expectation": res["expectation_config"]["type"],
+                "column": check.column,
+                "reason": check.reason,
+                "unexpected_count": len(rows) if rows else int(res["result"].get("unexpected_count") or 0),
+                "rows": [{"id": ids[r], "source": sources[r]} for r in rows[:SHOW_ROWS]],
+                "note": note,
+            }
+        )
     return reason_of, failures, stop
 
 
@@ -205,15 +236,24 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
     share = len(bad) / work.height if work.height else 0.0
     # GX's own result at the top level (statistics, results), with our decision as `success`:
     # failing rows were rejected, so GX's `success` (kept as gx_success) is not the run's verdict.
-    report = {**_trimmed(gx_result), "gx_success": gx_result["success"],
-              "success": not stop and share <= cfg.max_rejected_fraction,
-              "rows_checked": work.height, "rows_rejected": len(bad), "rejected_fraction": round(share, 4),
-              "max_rejected_fraction": cfg.max_rejected_fraction, "failures": failures, "reason": ""}
+    report = {
+        **_trimmed(gx_result),
+        "gx_success": gx_result["success"],
+        "success": not stop and share <= cfg.max_rejected_fraction,
+        "rows_checked": work.height,
+        "rows_rejected": len(bad),
+        "rejected_fraction": round(share, 4),
+        "max_rejected_fraction": cfg.max_rejected_fraction,
+        "failures": failures,
+        "reason": "",
+    }
     if stop:
         report["reason"] = "checks that reject the whole table failed: " + ", ".join(stop)
     elif share > cfg.max_rejected_fraction:
-        report["reason"] = (f"{len(bad)} of {work.height} rows ({share:.1%}) failed row checks, more than "
-                            f"max_rejected_fraction={cfg.max_rejected_fraction}")
+        report["reason"] = (
+            f"{len(bad)} of {work.height} rows ({share:.1%}) failed row checks, more than "
+            f"max_rejected_fraction={cfg.max_rejected_fraction}"
+        )
     if not report["success"]:
         raise ValidationFailed(report)
     stats = make_stats(df.height, kept, rejected, time.perf_counter() - start)
@@ -221,8 +261,15 @@ def validate(df: pl.DataFrame, cfg: ValidationConfig) -> tuple[StageResult, dict
 
 
 _ORDER = [f"null:{c}" for c in REQUIRED_COLUMNS] + [
-    "empty_reference", "reference_too_long", "question_too_short", "question_too_long", "prompt_too_long",
-    "bad_category", "duplicate_id", "too_few_rows"]
+    "empty_reference",
+    "reference_too_long",
+    "question_too_short",
+    "question_too_long",
+    "prompt_too_long",
+    "bad_category",
+    "duplicate_id",
+    "too_few_rows",
+]
 
 
 def _merge_results(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -255,41 +302,75 @@ def _merge_failures(chunks: list[dict[str, Any]]) -> tuple[dict[str, dict[str, A
     return failures, stop
 
 
-def streamed_report(chunks: list[dict[str, Any]], repeats: list[dict[str, str]], rows_checked: int,
-                    rows_rejected: int, cfg: ValidationConfig) -> dict[str, Any]:
+def streamed_report(
+    chunks: list[dict[str, Any]],
+    repeats: list[dict[str, str]],
+    rows_checked: int,
+    rows_rejected: int,
+    cfg: ValidationConfig,
+) -> dict[str, Any]:
     """validation.json for the streaming path: the chunks' row checks merged, unique ids and the row
     count decided on running counts (`repeats`: the rows rejected as duplicate_id, in order)."""
     failures, stop = _merge_failures(chunks)
     results = _merge_results(chunks)
     if repeats:
-        failures["duplicate_id"] = {"expectation": "expect_column_values_to_be_unique", "column": "id",
-                                    "reason": "duplicate_id", "unexpected_count": len(repeats),
-                                    "rows": repeats[:SHOW_ROWS], "note": ""}
+        failures["duplicate_id"] = {
+            "expectation": "expect_column_values_to_be_unique",
+            "column": "id",
+            "reason": "duplicate_id",
+            "unexpected_count": len(repeats),
+            "rows": repeats[:SHOW_ROWS],
+            "note": "",
+        }
     if rows_checked < cfg.min_rows:
         stop.append("too_few_rows")
-        failures["too_few_rows"] = {"expectation": "expect_table_row_count_to_be_between", "column": None,
-                                    "reason": "too_few_rows", "unexpected_count": 0, "rows": [],
-                                    "note": f"observed {rows_checked}, need at least {cfg.min_rows}"}
-    for reason, kind, column, ok in (("duplicate_id", "expect_column_values_to_be_unique", "id", not repeats),
-                                     ("too_few_rows", "expect_table_row_count_to_be_between", None,
-                                      rows_checked >= cfg.min_rows)):
-        results.append({"success": ok, "expectation_config": {
-            "type": kind, "kwargs": {"column": column} if column else {"min_value": cfg.min_rows},
-            "meta": {"rlvrflow_reason": reason}}, "result": {
-            "unexpected_count": len(repeats)} if column else {"observed_value": rows_checked}})
+        failures["too_few_rows"] = {
+            "expectation": "expect_table_row_count_to_be_between",
+            "column": None,
+            "reason": "too_few_rows",
+            "unexpected_count": 0,
+            "rows": [],
+            "note": f"observed {rows_checked}, need at least {cfg.min_rows}",
+        }
+    for reason, kind, column, ok in (
+        ("duplicate_id", "expect_column_values_to_be_unique", "id", not repeats),
+        ("too_few_rows", "expect_table_row_count_to_be_between", None, rows_checked >= cfg.min_rows),
+    ):
+        results.append(
+            {
+                "success": ok,
+                "expectation_config": {
+                    "type": kind,
+                    "kwargs": {"column": column} if column else {"min_value": cfg.min_rows},
+                    "meta": {"rlvrflow_reason": reason},
+                },
+                "result": {"unexpected_count": len(repeats)} if column else {"observed_value": rows_checked},
+            }
+        )
     share = rows_rejected / rows_checked if rows_checked else 0.0
-    report = {"suite_name": "rows", "results": results, "chunks": len(chunks),
-              "statistics": {"evaluated_expectations": len(results),
-                             "successful_expectations": sum(bool(r["success"]) for r in results),
-                             "unsuccessful_expectations": sum(not r["success"] for r in results)},
-              "gx_success": all(r["success"] for r in results),
-              "success": not stop and share <= cfg.max_rejected_fraction,
-              "rows_checked": rows_checked, "rows_rejected": rows_rejected, "rejected_fraction": round(share, 4),
-              "max_rejected_fraction": cfg.max_rejected_fraction,
-              "failures": [failures[r] for r in sorted(failures, key=_ORDER.index)], "reason": ""}
+    report = {
+        "suite_name": "rows",
+        "results": results,
+        "chunks": len(chunks),
+        "statistics": {
+            "evaluated_expectations": len(results),
+            "successful_expectations": sum(bool(r["success"]) for r in results),
+            "unsuccessful_expectations": sum(not r["success"] for r in results),
+        },
+        "gx_success": all(r["success"] for r in results),
+        "success": not stop and share <= cfg.max_rejected_fraction,
+        "rows_checked": rows_checked,
+        "rows_rejected": rows_rejected,
+        "rejected_fraction": round(share, 4),
+        "max_rejected_fraction": cfg.max_rejected_fraction,
+        "failures": [failures[r] for r in sorted(failures, key=_ORDER.index)],
+        "reason": "",
+    }
     if stop:
         report["reason"] = "checks that reject the whole table failed: " + ", ".join(stop)
     elif share > cfg.max_rejected_fraction:
-        report["reason"] = (f"{rows_rejected} of {rows_checked} rows ({share:.1%}) failed row checks, more than "
-                            f"max_rejected_fraction={cfg.max_rejected_fraction}")
+        report["reason"] = (
+            f"{rows_rejected} of {rows_checked} rows ({share:.1%}) failed row checks, more than "
+            f"max_rejected_fraction={cfg.max_rejected_fraction}"
+        )
     return report

@@ -13,13 +13,22 @@ formula also gets its lone variable letters converted (the `ｘ` of `求ｘ`), s
 written two ways; without a formula a lone letter (`Ｘ型号`) and words (`ＡＢＣ公司`) stay as
 written. The CJK punctuation around the spans (，：？（元）) is never touched.
 """
+
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 
-__all__ = ["FULL_WIDTH", "HALF_WIDTH", "HAS_FULL_WIDTH", "SPAN_DELIMITER", "NUMBER_RUN_FULL_WIDTH",
-           "OPERATOR", "to_half_width", "convert_spans"]
+__all__ = [
+    "FULL_WIDTH",
+    "HALF_WIDTH",
+    "HAS_FULL_WIDTH",
+    "SPAN_DELIMITER",
+    "NUMBER_RUN_FULL_WIDTH",
+    "OPERATOR",
+    "to_half_width",
+    "convert_spans",
+]
 
 FULL_WIDTH = [chr(c) for c in range(0xFF01, 0xFF5F)] + ["\u3000"]
 HALF_WIDTH = [chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)] + [" "]
@@ -43,8 +52,10 @@ _ALNUM = "A-Za-zＡ-Ｚａ-ｚ0-9０-９"
 # from each of its digits with every shorter prefix (quadratic: "１．"*20000 took ~50 s). It also
 # means a formula never splits a number at its decimal point (`ｖ１．５－ａ` holds none).
 _DIGITS = "0-9０-９"
-_ATOM = (f"(?<![{_ALNUM}])(?:(?<![{_DIGITS}][.．])(?>[{_DIGITS}]+(?:[.．][{_DIGITS}]+)*)[%％]?"
-         f"[A-Za-zＡ-Ｚａ-ｚ]{{0,2}}|[A-Za-zＡ-Ｚａ-ｚ]{{1,3}}[{_DIGITS}]*)(?![{_ALNUM}])")
+_ATOM = (
+    f"(?<![{_ALNUM}])(?:(?<![{_DIGITS}][.．])(?>[{_DIGITS}]+(?:[.．][{_DIGITS}]+)*)[%％]?"
+    f"[A-Za-zＡ-Ｚａ-ｚ]{{0,2}}|[A-Za-zＡ-Ｚａ-ｚ]{{1,3}}[{_DIGITS}]*)(?![{_ALNUM}])"
+)
 _GROUP = f"[(（]{_SP}[-－]?{_ATOM}(?:{_SP}{_OP}{_SP}[-－]?{_ATOM})*{_SP}[)）]"
 _OPERAND = f"(?:{_ATOM}(?:{_GROUP})?|{_GROUP})"
 # a bare formula: operands joined by operators; it always starts at an operand, so a list
@@ -58,8 +69,10 @@ _NUMBERS = re.compile(_NUMBER_RUN)
 # `\(...\)` / `\[...\]`: the body never holds another opener (the `\[` of `\\[2pt]`, a line
 # break, is none), so an unclosed opener is scanned up to the next one, not to the end of the
 # value and again from every later opener
-DELIMITED_MATH = (r"(?<!\\)\\\((?:(?!(?<!\\)\\\().)+?\\\)"
-                  r"|(?<!\\)\\\[(?:(?!(?<!\\)\\\[).)+?\\\]")
+DELIMITED_MATH = (
+    r"(?<!\\)\\\((?:(?!(?<!\\)\\\().)+?\\\)"
+    r"|(?<!\\)\\\[(?:(?!(?<!\\)\\\[).)+?\\\]"
+)
 
 _SPANS = re.compile(
     r"(?P<code>```.*?```|`[^`\n]+`)"

@@ -35,4 +35,3 @@ __all__ = [
     "tier_to_dir",
     "tier_with_rollouts",
 ]
-

@@ -111,13 +111,16 @@ class AdaptiveSampler:
         for pid, k, n in zip(ids, pool["n_correct"].to_list(), pool["n_samples"].to_list()):
             k, n = int(k or 0), int(n or 0)  # not tiered (null): no count, the prior alone
             if not 0 <= k <= n:
-                raise ValueError(f"AdaptiveSampler: prompt {pid!r} has n_correct={k} of n_samples={n}; counts must "
-                                 "satisfy 0 <= n_correct <= n_samples: re-run the tier stage for this pool")
+                raise ValueError(
+                    f"AdaptiveSampler: prompt {pid!r} has n_correct={k} of n_samples={n}; counts must "
+                    "satisfy 0 <= n_correct <= n_samples: re-run the tier stage for this pool"
+                )
             self.arm[pid] = (self.category[pid], k, n)
         self.ids = sorted(ids)
         self.a, self.b = beta_from_counts([(k, n) for _, k, n in self.arm.values()])
-        self.value: dict[Arm, float] = {arm: mixed_chance(arm[1], arm[2], self.a, self.b, group_size)
-                                         for arm in sorted(set(self.arm.values()))}
+        self.value: dict[Arm, float] = {
+            arm: mixed_chance(arm[1], arm[2], self.a, self.b, group_size) for arm in sorted(set(self.arm.values()))
+        }
         self.factor = self._factors()
         if not any(self.factor[p] > 0 for p in self.ids):
             raise ValueError(
@@ -149,7 +152,7 @@ class AdaptiveSampler:
     def weight(self, pid: str) -> float:
         """The prompt's draw weight now (0 when its category or tier is excluded)."""
         value = max(self.value[self.arm[pid]], VALUE_FLOOR)
-        return self.factor[pid] * value ** self.cfg.adaptive.sharpness
+        return self.factor[pid] * value**self.cfg.adaptive.sharpness
 
     # ---- drawing ---------------------------------------------------------------------------------
     def next_batch(self, n: int | None = None) -> list[str]:
@@ -176,11 +179,16 @@ class AdaptiveSampler:
         """No eligible prompt left: relax the dedup window, then reuse retired prompts, or stay short."""
         if self.cfg.when_exhausted == "relax_window":
             have = set(taken)
-            spare = sorted((p for p in self.ids if self.factor[p] > 0 and p not in have),
-                           key=lambda p: (p in self.retired, self.last_drawn.get(p, -1), p))[:missing]
+            spare = sorted(
+                (p for p in self.ids if self.factor[p] > 0 and p not in have),
+                key=lambda p: (p in self.retired, self.last_drawn.get(p, -1), p),
+            )[:missing]
             taken.extend(spare)
-            self._event("dedup_window_relaxed", missing, {"recent": sum(p not in self.retired for p in spare),
-                                                          "retired": sum(p in self.retired for p in spare)})
+            self._event(
+                "dedup_window_relaxed",
+                missing,
+                {"recent": sum(p not in self.retired for p in spare), "retired": sum(p in self.retired for p in spare)},
+            )
             missing -= len(spare)
         if missing:
             self._event("short_batch", missing, {})
@@ -188,10 +196,17 @@ class AdaptiveSampler:
     def _event(self, reason: str, wanted: int, filled: dict[str, int]) -> None:
         first = reason not in self.fallback_counts
         self.fallback_counts[reason] += 1
-        self.fallback_log.append({"batch": self.batches, "cell": "*", "reason": reason, "wanted": wanted,
-                                  "filled_from": filled})
-        log.log(logging.INFO if first else logging.DEBUG, "adaptive sampler batch %d: short by %d (%s); filled "
-                "from %s", self.batches, wanted, reason, filled or "nothing")
+        self.fallback_log.append(
+            {"batch": self.batches, "cell": "*", "reason": reason, "wanted": wanted, "filled_from": filled}
+        )
+        log.log(
+            logging.INFO if first else logging.DEBUG,
+            "adaptive sampler batch %d: short by %d (%s); filled from %s",
+            self.batches,
+            wanted,
+            reason,
+            filled or "nothing",
+        )
 
     # ---- learning ----------------------------------------------------------------------------------
     def report(self, ids: list[str], success_rates: list[float]) -> dict[str, tuple[str, str]]:
@@ -205,8 +220,9 @@ class AdaptiveSampler:
             if pid not in self.arm:
                 raise KeyError(f"report: prompt id {pid!r} is not in the sampler's train pool; report only drawn ids")
             if not 0.0 <= float(rate) <= 1.0:
-                raise ValueError(f"report: success rate {rate!r} for id {pid!r} must be in [0, 1] "
-                                 "(correct / group size)")
+                raise ValueError(
+                    f"report: success rate {rate!r} for id {pid!r} must be in [0, 1] (correct / group size)"
+                )
             mixed.setdefault(self.arm[pid], []).append(0.0 < float(rate) < 1.0)
             if float(rate) == 1.0 and self.cfg.adaptive.retire_solved:
                 self.retired.add(pid)
@@ -218,9 +234,14 @@ class AdaptiveSampler:
         self._window.update(groups=len(ids), mixed=sum(sum(f) for f in mixed.values()))
         if self.batches % RETIER_SUMMARY_EVERY == 0 and self._window["groups"]:
             top = sorted(self.value.items(), key=lambda kv: -kv[1])[:3]
-            log.info("adaptive sampler: %d of %d groups mixed in the last %d batches, %d prompts retired; "
-                     "highest values %s", self._window["mixed"], self._window["groups"], RETIER_SUMMARY_EVERY,
-                     len(self.retired), ", ".join(f"{c} {k}/{n}: {v:.2f}" for (c, k, n), v in top))
+            log.info(
+                "adaptive sampler: %d of %d groups mixed in the last %d batches, %d prompts retired; highest values %s",
+                self._window["mixed"],
+                self._window["groups"],
+                RETIER_SUMMARY_EVERY,
+                len(self.retired),
+                ", ".join(f"{c} {k}/{n}: {v:.2f}" for (c, k, n), v in top),
+            )
             self._window.clear()
         return {}
 
@@ -232,12 +253,20 @@ class AdaptiveSampler:
     def state_dict(self) -> dict:
         """Everything needed to continue exactly where this sampler is; JSON-serializable."""
         return {
-            "kind": "adaptive", "version": STATE_VERSION, "seed": self.seed, "batch_size": self.batch_size,
-            "pool": self._pool_digest(), "batches": self.batches, "rng": self.rng.bit_generator.state,
+            "kind": "adaptive",
+            "version": STATE_VERSION,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "pool": self._pool_digest(),
+            "batches": self.batches,
+            "rng": self.rng.bit_generator.state,
             "value": [[c, k, n, v] for (c, k, n), v in sorted(self.value.items())],
-            "retired": sorted(self.retired), "recent": [list(b) for b in self.recent],
-            "last_drawn": dict(sorted(self.last_drawn.items())), "window": dict(self._window),
-            "fallback_counts": dict(self.fallback_counts), "fallback_log": list(self.fallback_log),
+            "retired": sorted(self.retired),
+            "recent": [list(b) for b in self.recent],
+            "last_drawn": dict(sorted(self.last_drawn.items())),
+            "window": dict(self._window),
+            "fallback_counts": dict(self.fallback_counts),
+            "fallback_log": list(self.fallback_log),
         }
 
     def load_state_dict(self, state: dict) -> None:

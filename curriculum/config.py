@@ -75,16 +75,23 @@ class AdaptiveSampling(_Frozen):
     """How `sampler: adaptive` values and draws prompts (curriculum/adaptive.py)."""
 
     step: float = Field(
-        0.3, gt=0.0, le=1.0, description="How far one batch moves an arm's value towards the share of its "
-        "groups that came back mixed (an exponential moving average; 1 keeps only the last batch)."
+        0.3,
+        gt=0.0,
+        le=1.0,
+        description="How far one batch moves an arm's value towards the share of its "
+        "groups that came back mixed (an exponential moving average; 1 keeps only the last batch).",
     )
     sharpness: float = Field(
-        4.0, ge=0.0, le=16.0, description="A prompt's draw weight is its arm's value to this power (0 draws every "
-        "eligible prompt alike; higher concentrates the batch on the arms most likely to come back mixed)."
+        4.0,
+        ge=0.0,
+        le=16.0,
+        description="A prompt's draw weight is its arm's value to this power (0 draws every "
+        "eligible prompt alike; higher concentrates the batch on the arms most likely to come back mixed).",
     )
     retire_solved: bool = Field(
-        True, description="A prompt whose group came back all correct is not drawn again in this run (its "
-        "group would be zero-variance and dropped); false keeps it drawable."
+        True,
+        description="A prompt whose group came back all correct is not drawn again in this run (its "
+        "group would be zero-variance and dropped); false keeps it drawable.",
     )
 
 
@@ -121,43 +128,51 @@ class CurriculumConfig(_Frozen):
         description="When no eligible prompt is left anywhere: relax_window reuses the least recently drawn "
         "ids from the dedup window; short_batch returns a smaller batch.",
     )
-    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature when tiering, 0 = greedy (in a spec: "
-                               "generation.temperature).")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass when tiering (in a spec: "
-                         "generation.top_p).")
-    max_new_tokens: int = Field(48, ge=1, description="Completion length cap in tokens when tiering (in a spec: "
-                                "generation.max_new_tokens).")
+    temperature: float = Field(
+        1.0, ge=0.0, description="Sampling temperature when tiering, 0 = greedy (in a spec: generation.temperature)."
+    )
+    top_p: float = Field(
+        1.0, gt=0.0, le=1.0, description="Nucleus sampling mass when tiering (in a spec: generation.top_p)."
+    )
+    max_new_tokens: int = Field(
+        48, ge=1, description="Completion length cap in tokens when tiering (in a spec: generation.max_new_tokens)."
+    )
     engine: Literal["hf", "vllm"] = Field(
-        "hf", description="What samples the tiering completions: hf (transformers, batches of engine_batch_size) "
+        "hf",
+        description="What samples the tiering completions: hf (transformers, batches of engine_batch_size) "
         "or vllm (vLLM's offline engine, same prompt token ids and stop tokens; needs vllm installed: "
-        "pip install 'rlvrflow[gpu]', or scripts/setup_vllm.sh on CPU)."
+        "pip install 'rlvrflow[gpu]', or scripts/setup_vllm.sh on CPU).",
     )
-    engine_batch_size: int = Field(
-        64, ge=1, description="Sequences per generate call of the HF engine when tiering."
-    )
+    engine_batch_size: int = Field(64, ge=1, description="Sequences per generate call of the HF engine when tiering.")
     rl_rows: Literal["auto", "unseen", "all"] = Field(
-        "auto", description="Which train rows tiering and GRPO draw from: unseen (the rows SFT did not train "
+        "auto",
+        description="Which train rows tiering and GRPO draw from: unseen (the rows SFT did not train "
         "on: no solution, outcome only), all (every train row; the run states how many SFT also trained on), "
         "or auto (unseen when at least a tenth of the train rows are outcome only, else all). On rows SFT "
         "memorized, a 'learnable' tier means memorized, and GRPO's training reward rises while held-out "
-        "pass@1 does not."
+        "pass@1 does not.",
     )
     max_rows: int | None = Field(
-        None, ge=1, description="Tier at most this many of those rows (a seeded sample by id hash; null: all). "
+        None,
+        ge=1,
+        description="Tier at most this many of those rows (a seeded sample by id hash; null: all). "
         "Tiering samples n_samples completions per row, so the pool GRPO can use in its steps x "
-        "prompts_per_step draws is all it needs."
+        "prompts_per_step draws is all it needs.",
     )
     sampler: Literal["quota", "adaptive"] = Field(
-        "quota", description="How GRPO draws its prompts: quota (category x tier quotas, online re-tiering; "
+        "quota",
+        description="How GRPO draws its prompts: quota (category x tier quotas, online re-tiering; "
         "curriculum/sampler.py) or adaptive (each prompt weighted by the chance that its group comes back "
         "mixed, learned online per category and offline success count; curriculum/adaptive.py). Under "
-        "adaptive the tier weights multiply each prompt's weight instead of setting batch shares."
+        "adaptive the tier weights multiply each prompt's weight instead of setting batch shares.",
     )
     adaptive: AdaptiveSampling = Field(
         default_factory=AdaptiveSampling, description="Settings of sampler: adaptive (ignored by quota)."
     )
     retier_window: int = Field(
-        4, ge=1, description="Online re-tiering averages a prompt's last W group success rates "
+        4,
+        ge=1,
+        description="Online re-tiering averages a prompt's last W group success rates "
         "(the offline pass@1 counts as the first one).",
     )
 

@@ -1,10 +1,10 @@
 """The tier report written beside tiers.parquet: a table, a markdown summary and a histogram per category.
 
-    tier_report(tiered, out_dir, k=4)
-      -> tier_table.csv      one row per (category, tier) plus an `(all)` category: prompts, share,
-                             mean pass@1, mean pass@k
-      -> tier_report.md      the same as markdown, plus the learnable share per category
-      -> tier_histogram.png  per category, prompts by success rate c/n, coloured by tier
+tier_report(tiered, out_dir, k=4)
+  -> tier_table.csv      one row per (category, tier) plus an `(all)` category: prompts, share,
+                         mean pass@1, mean pass@k
+  -> tier_report.md      the same as markdown, plus the learnable share per category
+  -> tier_histogram.png  per category, prompts by success rate c/n, coloured by tier
 """
 
 from __future__ import annotations
@@ -50,9 +50,12 @@ def _markdown(table, k: int | None) -> str:
         pk = "" if r["pass_at_k"] is None else f"{r['pass_at_k']:.3f}"
         lines.append(f"| {r['category']} | {r['tier']} | {r['prompts']} | {r['share']:.1%} | {p1} | {pk} |")
     learn = table.filter(table["tier"] == "learnable")
-    lines += ["", "Learnable share per category: " + ", ".join(
-        f"{r['category']} {r['share']:.0%}" for r in learn.iter_rows(named=True)
-    ), ""]
+    lines += [
+        "",
+        "Learnable share per category: "
+        + ", ".join(f"{r['category']} {r['share']:.0%}" for r in learn.iter_rows(named=True)),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -94,7 +97,11 @@ def tier_report(df, out_dir: str | Path, k: int | None = None) -> dict[str, Path
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = tier_table(df)
-    paths = {"table": out / "tier_table.csv", "markdown": out / "tier_report.md", "histogram": out / "tier_histogram.png"}
+    paths = {
+        "table": out / "tier_table.csv",
+        "markdown": out / "tier_report.md",
+        "histogram": out / "tier_histogram.png",
+    }
     table.write_csv(paths["table"])
     paths["markdown"].write_text(_markdown(table, k))
     if df.height:

@@ -12,6 +12,7 @@ rows SFT never saw, the outcome-only rows (a gold answer, no worked reply):
 `max_rows` then keeps a seeded sample (the lowest hashes of seed and id, so the same rows for any
 chunking or runner).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,10 @@ def rl_pool(train_df, mode: str, max_rows: int | None, seed: int):
     if mode == "auto":
         chosen = "unseen" if unseen and unseen >= MIN_UNSEEN_SHARE * n else "all"
     if chosen == "unseen" and unseen == 0:
-        raise ValueError(f"curriculum.rl_rows=unseen, but all {n} train rows have a solution (SFT trains on "
-                         "every one): log rows with only their outcome, or set curriculum.rl_rows: all")
+        raise ValueError(
+            f"curriculum.rl_rows=unseen, but all {n} train rows have a solution (SFT trains on "
+            "every one): log rows with only their outcome, or set curriculum.rl_rows: all"
+        )
     pool = train_df.filter(~seen) if chosen == "unseen" else train_df
     capped_from = None
     if max_rows is not None and pool.height > max_rows:
@@ -46,8 +49,15 @@ def rl_pool(train_df, mode: str, max_rows: int | None, seed: int):
         order = sorted(range(pool.height), key=keys.__getitem__)[:max_rows]
         capped_from, pool = pool.height, pool[sorted(order)]
     overlap = int(_has_solution(pool).sum())
-    info = {"rl_rows": chosen, "requested": mode, "train_rows": n, "outcome_only_rows": unseen,
-            "pool_rows": pool.height, "sft_rows_in_pool": overlap, "capped_from": capped_from}
+    info = {
+        "rl_rows": chosen,
+        "requested": mode,
+        "train_rows": n,
+        "outcome_only_rows": unseen,
+        "pool_rows": pool.height,
+        "sft_rows_in_pool": overlap,
+        "capped_from": capped_from,
+    }
     return pool, info
 
 
@@ -55,8 +65,12 @@ def describe(info: dict) -> str:
     """One line for the console: where GRPO's prompts come from, and any overlap with SFT said plainly."""
     cap = f", a sample of {info['capped_from']} (curriculum.max_rows)" if info["capped_from"] else ""
     if info["sft_rows_in_pool"]:
-        return (f"tiering and GRPO use {info['pool_rows']} train rows{cap}; {info['sft_rows_in_pool']} of them are "
-                f"rows SFT trained on (curriculum.rl_rows={info['requested']}: {info['rl_rows']}), so their "
-                "tiers partly measure memory")
-    return (f"tiering and GRPO use {info['pool_rows']} outcome-only train rows{cap}, none of which SFT trained on "
-            f"({info['train_rows'] - info['outcome_only_rows']} rows with a solution are SFT's)")
+        return (
+            f"tiering and GRPO use {info['pool_rows']} train rows{cap}; {info['sft_rows_in_pool']} of them are "
+            f"rows SFT trained on (curriculum.rl_rows={info['requested']}: {info['rl_rows']}), so their "
+            "tiers partly measure memory"
+        )
+    return (
+        f"tiering and GRPO use {info['pool_rows']} outcome-only train rows{cap}, none of which SFT trained on "
+        f"({info['train_rows'] - info['outcome_only_rows']} rows with a solution are SFT's)"
+    )

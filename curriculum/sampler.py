@@ -177,8 +177,10 @@ class StratifiedSampler:
 
     def _borrow_order(self, cell: Cell) -> list[Cell]:
         cat, tier = cell
-        by_weight = sorted((c for c in self.cells if c != cell and self.weights[c] > 0),
-                           key=lambda c: (-self.weights[c], self.cells.index(c)))
+        by_weight = sorted(
+            (c for c in self.cells if c != cell and self.weights[c] > 0),
+            key=lambda c: (-self.weights[c], self.cells.index(c)),
+        )
         same_cat = [c for c in by_weight if c[0] == cat]
         same_tier = [c for c in by_weight if c[1] == tier]
         first, second = (same_cat, same_tier) if self.cfg.fallback == "category_first" else (same_tier, same_cat)
@@ -205,12 +207,16 @@ class StratifiedSampler:
         """
         wanted, filled = missing, Counter()
         served: Counter[str] = Counter()
-        spare = {cat: [c for c in self.cells if c[0] == cat and self.weights[c] == 0]
-                 for cat in self.categories if self.category_share[cat] > 0}
+        spare = {
+            cat: [c for c in self.cells if c[0] == cat and self.weights[c] == 0]
+            for cat in self.categories
+            if self.category_share[cat] > 0
+        }
         while missing:
             for cat in sorted(spare, key=lambda c: (served[c] / self.category_share[c], -self.category_share[c])):
-                cell, pid = next(((c, p) for c in spare[cat] if (p := self._draw(c, blocked, taken_set)) is not None),
-                                 (None, None))
+                cell, pid = next(
+                    ((c, p) for c in spare[cat] if (p := self._draw(c, blocked, taken_set)) is not None), (None, None)
+                )
                 if pid is not None:
                     taken.append(pid)
                     taken_set.add(pid)
@@ -241,12 +247,20 @@ class StratifiedSampler:
     def _event(self, cell: Cell | None, reason: str, wanted: int, filled: dict[str, int]) -> None:
         where = "*" if cell is None else f"{cell[0]}/{cell[1]}"
         self.fallback_counts[reason] += 1
-        self.fallback_log.append({"batch": self.batches, "cell": where, "reason": reason, "wanted": wanted,
-                                  "filled_from": filled})
+        self.fallback_log.append(
+            {"batch": self.batches, "cell": where, "reason": reason, "wanted": wanted, "filled_from": filled}
+        )
         level = logging.INFO if (where, reason) not in self._warned else logging.DEBUG
         self._warned.add((where, reason))
-        log.log(level, "sampler batch %d: cell %s short by %d (%s); filled from %s", self.batches, where,
-                wanted, reason, filled or "nothing")
+        log.log(
+            level,
+            "sampler batch %d: cell %s short by %d (%s); filled from %s",
+            self.batches,
+            where,
+            wanted,
+            reason,
+            filled or "nothing",
+        )
 
     # ---- online re-tiering -----------------------------------------------------------------------
     def report(self, ids: list[str], success_rates: list[float]) -> dict[str, tuple[str, str]]:
@@ -258,7 +272,9 @@ class StratifiedSampler:
             if pid not in self.tier:
                 raise KeyError(f"report: prompt id {pid!r} is not in the sampler's train pool; report only drawn ids")
             if not 0.0 <= float(rate) <= 1.0:
-                raise ValueError(f"report: success rate {rate!r} for id {pid!r} must be in [0, 1] (correct / group size)")
+                raise ValueError(
+                    f"report: success rate {rate!r} for id {pid!r} must be in [0, 1] (correct / group size)"
+                )
             hist = self.history[pid]
             hist.append(float(rate))
             del hist[: max(0, len(hist) - self.cfg.retier_window)]
@@ -269,8 +285,13 @@ class StratifiedSampler:
         if moved:
             log.debug("re-tiering after batch %d: %d prompt(s) moved", self.batches, len(moved))
         if self.batches % RETIER_SUMMARY_EVERY == 0 and self.moves > self._moves_summarized:
-            log.info("re-tiering: %d move(s) in the last %d batches (%d in all); tiers now %s",
-                     self.moves - self._moves_summarized, RETIER_SUMMARY_EVERY, self.moves, self.tier_counts())
+            log.info(
+                "re-tiering: %d move(s) in the last %d batches (%d in all); tiers now %s",
+                self.moves - self._moves_summarized,
+                RETIER_SUMMARY_EVERY,
+                self.moves,
+                self.tier_counts(),
+            )
             self._moves_summarized = self.moves
         return moved
 
@@ -299,22 +320,35 @@ class StratifiedSampler:
     def state_dict(self) -> dict:
         """Everything needed to continue exactly where this sampler is; JSON-serializable."""
         return {
-            "version": STATE_VERSION, "seed": self.seed, "batch_size": self.batch_size, "pool": self._pool_digest(),
-            "batches": self.batches, "moves": self.moves, "moves_summarized": self._moves_summarized, "rng": self.rng.bit_generator.state,
-            "tier": dict(sorted(self.tier.items())), "history": {k: list(v) for k, v in sorted(self.history.items())},
+            "version": STATE_VERSION,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "pool": self._pool_digest(),
+            "batches": self.batches,
+            "moves": self.moves,
+            "moves_summarized": self._moves_summarized,
+            "rng": self.rng.bit_generator.state,
+            "tier": dict(sorted(self.tier.items())),
+            "history": {k: list(v) for k, v in sorted(self.history.items())},
             "queues": [[c, t, list(self.queues[(c, t)])] for c, t in self.cells],
             "credit": [[c, t, self.credit[(c, t)]] for c, t in self.cells],
-            "recent": [list(b) for b in self.recent], "last_drawn": dict(sorted(self.last_drawn.items())),
-            "fallback_counts": dict(self.fallback_counts), "fallback_log": list(self.fallback_log),
+            "recent": [list(b) for b in self.recent],
+            "last_drawn": dict(sorted(self.last_drawn.items())),
+            "fallback_counts": dict(self.fallback_counts),
+            "fallback_log": list(self.fallback_log),
         }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict()` taken from a sampler over the same pool and batch size."""
         if state.get("kind", "quota") != "quota":
-            raise ValueError(f"sampler state is an {state['kind']!r} sampler's, not a quota sampler's; resume with "
-                             "the curriculum.sampler the run started with")
+            raise ValueError(
+                f"sampler state is an {state['kind']!r} sampler's, not a quota sampler's; resume with "
+                "the curriculum.sampler the run started with"
+            )
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release")
+            raise ValueError(
+                f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release"
+            )
         if state["pool"] != self._pool_digest():
             raise ValueError(
                 f"sampler state was saved for another train pool (digest {state['pool']}, this pool "
@@ -340,9 +374,7 @@ def _train_pool(df, who: str = "StratifiedSampler"):
     """The rows the sampler draws from: split == train when a split exists; checks the columns."""
     missing = [c for c in ("id", "category", "tier") if c not in df.columns]
     if missing:
-        raise ValueError(
-            f"{who}: the frame lacks {missing}; pass the output of tier_rows (tiers.parquet)"
-        )
+        raise ValueError(f"{who}: the frame lacks {missing}; pass the output of tier_rows (tiers.parquet)")
     pool = df.filter(df["split"] == "train") if "split" in df.columns else df
     if pool.height == 0:
         raise ValueError(f"{who}: no train rows to sample from (split == 'train' matched nothing)")

@@ -31,7 +31,9 @@ def assign_split(df, eval_fraction: float, seed: int):
         raise ValueError(f"assign_split: eval_fraction={eval_fraction} must be in [0, 1), e.g. 0.15")
     for col in ("id", "category"):
         if col not in df.columns:
-            raise ValueError(f"assign_split: the frame has no '{col}' column; it needs the row schema's id and category")
+            raise ValueError(
+                f"assign_split: the frame has no '{col}' column; it needs the row schema's id and category"
+            )
     dup = df["id"].is_duplicated()
     if dup.any():
         first = df.filter(dup)["id"][0]

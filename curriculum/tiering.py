@@ -112,7 +112,9 @@ def sample_rows(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, sco
             ]
             verdicts = list(score_fn(items))
             if len(verdicts) != len(items):
-                raise RuntimeError(f"score_fn returned {len(verdicts)} verdicts for {len(items)} items; it must return one per item")
+                raise RuntimeError(
+                    f"score_fn returned {len(verdicts)} verdicts for {len(items)} items; it must return one per item"
+                )
             completions = [c for group in groups for c in group]
             records = [_record(j % n, c, v) for j, (c, v) in enumerate(zip(completions, verdicts))]
             samples.extend(records[i * n : (i + 1) * n] for i in range(len(chunk)))
@@ -126,10 +128,16 @@ def sample_rows(df, engine: RolloutEngine, cfg: CurriculumConfig, seed: int, sco
 
 def _record(index: int, completion, verdict: object) -> dict:
     score = _score_value(verdict)
-    return {"sample": index, "response": completion.text, "score": score,
-            "status": getattr(verdict, "status", None), "extracted": getattr(verdict, "extracted", None),
-            "correct": score >= CORRECT_MIN, "n_tokens": len(completion.token_ids),
-            "finish_reason": completion.finish_reason}
+    return {
+        "sample": index,
+        "response": completion.text,
+        "score": score,
+        "status": getattr(verdict, "status", None),
+        "extracted": getattr(verdict, "extracted", None),
+        "correct": score >= CORRECT_MIN,
+        "n_tokens": len(completion.token_ids),
+        "finish_reason": completion.finish_reason,
+    }
 
 
 def rollouts_frame(ids: Sequence[object], samples: list[list[dict]], id_dtype=None):
@@ -137,9 +145,17 @@ def rollouts_frame(ids: Sequence[object], samples: list[list[dict]], id_dtype=No
     import polars as pl
 
     flat = [{"id": i, **s} for i, row in zip(ids, samples) for s in row]
-    schema = {"id": id_dtype or pl.String, "sample": pl.Int64, "response": pl.String, "score": pl.Float64,
-              "status": pl.String, "extracted": pl.String, "correct": pl.Boolean, "n_tokens": pl.Int64,
-              "finish_reason": pl.String}
+    schema = {
+        "id": id_dtype or pl.String,
+        "sample": pl.Int64,
+        "response": pl.String,
+        "score": pl.Float64,
+        "status": pl.String,
+        "extracted": pl.String,
+        "correct": pl.Boolean,
+        "n_tokens": pl.Int64,
+        "finish_reason": pl.String,
+    }
     return pl.DataFrame(flat, schema=schema)
 
 
@@ -179,8 +195,10 @@ def tier_with_rollouts(
     base = df.drop([c for c in TIER_COLUMNS if c in df.columns])
     if base.height == 0:
         return base.with_columns(
-            pl.lit(None, pl.Int64).alias("n_samples"), pl.lit(None, pl.Int64).alias("n_correct"),
-            pl.lit(None, pl.Float64).alias("pass_at_1"), pl.lit(None, pl.Float64).alias("pass_at_k"),
+            pl.lit(None, pl.Int64).alias("n_samples"),
+            pl.lit(None, pl.Int64).alias("n_correct"),
+            pl.lit(None, pl.Float64).alias("pass_at_1"),
+            pl.lit(None, pl.Float64).alias("pass_at_k"),
             pl.lit(None, pl.String).alias("tier"),
         ), rollouts_frame([], [], base.schema["id"])
     samples = sample_rows(base, engine, cfg, seed, score_fn or default_score_fn(workers))
@@ -220,8 +238,15 @@ def tier_to_dir(
     started = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(cfg.engine, model_path, device=device, dtype=dtype, batch_size=cfg.engine_batch_size,
-                         seed=seed, field="curriculum.engine")
+    engine = make_engine(
+        cfg.engine,
+        model_path,
+        device=device,
+        dtype=dtype,
+        batch_size=cfg.engine_batch_size,
+        seed=seed,
+        field="curriculum.engine",
+    )
     try:
         tiered, rollouts = tier_with_rollouts(df, engine, cfg, seed, score_fn=score_fn, workers=workers)
     finally:
@@ -256,6 +281,7 @@ def _empty_rejects(df):
     import polars as pl
 
     return df.head(0).with_columns(
-        pl.lit(None, pl.String).alias("stage"), pl.lit(None, pl.String).alias("reason"),
+        pl.lit(None, pl.String).alias("stage"),
+        pl.lit(None, pl.String).alias("reason"),
         pl.lit(None, pl.String).alias("detail"),
     )

@@ -15,8 +15,17 @@ from rlvrflow.engines.chat import render_episode, render_prompt
 from rlvrflow.engines.factory import make_engine
 from rlvrflow.engines.hf_engine import Completion, HFEngine, PromptFormat, RolloutEngine, SamplingParams
 
-__all__ = ["Completion", "HFEngine", "PromptFormat", "RolloutEngine", "SamplingParams", "VLLMEngine", "make_engine",
-           "render_episode", "render_prompt"]
+__all__ = [
+    "Completion",
+    "HFEngine",
+    "PromptFormat",
+    "RolloutEngine",
+    "SamplingParams",
+    "VLLMEngine",
+    "make_engine",
+    "render_episode",
+    "render_prompt",
+]
 
 
 def __getattr__(name: str):

@@ -17,6 +17,7 @@ the policy's). Each piece is encoded on its own, so an assistant turn's ids are 
 text alone, what the engine generated after the prompt, and the template's scaffolding, the
 prompt and the tool results are 0. Needs a Hugging Face tokenizer; imports nothing heavy itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ TOOLS_FALLBACK = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
     "For each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": "
-    "<args-json-object>}}\n</tool_call>")
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{{"name": <function-name>, "arguments": '
+    "<args-json-object>}}\n</tool_call>"
+)
 
 
 def _schemas(tools: Sequence[Any] | None) -> list[dict]:
@@ -43,10 +45,19 @@ def _messages(transcript: Any) -> list[dict]:
 def template_takes_tools(tokenizer) -> bool:
     """Whether the chat template renders the `tools` argument (a probe with and without one differs)."""
     probe = [{"role": "user", "content": "hi"}]
-    tool = [{"type": "function", "function": {"name": "probe_tool", "description": "probe",
-                                              "parameters": {"type": "object", "properties": {}}}}]
-    return (tokenizer.apply_chat_template(probe, tools=tool, tokenize=False)
-            != tokenizer.apply_chat_template(probe, tokenize=False))
+    tool = [
+        {
+            "type": "function",
+            "function": {
+                "name": "probe_tool",
+                "description": "probe",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    return tokenizer.apply_chat_template(probe, tools=tool, tokenize=False) != tokenizer.apply_chat_template(
+        probe, tokenize=False
+    )
 
 
 def _with_tools(tokenizer, messages: list[dict], tools: list[dict]) -> tuple[list[dict], dict]:
@@ -86,8 +97,10 @@ def render_text(tokenizer, transcript: Any, tools: Sequence[Any] | None = None) 
             cursor = max(cursor, len(before))
         start = text.find(m["content"], cursor)
         if start < 0:
-            raise ValueError(f"the chat template changed assistant message {k}'s text, so its tokens cannot be "
-                             f"told apart: {m['content'][:80]!r}")
+            raise ValueError(
+                f"the chat template changed assistant message {k}'s text, so its tokens cannot be "
+                f"told apart: {m['content'][:80]!r}"
+            )
         end = start + len(m["content"])
         if end_of_turn and text.startswith(end_of_turn, end):
             end += len(end_of_turn)
@@ -109,7 +122,7 @@ def render_episode(tokenizer, transcript: Any, tools: Sequence[Any] | None = Non
     mask: list[int] = []
     cuts = [0] + [c for span in spans for c in span] + [len(text)]
     for k in range(len(cuts) - 1):
-        piece = text[cuts[k]:cuts[k + 1]]
+        piece = text[cuts[k] : cuts[k + 1]]
         if piece:
             enc = tokenizer(piece, add_special_tokens=False)["input_ids"]
             ids += enc

@@ -33,8 +33,10 @@ from types import SimpleNamespace
 from rlvrflow.engines.hf_engine import HF_LOAD_LOCK, FormattedEngine, HFEngine, PromptFormat, stop_token_ids
 
 ENGINES = ("hf", "vllm")
-VLLM_INSTALL = ("on a GPU machine `pip install 'rlvrflow[gpu]'`; on a CPU-only one `bash scripts/setup_vllm.sh`, "
-                "then run with .venv-vllm/bin/python")
+VLLM_INSTALL = (
+    "on a GPU machine `pip install 'rlvrflow[gpu]'`; on a CPU-only one `bash scripts/setup_vllm.sh`, "
+    "then run with .venv-vllm/bin/python"
+)
 MAX_MODEL_LEN = 4096  # vLLM's context when the caller gives none (capped by the model's own)
 
 
@@ -44,13 +46,26 @@ def check_engine(kind: str, field: str = "engine") -> None:
     if kind not in ENGINES:
         raise ValueError(f"{field}={kind!r} is not an engine; use one of: {', '.join(ENGINES)}")
     if kind == "vllm" and importlib.util.find_spec("vllm") is None:
-        raise ImportError(f"{field} is 'vllm' but vllm is not installed in this Python ({sys.executable}); "
-                          f"install it ({VLLM_INSTALL}) or set {field}: hf")
+        raise ImportError(
+            f"{field} is 'vllm' but vllm is not installed in this Python ({sys.executable}); "
+            f"install it ({VLLM_INSTALL}) or set {field}: hf"
+        )
 
 
-def make_engine(kind: str, model_dir: str | Path, *, device: str = "cpu", dtype: str = "auto",
-                prompt_format: PromptFormat | None = None, batch_size: int = 64, max_model_len: int | None = None,
-                gpu_memory_utilization: float = 0.3, seed: int = 0, load=None, field: str = "engine"):
+def make_engine(
+    kind: str,
+    model_dir: str | Path,
+    *,
+    device: str = "cpu",
+    dtype: str = "auto",
+    prompt_format: PromptFormat | None = None,
+    batch_size: int = 64,
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.3,
+    seed: int = 0,
+    load=None,
+    field: str = "engine",
+):
     """A `RolloutEngine` over the Hugging Face model directory `model_dir`.
 
     kind: "hf" (an `HFEngine` on `device`, `batch_size` sequences per forward) or "vllm" (a `VLLMEngine`
@@ -96,19 +111,25 @@ def _load_hf(path: Path, device: str, dtype: str):
     return model.to(device).eval(), tokenizer
 
 
-def _vllm_engine(path: Path, device: str, dtype: str, prompt_format, max_model_len, gpu_memory_utilization,
-                 seed: int, field: str) -> FormattedEngine:
+def _vllm_engine(
+    path: Path, device: str, dtype: str, prompt_format, max_model_len, gpu_memory_utilization, seed: int, field: str
+) -> FormattedEngine:
     from rlvrflow.engines.vllm_engine import VLLMEngine
 
     if (path / "adapter_config.json").is_file():
-        raise ValueError(f"{field}: vllm cannot load the LoRA adapter checkpoint {path}; export merged weights "
-                         f"(`rlvrflow export {path} --out DIR --merge`) and use that directory, or set {field}: hf")
+        raise ValueError(
+            f"{field}: vllm cannot load the LoRA adapter checkpoint {path}; export merged weights "
+            f"(`rlvrflow export {path} --out DIR --merge`) and use that directory, or set {field}: hf"
+        )
     tokenizer, fmt, stops = vllm_prompting(path, prompt_format)
     config = _config(path)
     engine = VLLMEngine(
-        str(path), dtype=checkpoint_dtype(config) if dtype == "auto" else dtype,
+        str(path),
+        dtype=checkpoint_dtype(config) if dtype == "auto" else dtype,
         max_model_len=max_model_len or min(MAX_MODEL_LEN, _max_positions(config) or MAX_MODEL_LEN),
-        gpu_memory_utilization=gpu_memory_utilization, enforce_eager=not device.startswith("cuda"), seed=seed,
+        gpu_memory_utilization=gpu_memory_utilization,
+        enforce_eager=not device.startswith("cuda"),
+        seed=seed,
         stop_token_ids=stops,
     )
     return FormattedEngine(engine, tokenizer, fmt)

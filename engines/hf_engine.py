@@ -58,9 +58,9 @@ PROMPT_FORMAT_FILE = "rlvrflow_prompt.json"  # in a model directory: the format 
 log = logging.getLogger("rlvrflow.engines")
 
 
-
 # HFEngine.generate seeds and draws from torch's process-wide RNG (see generate)
 _SAMPLING_LOCK = threading.RLock()
+
 
 @dataclass(frozen=True)
 class PromptFormat:
@@ -96,8 +96,9 @@ class PromptFormat:
             if eot is not None:
                 return eot
         if tokenizer.eos_token_id is None:
-            raise ValueError("the tokenizer has no eos_token; set one (e.g. tokenizer.eos_token = '</s>') so "
-                             "completions can end")
+            raise ValueError(
+                "the tokenizer has no eos_token; set one (e.g. tokenizer.eos_token = '</s>') so completions can end"
+            )
         return tokenizer.eos_token_id
 
     def to_json(self) -> str:
@@ -108,13 +109,17 @@ class PromptFormat:
         """Resolve `auto | chat | raw` against a tokenizer: auto is chat when it has a chat template."""
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if setting == "chat" and not has_template:
-            raise ValueError("training.prompt_format is 'chat' but the model's tokenizer has no chat template; "
-                             "set prompt_format: raw (or auto), or save a tokenizer with a chat_template")
+            raise ValueError(
+                "training.prompt_format is 'chat' but the model's tokenizer has no chat template; "
+                "set prompt_format: raw (or auto), or save a tokenizer with a chat_template"
+            )
         kind = "chat" if setting == "chat" or (setting == "auto" and has_template) else "raw"
         if kind == "raw" and system:
-            raise ValueError("training.system_prompt is set but the prompts are raw text (prompt_format "
-                             f"{setting!r}, chat template {'present' if has_template else 'absent'}); remove "
-                             "system_prompt or use a model whose tokenizer has a chat template")
+            raise ValueError(
+                "training.system_prompt is set but the prompts are raw text (prompt_format "
+                f"{setting!r}, chat template {'present' if has_template else 'absent'}); remove "
+                "system_prompt or use a model whose tokenizer has a chat template"
+            )
         return cls(kind, system or None)
 
     @classmethod
@@ -135,12 +140,13 @@ def end_of_turn_id(tokenizer) -> int | None:
     `<|im_end|>`, Llama 3's `<|eot_id|>`, Gemma's `<end_of_turn>`), or None when it writes none."""
     mark = "rlvrflow-end-of-turn-probe"
     text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "q"}, {"role": "assistant", "content": mark}], tokenize=False)
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": mark}], tokenize=False
+    )
     at = text.rfind(mark)
     if at < 0:
         return None
     special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
-    for tid in tokenizer(text[at + len(mark):], add_special_tokens=False).input_ids:
+    for tid in tokenizer(text[at + len(mark) :], add_special_tokens=False).input_ids:
         if tid in special:
             return int(tid)
     return None
@@ -162,8 +168,8 @@ def left_pad(rows: list[list[int]], pad_id: int):
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
-        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-        attn[i, width - len(r):] = 1
+        ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+        attn[i, width - len(r) :] = 1
     return ids, attn
 
 
@@ -201,9 +207,7 @@ class Completion:
 class RolloutEngine(Protocol):
     """Anything that samples n completions for each prompt."""
 
-    def generate(
-        self, prompts: list[str], n: int, sampling: SamplingParams, seed: int
-    ) -> list[list[Completion]]:
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams, seed: int) -> list[list[Completion]]:
         """Returns one list of n completions per prompt, in prompt order."""
         ...
 
@@ -225,8 +229,15 @@ class HFEngine:
     transformers `Cache` (legacy tuple caches, state-space models) is decoded by `generate` instead.
     """
 
-    def __init__(self, model, tokenizer, device: str = "cpu", batch_size: int = 64, decode: str = "shared",
-                 prompt_format: PromptFormat | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        device: str = "cpu",
+        batch_size: int = 64,
+        decode: str = "shared",
+        prompt_format: PromptFormat | None = None,
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"HFEngine batch_size={batch_size} must be >= 1")
         if decode not in DECODERS:
@@ -255,9 +266,7 @@ class HFEngine:
         ids, attn = left_pad([self.prompt_format.encode(self.tokenizer, p) for p in prompts], self.pad_token_id)
         return ids.to(self.device), attn.to(self.device)
 
-    def generate(
-        self, prompts: list[str], n: int, sampling: SamplingParams, seed: int
-    ) -> list[list[Completion]]:
+    def generate(self, prompts: list[str], n: int, sampling: SamplingParams, seed: int) -> list[list[Completion]]:
         """n completions per prompt; deterministic given seed; the global RNG is not disturbed."""
         import torch
 
@@ -325,12 +334,18 @@ class HFEngine:
                 cache.reorder_cache(keep)
                 rows, attn, next_pos, nxt, ended = rows[keep], attn[keep], next_pos[keep], nxt[keep], ended[keep]
             attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=1)
-            out = self.model(input_ids=nxt.unsqueeze(1), attention_mask=attn, position_ids=next_pos.unsqueeze(1),
-                             past_key_values=cache, use_cache=True)
+            out = self.model(
+                input_ids=nxt.unsqueeze(1),
+                attention_mask=attn,
+                position_ids=next_pos.unsqueeze(1),
+                past_key_values=cache,
+                use_cache=True,
+            )
             next_pos = next_pos + 1
             logits = out.logits[:, -1, :].float()
-        return [self._completion(gen[b, : length[b]].tolist(), lps[b, : length[b]].tolist(), sampling)
-                for b in range(width)]
+        return [
+            self._completion(gen[b, : length[b]].tolist(), lps[b, : length[b]].tolist(), sampling) for b in range(width)
+        ]
 
     def _hit_stop(self, gen, rows, t: int, stop: tuple[str, ...]):
         """Which live rows' text so far contains a stop string (decoded per row: only with stop strings)."""

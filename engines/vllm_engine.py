@@ -68,7 +68,8 @@ class _Turn:
                     raise RuntimeError(
                         f"VLLMEngine({model}): this thread's vLLM engine ({other}) is still alive, and two in one "
                         "process cannot live together (when either shuts down, vLLM tears down the state the "
-                        "other runs on); close() it first, or run the second engine in its own process")
+                        "other runs on); close() it first, or run the second engine in its own process"
+                    )
                 log.info("vLLM engine for %s waits for the one on %s to be released (one per process)", model, other)
                 self.cond.wait(timeout=5.0)
                 gc.collect()
@@ -193,9 +194,7 @@ class VLLMEngine:
             embed = next((t for name, t in weights if name.endswith("embed_tokens.weight")), None)
             if embed is not None:
                 weights.append(("lm_head.weight", embed))
-        self.llm.collective_rpc(
-            "reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True}
-        )
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
 
     def load_state_dict(self, state_dict: Mapping[str, object]) -> None:

@@ -5,6 +5,7 @@ The `*_rows` / `*_markdown` builders are pure (tested without Prefect); `publish
 `publish_markdown` and `Progress` talk to the Prefect API and do nothing outside a flow or task
 run, so plain stage calls (the CLI, unit tests) never need a server.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,10 +68,18 @@ def stage_rows(manifests: dict[str, dict]) -> list[dict[str, Any]]:
     rows = []
     for name, m in manifests.items():
         st = m.get("stats", {})
-        rows.append({"stage": name, "rows_in": st.get("rows_in", ""), "rows_kept": st.get("rows_kept", ""),
-                     "rows_rejected": st.get("rows_rejected", ""), "seconds": m.get("seconds", 0.0),
-                     "cached": bool(m.get("cached")), "why computed": m.get("reason", ""),
-                     "key": m.get("key", "")})
+        rows.append(
+            {
+                "stage": name,
+                "rows_in": st.get("rows_in", ""),
+                "rows_kept": st.get("rows_kept", ""),
+                "rows_rejected": st.get("rows_rejected", ""),
+                "seconds": m.get("seconds", 0.0),
+                "cached": bool(m.get("cached")),
+                "why computed": m.get("reason", ""),
+                "key": m.get("key", ""),
+            }
+        )
     return rows
 
 
@@ -99,17 +108,24 @@ def validation_markdown(report: dict[str, Any]) -> str:
     gx = report.get("great_expectations", report)
     lines = [f"# Great Expectations: {'passed' if report.get('success') else 'FAILED'}", ""]
     if "rows_checked" in report:
-        lines += [f"{report['rows_checked']} rows checked, {report.get('rows_rejected', 0)} rejected "
-                  f"(at most {report.get('max_rejected_fraction', '?')} allowed). {report.get('reason', '')}", ""]
+        lines += [
+            f"{report['rows_checked']} rows checked, {report.get('rows_rejected', 0)} rejected "
+            f"(at most {report.get('max_rejected_fraction', '?')} allowed). {report.get('reason', '')}",
+            "",
+        ]
     for f in report.get("failures", []):
-        lines.append(f"- **{f.get('expectation')}({f.get('column') or 'table'})**: {f.get('reason')}, "
-                     f"{f.get('unexpected_count')} unexpected")
+        lines.append(
+            f"- **{f.get('expectation')}({f.get('column') or 'table'})**: {f.get('reason')}, "
+            f"{f.get('unexpected_count')} unexpected"
+        )
     lines += ["", "| expectation | column | success | unexpected |", "|---|---|---|---|"]
     for res in gx.get("results", []):
         cfg = res.get("expectation_config", {})
         unexpected = res.get("result", {}).get("unexpected_count", "")
-        lines.append(f"| {cfg.get('type', '?')} | {cfg.get('kwargs', {}).get('column', '')} | "
-                     f"{res.get('success')} | {unexpected} |")
+        lines.append(
+            f"| {cfg.get('type', '?')} | {cfg.get('kwargs', {}).get('column', '')} | "
+            f"{res.get('success')} | {unexpected} |"
+        )
     return "\n".join(lines)
 
 
@@ -135,8 +151,14 @@ def reward_curve_markdown(metrics: list[dict[str, Any]], key: str = "reward_mean
         return ""
     values = [float(v) for _, v in points]
     stride = max(1, len(points) // 40)
-    lines = [f"# {trainer} {key}", "", f"`{sparkline(values)}`  first {values[0]:.3f}, last {values[-1]:.3f}, "
-             f"max {max(values):.3f}", "", f"| step | {key} |", "|---|---|"]
+    lines = [
+        f"# {trainer} {key}",
+        "",
+        f"`{sparkline(values)}`  first {values[0]:.3f}, last {values[-1]:.3f}, max {max(values):.3f}",
+        "",
+        f"| step | {key} |",
+        "|---|---|",
+    ]
     lines += [f"| {s} | {float(v):.4f} |" for s, v in points[::stride]]
     return "\n".join(lines)
 
@@ -146,25 +168,35 @@ def pair_rows(stats: dict[str, Any]) -> list[dict[str, Any]]:
     if not stats:
         return []
     rows = [{"prompts": "gave pairs", "rows": int(stats.get("rows_kept", 0)), "pairs": int(stats.get("pairs", 0))}]
-    rows += [{"prompts": reason, "rows": int(n), "pairs": 0}
-             for reason, n in sorted(stats.get("rejected_by_reason", {}).items())]
+    rows += [
+        {"prompts": reason, "rows": int(n), "pairs": 0}
+        for reason, n in sorted(stats.get("rejected_by_reason", {}).items())
+    ]
     return rows
 
 
 def matrix_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
     """training.eval_matrix rows as a flat table: percentages, regression sets with their change
     against SFT in points, which sets a model regressed on, and which model is best."""
+
     def pct(x):
         return None if x is None else round(100 * float(x), 1)
 
     out = []
     for r in matrix.get("rows", []):
-        row = {"model": r["name"], "best": r["name"] == matrix.get("best"),
-               "pass@1 greedy": pct(r["pass_at_1_greedy"]), "pass@1 sampled": pct(r["pass_at_1_sampled"]),
-               f"pass@{r.get('k')}": pct(r["pass_at_k"]), "format": pct(r["format_rate"]),
-               "length mean": _round(r["length_mean"], 1), "length p90": _round(r["length_p90"], 1),
-               "stability variance": round(float(r["stability_variance"]), 4),
-               "sometimes right": pct(r["sometimes_right"]), "robustness": pct(r["robustness"])}
+        row = {
+            "model": r["name"],
+            "best": r["name"] == matrix.get("best"),
+            "pass@1 greedy": pct(r["pass_at_1_greedy"]),
+            "pass@1 sampled": pct(r["pass_at_1_sampled"]),
+            f"pass@{r.get('k')}": pct(r["pass_at_k"]),
+            "format": pct(r["format_rate"]),
+            "length mean": _round(r["length_mean"], 1),
+            "length p90": _round(r["length_p90"], 1),
+            "stability variance": round(float(r["stability_variance"]), 4),
+            "sometimes right": pct(r["sometimes_right"]),
+            "robustness": pct(r["robustness"]),
+        }
         for name, score in r.get("regression", {}).items():
             row[name] = pct(score)
             row[f"{name} change"] = r["regression_delta"].get(name)
@@ -185,37 +217,54 @@ def samples_pages(samples: dict[str, str]) -> dict[str, str]:
     if "sft" not in samples:
         return {}
     before = read_samples(samples["sft"])
-    return {name: samples_markdown(before, read_samples(path), "sft", name)
-            for name, path in samples.items() if name != "sft"}
+    return {
+        name: samples_markdown(before, read_samples(path), "sft", name)
+        for name, path in samples.items()
+        if name != "sft"
+    }
 
 
 def publish_eval(domain: str, evaluate_dir: str | Path, matrix_file: str | Path, samples: dict[str, str]) -> None:
     """The evaluate stage's artifacts: the eval matrix table and one samples page per checkpoint."""
     matrix = read_json(matrix_file)
     best = matrix.get("best")
-    publish_table(artifact_key(domain, "eval-matrix"), matrix_rows(matrix),
-                  f"eval matrix (SFT and every checkpoint; best: {best}; a checkpoint that lost more than "
-                  f"{matrix.get('max_regression')} points on a regression set is never best); {evaluate_dir}")
+    publish_table(
+        artifact_key(domain, "eval-matrix"),
+        matrix_rows(matrix),
+        f"eval matrix (SFT and every checkpoint; best: {best}; a checkpoint that lost more than "
+        f"{matrix.get('max_regression')} points on a regression set is never best); {evaluate_dir}",
+    )
     for name, markdown in samples_pages(samples).items():
-        publish_markdown(artifact_key(domain, f"samples-{name}"), markdown,
-                         f"held-out samples: sft vs {name} (the same prompts at every checkpoint)")
+        publish_markdown(
+            artifact_key(domain, f"samples-{name}"),
+            markdown,
+            f"held-out samples: sft vs {name} (the same prompts at every checkpoint)",
+        )
 
 
 def promotion_markdown(model: dict, champion: dict | None, verdict: str, decision: dict) -> str:
     """The `<domain>-promotion` page: tonight's model, the champion it met, the verdict and why."""
+
     def score(m: dict | None) -> str:
         value = (m or {}).get("score")
         return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "?"
 
-    lines = [f"## {model['id']}: {verdict}", "",
-             "| | model | held-out greedy pass@1 (its own run) |", "|---|---|---|",
-             f"| tonight | `{model['id']}` ({model.get('best')}) | {score(model)} |"]
+    lines = [
+        f"## {model['id']}: {verdict}",
+        "",
+        "| | model | held-out greedy pass@1 (its own run) |",
+        "|---|---|---|",
+        f"| tonight | `{model['id']}` ({model.get('best')}) | {score(model)} |",
+    ]
     if champion is not None:
         lines.append(f"| champion | `{champion['id']}` ({champion.get('best')}) | {score(champion)} |")
     gain = decision.get("gain")
     if gain:
-        lines += ["", f"On tonight's {gain['prompts']} held-out prompts: {gain['points']:+.1f} points over the champion "
-                      f"({100 * gain['level']:.0f}% paired interval {gain['low']:+.1f} to {gain['high']:+.1f})."]
+        lines += [
+            "",
+            f"On tonight's {gain['prompts']} held-out prompts: {gain['points']:+.1f} points over the champion "
+            f"({100 * gain['level']:.0f}% paired interval {gain['low']:+.1f} to {gain['high']:+.1f}).",
+        ]
     for label, drop in (decision.get("regressions") or {}).items():
         lines.append(f"- {label}: {-drop:+.1f} points against the champion")
     lines += ["", "**Why:** " + "; ".join(decision.get("reasons") or [])]

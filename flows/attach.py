@@ -6,6 +6,7 @@ worker is retried; a row whose reference fails its own verifier is rejected with
 
     python -c "from rlvrflow.flows.attach import attach; attach('examples/retail/spec.yaml', 'runs/demo', clean)"
 """
+
 from __future__ import annotations
 
 from prefect import flow
@@ -16,13 +17,22 @@ from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="attach", log_prints=True)
-def attach(spec_path: str, out: str, clean: dict, force: bool = False, smoke: bool = False,
-           runner: str | None = None, overrides: dict | None = None) -> dict:
+def attach(
+    spec_path: str,
+    out: str,
+    clean: dict,
+    force: bool = False,
+    smoke: bool = False,
+    runner: str | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """Attach verifiers to the `prepare` flow's clean rows and split them; returns both manifests."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     verified = run_in_flow("attach", spec, out, {"prepare": clean}, force).to_dict()
     split = run_in_flow("split", spec, out, {"attach": verified}, force).to_dict()
-    artifacts.publish_table(artifacts.artifact_key(spec.domain, "attach-rejects"),
-                            artifacts.rejects_rows({"attach": verified, "split": split}),
-                            "rows without a usable verifier, and rows over orchestration.max_rows")
+    artifacts.publish_table(
+        artifacts.artifact_key(spec.domain, "attach-rejects"),
+        artifacts.rejects_rows({"attach": verified, "split": split}),
+        "rows without a usable verifier, and rows over orchestration.max_rows",
+    )
     return {"attach": verified, "split": split}

@@ -18,6 +18,7 @@ paths and hashes. A rebuilt stage's manifest says why (`reason`): its first buil
     key = stage_key("attach", {"clean": file_digest(p), "verifiers": spec.verifiers}, ["verifiers"])
     manifest = build_stage(root, "attach", key, lambda out: {...outputs...}, force=False)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,8 +57,9 @@ def tree_digest(root: str | Path, suffixes: set[str] | None = None, skip: frozen
     `__pycache__` and the folders named in `skip`."""
     root = Path(root)
     h = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*")
-                   if p.is_file() and not ({"__pycache__", *skip} & set(p.relative_to(root).parts)))
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and not ({"__pycache__", *skip} & set(p.relative_to(root).parts))
+    )
     for p in files:
         if suffixes is not None and p.suffix not in suffixes:
             continue
@@ -192,15 +194,32 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Manifest":
-        return cls(stage=data["stage"], key=data["key"], dir=Path(data["dir"]), outputs=data["outputs"],
-                   digests=data["digests"], stats=data.get("stats", {}),
-                   seconds=data.get("seconds", 0.0), cached=data.get("cached", False),
-                   reason=data.get("reason", ""), key_parts=data.get("key_parts", {}))
+        return cls(
+            stage=data["stage"],
+            key=data["key"],
+            dir=Path(data["dir"]),
+            outputs=data["outputs"],
+            digests=data["digests"],
+            stats=data.get("stats", {}),
+            seconds=data.get("seconds", 0.0),
+            cached=data.get("cached", False),
+            reason=data.get("reason", ""),
+            key_parts=data.get("key_parts", {}),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "key": self.key, "dir": str(self.dir), "outputs": self.outputs,
-                "digests": self.digests, "stats": self.stats, "seconds": self.seconds, "cached": self.cached,
-                "reason": self.reason, "key_parts": self.key_parts}
+        return {
+            "stage": self.stage,
+            "key": self.key,
+            "dir": str(self.dir),
+            "outputs": self.outputs,
+            "digests": self.digests,
+            "stats": self.stats,
+            "seconds": self.seconds,
+            "cached": self.cached,
+            "reason": self.reason,
+            "key_parts": self.key_parts,
+        }
 
 
 def stage_dir(root: str | Path, stage: str, key: str) -> Path:
@@ -213,9 +232,17 @@ def read_manifest(folder: Path) -> Manifest | None:
     data = _load_manifest(folder / "_manifest.json")
     if data is None or check_outputs(folder, data):
         return None
-    return Manifest(stage=data["stage"], key=data["key"], dir=folder, outputs=data["outputs"],
-                    digests=data["digests"], stats=data.get("stats", {}),
-                    seconds=data.get("seconds", 0.0), cached=True, key_parts=data.get("key_parts", {}))
+    return Manifest(
+        stage=data["stage"],
+        key=data["key"],
+        dir=folder,
+        outputs=data["outputs"],
+        digests=data["digests"],
+        stats=data.get("stats", {}),
+        seconds=data.get("seconds", 0.0),
+        cached=True,
+        key_parts=data.get("key_parts", {}),
+    )
 
 
 def build_stage(
@@ -249,8 +276,10 @@ def build_stage(
             (folder / ".lock").unlink(missing_ok=True)
             return found
         if time.monotonic() > deadline:
-            raise TimeoutError(f"stage {stage}: {folder}/.lock held by another run for over {wait_seconds:.0f} s; "
-                               "if no other run is active, delete the lock file")
+            raise TimeoutError(
+                f"stage {stage}: {folder}/.lock held by another run for over {wait_seconds:.0f} s; "
+                "if no other run is active, delete the lock file"
+            )
         time.sleep(0.5)
     parts = getattr(key, "parts", None) or {}
     reason = "forced" if force else explain_miss(folder.parent, str(key), parts)
@@ -264,8 +293,18 @@ def build_stage(
         outputs, stats = build(folder)
         seconds = round(time.monotonic() - start, 3)
         digests = {name: _digest_any(folder / rel) for name, rel in outputs.items()}
-        manifest = Manifest(stage, str(key), folder, dict(outputs), digests, dict(stats), seconds, cached=False,
-                            reason=reason, key_parts=dict(parts))
+        manifest = Manifest(
+            stage,
+            str(key),
+            folder,
+            dict(outputs),
+            digests,
+            dict(stats),
+            seconds,
+            cached=False,
+            reason=reason,
+            key_parts=dict(parts),
+        )
         record = {k: v for k, v in manifest.to_dict().items() if k not in ("dir", "cached", "reason")}
         record["fingerprints"] = {name: fingerprint(folder / rel) for name, rel in outputs.items()}
         write_json(folder / "_manifest.json", record, indent=1, sort_keys=True)

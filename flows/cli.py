@@ -8,6 +8,7 @@ traceback; the exit code is the failure's kind from flows/errors.py (see the epi
     rlvrflow spec-check examples/retail/spec.yaml
     rlvrflow run examples/retail/spec.yaml --out runs/demo
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,23 +80,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("spec-check", help="validate a domain spec", description="Validate a domain spec, "
-                       "print its sections, then what its data implies (no worked rows, prompts longer than the "
-                       "model's positions, settings the model ignores). Example: rlvrflow spec-check "
-                       "examples/retail/spec.yaml")
+    p = sub.add_parser(
+        "spec-check",
+        help="validate a domain spec",
+        description="Validate a domain spec, "
+        "print its sections, then what its data implies (no worked rows, prompts longer than the "
+        "model's positions, settings the model ignores). Example: rlvrflow spec-check "
+        "examples/retail/spec.yaml",
+    )
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.set_defaults(func=cmd_spec_check)
 
-    p = sub.add_parser("clean", help="ingest + clean + validate", description="Ingest, clean and validate "
-                       "the spec's sources into DIR (clean.parquet, rejects.parquet, stats.json, "
-                       "validation.json). Example: rlvrflow clean examples/retail/spec.yaml --out runs/clean")
+    p = sub.add_parser(
+        "clean",
+        help="ingest + clean + validate",
+        description="Ingest, clean and validate "
+        "the spec's sources into DIR (clean.parquet, rejects.parquet, stats.json, "
+        "validation.json). Example: rlvrflow clean examples/retail/spec.yaml --out runs/clean",
+    )
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.set_defaults(func=cmd_clean)
 
-    p = sub.add_parser("verify", help="score responses with a verifier", description="Score each JSONL "
-                       "line ({response, reference}) with one verifier and write verdicts. Example: "
-                       "rlvrflow verify --verifier math in.jsonl out.jsonl")
+    p = sub.add_parser(
+        "verify",
+        help="score responses with a verifier",
+        description="Score each JSONL "
+        "line ({response, reference}) with one verifier and write verdicts. Example: "
+        "rlvrflow verify --verifier math in.jsonl out.jsonl",
+    )
     p.add_argument("--verifier", required=True, help="verifier name (math, choice, sql, code, json, regex, ...)")
     p.add_argument("--params", default="{}", help="verifier params as a JSON object (default {})")
     p.add_argument("--workers", type=int, default=2, help="scoring processes (default 2)")
@@ -103,92 +116,158 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("output", type=Path, help="output JSONL")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("tier", help="tier prompts by a model's pass@k", description="Prepare, attach "
-                       "verifiers, split, then tier the train rows tiering and GRPO use (curriculum.rl_rows, "
-                       "curriculum.max_rows) by MODEL's pass@k into DIR. Example: "
-                       "rlvrflow tier examples/retail/spec.yaml --model runs/demo/model --out runs/tiers")
+    p = sub.add_parser(
+        "tier",
+        help="tier prompts by a model's pass@k",
+        description="Prepare, attach "
+        "verifiers, split, then tier the train rows tiering and GRPO use (curriculum.rl_rows, "
+        "curriculum.max_rows) by MODEL's pass@k into DIR. Example: "
+        "rlvrflow tier examples/retail/spec.yaml --model runs/demo/model --out runs/tiers",
+    )
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.add_argument("--model", type=Path, required=True, help="local Hugging Face causal-LM directory")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.set_defaults(func=cmd_tier)
 
-    p = sub.add_parser("run", help="run the whole retrain flow locally", description="Run the retrain "
-                       "flow (prepare, attach, split, SFT, tier, GRPO or DPO by training.algorithm, evaluate, report) "
-                       "on Prefect's ephemeral API. Finished stages with unchanged inputs are reused from DIR. "
-                       "Ends with the final and the best checkpoint, the eval matrix and the run doctor's "
-                       "findings. "
-                       "Example: rlvrflow run examples/retail/spec.yaml --out runs/demo")
+    p = sub.add_parser(
+        "run",
+        help="run the whole retrain flow locally",
+        description="Run the retrain "
+        "flow (prepare, attach, split, SFT, tier, GRPO or DPO by training.algorithm, evaluate, report) "
+        "on Prefect's ephemeral API. Finished stages with unchanged inputs are reused from DIR. "
+        "Ends with the final and the best checkpoint, the eval matrix and the run doctor's "
+        "findings. "
+        "Example: rlvrflow run examples/retail/spec.yaml --out runs/demo",
+    )
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.add_argument("--out", type=Path, required=True, help="output folder (stage cache + run folders)")
     p.add_argument("--force", action="store_true", help="recompute every stage, ignoring the cache")
     p.add_argument("--smoke", action="store_true", help="tiny budget (few rows and steps) to check the chain")
-    p.add_argument("--runner", choices=["threads", "dask"], default=None,
-                   help="task runner for the fan-out stages (default: the spec's orchestration.runner)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a spec field by dotted path, VALUE read as YAML; repeatable, e.g. "
-                   "--set training.grpo.max_steps=20 --set training.torch_threads=1")
+    p.add_argument(
+        "--runner",
+        choices=["threads", "dask"],
+        default=None,
+        help="task runner for the fan-out stages (default: the spec's orchestration.runner)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a spec field by dotted path, VALUE read as YAML; repeatable, e.g. "
+        "--set training.grpo.max_steps=20 --set training.torch_threads=1",
+    )
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("make-model", help="build a small test model or the tiny base", description="qwen2: build a "
-                       "randomly initialized model with a byte-level BPE tokenizer trained on the corpus and a ChatML "
-                       "chat template, saved as a Hugging Face directory (training/qwen_model.py). tiny-base: train the "
-                       "embedded architecture on generic arithmetic and number reading (training/tiny_base.py; the "
-                       "shipped base that training.model: embedded-base uses was built this way). Examples: "
-                       "rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny; "
-                       "rlvrflow make-model --arch tiny-base --out runs/tiny-base")
+    p = sub.add_parser(
+        "make-model",
+        help="build a small test model or the tiny base",
+        description="qwen2: build a "
+        "randomly initialized model with a byte-level BPE tokenizer trained on the corpus and a ChatML "
+        "chat template, saved as a Hugging Face directory (training/qwen_model.py). tiny-base: train the "
+        "embedded architecture on generic arithmetic and number reading (training/tiny_base.py; the "
+        "shipped base that training.model: embedded-base uses was built this way). Examples: "
+        "rlvrflow make-model --arch qwen2 --out runs/qwen2-tiny; "
+        "rlvrflow make-model --arch tiny-base --out runs/tiny-base",
+    )
     p.add_argument("--arch", choices=["qwen2", "tiny-base"], default="qwen2", help="architecture (default qwen2)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--corpus", type=Path, action="append", default=None, metavar="FILE",
-                   help="JSONL or text file to train the tokenizer on; repeatable (default: the retail sample)")
+    p.add_argument(
+        "--corpus",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="JSONL or text file to train the tokenizer on; repeatable (default: the retail sample)",
+    )
     p.add_argument("--vocab-size", type=int, default=None, help="qwen2: BPE vocabulary size, at most (default 2048)")
     p.add_argument("--seed", type=int, default=0, help="weight init seed; tiny-base: the corpus's too (default 0)")
-    p.add_argument("--steps", type=int, default=None,
-                   help="tiny-base: training steps of 64 sequences (default 20000, 40-60 min on one CPU core)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="tiny-base: training steps of 64 sequences (default 20000, 40-60 min on one CPU core)",
+    )
     p.set_defaults(func=cmd_make_model)
 
-    p = sub.add_parser("export", help="checkpoint -> plain Hugging Face model", description="Write a "
-                       "checkpoint as a plain Hugging Face directory without the training state; a LoRA "
-                       "checkpoint as its adapter, or with --merge as a full model (training/export.py). "
-                       "Example: rlvrflow export runs/x/step_000100 --out models/mine --merge")
+    p = sub.add_parser(
+        "export",
+        help="checkpoint -> plain Hugging Face model",
+        description="Write a "
+        "checkpoint as a plain Hugging Face directory without the training state; a LoRA "
+        "checkpoint as its adapter, or with --merge as a full model (training/export.py). "
+        "Example: rlvrflow export runs/x/step_000100 --out models/mine --merge",
+    )
     p.add_argument("checkpoint", type=Path, help="a step_NNNNNN/ checkpoint (or an SFT model) directory")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--merge", action="store_true", help="fold a LoRA adapter into the base weights")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("export-dpo", help="DPO pairs from tiering's samples", description="Run (or reuse) "
-                       "prepare, attach, split, SFT and tier through the stage cache, then write DPO pairs "
-                       "(training/dpo_data.py: chosen = a correct sample, rejected = a wrong one of the same "
-                       "prompt; tiers, pairs per prompt and length matching from training.dpo) into DIR: "
-                       "dpo_pairs.jsonl, dataset/ (datasets.load_from_disk: prompt, chosen, rejected, ids, "
-                       "verdicts) and dpo_stats.json. No pairs is a data error. Example: rlvrflow export-dpo "
-                       "examples/retail/spec.yaml --out runs/dpo-data --cache runs/demo")
+    p = sub.add_parser(
+        "export-dpo",
+        help="DPO pairs from tiering's samples",
+        description="Run (or reuse) "
+        "prepare, attach, split, SFT and tier through the stage cache, then write DPO pairs "
+        "(training/dpo_data.py: chosen = a correct sample, rejected = a wrong one of the same "
+        "prompt; tiers, pairs per prompt and length matching from training.dpo) into DIR: "
+        "dpo_pairs.jsonl, dataset/ (datasets.load_from_disk: prompt, chosen, rejected, ids, "
+        "verdicts) and dpo_stats.json. No pairs is a data error. Example: rlvrflow export-dpo "
+        "examples/retail/spec.yaml --out runs/dpo-data --cache runs/demo",
+    )
     p.add_argument("spec", type=Path, help="domain spec YAML")
     p.add_argument("--out", type=Path, required=True, help="output folder for the pairs")
-    p.add_argument("--cache", type=Path, default=None, help="stage cache to reuse, e.g. an `rlvrflow run --out` "
-                   "folder (default: --out)")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="stage cache to reuse, e.g. an `rlvrflow run --out` folder (default: --out)",
+    )
     p.add_argument("--smoke", action="store_true", help="the smoke budget, to reuse an `rlvrflow run --smoke` cache")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a spec field as `rlvrflow run --set` does (the same overrides reuse its stages)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a spec field as `rlvrflow run --set` does (the same overrides reuse its stages)",
+    )
     p.set_defaults(func=cmd_export_dpo)
 
-    p = sub.add_parser("doctor", help="diagnose a run", description="Read a run's metrics, evals, eval matrix "
-                       "and samples and name what went wrong, each finding with its evidence and the change to "
-                       "try (training/doctor.py). Example: rlvrflow doctor runs/demo")
-    p.add_argument("run_dir", type=Path, help="a run folder (OUT/runs/<time>-<id>), an output folder "
-                   "(its newest run) or a GRPO stage folder")
+    p = sub.add_parser(
+        "doctor",
+        help="diagnose a run",
+        description="Read a run's metrics, evals, eval matrix "
+        "and samples and name what went wrong, each finding with its evidence and the change to "
+        "try (training/doctor.py). Example: rlvrflow doctor runs/demo",
+    )
+    p.add_argument(
+        "run_dir",
+        type=Path,
+        help="a run folder (OUT/runs/<time>-<id>), an output folder (its newest run) or a GRPO stage folder",
+    )
     p.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("models", help="the model registry: list, show, register, promote, rollback",
-                       description="The registry under OUT/registry/ (flows/models.py): every registered "
-                       "run's best model, and the champion, the model in use. Example: rlvrflow models "
-                       "--out runs/retail promote 20261204T010000Z-1a2b3c4d --reason 'beats last week'")
+    p = sub.add_parser(
+        "models",
+        help="the model registry: list, show, register, promote, rollback",
+        description="The registry under OUT/registry/ (flows/models.py): every registered "
+        "run's best model, and the champion, the model in use. Example: rlvrflow models "
+        "--out runs/retail promote 20261204T010000Z-1a2b3c4d --reason 'beats last week'",
+    )
     p.add_argument("--out", type=Path, required=True, help="the --out folder of the runs")
-    p.add_argument("--spec", type=Path, help="a domain spec whose `registry:` section (backend: mlflow) says to "
-                   "apply every change to MLflow's model registry too")
+    p.add_argument(
+        "--spec",
+        type=Path,
+        help="a domain spec whose `registry:` section (backend: mlflow) says to "
+        "apply every change to MLflow's model registry too",
+    )
     p.add_argument("--mlflow-uri", help="an MLflow tracking URI: keep its model registry in step (backend: mlflow)")
-    p.add_argument("--mlflow-model", help="the registered model's name in MLflow (default: the spec's "
-                   "registry.model_name, else rlvrflow-<domain>)")
+    p.add_argument(
+        "--mlflow-model",
+        help="the registered model's name in MLflow (default: the spec's registry.model_name, else rlvrflow-<domain>)",
+    )
     msub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     msub.add_parser("list", help="registered models, oldest first; * marks the champion")
     q = msub.add_parser("show", help="one model's record as JSON (default: the champion)")
@@ -200,17 +279,25 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--reason", required=True, help="why, kept in the registry's events")
     q = msub.add_parser("rollback", help="make the previous champion current again")
     q.add_argument("--reason", required=True, help="why, kept in the registry's events")
-    msub.add_parser("check", help="MLflow backend: does MLflow's champion alias name the local champion? "
-                    "(exit 1 when not)")
-    msub.add_parser("sync", help="MLflow backend: apply the local record to MLflow (each model as a version, "
-                    "the champion alias), e.g. after MLflow was unreachable")
+    msub.add_parser(
+        "check", help="MLflow backend: does MLflow's champion alias name the local champion? (exit 1 when not)"
+    )
+    msub.add_parser(
+        "sync",
+        help="MLflow backend: apply the local record to MLflow (each model as a version, "
+        "the champion alias), e.g. after MLflow was unreachable",
+    )
     p.set_defaults(func=cmd_models)
 
-    p = sub.add_parser("import-model", help="GGUF file -> plain Hugging Face model", description="Load a GGUF "
-                       "file with transformers' GGUF support (dequantized to float) and write a Hugging Face "
-                       "folder: safetensors weights, tokenizer with its chat template, generation config "
-                       "(training/import_model.py). Needs the gguf package. Example: rlvrflow import-model "
-                       "model.Q4_1.gguf --out models/mine")
+    p = sub.add_parser(
+        "import-model",
+        help="GGUF file -> plain Hugging Face model",
+        description="Load a GGUF "
+        "file with transformers' GGUF support (dequantized to float) and write a Hugging Face "
+        "folder: safetensors weights, tokenizer with its chat template, generation config "
+        "(training/import_model.py). Needs the gguf package. Example: rlvrflow import-model "
+        "model.Q4_1.gguf --out models/mine",
+    )
     p.add_argument("gguf_file", type=Path, help="a .gguf model file")
     p.add_argument("--out", type=Path, required=True, help="output folder (must be empty or absent)")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="weight dtype to save")
@@ -256,8 +343,7 @@ def _main(argv: list[str] | None) -> int:
         import traceback
 
         traceback.print_exc()
-        print(f"rlvrflow {args.command}: failed on a bug (the traceback above); please report it",
-              file=sys.stderr)
+        print(f"rlvrflow {args.command}: failed on a bug (the traceback above); please report it", file=sys.stderr)
         return EXIT_CODES["bug"]
 
 
@@ -311,8 +397,10 @@ def format_stats(stats: dict) -> str:
         if not isinstance(st, dict) or "rows_in" not in st:
             continue
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(st.get("rejected_by_reason", {}).items()))
-        lines.append(f"{name or 'total':>10}: in {st['rows_in']:>6}  kept {st['rows_kept']:>6}  "
-                     f"rejected {st['rows_rejected']:>5}" + (f"  ({reasons})" if reasons else ""))
+        lines.append(
+            f"{name or 'total':>10}: in {st['rows_in']:>6}  kept {st['rows_kept']:>6}  "
+            f"rejected {st['rows_rejected']:>5}" + (f"  ({reasons})" if reasons else "")
+        )
     return "\n".join(lines) or json.dumps(stats, indent=1, default=str)
 
 
@@ -333,8 +421,11 @@ def cmd_clean(args) -> int:
 
     spec = _load(args.spec)
     m = _guard(lambda: stages.run("prepare", spec, args.out, {}))
-    publish(m, {"rows": "clean.parquet", "rejects": "rejects.parquet", "stats": "stats.json",
-                "validation": "validation.json"}, args.out)
+    publish(
+        m,
+        {"rows": "clean.parquet", "rejects": "rejects.parquet", "stats": "stats.json", "validation": "validation.json"},
+        args.out,
+    )
     print(format_stats(m.stats))
     print(f"wrote {args.out} (the stage folder: {m.dir})")
     return 0
@@ -344,10 +435,12 @@ def cmd_verify(args) -> int:
     try:
         params = json.loads(args.params)
     except json.JSONDecodeError as exc:
-        raise UserError(f"--params: not JSON ({exc.msg} at column {exc.colno}); pass an object like "
-                        "'{\"database\": \"shop.db\"}'", EXIT_USAGE) from None
+        raise UserError(
+            f'--params: not JSON ({exc.msg} at column {exc.colno}); pass an object like \'{{"database": "shop.db"}}\'',
+            EXIT_USAGE,
+        ) from None
     if not isinstance(params, dict):
-        raise UserError("--params: must be a JSON object like '{\"database\": \"shop.db\"}'", EXIT_USAGE)
+        raise UserError('--params: must be a JSON object like \'{"database": "shop.db"}\'', EXIT_USAGE)
     if not args.input.is_file():
         raise UserError(f"{args.input}: input file not found", EXIT_USAGE)
     from rlvrflow.verifiers.cli import verify_file
@@ -361,8 +454,7 @@ def cmd_verify(args) -> int:
 def cmd_tier(args) -> int:
     spec = _load(args.spec)
     if not args.model.is_dir():
-        raise UserError(f"--model {args.model}: not a directory; pass a local Hugging Face model folder",
-                        EXIT_USAGE)
+        raise UserError(f"--model {args.model}: not a directory; pass a local Hugging Face model folder", EXIT_USAGE)
     m = _guard(lambda: tier_with_model(spec, args.model, args.out))
     print(json.dumps(m.stats, indent=1, default=str))
     print(f"wrote {args.out}/tiers.parquet and the tier report (the stage folder: {m.dir})")
@@ -379,8 +471,19 @@ def tier_with_model(spec, model: Path, out: Path):
     m["split"] = stages.run("split", spec, out, m)
     m["sft"] = stages.given_model(model)
     tier = stages.run("tier", spec, out, m)
-    publish(tier, {"rows": "tiers.parquet", "rejects": "tiers_rejects.parquet", "stats": "tiers_stats.json",
-                   "rollouts": "tier_rollouts.parquet", "table": "tier_table.csv", "markdown": "tier_report.md", "histogram": "tier_histogram.png"}, out)
+    publish(
+        tier,
+        {
+            "rows": "tiers.parquet",
+            "rejects": "tiers_rejects.parquet",
+            "stats": "tiers_stats.json",
+            "rollouts": "tier_rollouts.parquet",
+            "table": "tier_table.csv",
+            "markdown": "tier_report.md",
+            "histogram": "tier_histogram.png",
+        },
+        out,
+    )
     return tier
 
 
@@ -422,8 +525,11 @@ def cmd_run(args) -> int:
             return code
     ok = False
     try:
-        outcome = _guard(lambda: run_local(args.spec, args.out, force=args.force, smoke=args.smoke,
-                                           runner=args.runner, overrides=overrides))
+        outcome = _guard(
+            lambda: run_local(
+                args.spec, args.out, force=args.force, smoke=args.smoke, runner=args.runner, overrides=overrides
+            )
+        )
         ok = outcome.ok
     finally:
         ranks.close(ok)
@@ -437,8 +543,11 @@ def cmd_make_model(args) -> int:
 
     if args.arch == "tiny-base":
         if args.corpus:
-            raise UserError("--corpus: the tiny base trains on its own generic corpus (training/tiny_base.py); "
-                            "drop --corpus, or use --arch qwen2", EXIT_USAGE)
+            raise UserError(
+                "--corpus: the tiny base trains on its own generic corpus (training/tiny_base.py); "
+                "drop --corpus, or use --arch qwen2",
+                EXIT_USAGE,
+            )
         if args.vocab_size is not None:
             raise UserError("--vocab-size: the tiny base's vocabulary is its corpus's characters; drop it", EXIT_USAGE)
         steps = 20000 if args.steps is None else args.steps
@@ -451,8 +560,9 @@ def cmd_make_model(args) -> int:
         print(f"wrote {args.out}")
         return 0
     if args.steps is not None:
-        raise UserError("--steps: qwen2 builds a random model (no training); drop it, or use --arch tiny-base",
-                        EXIT_USAGE)
+        raise UserError(
+            "--steps: qwen2 builds a random model (no training); drop it, or use --arch tiny-base", EXIT_USAGE
+        )
     for f in args.corpus or []:
         if not f.is_file():
             raise UserError(f"--corpus {f}: file not found", EXIT_USAGE)
@@ -493,8 +603,11 @@ def registry_backend(args):
         except SpecError as exc:
             raise UserError(str(exc), EXIT_USAGE) from None
     if args.mlflow_uri or args.mlflow_model:
-        cfg = RegistryConfig(backend="mlflow", tracking_uri=args.mlflow_uri or cfg.tracking_uri,
-                             model_name=args.mlflow_model or cfg.model_name)
+        cfg = RegistryConfig(
+            backend="mlflow",
+            tracking_uri=args.mlflow_uri or cfg.tracking_uri,
+            model_name=args.mlflow_model or cfg.model_name,
+        )
     return cfg
 
 
@@ -515,8 +628,10 @@ def cmd_models(args) -> int:
         elif args.action == "show":
             model = registry.get(args.model) if args.model else registry.champion()
             if model is None:
-                raise RegistryError(f"no champion in {registry.dir} yet; `rlvrflow models --out {args.out} "
-                                    "promote ID --reason ...` makes one")
+                raise RegistryError(
+                    f"no champion in {registry.dir} yet; `rlvrflow models --out {args.out} "
+                    "promote ID --reason ...` makes one"
+                )
             print(json.dumps(model, indent=1))
         elif args.action == "register":
             print(describe(registry.register(args.run_dir)))
@@ -536,10 +651,12 @@ def cmd_import_model(args) -> int:
         result = import_gguf(args.gguf_file, args.out, dtype=args.dtype, force=args.force)
     except GGUFImportError as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
-    print(f"wrote {result['out']}: {result['architecture']} ({result['model_type']}), "
-          f"{result['parameters'] / 1e6:.1f}M parameters, {result['dtype']}, vocab {result['vocab_size']}, "
-          f"chat template {'yes' if result['chat_template'] else 'no'}, tensor types "
-          f"{', '.join(result['tensor_types'])}, {result['seconds']} s")
+    print(
+        f"wrote {result['out']}: {result['architecture']} ({result['model_type']}), "
+        f"{result['parameters'] / 1e6:.1f}M parameters, {result['dtype']}, vocab {result['vocab_size']}, "
+        f"chat template {'yes' if result['chat_template'] else 'no'}, tensor types "
+        f"{', '.join(result['tensor_types'])}, {result['seconds']} s"
+    )
     return 0
 
 
@@ -556,13 +673,19 @@ def export_dpo_pairs(spec, out: Path, cache: Path) -> dict:
     for name in ("attach", "split", "sft", "tier"):
         m[name] = stages.run(name, spec, cache, m)
     tier = m["tier"]
-    _, stats = build_pairs(pl.read_parquet(tier.path("rows")), pl.read_parquet(tier.path("rollouts")),
-                           spec.training.dpo, spec.training.seed)
+    _, stats = build_pairs(
+        pl.read_parquet(tier.path("rows")),
+        pl.read_parquet(tier.path("rollouts")),
+        spec.training.dpo,
+        spec.training.seed,
+    )
     if not stats["pairs"]:
-        raise DataError(f"export-dpo: no prompt of tiers {list(spec.training.dpo.tiers)} has both a correct and an "
-                        f"incorrect sample (of {stats['rows_in']} tiered prompts, dropped: "
-                        f"{stats['rejected_by_reason']}); widen training.dpo.tiers (--set 'training.dpo.tiers="
-                        "[learnable, too_hard]'), raise curriculum.n_samples, or train SFT longer")
+        raise DataError(
+            f"export-dpo: no prompt of tiers {list(spec.training.dpo.tiers)} has both a correct and an "
+            f"incorrect sample (of {stats['rows_in']} tiered prompts, dropped: "
+            f"{stats['rejected_by_reason']}); widen training.dpo.tiers (--set 'training.dpo.tiers="
+            "[learnable, too_hard]'), raise curriculum.n_samples, or train SFT longer"
+        )
     return export_dpo(tier.dir, out, spec.training.dpo, spec.training.seed)
 
 
@@ -578,12 +701,16 @@ def cmd_export_dpo(args) -> int:
         raise UserError(str(exc), EXIT_USAGE) from None
     stats = _guard(lambda: export_dpo_pairs(spec, args.out, args.cache or args.out))
     reasons = ", ".join(f"{k}={v}" for k, v in sorted(stats["rejected_by_reason"].items())) or "none"
-    print(f"{stats['pairs']} pairs from {stats['rows_kept']} of {stats['rows_in']} tiered prompts "
-          f"(tiers {', '.join(stats['tiers'])}, at most {stats['max_pairs_per_prompt']} per prompt, "
-          f"length matching {'on' if stats['length_match'] else 'off'})")
+    print(
+        f"{stats['pairs']} pairs from {stats['rows_kept']} of {stats['rows_in']} tiered prompts "
+        f"(tiers {', '.join(stats['tiers'])}, at most {stats['max_pairs_per_prompt']} per prompt, "
+        f"length matching {'on' if stats['length_match'] else 'off'})"
+    )
     print(f"prompts without pairs: {reasons}")
-    print(f"wrote {args.out}: {stats['files']['jsonl']}, {stats['files']['dataset']}/ "
-          f"(datasets.load_from_disk), dpo_stats.json")
+    print(
+        f"wrote {args.out}: {stats['files']['jsonl']}, {stats['files']['dataset']}/ "
+        f"(datasets.load_from_disk), dpo_stats.json"
+    )
     return 0
 
 

@@ -4,6 +4,7 @@ Prefect is imported lazily inside functions here; the flow modules import it at 
 the Prefect layer) but keep torch, polars and Great Expectations inside tasks. Retries live with the
 tasks (flows/tasks.py), failure kinds in flows/errors.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,6 +39,7 @@ SMOKE_OVERRIDES: dict[str, Any] = {
     "eval.max_prompts": 6,
 }
 
+
 def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
     """A copy of the spec with dotted-path overrides applied and re-validated."""
     data = spec_data(spec)  # generation.* stays live: --set generation.max_new_tokens=N reaches its sections
@@ -51,9 +53,11 @@ def with_overrides(spec: DomainSpec, overrides: dict[str, Any]) -> DomainSpec:
                 node[name] = {}
             node = node[name]
             if not isinstance(node, dict):
-                path = ".".join(parents[:depth + 1])
-                raise SpecError(f"override {dotted!r}: {path} is a value ({node!r}), not a section; "
-                                f"set it directly, e.g. --set {path}=...")
+                path = ".".join(parents[: depth + 1])
+                raise SpecError(
+                    f"override {dotted!r}: {path} is a value ({node!r}), not a section; "
+                    f"set it directly, e.g. --set {path}=..."
+                )
         node[leaf] = value
     origin = str(spec.path) if spec.path else "<spec>"
     new = spec_from_dict(data, spec.base_dir, origin=f"{origin} (with overrides {sorted(overrides)})")
@@ -75,8 +79,9 @@ def route_library_logs(level: int = logging.INFO) -> None:
         lib.setLevel(level)
 
 
-def load_run_spec(spec_path: str | Path, smoke: bool = False, runner: str | None = None,
-                  overrides: dict[str, Any] | None = None) -> DomainSpec:
+def load_run_spec(
+    spec_path: str | Path, smoke: bool = False, runner: str | None = None, overrides: dict[str, Any] | None = None
+) -> DomainSpec:
     """The spec a run uses: the file, then the smoke budget, a task-runner override and the caller's
     dotted-path overrides (e.g. {"training.grpo.max_steps": 20}), in that order. Every flow starts here,
     so this is also where the libraries' log lines are routed to the run's logs."""
@@ -100,10 +105,17 @@ def make_task_runner(spec: DomainSpec):
         try:
             from prefect_dask import DaskTaskRunner
         except ImportError:
-            raise RuntimeError("orchestration.runner: dask needs prefect-dask; "
-                               "pip install 'prefect-dask>=0.3.7' 'dask[distributed]'") from None
+            raise RuntimeError(
+                "orchestration.runner: dask needs prefect-dask; pip install 'prefect-dask>=0.3.7' 'dask[distributed]'"
+            ) from None
         if cfg.address:
             return DaskTaskRunner(address=cfg.address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.task_workers, "threads_per_worker": 1,
-                                              "processes": True, "dashboard_address": None})
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": cfg.task_workers,
+                "threads_per_worker": 1,
+                "processes": True,
+                "dashboard_address": None,
+            }
+        )
     raise ValueError(f"orchestration.runner {cfg.runner!r} is not threads or dask")

@@ -18,6 +18,7 @@ INFO lines and transformers' bars included. Where each library's noise comes fro
 
 Nothing here changes a logger's level: what a library logs is what the file gets.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,7 +73,8 @@ def quiet_console(log_path: Path):
         hf_root.handlers = [h for h in hf_handlers if not is_console(h)]
         hf_root.propagate = True
         previous_hook = hf_logging.set_tqdm_hook(
-            lambda make, args, kwargs: make(*args, **{**kwargs, "file": stream, "ascii": True, "ncols": 100}))
+            lambda make, args, kwargs: make(*args, **{**kwargs, "file": stream, "ascii": True, "ncols": 100})
+        )
         try:
             yield
         finally:

@@ -7,6 +7,7 @@ counts are published when done. A crashed run resumes from its newest checkpoint
 
     python -c "from rlvrflow.flows.dpo import dpo; dpo('examples/retail/spec.yaml', 'runs/demo', split, sft, tiers)"
 """
+
 from __future__ import annotations
 
 
@@ -19,14 +20,29 @@ from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="dpo", log_prints=True)
-def dpo(spec_path: str, out: str, split: dict, sft: dict, tiers: dict, force: bool = False,
-        smoke: bool = False, runner: str | None = None, overrides: dict | None = None) -> dict:
+def dpo(
+    spec_path: str,
+    out: str,
+    split: dict,
+    sft: dict,
+    tiers: dict,
+    force: bool = False,
+    smoke: bool = False,
+    runner: str | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """DPO training; returns the stage manifest (checkpoints, dpo_pairs.jsonl, metrics.jsonl, summary.json)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = run_in_flow("dpo", spec, out, {"split": split, "sft": sft, "tier": tiers}, force)
     metrics = read_jsonl(m.path("metrics"))
-    artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "dpo-loss"),
-                               artifacts.reward_curve_markdown(metrics, "loss", "DPO"), "DPO loss per step")
-    artifacts.publish_table(artifacts.artifact_key(spec.domain, "dpo-pairs"), artifacts.pair_rows(m.stats.get("pairs", {})),
-                            "tiered prompts that gave DPO pairs, and why the others gave none")
+    artifacts.publish_markdown(
+        artifacts.artifact_key(spec.domain, "dpo-loss"),
+        artifacts.reward_curve_markdown(metrics, "loss", "DPO"),
+        "DPO loss per step",
+    )
+    artifacts.publish_table(
+        artifacts.artifact_key(spec.domain, "dpo-pairs"),
+        artifacts.pair_rows(m.stats.get("pairs", {})),
+        "tiered prompts that gave DPO pairs, and why the others gave none",
+    )
     return m.to_dict()

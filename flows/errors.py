@@ -15,6 +15,7 @@ Third-party transient types are matched by class: `concurrent.futures.BrokenExec
 so it is never imported here). Library error classes are imported when first classified, so
 importing this module stays cheap.
 """
+
 from __future__ import annotations
 
 import sys
@@ -24,8 +25,7 @@ from typing import Literal
 Kind = Literal["usage", "data", "transient", "bug"]
 EXIT_CODES: dict[str, int] = {"data": 1, "usage": 2, "bug": 70, "transient": 75}
 
-__all__ = ["DataError", "TransientError", "StageFailed", "Kind", "EXIT_CODES", "classify", "exit_code",
-           "is_transient"]
+__all__ = ["DataError", "TransientError", "StageFailed", "Kind", "EXIT_CODES", "classify", "exit_code", "is_transient"]
 
 
 class DataError(ValueError):

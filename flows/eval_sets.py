@@ -14,6 +14,7 @@ A missing set file is a data error of the evaluate stage, not of the spec: `spec
 `tier` and `export-dpo` work before the sets are written, and the message names the spec field and
 how to write the file. Bad rows (no id, duplicate ids, an unknown verifier) name the file and line.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,17 +37,20 @@ class EvalSets:
 
 def set_paths(spec: DomainSpec) -> dict[str, Path]:
     """Every set file the spec names, by where it is named ("eval.regression_sets[0] (general)")."""
-    paths = {f"eval.regression_sets[{i}] ({s.name})": spec.resolve(s.path)
-             for i, s in enumerate(spec.eval.regression_sets)}
+    paths = {
+        f"eval.regression_sets[{i}] ({s.name})": spec.resolve(s.path) for i, s in enumerate(spec.eval.regression_sets)
+    }
     if spec.eval.robustness_set:
         paths["eval.robustness_set"] = spec.resolve(spec.eval.robustness_set)
     return paths
 
 
 def _missing(where: str, path: Path) -> DataError:
-    return DataError(f"evaluate: {where}: {path} does not exist; write it (the retail sample: python "
-                     "examples/retail/eval_sets.py --out examples/retail/eval --seed 0, or make sample), "
-                     "fix the path (relative to the spec file) or remove the entry from the spec's eval section")
+    return DataError(
+        f"evaluate: {where}: {path} does not exist; write it (the retail sample: python "
+        "examples/retail/eval_sets.py --out examples/retail/eval --seed 0, or make sample), "
+        "fix the path (relative to the spec file) or remove the entry from the spec's eval section"
+    )
 
 
 def set_digests(spec: DomainSpec) -> dict[str, str]:
@@ -93,8 +97,7 @@ def _params_json(raw: Any, base_dir: Path, at: str, where: str) -> str:
     return json.dumps(resolve_params(params, base_dir), ensure_ascii=False, sort_keys=True)
 
 
-def read_set(spec: DomainSpec, path: Path, where: str, verifier: str | None = None,
-             params: dict | None = None):
+def read_set(spec: DomainSpec, path: Path, where: str, verifier: str | None = None, params: dict | None = None):
     """The rows of one set file as a polars frame of COLUMNS. With `verifier` (a regression set) every
     row gets it and `params`; without, each row must carry its own `verifier` (the robustness set)."""
     import polars as pl
@@ -106,8 +109,10 @@ def read_set(spec: DomainSpec, path: Path, where: str, verifier: str | None = No
     for at, r in _records(path, where):
         lacking = [c for c in REQUIRED + (() if verifier else ("verifier",)) if r.get(c) in (None, "")]
         if lacking:
-            raise DataError(f"evaluate: {where}: {at} lacks {lacking}; each row needs id, prompt and reference"
-                            + ("" if verifier else " and its verifier (e.g. refusal)"))
+            raise DataError(
+                f"evaluate: {where}: {at} lacks {lacking}; each row needs id, prompt and reference"
+                + ("" if verifier else " and its verifier (e.g. refusal)")
+            )
         if str(r["id"]) in seen:
             raise DataError(f"evaluate: {where}: {at}: id {r['id']!r} appears twice; ids must be unique")
         seen.add(str(r["id"]))
@@ -116,10 +121,18 @@ def read_set(spec: DomainSpec, path: Path, where: str, verifier: str | None = No
             check_name(name)
         except UnknownVerifier as exc:
             raise DataError(f"evaluate: {where}: {at}: {exc}") from None
-        rows.append({"id": str(r["id"]), "category": str(r.get("category") or ""), "prompt": str(r["prompt"]),
-                     "reference": str(r["reference"]), "verifier": name,
-                     "verifier_params": fixed if verifier else _params_json(r.get("verifier_params"), spec.base_dir,
-                                                                            at, where)})
+        rows.append(
+            {
+                "id": str(r["id"]),
+                "category": str(r.get("category") or ""),
+                "prompt": str(r["prompt"]),
+                "reference": str(r["reference"]),
+                "verifier": name,
+                "verifier_params": fixed
+                if verifier
+                else _params_json(r.get("verifier_params"), spec.base_dir, at, where),
+            }
+        )
     if not rows:
         raise DataError(f"evaluate: {where}: {path} holds no rows")
     return pl.DataFrame(rows, schema={c: pl.String for c in COLUMNS})
@@ -129,8 +142,9 @@ def load_sets(spec: DomainSpec) -> EvalSets:
     """Every regression set (by name, in spec order) and the robustness set, read and checked."""
     sets = EvalSets()
     for i, s in enumerate(spec.eval.regression_sets):
-        sets.regression[s.name] = read_set(spec, spec.resolve(s.path), f"eval.regression_sets[{i}] ({s.name})",
-                                           s.verifier, s.params)
+        sets.regression[s.name] = read_set(
+            spec, spec.resolve(s.path), f"eval.regression_sets[{i}] ({s.name})", s.verifier, s.params
+        )
     if spec.eval.robustness_set:
         sets.robustness = read_set(spec, spec.resolve(spec.eval.robustness_set), "eval.robustness_set")
     return sets

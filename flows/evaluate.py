@@ -5,6 +5,7 @@ checkpoint's headline metrics beside the SFT baseline's, with the difference.
 
     python -c "from rlvrflow.flows.evaluate import evaluate; evaluate('examples/retail/spec.yaml', 'runs/demo', split, sft, grpo)"
 """
+
 from __future__ import annotations
 
 import json
@@ -26,18 +27,35 @@ def eval_rows(table: list[dict]) -> list[dict]:
     rows = []
     for r in table:
         row = {"model": r["name"], **{k: round(float(r[k]), 4) for k in HEADLINE if r.get(k) is not None}}
-        row.update({f"delta_{k}": round(float(r[k]) - float(base[k]), 4) for k in HEADLINE
-                    if r.get(k) is not None and base.get(k) is not None})
+        row.update(
+            {
+                f"delta_{k}": round(float(r[k]) - float(base[k]), 4)
+                for k in HEADLINE
+                if r.get(k) is not None and base.get(k) is not None
+            }
+        )
         rows.append(row)
     return rows
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate(spec_path: str, out: str, split: dict, sft: dict, grpo: dict, force: bool = False,
-             smoke: bool = False, runner: str | None = None, overrides: dict | None = None) -> dict:
+def evaluate(
+    spec_path: str,
+    out: str,
+    split: dict,
+    sft: dict,
+    grpo: dict,
+    force: bool = False,
+    smoke: bool = False,
+    runner: str | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """Evaluate the SFT model and each GRPO checkpoint; returns the stage manifest (eval_table.json)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = run_in_flow("evaluate", spec, out, {"split": split, "sft": sft, "grpo": grpo}, force)
-    artifacts.publish_table(artifacts.artifact_key(spec.domain, "eval"), eval_rows(json.loads(m.path("table").read_text())),
-                            "held-out eval: SFT baseline (first row) and each GRPO checkpoint")
+    artifacts.publish_table(
+        artifacts.artifact_key(spec.domain, "eval"),
+        eval_rows(json.loads(m.path("table").read_text())),
+        "held-out eval: SFT baseline (first row) and each GRPO checkpoint",
+    )
     return m.to_dict()

@@ -26,6 +26,7 @@ register, promote and rollback is written here first and then applied to MLflow'
 (flows/mlflow_registry.py). When MLflow cannot be reached the local write stands and a `MirrorError`
 (carrying the local result as `.record`) says so and how to catch up: `rlvrflow models sync`.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -92,23 +93,28 @@ class Registry:
             except json.JSONDecodeError as exc:
                 if number == len(lines) and not text.endswith("\n"):
                     break
-                raise RegistryError(f"{self.events_path}:{number}: not a JSON event ({exc.msg}); "
-                                    "fix or remove that line") from None
+                raise RegistryError(
+                    f"{self.events_path}:{number}: not a JSON event ({exc.msg}); fix or remove that line"
+                ) from None
         return events
 
     def models(self) -> list[dict]:
         """Registered models, oldest first, each with `champion: bool`."""
         champion = self._champions()[-1:] or [None]
-        return [{**e["model"], "champion": e["model"]["id"] == champion[0]}
-                for e in self.events() if e["event"] == "register"]
+        return [
+            {**e["model"], "champion": e["model"]["id"] == champion[0]}
+            for e in self.events()
+            if e["event"] == "register"
+        ]
 
     def get(self, model_id: str) -> dict:
         for model in self.models():
             if model["id"] == model_id:
                 return model
         known = ", ".join(m["id"] for m in self.models()[-5:]) or "none yet"
-        raise RegistryError(f"no registered model {model_id!r} in {self.dir} (latest: {known}); "
-                            "`rlvrflow models list` shows them")
+        raise RegistryError(
+            f"no registered model {model_id!r} in {self.dir} (latest: {known}); `rlvrflow models list` shows them"
+        )
 
     def champion(self) -> dict | None:
         ids = self._champions()
@@ -133,8 +139,9 @@ class Registry:
         run_dir = Path(run_dir)
         report_path = run_dir / "report.json"
         if not report_path.is_file():
-            raise RegistryError(f"{run_dir}: no report.json; register a run folder that finished "
-                                "(OUT/runs/<time>-<run id>/)")
+            raise RegistryError(
+                f"{run_dir}: no report.json; register a run folder that finished (OUT/runs/<time>-<run id>/)"
+            )
         report = json.loads(report_path.read_text())
         model_id = run_dir.name
         if any(m["id"] == model_id for m in self.models()):
@@ -144,10 +151,13 @@ class Registry:
             raise RegistryError(f"{report_path}: the best model's folder {source!r} is gone; rerun the run")
         stages = report.get("stages", {})
         data_dirs = [Path(stages.get(name, {}).get("dir") or "") for name in ("prepare", "attach")]
-        if not report.get("spec") or not all((d / f).is_file() for d, f in zip(data_dirs, ("stats.json",
-                                                                                          "attach.parquet"))):
-            raise RegistryError(f"{report_path}: the run's prepare and attach stage folders are gone, and with "
-                                "them the rows a later night's drift check compares with; rerun the run")
+        if not report.get("spec") or not all(
+            (d / f).is_file() for d, f in zip(data_dirs, ("stats.json", "attach.parquet"))
+        ):
+            raise RegistryError(
+                f"{report_path}: the run's prepare and attach stage folders are gone, and with "
+                "them the rows a later night's drift check compares with; rerun the run"
+            )
         profile = data_profile(data_dirs[0], data_dirs[1], Path(report["spec"]).parent)  # before the export: cheap
         dest = self.dir / "models" / model_id
         export_checkpoint(source, dest, merge=True)
@@ -163,13 +173,15 @@ class Registry:
             "source": str(source),
             "best": best_name,
             "spec": report.get("spec"),
-            "spec_sha256": file_digest(report["spec"]) if report.get("spec") and Path(report["spec"]).is_file()
+            "spec_sha256": file_digest(report["spec"])
+            if report.get("spec") and Path(report["spec"]).is_file()
             else None,
             "data": {name: stages[name]["key"] for name in ("prepare", "attach") if name in stages},
             "metric": decision.get("metric", "pass_at_1_greedy"),
             "score": best_row.get(decision.get("metric", "pass_at_1_greedy")),
             # the report's gain is the final checkpoint's over SFT: the best model's only when it is that one
-            "gain": (report.get("gain") or {}).get("greedy") if best_name == Path(str(report.get("checkpoint"))).name
+            "gain": (report.get("gain") or {}).get("greedy")
+            if best_name == Path(str(report.get("checkpoint"))).name
             else None,
             "no_gain": bool(decision.get("no_gain")),
             "report": str(report_path.resolve()),
@@ -189,13 +201,16 @@ class Registry:
             model = self.get(model_id)
             current = (self._champions()[-1:] or [None])[0]
             if expected_champion is not ... and current != expected_champion:
-                raise ChampionChanged(f"the champion is now {current or 'none'}, not {expected_champion or 'none'} "
-                                      "as measured; rerun to compare with it")
+                raise ChampionChanged(
+                    f"the champion is now {current or 'none'}, not {expected_champion or 'none'} "
+                    "as measured; rerun to compare with it"
+                )
             if current == model_id:
                 raise RegistryError(f"{model_id} is already the champion")
             self._write({"event": "promote", "time": _now(), "id": model_id, "previous": current, "reason": reason})
-        return self._to_mlflow(f"{model_id} promoted", {**model, "champion": True},
-                               lambda m: m.set_champion(model, reason))
+        return self._to_mlflow(
+            f"{model_id} promoted", {**model, "champion": True}, lambda m: m.set_champion(model, reason)
+        )
 
     def rollback(self, reason: str) -> dict:
         """Make the champion before the current one current again; returns its record."""
@@ -205,8 +220,9 @@ class Registry:
                 raise RegistryError("no earlier champion to roll back to" if stack else "there is no champion yet")
             self._write({"event": "rollback", "time": _now(), "id": stack[-1], "to": stack[-2], "reason": reason})
         back = self.get(stack[-2])
-        return self._to_mlflow(f"rolled back to {back['id']}", back,
-                               lambda m: m.set_champion(back, f"rollback from {stack[-1]}: {reason}"))
+        return self._to_mlflow(
+            f"rolled back to {back['id']}", back, lambda m: m.set_champion(back, f"rollback from {stack[-1]}: {reason}")
+        )
 
     # -- MLflow (flows/mlflow_registry.py) --------------------------------------------------------------
     def _to_mlflow(self, done: str, record: dict, apply) -> dict:
@@ -217,16 +233,19 @@ class Registry:
             try:
                 apply(self.mirror)
             except MlflowUnreachable as exc:
-                raise MirrorError(f"{done} in {self.events_path}, but MLflow was not updated: {exc}. The local "
-                                  f"record stands; once MLflow is reachable, `rlvrflow models --out "
-                                  f"{self.dir.parent} sync` (with the same --spec or --mlflow-uri) applies it there",
-                                  record) from None
+                raise MirrorError(
+                    f"{done} in {self.events_path}, but MLflow was not updated: {exc}. The local "
+                    f"record stands; once MLflow is reachable, `rlvrflow models --out "
+                    f"{self.dir.parent} sync` (with the same --spec or --mlflow-uri) applies it there",
+                    record,
+                ) from None
         return record
 
     def _need_mirror(self):
         if self.mirror is None:
-            raise RegistryError("no MLflow backend configured: pass --spec with `registry: {backend: mlflow}` "
-                                "or --mlflow-uri")
+            raise RegistryError(
+                "no MLflow backend configured: pass --spec with `registry: {backend: mlflow}` or --mlflow-uri"
+            )
         return self.mirror
 
     def check(self) -> tuple[bool, str]:
@@ -244,10 +263,15 @@ class Registry:
             raise RegistryError(str(exc)) from None
         name = mirror.name(models[-1])
         agree = remote == (local or {}).get("id") and not missing
-        text = (f"local champion {local['id'] if local else 'none'}, MLflow {name}@champion {remote or 'none'}"
-                + (f"; not in MLflow: {', '.join(missing)}" if missing else ""))
-        return agree, (f"in step: {text}" if agree else f"out of step: {text}; `rlvrflow models --out "
-                       f"{self.dir.parent} sync` applies the local record to MLflow")
+        text = f"local champion {local['id'] if local else 'none'}, MLflow {name}@champion {remote or 'none'}" + (
+            f"; not in MLflow: {', '.join(missing)}" if missing else ""
+        )
+        return agree, (
+            f"in step: {text}"
+            if agree
+            else f"out of step: {text}; `rlvrflow models --out "
+            f"{self.dir.parent} sync` applies the local record to MLflow"
+        )
 
     def sync(self) -> list[str]:
         """Apply the whole local record to MLflow: every model as a version, the alias on the champion."""
@@ -301,8 +325,12 @@ def describe(model: dict) -> str:
     mark = "*" if model.get("champion") else " "
     score = model.get("score")
     gain = model.get("gain") or {}
-    gain_text = (f"{gain['points']:+.1f} points over SFT [{gain['low']:+.1f}, {gain['high']:+.1f}]"
-                 if {"points", "low", "high"} <= set(gain)
-                 else "the SFT model (no checkpoint beat it)" if model.get("best") == "sft" else "no gain figure")
+    gain_text = (
+        f"{gain['points']:+.1f} points over SFT [{gain['low']:+.1f}, {gain['high']:+.1f}]"
+        if {"points", "low", "high"} <= set(gain)
+        else "the SFT model (no checkpoint beat it)"
+        if model.get("best") == "sft"
+        else "no gain figure"
+    )
     score_text = f"{score:.1%}" if isinstance(score, (int, float)) else "?"
     return f"{mark} {model['id']}  {model.get('best')}  {model.get('metric')} {score_text}  {gain_text}"

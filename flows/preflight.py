@@ -11,6 +11,7 @@ Three checks, each on the rows as logged (ingested, not yet cleaned or deduplica
 It reads the sources whole (the ingest step only: no cleaning, no validation); a source that matches
 no file yet is a notice, not an error, since spec-check also runs before the logs are generated.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,11 @@ def _logged_rows(spec: DomainSpec) -> list[dict] | str:
     from rlvrflow.cleaning.ingest import IngestError, ingest
 
     try:
-        return ingest(spec.sources, spec.domain, spec.base_dir).kept.select(
-            "id", "question", "category", "solution").to_dicts()
+        return (
+            ingest(spec.sources, spec.domain, spec.base_dir)
+            .kept.select("id", "question", "category", "solution")
+            .to_dicts()
+        )
     except IngestError as exc:
         return str(exc)
 
@@ -63,11 +67,21 @@ def no_worked_rows(spec: DomainSpec, rows: list[dict]) -> list[Notice]:
     if any(r.get("solution") and str(r["solution"]).strip() for r in rows):
         return []
     if spec.verifiers.answer_only_targets:
-        return [Notice("no_worked_rows", f"none of the {len(rows)} rows has a worked solution; "
-                       "verifiers.answer_only_targets is on, so SFT trains on `Answer: <gold>` targets built from "
-                       "the golds: the answer format, not the working")]
-    return [Notice("no_worked_rows", f"none of the {len(rows)} rows has a worked solution (outcome-only logs), so "
-                   f"SFT will be skipped and GRPO starts from the base model. Choices: {NO_WORKED_ROWS_CHOICES}")]
+        return [
+            Notice(
+                "no_worked_rows",
+                f"none of the {len(rows)} rows has a worked solution; "
+                "verifiers.answer_only_targets is on, so SFT trains on `Answer: <gold>` targets built from "
+                "the golds: the answer format, not the working",
+            )
+        ]
+    return [
+        Notice(
+            "no_worked_rows",
+            f"none of the {len(rows)} rows has a worked solution (outcome-only logs), so "
+            f"SFT will be skipped and GRPO starts from the base model. Choices: {NO_WORKED_ROWS_CHOICES}",
+        )
+    ]
 
 
 def model_positions(spec: DomainSpec) -> tuple[int | None, str]:
@@ -106,18 +120,26 @@ def too_long(spec: DomainSpec, rows: list[dict]) -> list[Notice]:
         return []
     budget = spec.generation.max_new_tokens  # the cap of tiering, GRPO and eval alike
     count = _token_counter(spec)
-    sized = sorted(((count(render_prompt(str(r["question"]), str(r["category"]), spec.cleaning.template)), r)
-                    for r in rows), key=lambda x: -x[0])
+    sized = sorted(
+        ((count(render_prompt(str(r["question"]), str(r["category"]), spec.cleaning.template)), r) for r in rows),
+        key=lambda x: -x[0],
+    )
     over = [(n, r) for n, r in sized if n + budget > positions]
     if not over:
         return []
     shown = ", ".join(f"{r['id']} ({r['category']}, {n} tokens)" for n, r in over[:LONGEST_SHOWN])
     cats = sorted({str(r["category"]) for _, r in over})
-    return [Notice("prompts_too_long", (
-        f"{len(over)} of {len(rows)} prompts (categories {', '.join(cats)}) are longer than the model's {positions} "
-        f"positions ({where}) less the {budget} new tokens a completion may take; the longest: {shown}. The model "
-        "never saw positions that far and answers those prompts with noise, and SFT cuts their start. Fix: shorten "
-        "them (cleaning.template, or validation.max_prompt_chars to drop them), or use a model with more positions"))]
+    return [
+        Notice(
+            "prompts_too_long",
+            (
+                f"{len(over)} of {len(rows)} prompts (categories {', '.join(cats)}) are longer than the model's {positions} "
+                f"positions ({where}) less the {budget} new tokens a completion may take; the longest: {shown}. The model "
+                "never saw positions that far and answers those prompts with noise, and SFT cuts their start. Fix: shorten "
+                "them (cleaning.template, or validation.max_prompt_chars to drop them), or use a model with more positions"
+            ),
+        )
+    ]
 
 
 def ignored_settings(spec: DomainSpec) -> list[Notice]:
@@ -128,13 +150,20 @@ def ignored_settings(spec: DomainSpec) -> list[Notice]:
         return []
     if t.model == "embedded-base":
         d = TINY_BASE_DIMS
-        own = (f"embedded-base has its own dimensions ({d.num_layers} layers, width {d.hidden_size}, "
-               f"{d.max_positions} positions)")
+        own = (
+            f"embedded-base has its own dimensions ({d.num_layers} layers, width {d.hidden_size}, "
+            f"{d.max_positions} positions)"
+        )
     else:
         own = f"{t.model} has its own dimensions (its config.json)"
     # dimensions left at a default are only a note on spec-check's printout; other ones were written for a
     # model that will not read them: a warning (compared by value: overrides re-validate the whole spec)
     written = t.tiny not in (TinyModelConfig(), TINY_BASE_DIMS)
     said = "set in the spec" if written else "spec-check prints it with its defaults"
-    return [Notice("ignored_setting", f"training.tiny ({said}) is not used: {own}; it applies only to "
-                   "training.model: embedded", warn=written)]
+    return [
+        Notice(
+            "ignored_setting",
+            f"training.tiny ({said}) is not used: {own}; it applies only to training.model: embedded",
+            warn=written,
+        )
+    ]

@@ -9,6 +9,7 @@ re-evaluates the champion; the decision and its reasons go into report.json's `p
 
     promotion: {min_gain: 1.0, max_regression: 2.0}    # and the default require_interval_above_zero: true
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ def _pass(result: dict | None) -> float | None:
     return None if value is None else 100 * float(value)
 
 
-def decide(challenger: dict, champion: dict, challenger_sets: dict, champion_sets: dict,
-           cfg: PromotionConfig, max_regression: float) -> dict:
+def decide(
+    challenger: dict,
+    champion: dict,
+    challenger_sets: dict,
+    champion_sets: dict,
+    cfg: PromotionConfig,
+    max_regression: float,
+) -> dict:
     """{promote, reasons, gain, regressions}: whether `challenger` replaces `champion` under `cfg`.
 
     challenger/champion: evaluate results on the same held-out rows (with `by_prompt`); *_sets: their
@@ -40,14 +47,20 @@ def decide(challenger: dict, champion: dict, challenger_sets: dict, champion_set
         reasons.append("no per-prompt results to compare on the held-out prompts")
     else:
         if gain["points"] <= 0 or gain["points"] < cfg.min_gain:
-            reasons.append(f"gain {gain['points']:+.1f} points over the champion: a challenger must gain more than "
-                           f"zero and at least promotion.min_gain ({cfg.min_gain:+.1f})")
+            reasons.append(
+                f"gain {gain['points']:+.1f} points over the champion: a challenger must gain more than "
+                f"zero and at least promotion.min_gain ({cfg.min_gain:+.1f})"
+            )
         if cfg.require_interval_above_zero and gain["low"] <= 0:
-            reasons.append(f"the {100 * gain['level']:.0f}% interval ({gain['low']:+.1f} to {gain['high']:+.1f}) "
-                           "does not lie above zero (promotion.require_interval_above_zero)")
+            reasons.append(
+                f"the {100 * gain['level']:.0f}% interval ({gain['low']:+.1f} to {gain['high']:+.1f}) "
+                "does not lie above zero (promotion.require_interval_above_zero)"
+            )
     limit = cfg.max_regression if cfg.max_regression is not None else max_regression
-    pairs = [(f"regression set {name}", result, (champion_sets.get("regression") or {}).get(name))
-             for name, result in (challenger_sets.get("regression") or {}).items()]
+    pairs = [
+        (f"regression set {name}", result, (champion_sets.get("regression") or {}).get(name))
+        for name, result in (challenger_sets.get("regression") or {}).items()
+    ]
     pairs.append(("the robustness set", challenger_sets.get("robustness"), champion_sets.get("robustness")))
     regressions = {}
     for label, new, old in pairs:
@@ -59,8 +72,10 @@ def decide(challenger: dict, champion: dict, challenger_sets: dict, champion_set
             reasons.append(f"{label}: {drop:.1f} points below the champion (more than {limit:.1f})")
     promote = not reasons
     if promote:
-        reasons.append(f"gain {gain['points']:+.1f} points ({gain['low']:+.1f} to {gain['high']:+.1f}) over the "
-                       f"champion on {gain['prompts']} held-out prompts; no set regressed more than {limit:.1f}")
+        reasons.append(
+            f"gain {gain['points']:+.1f} points ({gain['low']:+.1f} to {gain['high']:+.1f}) over the "
+            f"champion on {gain['prompts']} held-out prompts; no set regressed more than {limit:.1f}"
+        )
     return {"promote": promote, "reasons": reasons, "gain": gain, "regressions": regressions}
 
 
@@ -77,8 +92,9 @@ def compare(job: Job) -> Result:
     spec, out = job.spec, Path(job.out)
     set_threads(spec.training.torch_threads)
     champion_model = str(job.input("champion", "model"))
-    champion, champion_sets = measure_model(spec, "champion", champion_model,
-                                            pl.read_parquet(job.input("split", "eval")), out / "champion.samples.jsonl")
+    champion, champion_sets = measure_model(
+        spec, "champion", champion_model, pl.read_parquet(job.input("split", "eval")), out / "champion.samples.jsonl"
+    )
     (out / "champion.json").write_text(json.dumps(champion, indent=1, default=str))
     (out / "champion.sets.json").write_text(json.dumps(champion_sets, indent=1, default=str))
 
@@ -87,19 +103,27 @@ def compare(job: Job) -> Result:
     challenger = json.loads((matrix_path.parent / f"{best}.json").read_text())
     gain = gain_interval(champion, challenger, "greedy") or {}
     record: dict[str, Any] = {  # measurements only: the rule is applied when the model is registered
-        "champion": {"model": champion_model, "digest": tree_digest(Path(champion_model)),
-                     "pass_at_1_greedy": champion.get("pass_at_1_greedy"), "result": "champion.json",
-                     "sets": "champion.sets.json"},
-        "challenger": {"name": best, "model": challenger.get("model"),
-                       "pass_at_1_greedy": challenger.get("pass_at_1_greedy"),
-                       "result": str(matrix_path.parent / f"{best}.json"),
-                       "sets": str(matrix_path.parent / f"{best}.sets.json")},
+        "champion": {
+            "model": champion_model,
+            "digest": tree_digest(Path(champion_model)),
+            "pass_at_1_greedy": champion.get("pass_at_1_greedy"),
+            "result": "champion.json",
+            "sets": "champion.sets.json",
+        },
+        "challenger": {
+            "name": best,
+            "model": challenger.get("model"),
+            "pass_at_1_greedy": challenger.get("pass_at_1_greedy"),
+            "result": str(matrix_path.parent / f"{best}.json"),
+            "sets": str(matrix_path.parent / f"{best}.sets.json"),
+        },
         "gain": gain or None,
     }
     (out / "compare.json").write_text(json.dumps(record, indent=1, default=str))
-    return Result({"best": best, "gain_points": gain.get("points"), "gain_low": gain.get("low"),
-                   "gain_high": gain.get("high")},
-                  {"compare": "compare.json", "champion": "champion.json", "champion.sets": "champion.sets.json"})
+    return Result(
+        {"best": best, "gain_points": gain.get("points"), "gain_low": gain.get("low"), "gain_high": gain.get("high")},
+        {"compare": "compare.json", "champion": "champion.json", "champion.sets": "champion.sets.json"},
+    )
 
 
 def _measured_decision(compared: Path, cfg: PromotionConfig, max_regression: float) -> dict:
@@ -115,8 +139,14 @@ def _measured_decision(compared: Path, cfg: PromotionConfig, max_regression: flo
     return decide(challenger, champion, challenger_sets, champion_sets, cfg, max_regression)
 
 
-def register_and_promote(out: str | Path, run_dir: str | Path, cfg: PromotionConfig, max_regression: float,
-                         compared: Path | None, backend: RegistryConfig | None = None) -> dict:
+def register_and_promote(
+    out: str | Path,
+    run_dir: str | Path,
+    cfg: PromotionConfig,
+    max_regression: float,
+    compared: Path | None,
+    backend: RegistryConfig | None = None,
+) -> dict:
     """Register a finished run's best model, then apply the promotion rule (`cfg`, the `promotion:`
     section): the first model is promoted; a later one when `decide` says so on the compare stage's
     measurements (compared: its compare.json, None when there was no champion) of the model that is
@@ -136,32 +166,55 @@ def register_and_promote(out: str | Path, run_dir: str | Path, cfg: PromotionCon
     if before is None:
         decision = {"promote": True, "reasons": ["the first registered model: there is no champion to compare with"]}
     elif compared is None:
-        decision = {"promote": False, "reasons": [
-            f"{before['id']} became champion while this run ran, which compared with none; rerun to compare"]}
+        decision = {
+            "promote": False,
+            "reasons": [
+                f"{before['id']} became champion while this run ran, which compared with none; rerun to compare"
+            ],
+        }
     elif json.loads(Path(compared).read_text())["champion"]["digest"] != tree_digest(Path(before["path"])):
-        decision = {"promote": False, "reasons": [
-            f"the champion changed to {before['id']} while this run compared with another; rerun to compare"]}
+        decision = {
+            "promote": False,
+            "reasons": [
+                f"the champion changed to {before['id']} while this run compared with another; rerun to compare"
+            ],
+        }
     else:
         decision = _measured_decision(Path(compared), cfg, max_regression)
     if not cfg.auto:
-        decision = {**decision, "promote": False, "reasons": [
-            *decision["reasons"], "promotion.auto is false: promote by hand with `rlvrflow models promote`"]}
+        decision = {
+            **decision,
+            "promote": False,
+            "reasons": [
+                *decision["reasons"],
+                "promotion.auto is false: promote by hand with `rlvrflow models promote`",
+            ],
+        }
     if decision["promote"]:
         try:
-            registry.promote(model["id"], "; ".join(decision["reasons"]),
-                             expected_champion=before["id"] if before else None)
+            registry.promote(
+                model["id"], "; ".join(decision["reasons"]), expected_champion=before["id"] if before else None
+            )
         except ChampionChanged as exc:
             decision = {**decision, "promote": False, "reasons": [str(exc)]}
         except MirrorError as exc:
             mlflow_errors.append(str(exc))
     now = registry.champion()
     verdict = "promoted" if now is not None and now["id"] == model["id"] else "not promoted"
-    return {"model": model, "champion_before": before, "champion": now, "verdict": verdict, "decision": decision,
-            "mlflow_errors": mlflow_errors}
+    return {
+        "model": model,
+        "champion_before": before,
+        "champion": now,
+        "verdict": verdict,
+        "decision": decision,
+        "mlflow_errors": mlflow_errors,
+    }
 
 
 def compare_line(st: dict) -> str:
     if st.get("gain_points") is None:
         return f"tonight's best {st.get('best')} against the champion: no per-prompt results to compare"
-    return (f"tonight's best {st.get('best')} against the champion: {st['gain_points']:+.1f} points "
-            f"({st['gain_low']:+.1f} to {st['gain_high']:+.1f}) on tonight's held-out prompts")
+    return (
+        f"tonight's best {st.get('best')} against the champion: {st['gain_points']:+.1f} points "
+        f"({st['gain_low']:+.1f} to {st['gain_high']:+.1f}) on tonight's held-out prompts"
+    )

@@ -16,6 +16,7 @@ while rank 0 cleans, trains SFT and tiers, far longer than a training collective
 Left out: several nodes sharing one stage cache (rank 0's folders must be readable by every rank,
 which one machine, or a shared filesystem, gives).
 """
+
 from __future__ import annotations
 
 import logging
@@ -74,7 +75,8 @@ def abort(stage: str, exc: BaseException) -> None:
 
     text = "".join(traceback.format_exception(exc)) + (
         f"rank 0: stage {stage} failed on a multi-rank launch ({type(exc).__name__}: {exc}); "
-        "ending the launch so the other ranks do not wait out their collective timeout\n")
+        "ending the launch so the other ranks do not wait out their collective timeout\n"
+    )
     os.write(2, text.encode("utf-8", "replace"))  # the real stderr: a flow may have replaced sys.stderr
     sys.stdout.flush()
     code = exit_code(exc)

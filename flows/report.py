@@ -4,6 +4,7 @@ the samples files, the doctor's findings, and where every stage's output is.
 Written to the run's own folder (`OUT/runs/<time>-<run id>/report.json`, with `run.json`: seconds and
 cache use), so concurrent runs never overwrite each other; `OUT/latest.json` names the newest one.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def trained_stage(manifests: dict) -> str:
     return "dpo" if "dpo" in manifests else "grpo"
 
 
-def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict],
-                     notices: list[dict] | None = None) -> dict:
+def write_run_report(
+    run_dir: str, domain: str, spec_path: str, manifests: dict[str, dict], notices: list[dict] | None = None
+) -> dict:
     """Build report.json (training.build_report) from the stage manifests; return what the CLI prints.
 
     The final checkpoint is the training stage's last; the best model is the eval matrix's choice
@@ -44,55 +46,89 @@ def write_run_report(run_dir: str, domain: str, spec_path: str, manifests: dict[
     table = json.loads(ev.path("table").read_text())
     matrix = json.loads(ev.path("matrix").read_text())
     results = {row["name"]: json.loads(ev.path(row["name"]).read_text()) for row in table}
-    samples = {row["name"]: str(ev.path(f"{row['name']}.samples")) for row in table
-               if f"{row['name']}.samples" in ev.outputs}
+    samples = {
+        row["name"]: str(ev.path(f"{row['name']}.samples")) for row in table if f"{row['name']}.samples" in ev.outputs
+    }
     st = m[trained].stats
     final_ckpt = st.get("final_checkpoint") or str(m["sft"].path("model"))
     final_name = Path(final_ckpt).name if Path(final_ckpt).name in results else "sft"
-    stages = {name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir), "reason": x.reason}
-              for name, x in m.items()}
+    stages = {
+        name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir), "reason": x.reason}
+        for name, x in m.items()
+    }
     report = build_report(
-        baseline=results["sft"], final=results[final_name], tiers=m["tier"].stats.get("tiers", {}),
-        zero_variance_fraction=float(st.get("zero_variance_fraction") or 0.0), checkpoint=final_ckpt,
-        extra={"domain": domain, "spec": spec_path, "run_dir": run_dir, "evals": table, "algorithm": trained,
-               "best_model": matrix["best"], "best_checkpoint": matrix["best_model"],
-               "best_decision": matrix.get("decision"),
-               "constant_baseline": next((r for r in matrix["rows"] if r.get("is_constant")), None),
-               "gain_vs_constant": next((r.get("gain_vs_constant") for r in matrix["rows"] if r["name"] == final_name),
-                                        None),
-               "trainer_best_checkpoint": st.get("best_checkpoint"), "training_steps": st.get("steps"),
-               **({"grpo_steps": st.get("steps")} if trained == "grpo" else {"dpo_pairs": st.get("pairs")}),
-               "eval_matrix": matrix["rows"], "max_regression": matrix["max_regression"], "samples": samples,
-               "curves": str(m[trained].dir / "curves.png"), "stages": stages,
-               "tier_histogram": str(m["tier"].dir / "tier_histogram.png"),
-               "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
-               "sft_rows": m["sft"].stats.get("rows_used") if "sft" in m else None,
-               "warnings": run_warnings(m, results, final_name, notices),
-               # tonight's best against the registry's champion, measured (flows/promotion.py); the
-               # decision is added as `promotion` when the model is registered
-               "champion_comparison": json.loads(m["compare"].path("compare").read_text()) if "compare" in m else None},
+        baseline=results["sft"],
+        final=results[final_name],
+        tiers=m["tier"].stats.get("tiers", {}),
+        zero_variance_fraction=float(st.get("zero_variance_fraction") or 0.0),
+        checkpoint=final_ckpt,
+        extra={
+            "domain": domain,
+            "spec": spec_path,
+            "run_dir": run_dir,
+            "evals": table,
+            "algorithm": trained,
+            "best_model": matrix["best"],
+            "best_checkpoint": matrix["best_model"],
+            "best_decision": matrix.get("decision"),
+            "constant_baseline": next((r for r in matrix["rows"] if r.get("is_constant")), None),
+            "gain_vs_constant": next(
+                (r.get("gain_vs_constant") for r in matrix["rows"] if r["name"] == final_name), None
+            ),
+            "trainer_best_checkpoint": st.get("best_checkpoint"),
+            "training_steps": st.get("steps"),
+            **({"grpo_steps": st.get("steps")} if trained == "grpo" else {"dpo_pairs": st.get("pairs")}),
+            "eval_matrix": matrix["rows"],
+            "max_regression": matrix["max_regression"],
+            "samples": samples,
+            "curves": str(m[trained].dir / "curves.png"),
+            "stages": stages,
+            "tier_histogram": str(m["tier"].dir / "tier_histogram.png"),
+            "counts": {name: x.stats for name, x in m.items() if name in ("prepare", "attach", "split", "tier")},
+            "sft_rows": m["sft"].stats.get("rows_used") if "sft" in m else None,
+            "warnings": run_warnings(m, results, final_name, notices),
+            # tonight's best against the registry's champion, measured (flows/promotion.py); the
+            # decision is added as `promotion` when the model is registered
+            "champion_comparison": json.loads(m["compare"].path("compare").read_text()) if "compare" in m else None,
+        },
     )
     path = write_report(Path(run_dir) / "report.json", report)
     warned = report["warnings"]
     # the gain over SFT is the console's last line; the gain over the constant baseline stands above it
-    gain = (constant_gain_line(matrix, final_name)
-            + f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}" if final_name != "sft"
-            else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT")
+    gain = (
+        constant_gain_line(matrix, final_name)
+        + f"{trained.upper()} over SFT, held-out {gain_line(report['gain']['greedy'])}"
+        if final_name != "sft"
+        else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT"
+    )
     if any(w["kind"] == "answer_collapse" for w in warned):
-        gain += ("; its hits include a constant answer, not skill: the final checkpoint gives one answer, mostly "
-                 "wrong, to most prompts of some categories (warnings above)")
-    return {"report": str(path), "checkpoint": final_ckpt, "comparison": comparison_table(results["sft"],
-            results[final_name]), "stages": stages, "run_dir": run_dir, "algorithm": trained,
-            "matrix": format_matrix(matrix["rows"]), "best": best_line(matrix), "doctor": doctor_text(run_dir),
-            "warnings": warnings_text(warned), "gain": gain}
+        gain += (
+            "; its hits include a constant answer, not skill: the final checkpoint gives one answer, mostly "
+            "wrong, to most prompts of some categories (warnings above)"
+        )
+    return {
+        "report": str(path),
+        "checkpoint": final_ckpt,
+        "comparison": comparison_table(results["sft"], results[final_name]),
+        "stages": stages,
+        "run_dir": run_dir,
+        "algorithm": trained,
+        "matrix": format_matrix(matrix["rows"]),
+        "best": best_line(matrix),
+        "doctor": doctor_text(run_dir),
+        "warnings": warnings_text(warned),
+        "gain": gain,
+    }
 
 
 def warnings_text(warned: list[dict]) -> str:
     """report.json's warnings for the terminal, one per line; empty when there are none."""
     if not warned:
         return ""
-    return "\n".join([f"warnings ({len(warned)}, also in report.json):"] +
-                     [f"  [{w['stage']}: {w['kind']}] {w['message']}" for w in warned])
+    return "\n".join(
+        [f"warnings ({len(warned)}, also in report.json):"]
+        + [f"  [{w['stage']}: {w['kind']}] {w['message']}" for w in warned]
+    )
 
 
 def best_line(matrix: dict) -> str:
@@ -103,14 +139,18 @@ def best_line(matrix: dict) -> str:
     flagged = [r["name"] for r in rows if r["regressed"]]
     why = "no checkpoint beat the SFT baseline on greedy pass@1"
     if flagged:
-        why += (f" among those within max_regression={matrix['max_regression']} points on every regression set "
-                f"({', '.join(flagged)} lost more)")
+        why += (
+            f" among those within max_regression={matrix['max_regression']} points on every regression set "
+            f"({', '.join(flagged)} lost more)"
+        )
     decision = matrix.get("decision") or {}
     if decision.get("beats_constant") is not None:
         explained = [n for n in decision["beats_sft"] if n not in decision["beats_constant"]]
         if explained:
-            why += (f" and the constant baseline ({', '.join(explained)} did not beat one answer per category: "
-                    "a constant answer explains its gain)")
+            why += (
+                f" and the constant baseline ({', '.join(explained)} did not beat one answer per category: "
+                "a constant answer explains its gain)"
+            )
     return f"best:       sft: {why}; keep the SFT model ({matrix['best_model']})"
 
 
@@ -124,7 +164,9 @@ def constant_gain_line(matrix: dict, name: str) -> str:
     if not gain:
         return ""
     if gain.get("low") is None:
-        return f"{name} over the constant baseline: {gain['points']:+.1f} points (no per-prompt scores for an interval)\n"
+        return (
+            f"{name} over the constant baseline: {gain['points']:+.1f} points (no per-prompt scores for an interval)\n"
+        )
     return f"{name} over the constant baseline, held-out {gain_line(gain)}\n"
 
 
@@ -162,8 +204,12 @@ def figures_markdown(report_path: str | Path) -> str:
         if len(data) > MAX_INLINE_BYTES:
             lines += [f"`{Path(path).resolve()}` ({len(data):,} bytes: too large to inline)", ""]
             continue
-        lines += [f"![{title}](data:image/png;base64,{base64.b64encode(data).decode()})", "",
-                  f"file: `{Path(path).resolve()}`", ""]
+        lines += [
+            f"![{title}](data:image/png;base64,{base64.b64encode(data).decode()})",
+            "",
+            f"file: `{Path(path).resolve()}`",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -172,8 +218,12 @@ def figures_markdown(report_path: str | Path) -> str:
 IDLE_STEPS_SHARE = 0.1
 
 
-def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
-                 final_name: str | None = None, notices: list[dict] | None = None) -> list[dict]:
+def run_warnings(
+    m: dict[str, Manifest],
+    results: dict[str, dict] | None = None,
+    final_name: str | None = None,
+    notices: list[dict] | None = None,
+) -> list[dict]:
     """Every warning the run logged, as {stage, kind, message}, so report.json says what a person should
     look at, not only the terminal: the preflight `notices` (stage `preflight`), each stage's own
     `warnings` in its stats (SFT skipped for want of worked rows, prompts or solutions cut by max_length;
@@ -190,14 +240,28 @@ def run_warnings(m: dict[str, Manifest], results: dict[str, dict] | None = None,
     st = m["grpo"].stats if "grpo" in m else {}
     idle, steps = int(st.get("steps_without_update") or 0), int(st.get("steps") or 0)
     if steps and idle >= IDLE_STEPS_SHARE * steps:
-        out.append({"stage": "grpo", "kind": "steps_without_update", "message": (
-            f"GRPO: {idle} of {steps} steps updated nothing (every group's rewards were equal: all right or all "
-            "wrong); `rlvrflow doctor` says which, and what to change")})
+        out.append(
+            {
+                "stage": "grpo",
+                "kind": "steps_without_update",
+                "message": (
+                    f"GRPO: {idle} of {steps} steps updated nothing (every group's rewards were equal: all right or all "
+                    "wrong); `rlvrflow doctor` says which, and what to change"
+                ),
+            }
+        )
     collapse = collapsed_answers((results or {}).get(final_name, {}).get("by_prompt")) if final_name != "sft" else None
     if collapse is not None:
-        out.append({"stage": "evaluate", "kind": "answer_collapse", "message": (
-            f"{collapse_line(final_name, collapse)}: there the model gives one answer whatever it is asked, so its "
-            "hits are the golds that equal it, not skill (`rlvrflow doctor`)")})
+        out.append(
+            {
+                "stage": "evaluate",
+                "kind": "answer_collapse",
+                "message": (
+                    f"{collapse_line(final_name, collapse)}: there the model gives one answer whatever it is asked, so its "
+                    "hits are the golds that equal it, not skill (`rlvrflow doctor`)"
+                ),
+            }
+        )
     return out
 
 
@@ -205,8 +269,13 @@ def point_latest(root: Path, summary: dict) -> None:
     """Write the run's record (paths, seconds in the flow, cache use) to RUN_DIR/run.json and to
     OUT/latest.json, which names the newest finished run (atomic; the last finisher wins)."""
     stages = summary.get("stages", {})
-    record = {"run_dir": summary["run_dir"], "report": summary["report"], "checkpoint": summary["checkpoint"],
-              "seconds": summary.get("seconds"), "stages": len(stages),
-              "stages_cached": sum(1 for st in stages.values() if st.get("cached"))}
+    record = {
+        "run_dir": summary["run_dir"],
+        "report": summary["report"],
+        "checkpoint": summary["checkpoint"],
+        "seconds": summary.get("seconds"),
+        "stages": len(stages),
+        "stages_cached": sum(1 for st in stages.values() if st.get("cached")),
+    }
     write_json(Path(summary["run_dir"]) / "run.json", record, indent=1, sort_keys=True)
     write_json(root / "latest.json", record, indent=1, sort_keys=True)

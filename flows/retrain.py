@@ -15,6 +15,7 @@ clobber each other; stages they share are computed once (a lock per stage folder
     rlvrflow run examples/retail/spec.yaml --out runs/demo          # this flow, locally
     prefect deployment run 'retrain/smoke' --watch                   # the same, on a worker
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,16 @@ def report_task(run_dir: str, domain: str, spec_path: str, manifests: dict, noti
 
 
 @task(name="register", cache_policy=NO_CACHE, persist_result=False)
-def register_task(out: str, run_dir: str, domain: str, spec_path: str, smoke: bool, runner: str | None,
-                  overrides: dict | None, compared: dict | None) -> str:
+def register_task(
+    out: str,
+    run_dir: str,
+    domain: str,
+    spec_path: str,
+    smoke: bool,
+    runner: str | None,
+    overrides: dict | None,
+    compared: dict | None,
+) -> str:
     """Register the run's best model and apply the promotion rule (flows/promotion.py); the decision
     and its reasons go into report.json (`promotion`) and the `<domain>-promotion` artifact; returns
     the console's lines."""
@@ -61,35 +70,59 @@ def register_task(out: str, run_dir: str, domain: str, spec_path: str, smoke: bo
     from rlvrflow.flows.promotion import register_and_promote
 
     spec = load_run_spec(spec_path, smoke, runner, overrides)
-    done = register_and_promote(out, run_dir, spec.promotion, spec.eval.max_regression,
-                                Manifest.from_dict(compared).path("compare") if compared else None, spec.registry)
+    done = register_and_promote(
+        out,
+        run_dir,
+        spec.promotion,
+        spec.eval.max_regression,
+        Manifest.from_dict(compared).path("compare") if compared else None,
+        spec.registry,
+    )
     model, now, decision = done["model"], done["champion"], done["decision"]
     mlflow_note = ""
     if spec.registry.backend == "mlflow":  # the local record stands either way; say loudly when MLflow lags
-        mlflow_note = ("MLflow NOT in step: " + " | ".join(done["mlflow_errors"]) if done["mlflow_errors"]
-                       else "MLflow in step with OUT/registry (versions and the champion alias)")
+        mlflow_note = (
+            "MLflow NOT in step: " + " | ".join(done["mlflow_errors"])
+            if done["mlflow_errors"]
+            else "MLflow in step with OUT/registry (versions and the champion alias)"
+        )
         logger = get_run_logger()
         (logger.error if done["mlflow_errors"] else logger.info)("%s", mlflow_note)
     report_path = Path(run_dir) / "report.json"
     report = json.loads(report_path.read_text())
-    report["promotion"] = {"verdict": done["verdict"], "model": model["id"], **decision,
-                           "champion_before": (done["champion_before"] or {}).get("id"),
-                           "champion": now["id"] if now else None,
-                           **({"mlflow": mlflow_note} if mlflow_note else {})}
+    report["promotion"] = {
+        "verdict": done["verdict"],
+        "model": model["id"],
+        **decision,
+        "champion_before": (done["champion_before"] or {}).get("id"),
+        "champion": now["id"] if now else None,
+        **({"mlflow": mlflow_note} if mlflow_note else {}),
+    }
     write_json(report_path, report, indent=1, sort_keys=True)
-    artifacts.publish_markdown(artifacts.artifact_key(domain, "promotion"), artifacts.promotion_markdown(
-        model, done["champion_before"], done["verdict"], decision) + (f"\n\n**{mlflow_note}**" if mlflow_note else ""),
-        "tonight's model against the champion: promoted or not, and why")
+    artifacts.publish_markdown(
+        artifacts.artifact_key(domain, "promotion"),
+        artifacts.promotion_markdown(model, done["champion_before"], done["verdict"], decision)
+        + (f"\n\n**{mlflow_note}**" if mlflow_note else ""),
+        "tonight's model against the champion: promoted or not, and why",
+    )
     # an event automations can act on (scripts/prefect_alerts.py tells the owner when a model is kept out)
     from prefect.events import emit_event
 
-    emit_event(event=f"rlvrflow.model.{'promoted' if done['verdict'] == 'promoted' else 'kept'}",
-               resource={"prefect.resource.id": f"rlvrflow.registry.{domain}", "prefect.resource.name": domain},
-               payload={"model": model["id"], "reasons": "; ".join(decision["reasons"]),
-                        "champion": now["id"] if now else None, "mlflow": mlflow_note})
-    return (f"registered: {describe(model).strip()} ({done['verdict']}: {'; '.join(decision['reasons'])})\n"
-            f"champion:   {describe(now).strip() if now else 'none (rlvrflow models promote ID --reason ...)'}"
-            + (f"\n{mlflow_note}" if mlflow_note else ""))
+    emit_event(
+        event=f"rlvrflow.model.{'promoted' if done['verdict'] == 'promoted' else 'kept'}",
+        resource={"prefect.resource.id": f"rlvrflow.registry.{domain}", "prefect.resource.name": domain},
+        payload={
+            "model": model["id"],
+            "reasons": "; ".join(decision["reasons"]),
+            "champion": now["id"] if now else None,
+            "mlflow": mlflow_note,
+        },
+    )
+    return (
+        f"registered: {describe(model).strip()} ({done['verdict']}: {'; '.join(decision['reasons'])})\n"
+        f"champion:   {describe(now).strip() if now else 'none (rlvrflow models promote ID --reason ...)'}"
+        + (f"\n{mlflow_note}" if mlflow_note else "")
+    )
 
 
 def _run_id() -> str:
@@ -113,16 +146,28 @@ def retrain(
     spec_abs, root = str(Path(spec_path).resolve()), Path(out).resolve()
     run_dir = new_run_dir(root, _run_id())
     logger = get_run_logger()
-    logger.info("retrain %s: run folder %s (smoke=%s, force=%s, runner=%s)", spec.domain, run_dir, smoke, force,
-                spec.orchestration.runner)
+    logger.info(
+        "retrain %s: run folder %s (smoke=%s, force=%s, runner=%s)",
+        spec.domain,
+        run_dir,
+        smoke,
+        force,
+        spec.orchestration.runner,
+    )
     # what the data implies (no worked rows, prompts past the model's positions, ignored settings): the
     # run's first lines, and report.json's warnings
     notices = [{"kind": n.kind, "message": n.message} for n in preflight(spec) if n.warn]
     for n in notices:
         logger.warning("%s", n["message"])
     fan_out = make_task_runner(spec)
-    common = {"spec_path": spec_abs, "out": str(root), "force": force, "smoke": smoke, "runner": runner,
-              "overrides": overrides}
+    common = {
+        "spec_path": spec_abs,
+        "out": str(root),
+        "force": force,
+        "smoke": smoke,
+        "runner": runner,
+        "overrides": overrides,
+    }
 
     m: dict[str, dict] = {}
     m["prepare"] = prepare(**common)
@@ -131,12 +176,23 @@ def retrain(
     # tonight's rows against the champion's, before anything trains (flows/drift.py)
     champion = Registry(root).champion()
     if champion is not None and spec.drift.enabled:
-        drifted = run_in_flow("drift", spec, root, {"prepare": m["prepare"], "attach": m["attach"],
-                                                    "champion_data": champion_data(champion["path"]).to_dict()}, force)
+        drifted = run_in_flow(
+            "drift",
+            spec,
+            root,
+            {
+                "prepare": m["prepare"],
+                "attach": m["attach"],
+                "champion_data": champion_data(champion["path"]).to_dict(),
+            },
+            force,
+        )
         m["drift"] = drifted.to_dict()
-        artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "drift"),
-                                   drift_markdown(json.loads(drifted.path("drift").read_text())),
-                                   "tonight's rows against the champion's: what changed, every check")
+        artifacts.publish_markdown(
+            artifacts.artifact_key(spec.domain, "drift"),
+            drift_markdown(json.loads(drifted.path("drift").read_text())),
+            "tonight's rows against the champion's: what changed, every check",
+        )
         stop_if_drifted(drifted.path("drift"))
     if champion is not None and spec.training.start_from == "champion":  # continue from the model in use
         common["overrides"] = {**(overrides or {}), "training.model": champion["path"]}
@@ -153,24 +209,43 @@ def retrain(
 
     # tonight's best against the model in use, on tonight's prompts (flows/promotion.py)
     if champion is not None:
-        m["compare"] = run_in_flow("compare", spec, root, {"split": m["split"], "evaluate": m["evaluate"],
-                                                           "champion": champion_model(champion["path"]).to_dict()},
-                                   force).to_dict()
+        m["compare"] = run_in_flow(
+            "compare",
+            spec,
+            root,
+            {"split": m["split"], "evaluate": m["evaluate"], "champion": champion_model(champion["path"]).to_dict()},
+            force,
+        ).to_dict()
 
     summary = report_task(str(run_dir), spec.domain, spec_abs, m, notices)
-    summary["registered"] = register_task(str(root), str(run_dir), spec.domain, spec_abs, smoke, runner,
-                                          common["overrides"], m.get("compare"))
+    summary["registered"] = register_task(
+        str(root), str(run_dir), spec.domain, spec_abs, smoke, runner, common["overrides"], m.get("compare")
+    )
     summary["seconds"] = round(time.monotonic() - start, 1)
     point_latest(root, summary)
-    artifacts.publish_table(artifacts.artifact_key(spec.domain, "stage-counts"), artifacts.stage_rows(m),
-                            "rows in / kept / rejected, seconds and cache use per stage")
-    artifacts.publish_table(artifacts.artifact_key(spec.domain, "rejects"), artifacts.rejects_rows(m),
-                            "rejected rows by stage and reason")
-    artifacts.publish_markdown(artifacts.artifact_key(spec.domain, "figures"), figures_markdown(summary["report"]),
-                               "training curves and the tier histogram, inlined")
+    artifacts.publish_table(
+        artifacts.artifact_key(spec.domain, "stage-counts"),
+        artifacts.stage_rows(m),
+        "rows in / kept / rejected, seconds and cache use per stage",
+    )
+    artifacts.publish_table(
+        artifacts.artifact_key(spec.domain, "rejects"), artifacts.rejects_rows(m), "rejected rows by stage and reason"
+    )
+    artifacts.publish_markdown(
+        artifacts.artifact_key(spec.domain, "figures"),
+        figures_markdown(summary["report"]),
+        "training curves and the tier histogram, inlined",
+    )
     ev = m["evaluate"]
-    artifacts.publish_eval(spec.domain, ev["dir"], Path(ev["dir"]) / ev["outputs"]["matrix"],
-                           {name[: -len(".samples")]: str(Path(ev["dir"]) / rel) for name, rel in ev["outputs"].items()
-                            if name.endswith(".samples")})
+    artifacts.publish_eval(
+        spec.domain,
+        ev["dir"],
+        Path(ev["dir"]) / ev["outputs"]["matrix"],
+        {
+            name[: -len(".samples")]: str(Path(ev["dir"]) / rel)
+            for name, rel in ev["outputs"].items()
+            if name.endswith(".samples")
+        },
+    )
     logger.info("retrain %s done in %.1f s; report %s", spec.domain, summary["seconds"], summary["report"])
     return summary

@@ -12,6 +12,7 @@ adding `samples` to the tiered rows, say) are allowed and carried through.
 
 A rejects table holds a stage's input columns plus `stage`, `reason` (a slug) and `detail`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,12 +21,18 @@ __all__ = ["ROW_COLUMNS", "REJECT_COLUMNS", "columns_after", "check_rows", "RowS
 
 _STRING = "String"
 ROW_COLUMNS: dict[str, dict[str, str]] = {
-    "prepare": {c: _STRING for c in ("id", "domain", "category", "question", "reference", "solution",
-                                     "prompt", "source")},
+    "prepare": {
+        c: _STRING for c in ("id", "domain", "category", "question", "reference", "solution", "prompt", "source")
+    },
     "attach": {"verifier": _STRING, "verifier_params": _STRING},
     "split": {"split": _STRING},
-    "tier": {"n_samples": "Int64", "n_correct": "Int64", "pass_at_1": "Float64", "pass_at_k": "Float64",
-             "tier": _STRING},
+    "tier": {
+        "n_samples": "Int64",
+        "n_correct": "Int64",
+        "pass_at_1": "Float64",
+        "pass_at_k": "Float64",
+        "tier": _STRING,
+    },
 }
 REJECT_COLUMNS = ("stage", "reason", "detail")
 _ORDER = list(ROW_COLUMNS)
@@ -56,5 +63,6 @@ def check_rows(schema: Any, stage: str, where: str = "") -> None:
         elif have[name] not in (dtype, "Null"):
             problems.append(f"{name} is {have[name]}, not {dtype}")
     if problems:
-        raise RowSchemaError(f"{stage} rows{' in ' + where if where else ''}: {'; '.join(problems)} "
-                             "(the row type is in flows/rows.py)")
+        raise RowSchemaError(
+            f"{stage} rows{' in ' + where if where else ''}: {'; '.join(problems)} (the row type is in flows/rows.py)"
+        )

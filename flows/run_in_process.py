@@ -12,6 +12,7 @@ The terminal shows rlvrflow's own lines, bars and every warning; other libraries
 bars go to the run's log file (flows/console.py), `run.log` in the run folder (in OUT while the run
 runs, and there for good when it fails).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -62,13 +63,19 @@ class RunOutcome:
         r = self.result
         stages = r.get("stages", {})
         cached = [name for name, st in stages.items() if st.get("cached")]
-        lines = [f"retrain finished for {domain} in {self.seconds:.1f} s ({r.get('seconds', '?')} s in the flow; "
-                 f"{len(cached)}/{len(stages)} stages reused from the cache)"]
+        lines = [
+            f"retrain finished for {domain} in {self.seconds:.1f} s ({r.get('seconds', '?')} s in the flow; "
+            f"{len(cached)}/{len(stages)} stages reused from the cache)"
+        ]
         lines += self._versus_previous()
         if cached:
             lines += [f"  recomputed {name}: {st.get('reason')}" for name, st in stages.items() if not st.get("cached")]
-        lines += [f"run folder: {r.get('run_dir')}", f"report:     {r.get('report')}", f"log:        {self.log}",
-                  f"checkpoint: {r.get('checkpoint')} (final of {str(r.get('algorithm', 'grpo')).upper()})"]
+        lines += [
+            f"run folder: {r.get('run_dir')}",
+            f"report:     {r.get('report')}",
+            f"log:        {self.log}",
+            f"checkpoint: {r.get('checkpoint')} (final of {str(r.get('algorithm', 'grpo')).upper()})",
+        ]
         if r.get("best"):
             lines.append(r["best"])
         if r.get("registered"):
@@ -85,8 +92,10 @@ class RunOutcome:
         before, now = self.previous.get("seconds"), self.result.get("seconds")
         if not before or now is None:
             return []
-        return [f"previous run in this folder: {before:.1f} s in the flow ({self.previous.get('stages_cached', '?')}/"
-                f"{self.previous.get('stages', '?')} stages reused); this run: {now:.1f} s, {now / before:.0%} of that"]
+        return [
+            f"previous run in this folder: {before:.1f} s in the flow ({self.previous.get('stages_cached', '?')}/"
+            f"{self.previous.get('stages', '?')} stages reused); this run: {now:.1f} s, {now / before:.0%} of that"
+        ]
 
 
 @contextmanager
@@ -112,8 +121,14 @@ def run_lock(out: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke: bool = False,
-              runner: str | None = None, overrides: dict[str, Any] | None = None) -> RunOutcome:
+def run_local(
+    spec_path: str | Path,
+    out: str | Path,
+    force: bool = False,
+    smoke: bool = False,
+    runner: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> RunOutcome:
     """Run the retrain flow here; a failed run comes back as `ok=False` with the flow's message."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,8 +142,15 @@ def run_local(spec_path: str | Path, out: str | Path, force: bool = False, smoke
         log = out / RUN_LOG
         start = time.monotonic()
         with quiet_console(log):
-            state = retrain(spec_path=str(spec_path), out=str(out), force=force, smoke=smoke, runner=runner,
-                            overrides=overrides or None, return_state=True)
+            state = retrain(
+                spec_path=str(spec_path),
+                out=str(out),
+                force=force,
+                smoke=smoke,
+                runner=runner,
+                overrides=overrides or None,
+                return_state=True,
+            )
         seconds = time.monotonic() - start
         if not state.is_completed():
             message, kind = _failure(state)

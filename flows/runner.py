@@ -17,6 +17,7 @@ rows_in == kept + rejected), checked against the row type (flows/rows.py), and n
 The same spec and seed give the same outputs for any steps object and any `orchestration.chunk_rows`:
 a stage's plan never depends on the runner, and chunked stages seed by row, not by chunk.
 """
+
 from __future__ import annotations
 
 import json
@@ -94,8 +95,9 @@ class LocalSteps:
     def call(self, name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         return fn(**kwargs)
 
-    def map(self, name: str, fn: Callable[..., Any], items: list[dict[str, Any]],
-            done: Callable[[int], None] | None = None) -> list[Any]:
+    def map(
+        self, name: str, fn: Callable[..., Any], items: list[dict[str, Any]], done: Callable[[int], None] | None = None
+    ) -> list[Any]:
         out = []
         for kw in items:
             out.append(fn(**kw))
@@ -144,8 +146,13 @@ def execute(fn: Callable[[Job], Result], job: Job, row_stage: bool, file: str) -
         files[name], tables[name] = rel, filename
     if row_stage and "rows" not in files:
         raise StageFailed(f"{job.stage}: the library call returned no rows for a row stage (a bug)", "bug")
-    return {"files": files, "stats": dict(result.stats), "pid": os.getpid(), "given": (job.item or {}).get("rows"),
-            "tables": tables}
+    return {
+        "files": files,
+        "stats": dict(result.stats),
+        "pid": os.getpid(),
+        "given": (job.item or {}).get("rows"),
+        "tables": tables,
+    }
 
 
 def _concat_tables(out: Path, parts: list[dict[str, Any]], sort_by: str | None) -> dict[str, str]:
@@ -170,6 +177,7 @@ def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str |
     import polars as pl
 
     from rlvrflow import cleaning
+
     out = Path(job.out)
     files: dict[str, str] = {}
     for p in parts:
@@ -184,8 +192,11 @@ def merge(job: Job, parts: list[dict[str, Any]], row_stage: bool, sort_by: str |
     stats = sum_stats([p["stats"] for p in parts])
     given = [p["given"] for p in parts]
     if None not in given and sum(given) != stats["rows_in"]:
-        raise StageFailed(f"{job.stage}: the chunks were given {sum(given)} rows and returned "
-                          f"{stats['rows_in']} (a bug: a chunk lost or duplicated rows)", "bug")
+        raise StageFailed(
+            f"{job.stage}: the chunks were given {sum(given)} rows and returned "
+            f"{stats['rows_in']} (a bug: a chunk lost or duplicated rows)",
+            "bug",
+        )
     if "id" in kept.columns and kept["id"].n_unique() != kept.height:
         raise StageFailed(f"{job.stage}: merged rows hold duplicate ids (a bug in the fan-out plan)", "bug")
     written = cleaning.write_stage(out, file, kept, rejects, stats)
@@ -203,7 +214,11 @@ def sum_stats(parts: list[dict]) -> dict:
         for k in ("rows_in", "rows_kept", "rows_rejected"):
             total[k] += int(st.get(k, 0))
         for k, v in st.items():
-            if k not in ("rows_in", "rows_kept", "rows_rejected", "seconds") and isinstance(v, int) and not isinstance(v, bool):
+            if (
+                k not in ("rows_in", "rows_kept", "rows_rejected", "seconds")
+                and isinstance(v, int)
+                and not isinstance(v, bool)
+            ):
                 total[k] = total.get(k, 0) + v
         total["seconds"] += float(st.get("seconds", 0.0))
         for reason, n in st.get("rejected_by_reason", {}).items():
@@ -283,7 +298,9 @@ def stage_key_of(stage: Stage, spec: DomainSpec, upstream: dict[str, Manifest]) 
 def row_counts(st: dict) -> str:
     """`in N, kept K, rejected R (reason=n, ...)` of a row stage's stats."""
     reasons = ", ".join(f"{k}={v}" for k, v in sorted(st.get("rejected_by_reason", {}).items()))
-    return f"in {st['rows_in']}, kept {st['rows_kept']}, rejected {st['rows_rejected']}" + (f" ({reasons})" if reasons else "")
+    return f"in {st['rows_in']}, kept {st['rows_kept']}, rejected {st['rows_rejected']}" + (
+        f" ({reasons})" if reasons else ""
+    )
 
 
 def counts_line(name: str, m: Manifest, summary: Callable[[dict], str] | None = None) -> str:
@@ -304,15 +321,16 @@ def print_line(line: str) -> None:
     sys.stdout.flush()
 
 
-def _job(stage: Stage, spec: DomainSpec, root: Path, out: Path, upstream: dict[str, Manifest],
-         progress: Progress | None) -> Job:
+def _job(
+    stage: Stage, spec: DomainSpec, root: Path, out: Path, upstream: dict[str, Manifest], progress: Progress | None
+) -> Job:
     inputs = {name: {"dir": str(m.dir), **{k: str(m.path(k)) for k in m.outputs}} for name, m in upstream.items()}
-    return Job(stage.name, json.dumps(spec_data(spec)), str(spec.base_dir), str(root), str(out), inputs,
-               progress=progress)
+    return Job(
+        stage.name, json.dumps(spec_data(spec)), str(spec.base_dir), str(root), str(out), inputs, progress=progress
+    )
 
 
-def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manifest], steps,
-           progress: Progress | None):
+def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manifest], steps, progress: Progress | None):
     def build(out: Path):
         job = _job(stage, spec, root, out, upstream, progress)
         if stage.plan is None:
@@ -331,12 +349,22 @@ def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manif
                 done = steps.call(stage.name, execute, kwargs)
         else:
             items = stage.plan(job)
-            jobs = [{"fn": stage.call, "job": replace(job, item=it, index=i, progress=None),
-                     "row_stage": stage.rows, "file": stage.stem} for i, it in enumerate(items)]
+            jobs = [
+                {
+                    "fn": stage.call,
+                    "job": replace(job, item=it, index=i, progress=None),
+                    "row_stage": stage.rows,
+                    "file": stage.stem,
+                }
+                for i, it in enumerate(items)
+            ]
             tick = (lambda n: progress(n / max(1, len(items)))) if progress else None
             parts = steps.map(f"{stage.name}-chunk", execute, jobs, done=tick)
-            done = steps.call(f"{stage.name}-merge", merge, {"job": job, "parts": parts, "row_stage": stage.rows,
-                                                            "sort_by": stage.sort_by, "file": stage.stem})
+            done = steps.call(
+                f"{stage.name}-merge",
+                merge,
+                {"job": job, "parts": parts, "row_stage": stage.rows, "sort_by": stage.sort_by, "file": stage.stem},
+            )
             if "pids" in done:
                 done["stats"]["chunk_pids"] = done["pids"]
         files, stats = dict(done["files"]), dict(done["stats"])
@@ -353,9 +381,16 @@ def _build(stage: Stage, spec: DomainSpec, root: Path, upstream: dict[str, Manif
     return build
 
 
-def run_stage(stage: Stage, spec: DomainSpec, root: str | Path, upstream: dict[str, Manifest],
-              steps: Any = None, force: bool = False, echo: Echo | None = print_line,
-              progress: Progress | None = None) -> Manifest:
+def run_stage(
+    stage: Stage,
+    spec: DomainSpec,
+    root: str | Path,
+    upstream: dict[str, Manifest],
+    steps: Any = None,
+    force: bool = False,
+    echo: Echo | None = print_line,
+    progress: Progress | None = None,
+) -> Manifest:
     """The stage's manifest: cached when its key is finished (and its outputs check out), else built
     into ROOT/stages/<stage>/<key>/. A failure becomes StageFailed naming the stage, the domain, the
     spec and the cause, with the cause's kind (flows/errors.py)."""
@@ -366,12 +401,20 @@ def run_stage(stage: Stage, spec: DomainSpec, root: str | Path, upstream: dict[s
         if missing:
             raise StageFailed(f"needs the output of {', '.join(missing)} (a bug in the wiring)", "bug")
         key = stage_key_of(stage, spec, upstream)
-        m = build_stage(root, stage.name, key, _build(stage, spec, root, upstream, steps, progress), force,
-                        resumable=stage.resumable)
+        m = build_stage(
+            root,
+            stage.name,
+            key,
+            _build(stage, spec, root, upstream, steps, progress),
+            force,
+            resumable=stage.resumable,
+        )
     except Exception as exc:
         where = spec.path or spec.base_dir
-        raise StageFailed(f"stage '{stage.name}' failed (domain {spec.domain}, spec {where}): "
-                          f"{type(exc).__name__}: {exc}", classify(exc)) from exc
+        raise StageFailed(
+            f"stage '{stage.name}' failed (domain {spec.domain}, spec {where}): {type(exc).__name__}: {exc}",
+            classify(exc),
+        ) from exc
     if progress is not None:
         progress(1.0)
     if echo is not None:

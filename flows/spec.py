@@ -16,6 +16,7 @@ new place. docs/spec.md lists every field a spec takes (`python scripts/spec_ref
     spec = load_spec("examples/retail/spec.yaml")
     spec.training.sft.max_steps, spec.base_dir
 """
+
 from __future__ import annotations
 
 import difflib
@@ -32,15 +33,24 @@ from rlvrflow.flows.config import OrchestrationConfig, PromotionConfig, Registry
 from rlvrflow.training.config import EvalConfig, TrainingConfig, renamed_error
 from rlvrflow.verifiers.config import VerifierConfig
 
-__all__ = ["DomainSpec", "FROM_GENERATION", "GenerationConfig", "SpecError", "load_spec", "spec_data", "spec_from_dict",
-           "format_validation_error"]
+__all__ = [
+    "DomainSpec",
+    "FROM_GENERATION",
+    "GenerationConfig",
+    "SpecError",
+    "load_spec",
+    "spec_data",
+    "spec_from_dict",
+    "format_validation_error",
+]
 
 # The sections that generate completions, each reading every generation.* field.
 GENERATION_TARGETS: tuple[tuple[str, ...], ...] = (("curriculum",), ("training", "grpo"), ("eval",))
 GENERATION_FIELDS = ("max_new_tokens", "temperature", "top_p")
 # Fields of the library sections that a spec sets in one place: spec path -> where it is set now.
-FROM_GENERATION: dict[str, str] = {".".join((*path, f)): f"generation.{f}"
-                                   for path in GENERATION_TARGETS for f in GENERATION_FIELDS}
+FROM_GENERATION: dict[str, str] = {
+    ".".join((*path, f)): f"generation.{f}" for path in GENERATION_TARGETS for f in GENERATION_FIELDS
+}
 
 
 class SpecError(ValueError):
@@ -69,15 +79,22 @@ class GenerationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_new_tokens: int = Field(
-        24, ge=1, description="completion length cap in tokens, for tiering, GRPO rollouts and eval (greedy and "
+        24,
+        ge=1,
+        description="completion length cap in tokens, for tiering, GRPO rollouts and eval (greedy and "
         "sampled) alike, so a tier and a held-out score describe the completions GRPO trains on",
     )
     temperature: float = Field(
-        1.0, gt=0, description="sampling temperature of tiering, GRPO rollouts and eval's sampled metrics (the "
+        1.0,
+        gt=0,
+        description="sampling temperature of tiering, GRPO rollouts and eval's sampled metrics (the "
         "greedy metrics use 0): tiering predicts which groups GRPO will find mixed, so both sample alike",
     )
     top_p: float = Field(
-        1.0, gt=0, le=1, description="nucleus sampling mass of tiering, GRPO rollouts and eval's sampled metrics",
+        1.0,
+        gt=0,
+        le=1,
+        description="nucleus sampling mass of tiering, GRPO rollouts and eval's sampled metrics",
     )
 
 
@@ -147,12 +164,14 @@ class DomainSpec(BaseModel):
         CurriculumConfig, "pass@k tiers, sampling weights, eval split (curriculum.config.CurriculumConfig)"
     )
     training: TrainingConfig = _section_field(
-        TrainingConfig, "the model and how it trains: base model, SFT, GRPO or DPO, checkpoints, LoRA, precision, "
-        "threads (training.config.TrainingConfig)"
+        TrainingConfig,
+        "the model and how it trains: base model, SFT, GRPO or DPO, checkpoints, LoRA, precision, "
+        "threads (training.config.TrainingConfig)",
     )
     eval: EvalConfig = _section_field(
-        EvalConfig, "held-out evaluation of the SFT model and every checkpoint: sampling, pass@k, regression and "
-        "robustness sets (training.config.EvalConfig)"
+        EvalConfig,
+        "held-out evaluation of the SFT model and every checkpoint: sampling, pass@k, regression and "
+        "robustness sets (training.config.EvalConfig)",
     )
     generation: GenerationConfig = Field(
         default_factory=GenerationConfig,
@@ -262,8 +281,7 @@ def spec_from_dict(data: Any, base_dir: str | Path, origin: str = "<spec>") -> D
     """Validate an already parsed spec; `origin` names it in error messages."""
     if not isinstance(data, dict):
         raise SpecError(
-            f"{origin}: the spec must be a YAML mapping with keys like domain, sources, ...; "
-            f"got {type(data).__name__}"
+            f"{origin}: the spec must be a YAML mapping with keys like domain, sources, ...; got {type(data).__name__}"
         )
     try:
         spec = DomainSpec.model_validate(data)

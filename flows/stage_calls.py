@@ -6,6 +6,7 @@ training.train_dpo, training.evaluate): it reads the job's input files and the s
 calls the library, and returns rows or the files it wrote. No Prefect, no cache logic here.
 Every verifier call takes its pool settings from the one `verifiers:` section (`workers`, `timeout_s`).
 """
+
 from __future__ import annotations
 
 import glob
@@ -25,13 +26,15 @@ def source_files(spec: DomainSpec) -> list[Path]:
     files: list[Path] = []
     for i, src in enumerate(spec.sources):
         patterns = src.path if isinstance(src.path, (list, tuple)) else [src.path]
-        matched = [Path(p) for pattern in patterns
-                   for p in sorted(glob.glob(str(spec.resolve(pattern)), recursive=True))]
+        matched = [
+            Path(p) for pattern in patterns for p in sorted(glob.glob(str(spec.resolve(pattern)), recursive=True))
+        ]
         if not matched:
             raise DataError(
                 f"prepare: sources[{i}] ({src.name}): {patterns} matches no file under {spec.base_dir}; "
                 "fix `path` in the spec or generate the raw logs first "
-                "(e.g. python examples/retail/generate.py --out examples/retail/raw --seed 0)")
+                "(e.g. python examples/retail/generate.py --out examples/retail/raw --seed 0)"
+            )
         files += matched
     return files
 
@@ -40,14 +43,19 @@ def prepare(job: Job) -> Result:
     """cleaning.prepare (ingest, clean, dedup, validate) writing its files into the stage folder; with
     `orchestration.runner: dask` its per-file, per-shard and per-chunk tasks fan out over the cluster."""
     from rlvrflow import cleaning
+
     spec = job.spec
     args = (spec.sources, spec.cleaning, spec.validation, spec.domain, spec.base_dir, Path(job.out))
     if spec.orchestration.runner == "dask":
         result = _prepare_on_dask(spec, args)
     else:
         result = cleaning.prepare(*args, True)  # progress bars only on a terminal
-    files = {"rows": "clean.parquet", "rejects": "rejects.parquet", "stats": "stats.json",
-             "validation": "validation.json"}
+    files = {
+        "rows": "clean.parquet",
+        "rejects": "rejects.parquet",
+        "stats": "stats.json",
+        "validation": "validation.json",
+    }
     return Result(dict(result.stats), {k: v for k, v in files.items() if (Path(job.out) / v).exists()})
 
 
@@ -106,8 +114,10 @@ def attach_canaries(job: Job, stats: dict) -> Result:
     cfg = job.spec.verifiers
     if not cfg.canaries.enabled:
         return Result({})
-    rows = pl.read_parquet(Path(job.out) / "attach.parquet", columns=["id", "category", "prompt", "reference",
-                                                                       "verifier", "verifier_params"]).to_dicts()
+    rows = pl.read_parquet(
+        Path(job.out) / "attach.parquet",
+        columns=["id", "category", "prompt", "reference", "verifier", "verifier_params"],
+    ).to_dicts()
     report = canary.probe(rows, cfg.rules, cfg.canaries, workers=cfg.workers, timeout_s=cfg.timeout_s)
     report["priors"] = canary.prior_probe(rows, cfg.rules, cfg.canaries, workers=cfg.workers, timeout_s=cfg.timeout_s)
     report["environments"] = probe_environments(rows, cfg.rules, cfg.canaries, job.spec.base_dir)
@@ -126,12 +136,19 @@ def attach_canaries(job: Job, stats: dict) -> Result:
         raise DataError(f"attach: {priors}\n  full report: {report_path}")
     (log.warning if report["priors"] else log.info)(priors)
     environments = report["environments"]["rules"]
-    return Result({"canaries": {"ok": True, "rules": len(report["rules"]),
-                                "verdicts": sum(r["verdicts"] for r in report["rules"]),
-                                "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]},
-                                "priors": report["priors"],
-                                "environments": {e["category"]: e["passed"] for e in environments}},
-                   "warnings": [*stats.get("warnings", []), *(priors.splitlines() if report["priors"] else [])]})
+    return Result(
+        {
+            "canaries": {
+                "ok": True,
+                "rules": len(report["rules"]),
+                "verdicts": sum(r["verdicts"] for r in report["rules"]),
+                "scored": {r["category"]: r["scored"] for r in report["rules"] if r["scored"]},
+                "priors": report["priors"],
+                "environments": {e["category"]: e["passed"] for e in environments},
+            },
+            "warnings": [*stats.get("warnings", []), *(priors.splitlines() if report["priors"] else [])],
+        }
+    )
 
 
 # ----- split ------------------------------------------------------------------------------------
@@ -150,8 +167,9 @@ def split(job: Job) -> Result:
     from rlvrflow.verifiers.config import EPISODE
 
     spec = job.spec
-    df = curriculum.assign_split(pl.read_parquet(job.input("attach", "rows")), spec.curriculum.eval_fraction,
-                                 spec.training.seed)
+    df = curriculum.assign_split(
+        pl.read_parquet(job.input("attach", "rows")), spec.curriculum.eval_fraction, spec.training.seed
+    )
     rows_in, episodes = df.height, df.filter(pl.col("verifier") == EPISODE).sort("id")
     df = df.filter(pl.col("verifier") != EPISODE)
     episodes.write_parquet(Path(job.out) / "episodes.parquet")
@@ -164,15 +182,19 @@ def split(job: Job) -> Result:
         kept[-1].write_parquet(Path(job.out) / f"{part}.parquet")
         counts[f"rows_{part}"] = kept[-1].height
     if counts["rows_train"] == 0 or counts["rows_eval"] == 0:
-        raise DataError(f"split: {counts['rows_train']} train and {counts['rows_eval']} eval rows from "
-                        f"{df.height} verified rows; both must be non-empty: add rows or change "
-                        "curriculum.eval_fraction")
-    rejects = reject_frame(pl.concat(dropped), "split", "over_max_rows",
-                                    f"beyond orchestration.max_rows={cap} rows of its split")
+        raise DataError(
+            f"split: {counts['rows_train']} train and {counts['rows_eval']} eval rows from "
+            f"{df.height} verified rows; both must be non-empty: add rows or change "
+            "curriculum.eval_fraction"
+        )
+    rejects = reject_frame(
+        pl.concat(dropped), "split", "over_max_rows", f"beyond orchestration.max_rows={cap} rows of its split"
+    )
     kept_all = pl.concat(kept)
     stats = make_stats(rows_in, kept_all, rejects, 0.0, counts)
-    return Result(stats, {"train": "train.parquet", "eval": "eval.parquet", "episodes": "episodes.parquet"},
-                  kept_all, rejects)
+    return Result(
+        stats, {"train": "train.parquet", "eval": "eval.parquet", "episodes": "episodes.parquet"}, kept_all, rejects
+    )
 
 
 # ----- SFT --------------------------------------------------------------------------------------
@@ -197,8 +219,9 @@ def model_identity(spec: DomainSpec) -> Any:
     root = Path(cfg.model)
     if not root.is_dir():
         return str(root)
-    return sorted((p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
-                  for p in root.rglob("*") if p.is_file())
+    return sorted(
+        (p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()
+    )
 
 
 def corpus_texts(df) -> list[str]:
@@ -236,12 +259,18 @@ def tier_plan(job: Job) -> list[dict[str, Any]]:
 
     ids = tier_pool(job)[0]["id"].to_list()
     if None in ids or len(set(ids)) != len(ids):  # chunks select rows by id
-        raise DataError(f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
-                        f"{len(set(ids) - {None})} distinct ids)")
+        raise DataError(
+            f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
+            f"{len(set(ids) - {None})} distinct ids)"
+        )
     spec = job.spec
     if spec.curriculum.engine == "vllm":  # one engine start for all prompts (vLLM batches them itself)
-        return [{"ids": [i for chunk in call_chunks(ids, spec.training.seed, len(ids) or 1) for i in chunk],
-                 "rows": len(ids)}]
+        return [
+            {
+                "ids": [i for chunk in call_chunks(ids, spec.training.seed, len(ids) or 1) for i in chunk],
+                "rows": len(ids),
+            }
+        ]
     chunks = call_chunks(ids, spec.training.seed, spec.orchestration.chunk_rows)
     return [{"ids": chunk, "rows": len(chunk)} for chunk in chunks] or [{"ids": [], "rows": 0}]
 
@@ -271,9 +300,14 @@ def tier(job: Job) -> Result:
     spec = job.spec
     set_threads(spec.training.torch_threads)  # the engine's sampling obeys training.torch_threads too
     df = pl.read_parquet(job.input("split", "train")).filter(pl.col("id").is_in(job.item["ids"]))
-    engine = make_engine(spec.curriculum.engine, job.input("sft", "model"),
-                         device=str(pick_device(spec.training.device)), batch_size=spec.curriculum.engine_batch_size,
-                         seed=spec.training.seed, field="curriculum.engine")
+    engine = make_engine(
+        spec.curriculum.engine,
+        job.input("sft", "model"),
+        device=str(pick_device(spec.training.device)),
+        batch_size=spec.curriculum.engine_batch_size,
+        seed=spec.training.seed,
+        field="curriculum.engine",
+    )
     score = default_score_fn(spec.verifiers.workers, spec.verifiers.timeout_s)
     try:
         tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
@@ -320,13 +354,36 @@ def grpo(job: Job) -> Result:
         if job.progress is not None:
             job.progress(step / max(1, steps or spec.training.grpo.max_steps))
 
-    summary = train_grpo(str(job.input("sft", "model")), pl.read_parquet(job.input("tier", "rows")),
-                         training_config(spec), spec.curriculum, spec.verifiers.reward,
-                         pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,
-                         on_progress=progress, workers=spec.verifiers.workers, timeout_s=spec.verifiers.timeout_s)
-    stats = {k: summary.get(k) for k in ("steps", "seconds", "steps_per_second", "zero_variance_fraction",
-                                         "groups_seen", "groups_zero_variance", "steps_without_update",
-                                         "final_checkpoint", "best_checkpoint", "warnings", "notes")}
+    summary = train_grpo(
+        str(job.input("sft", "model")),
+        pl.read_parquet(job.input("tier", "rows")),
+        training_config(spec),
+        spec.curriculum,
+        spec.verifiers.reward,
+        pl.read_parquet(job.input("split", "eval")),
+        spec.eval,
+        job.out,
+        spec.training.seed,
+        on_progress=progress,
+        workers=spec.verifiers.workers,
+        timeout_s=spec.verifiers.timeout_s,
+    )
+    stats = {
+        k: summary.get(k)
+        for k in (
+            "steps",
+            "seconds",
+            "steps_per_second",
+            "zero_variance_fraction",
+            "groups_seen",
+            "groups_zero_variance",
+            "steps_without_update",
+            "final_checkpoint",
+            "best_checkpoint",
+            "warnings",
+            "notes",
+        )
+    }
     files = {"summary": "summary.json", "metrics": "metrics.jsonl"}
     if (Path(job.out) / "curves.png").exists():
         files["curves"] = "curves.png"
@@ -346,27 +403,45 @@ def dpo(job: Job) -> Result:
     from rlvrflow.training.dpo_data import PAIRS_FILE, build_pairs
 
     spec = job.spec
-    pairs, pair_stats = build_pairs(pl.read_parquet(job.input("tier", "rows")),
-                                    pl.read_parquet(job.input("tier", "rollouts")), spec.training.dpo,
-                                    spec.training.seed)
+    pairs, pair_stats = build_pairs(
+        pl.read_parquet(job.input("tier", "rows")),
+        pl.read_parquet(job.input("tier", "rollouts")),
+        spec.training.dpo,
+        spec.training.seed,
+    )
     if not pairs:
-        raise DataError(f"dpo: no prompt of tiers {list(spec.training.dpo.tiers)} has both a correct and an incorrect "
-                        f"sample (of {pair_stats['rows_in']} tiered prompts, dropped: "
-                        f"{pair_stats['rejected_by_reason']}); widen training.dpo.tiers, raise curriculum.n_samples, "
-                        "or use training.algorithm: grpo")
+        raise DataError(
+            f"dpo: no prompt of tiers {list(spec.training.dpo.tiers)} has both a correct and an incorrect "
+            f"sample (of {pair_stats['rows_in']} tiered prompts, dropped: "
+            f"{pair_stats['rejected_by_reason']}); widen training.dpo.tiers, raise curriculum.n_samples, "
+            "or use training.algorithm: grpo"
+        )
     write_text(Path(job.out) / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
 
     def progress(step: int, steps: int, metrics: dict) -> None:
         if job.progress is not None:
             job.progress(step / max(1, steps or spec.training.dpo.max_steps))
 
-    summary = train_dpo(str(job.input("sft", "model")), pairs, training_config(spec),
-                        pl.read_parquet(job.input("split", "eval")), spec.eval, job.out, spec.training.seed,
-                        on_progress=progress, reward_cfg=spec.verifiers.reward, workers=spec.verifiers.workers,
-                        timeout_s=spec.verifiers.timeout_s)
-    stats = {"pairs": pair_stats, **{k: summary.get(k) for k in ("steps", "seconds", "steps_per_second",
-                                                                   "final_checkpoint", "best_checkpoint",
-                                                                   "warnings")}}
+    summary = train_dpo(
+        str(job.input("sft", "model")),
+        pairs,
+        training_config(spec),
+        pl.read_parquet(job.input("split", "eval")),
+        spec.eval,
+        job.out,
+        spec.training.seed,
+        on_progress=progress,
+        reward_cfg=spec.verifiers.reward,
+        workers=spec.verifiers.workers,
+        timeout_s=spec.verifiers.timeout_s,
+    )
+    stats = {
+        "pairs": pair_stats,
+        **{
+            k: summary.get(k)
+            for k in ("steps", "seconds", "steps_per_second", "final_checkpoint", "best_checkpoint", "warnings")
+        },
+    }
     files = {"summary": "summary.json", "metrics": "metrics.jsonl", "pairs": PAIRS_FILE}
     if (Path(job.out) / "curves.png").exists():
         files["curves"] = "curves.png"
@@ -402,9 +477,19 @@ def measure_model(spec, name: str, model: str, rows, samples: Path, reuse=None) 
     engine = eval_engine(model, spec.eval, spec.training.device, spec.training.dtype, spec.training.seed)
 
     def evaluate_on(part, samples_path: Path | None = None) -> dict:
-        return run_eval(model, part, spec.eval, spec.training.seed, workers=spec.verifiers.workers,
-                        device=spec.training.device, dtype=spec.training.dtype, samples_path=samples_path,
-                        reward_cfg=spec.verifiers.reward, timeout_s=spec.verifiers.timeout_s, engine=engine)
+        return run_eval(
+            model,
+            part,
+            spec.eval,
+            spec.training.seed,
+            workers=spec.verifiers.workers,
+            device=spec.training.device,
+            dtype=spec.training.dtype,
+            samples_path=samples_path,
+            reward_cfg=spec.verifiers.reward,
+            timeout_s=spec.verifiers.timeout_s,
+            engine=engine,
+        )
 
     try:
         loop = reuse(engine) if reuse is not None else None
@@ -413,8 +498,10 @@ def measure_model(spec, name: str, model: str, rows, samples: Path, reuse=None) 
         else:
             samples.write_text(loop["samples"], encoding="utf-8")
             result = {"name": name, "model": str(model), **loop["result"], "reused_from": str(loop["path"])}
-        extra = {"regression": {set_name: evaluate_on(part) for set_name, part in sets.regression.items()},
-                 "robustness": None if sets.robustness is None else evaluate_on(sets.robustness)}
+        extra = {
+            "regression": {set_name: evaluate_on(part) for set_name, part in sets.regression.items()},
+            "robustness": None if sets.robustness is None else evaluate_on(sets.robustness),
+        }
     finally:
         release(engine)
     return result, extra
@@ -432,12 +519,19 @@ def evaluate(job: Job) -> Result:
 
     spec, name, out = job.spec, job.item["name"], Path(job.out)
     set_threads(spec.training.torch_threads)
-    result, extra = measure_model(spec, name, job.item["model"], pl.read_parquet(job.input("split", "eval")),
-                                  out / f"{name}.samples.jsonl", reuse=lambda engine: loop_eval(job, engine))
+    result, extra = measure_model(
+        spec,
+        name,
+        job.item["model"],
+        pl.read_parquet(job.input("split", "eval")),
+        out / f"{name}.samples.jsonl",
+        reuse=lambda engine: loop_eval(job, engine),
+    )
     (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     (out / f"{name}.sets.json").write_text(json.dumps(extra, indent=1, default=str))
-    return Result({}, {name: f"{name}.json", f"{name}.samples": f"{name}.samples.jsonl",
-                       f"{name}.sets": f"{name}.sets.json"})
+    return Result(
+        {}, {name: f"{name}.json", f"{name}.samples": f"{name}.samples.jsonl", f"{name}.sets": f"{name}.sets.json"}
+    )
 
 
 def loop_eval(job: Job, engine) -> dict | None:
@@ -473,28 +567,58 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
         name = item["name"]
         results[name] = json.loads((out / f"{name}.json").read_text())
         sets[name] = json.loads((out / f"{name}.sets.json").read_text())
-        table.append({k: results[name].get(k) for k in ("name", "model", "pass_at_1_greedy", "pass_at_1_sampled",
-                                                        "pass_at_k", "format_rate", "length_mean", "n_prompts")})
+        table.append(
+            {
+                k: results[name].get(k)
+                for k in (
+                    "name",
+                    "model",
+                    "pass_at_1_greedy",
+                    "pass_at_1_sampled",
+                    "pass_at_k",
+                    "format_rate",
+                    "length_mean",
+                    "n_prompts",
+                )
+            }
+        )
     regression = {s.name: {n: sets[n]["regression"][s.name] for n in results} for s in cfg.regression_sets}
     robustness = {n: sets[n]["robustness"] for n in results if sets[n]["robustness"] is not None}
-    constant = constant_baseline(pl.read_parquet(job.input("split", "train")).to_dicts(),
-                                 select_eval_tasks(pl.read_parquet(job.input("split", "eval")), cfg),
-                                 seed=spec.training.seed, workers=spec.verifiers.workers,
-                                 timeout_s=spec.verifiers.timeout_s)
+    constant = constant_baseline(
+        pl.read_parquet(job.input("split", "train")).to_dicts(),
+        select_eval_tasks(pl.read_parquet(job.input("split", "eval")), cfg),
+        seed=spec.training.seed,
+        workers=spec.verifiers.workers,
+        timeout_s=spec.verifiers.timeout_s,
+    )
     (out / "constant.json").write_text(json.dumps(constant, indent=1, ensure_ascii=False))
     rows = build_matrix(results, robustness or None, regression, cfg.max_regression, constant=constant)
     decision = decide_best(rows, cfg.max_regression)
     best = decision.best
-    matrix = {"rows": rows, "max_regression": cfg.max_regression, "best": best, "decision": decision.to_dict(),
-              "best_model": results[best]["model"], "regression_sets": [s.name for s in cfg.regression_sets],
-              "robustness_set": cfg.robustness_set}
+    matrix = {
+        "rows": rows,
+        "max_regression": cfg.max_regression,
+        "best": best,
+        "decision": decision.to_dict(),
+        "best_model": results[best]["model"],
+        "regression_sets": [s.name for s in cfg.regression_sets],
+        "robustness_set": cfg.robustness_set,
+    }
     (out / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
     (out / "eval_matrix.json").write_text(json.dumps(matrix, indent=1, default=str, ensure_ascii=False))
     flagged = {r["name"]: r["regressed"] for r in rows if r["regressed"]}
     reused = sum("reused_from" in r for r in results.values())
     if decision.warning:
         logging.getLogger("rlvrflow.evaluate").warning(decision.warning)
-    return Result({"models": len(table), "reused": reused, "best": best, "regressed": flagged,
-                   "constant_pass_at_1_greedy": constant["pass_at_1_greedy"], "no_gain": decision.no_gain,
-                   "warnings": [decision.warning] if decision.warning else []},
-                  {"table": "eval_table.json", "matrix": "eval_matrix.json", "constant": "constant.json"})
+    return Result(
+        {
+            "models": len(table),
+            "reused": reused,
+            "best": best,
+            "regressed": flagged,
+            "constant_pass_at_1_greedy": constant["pass_at_1_greedy"],
+            "no_gain": decision.no_gain,
+            "warnings": [decision.warning] if decision.warning else [],
+        },
+        {"table": "eval_table.json", "matrix": "eval_matrix.json", "constant": "constant.json"},
+    )

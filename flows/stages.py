@@ -35,6 +35,7 @@ around training.train_dpo on build_pairs of tier.rows and tier.rollouts), its ro
 `run_in_flow("dpo", ...)`) and a line in retrain.py. A stage that fans out adds `plan=`
 (Job -> items, each with `rows`); a row stage sets `rows=True` and returns kept and rejects.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -91,8 +92,11 @@ def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     from rlvrflow.flows.eval_sets import set_digests
 
     models = stage_calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
-    return {"models": {name: tree_digest(path) for name, path in models.items()}, "eval_sets": set_digests(spec),
-            **_verifier_files(spec, upstream)}
+    return {
+        "models": {name: tree_digest(path) for name, path in models.items()},
+        "eval_sets": set_digests(spec),
+        **_verifier_files(spec, upstream),
+    }
 
 
 def _compare_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
@@ -103,20 +107,26 @@ def _compare_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
 
 def _split_line(st: dict) -> str:
     episodes = f", {st['rows_episodes']} episode rows set aside" if st.get("rows_episodes") else ""
-    return f"{st.get('rows_train')} train, {st.get('rows_eval')} eval (of {st.get('rows_in')}; " \
-           f"{st.get('rows_rejected', 0)} over max_rows{episodes})"
+    return (
+        f"{st.get('rows_train')} train, {st.get('rows_eval')} eval (of {st.get('rows_in')}; "
+        f"{st.get('rows_rejected', 0)} over max_rows{episodes})"
+    )
 
 
 def _dpo_line(st: dict) -> str:
     pairs = st.get("pairs") or {}
-    return (f"{pairs.get('pairs')} pairs from {pairs.get('rows_kept')} of {pairs.get('rows_in')} prompts, "
-            f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}")
+    return (
+        f"{pairs.get('pairs')} pairs from {pairs.get('rows_kept')} of {pairs.get('rows_in')} prompts, "
+        f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"
+    )
 
 
 def _attach_line(st: dict) -> str:
     built = st.get("answer_only_targets") or 0
-    return (f"{row_counts(st)}; {st.get('outcome_only_rows', 0)} outcome-only rows (no worked solution: RL's, not SFT's)"
-            + (f", {built} answer-only SFT targets built (verifiers.answer_only_targets)" if built else ""))
+    return (
+        f"{row_counts(st)}; {st.get('outcome_only_rows', 0)} outcome-only rows (no worked solution: RL's, not SFT's)"
+        + (f", {built} answer-only SFT targets built (verifiers.answer_only_targets)" if built else "")
+    )
 
 
 def _evaluate_line(st: dict) -> str:
@@ -125,56 +135,165 @@ def _evaluate_line(st: dict) -> str:
     return f"{st.get('models')} models on the held-out split{reused}, best {st.get('best')}{flagged}"
 
 
-STAGES: dict[str, Stage] = {s.name: s for s in (
-    Stage("prepare", inputs=(), sections=("domain", "sources", "cleaning", "validation"), code=("cleaning",),
-          call=stage_calls.prepare, extra_key=_source_files, rows=True),
-    Stage("attach", inputs=("prepare.rows",),
-          sections=("verifiers.rules", "verifiers.self_check", "verifiers.answer_only_targets", "verifiers.timeout_s",
-                    "verifiers.canaries"),
-          code=("verifiers",), call=stage_calls.attach, plan=stage_calls.attach_plan, finish=stage_calls.attach_canaries,
-          extra_key=_verifier_files, rows=True, summary=_attach_line),
-    Stage("split", inputs=("attach.rows",), sections=("curriculum.eval_fraction", "training.seed",
-                                                      "orchestration.max_rows"),
-          code=("curriculum",), call=stage_calls.split, rows=True, summary=_split_line),
-    Stage("sft", inputs=("attach.rows", "split.train"),
-          sections=("training.tiny", "training.sft", "training.seed", "training.device", *MODEL_SETTINGS),
-          code=("training", "engines"), call=stage_calls.sft, extra_key=_base_model,
-          summary=lambda st: f"{st.get('rows_used')} rows with a solution ({st.get('skipped_empty_solution')} "
-          f"outcome-only rows left to RL), {st.get('steps')} steps, final loss {st.get('final_loss')}"),
-    Stage("tier", inputs=("split.train", "sft.model"),
-          sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
-          code=("curriculum", "engines", "verifiers"), call=stage_calls.tier, plan=stage_calls.tier_plan, finish=stage_calls.tier_finish,
-          extra_key=_verifier_files, rows=True, file="tiers", sort_by="id",
-          summary=lambda st: f"{st.get('rows_in')} prompts: " + ", ".join(
-              f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))
-          + (f"; {st['rl_pool']['sft_rows_in_pool']} of them SFT trained on" if st.get("rl_pool", {}).get(
-              "sft_rows_in_pool") else "; none SFT trained on" if st.get("rl_pool") else "")),
-    Stage("grpo", inputs=("sft.model", "tier.rows", "split.eval"),
-          sections=("training.grpo", "training.checkpoint", "training.seed", "training.device", "curriculum",
-                    "verifiers.reward", "verifiers.timeout_s", "eval", *MODEL_SETTINGS),
-          code=("training", "curriculum", "engines", "verifiers"), call=stage_calls.grpo, resumable=True, all_ranks=True,
-          extra_key=_verifier_files,
-          summary=lambda st: f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"),
-    Stage("dpo", inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),
-          sections=("training.dpo", "training.checkpoint", "training.seed", "training.device", "eval",
-                    "verifiers.reward", "verifiers.timeout_s", *MODEL_SETTINGS),
-          code=("training", "curriculum", "engines", "verifiers"), call=stage_calls.dpo, resumable=True, summary=_dpo_line,
-          extra_key=_verifier_files),
-    Stage("evaluate", inputs=("split.eval", "split.train", "sft.model", "policy.summary"),
-          sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
-          code=("training", "verifiers", "curriculum", "engines"), call=stage_calls.evaluate, plan=stage_calls.evaluate_plan,
-          finish=stage_calls.evaluate_finish, extra_key=_eval_inputs, summary=_evaluate_line),
-    Stage("drift", inputs=("prepare.stats", "attach.rows", "attach.stats", "champion_data.profile"), sections=("drift",),
-          code=("cleaning", "flows"), call=drift.drift, extra_key=_source_files, summary=drift.drift_line),
-    Stage("compare", inputs=("split.eval", "evaluate.matrix", "champion.model"),
-          sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
-          code=("training", "verifiers", "curriculum", "engines", "flows"), call=promotion.compare, extra_key=_compare_inputs,
-          summary=promotion.compare_line),
-)}
+STAGES: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage(
+            "prepare",
+            inputs=(),
+            sections=("domain", "sources", "cleaning", "validation"),
+            code=("cleaning",),
+            call=stage_calls.prepare,
+            extra_key=_source_files,
+            rows=True,
+        ),
+        Stage(
+            "attach",
+            inputs=("prepare.rows",),
+            sections=(
+                "verifiers.rules",
+                "verifiers.self_check",
+                "verifiers.answer_only_targets",
+                "verifiers.timeout_s",
+                "verifiers.canaries",
+            ),
+            code=("verifiers",),
+            call=stage_calls.attach,
+            plan=stage_calls.attach_plan,
+            finish=stage_calls.attach_canaries,
+            extra_key=_verifier_files,
+            rows=True,
+            summary=_attach_line,
+        ),
+        Stage(
+            "split",
+            inputs=("attach.rows",),
+            sections=("curriculum.eval_fraction", "training.seed", "orchestration.max_rows"),
+            code=("curriculum",),
+            call=stage_calls.split,
+            rows=True,
+            summary=_split_line,
+        ),
+        Stage(
+            "sft",
+            inputs=("attach.rows", "split.train"),
+            sections=("training.tiny", "training.sft", "training.seed", "training.device", *MODEL_SETTINGS),
+            code=("training", "engines"),
+            call=stage_calls.sft,
+            extra_key=_base_model,
+            summary=lambda st: (
+                f"{st.get('rows_used')} rows with a solution ({st.get('skipped_empty_solution')} "
+                f"outcome-only rows left to RL), {st.get('steps')} steps, final loss {st.get('final_loss')}"
+            ),
+        ),
+        Stage(
+            "tier",
+            inputs=("split.train", "sft.model"),
+            sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
+            code=("curriculum", "engines", "verifiers"),
+            call=stage_calls.tier,
+            plan=stage_calls.tier_plan,
+            finish=stage_calls.tier_finish,
+            extra_key=_verifier_files,
+            rows=True,
+            file="tiers",
+            sort_by="id",
+            summary=lambda st: (
+                f"{st.get('rows_in')} prompts: "
+                + ", ".join(f"{t} {n}" for t, n in sorted(st.get("tiers", {}).items()))
+                + (
+                    f"; {st['rl_pool']['sft_rows_in_pool']} of them SFT trained on"
+                    if st.get("rl_pool", {}).get("sft_rows_in_pool")
+                    else "; none SFT trained on"
+                    if st.get("rl_pool")
+                    else ""
+                )
+            ),
+        ),
+        Stage(
+            "grpo",
+            inputs=("sft.model", "tier.rows", "split.eval"),
+            sections=(
+                "training.grpo",
+                "training.checkpoint",
+                "training.seed",
+                "training.device",
+                "curriculum",
+                "verifiers.reward",
+                "verifiers.timeout_s",
+                "eval",
+                *MODEL_SETTINGS,
+            ),
+            code=("training", "curriculum", "engines", "verifiers"),
+            call=stage_calls.grpo,
+            resumable=True,
+            all_ranks=True,
+            extra_key=_verifier_files,
+            summary=lambda st: (
+                f"{st.get('steps')} steps, final checkpoint {Path(str(st.get('final_checkpoint'))).name}"
+            ),
+        ),
+        Stage(
+            "dpo",
+            inputs=("sft.model", "tier.rows", "tier.rollouts", "split.eval"),
+            sections=(
+                "training.dpo",
+                "training.checkpoint",
+                "training.seed",
+                "training.device",
+                "eval",
+                "verifiers.reward",
+                "verifiers.timeout_s",
+                *MODEL_SETTINGS,
+            ),
+            code=("training", "curriculum", "engines", "verifiers"),
+            call=stage_calls.dpo,
+            resumable=True,
+            summary=_dpo_line,
+            extra_key=_verifier_files,
+        ),
+        Stage(
+            "evaluate",
+            inputs=("split.eval", "split.train", "sft.model", "policy.summary"),
+            sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
+            code=("training", "verifiers", "curriculum", "engines"),
+            call=stage_calls.evaluate,
+            plan=stage_calls.evaluate_plan,
+            finish=stage_calls.evaluate_finish,
+            extra_key=_eval_inputs,
+            summary=_evaluate_line,
+        ),
+        Stage(
+            "drift",
+            inputs=("prepare.stats", "attach.rows", "attach.stats", "champion_data.profile"),
+            sections=("drift",),
+            code=("cleaning", "flows"),
+            call=drift.drift,
+            extra_key=_source_files,
+            summary=drift.drift_line,
+        ),
+        Stage(
+            "compare",
+            inputs=("split.eval", "evaluate.matrix", "champion.model"),
+            sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
+            code=("training", "verifiers", "curriculum", "engines", "flows"),
+            call=promotion.compare,
+            extra_key=_compare_inputs,
+            summary=promotion.compare_line,
+        ),
+    )
+}
 
 
-def run(name: str, spec: DomainSpec, root: str | Path, upstream: dict[str, Manifest], steps: Any = None,
-        force: bool = False, **kwargs: Any) -> Manifest:
+def run(
+    name: str,
+    spec: DomainSpec,
+    root: str | Path,
+    upstream: dict[str, Manifest],
+    steps: Any = None,
+    force: bool = False,
+    **kwargs: Any,
+) -> Manifest:
     """Run (or reuse) one stage of the table; `upstream` holds the manifests of the stages it reads
     (evaluate's `policy`: the trained stage's manifest, found by training.algorithm when not given)."""
     if "policy" in STAGES[name].upstream and "policy" not in upstream:
@@ -187,8 +306,10 @@ def champion_model(path: str | Path) -> Manifest:
     """The registry's champion (an exported model folder) as the `champion` input of compare."""
     path = Path(path).resolve()
     if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"the champion's model folder {path} is gone or incomplete; make another "
-                                "model current (`rlvrflow models --out OUT rollback` or `promote ID`)")
+        raise FileNotFoundError(
+            f"the champion's model folder {path} is gone or incomplete; make another "
+            "model current (`rlvrflow models --out OUT rollback` or `promote ID`)"
+        )
     return Manifest("champion", "registry", path, {"model": "."}, {"model": tree_digest(path)}, cached=True)
 
 
@@ -197,10 +318,18 @@ def champion_data(model_dir: str | Path) -> Manifest:
     path = Path(model_dir).resolve()
     profile = path / drift.PROFILE_FILE
     if not profile.is_file():
-        raise FileNotFoundError(f"{profile} is missing: the champion was registered without its data profile; "
-                                "promote a model registered by this version, or set drift.enabled: false")
-    return Manifest("champion_data", "registry", path, {"profile": drift.PROFILE_FILE},
-                    {"profile": file_digest(profile)}, cached=True)
+        raise FileNotFoundError(
+            f"{profile} is missing: the champion was registered without its data profile; "
+            "promote a model registered by this version, or set drift.enabled: false"
+        )
+    return Manifest(
+        "champion_data",
+        "registry",
+        path,
+        {"profile": drift.PROFILE_FILE},
+        {"profile": file_digest(profile)},
+        cached=True,
+    )
 
 
 def given_model(path: str | Path) -> Manifest:

@@ -7,6 +7,7 @@ off: the stage cache keys on content hashes and tasks pass paths, never pickled 
 `run_in_flow` runs one stage of the table from a flow: a progress artifact per stage, the counts
 line in the terminal and in the run's logs, and the manifest back as a dict.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,9 +36,11 @@ def retry_if_transient(task, task_run, state) -> bool:
 
 def task_options(spec: DomainSpec) -> dict[str, Any]:
     """Retry settings for the tasks of a run, from `orchestration`."""
-    return {"retries": spec.orchestration.retries,
-            "retry_delay_seconds": spec.orchestration.retry_delay_seconds,
-            "retry_condition_fn": retry_if_transient}
+    return {
+        "retries": spec.orchestration.retries,
+        "retry_delay_seconds": spec.orchestration.retry_delay_seconds,
+        "retry_condition_fn": retry_if_transient,
+    }
 
 
 @task(cache_policy=NO_CACHE, persist_result=False)
@@ -53,14 +56,16 @@ class PrefectSteps:
         self._options = task_options(spec)
 
     def _task(self, name: str):
-        return call.with_options(name=name.rsplit("-", 1)[0] if name[-1].isdigit() else name,
-                                 task_run_name=name, **self._options)
+        return call.with_options(
+            name=name.rsplit("-", 1)[0] if name[-1].isdigit() else name, task_run_name=name, **self._options
+        )
 
     def call(self, name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         return self._task(name)(fn, kwargs)
 
-    def map(self, name: str, fn: Callable[..., Any], items: list[dict[str, Any]],
-            done: Callable[[int], None] | None = None) -> list[Any]:
+    def map(
+        self, name: str, fn: Callable[..., Any], items: list[dict[str, Any]], done: Callable[[int], None] | None = None
+    ) -> list[Any]:
         futures = [self._task(f"{name}-{i:05d}").submit(fn, kw) for i, kw in enumerate(items)]
         out = []
         for f in futures:
@@ -80,5 +85,13 @@ def run_in_flow(name: str, spec: DomainSpec, out: str | Path, upstream: dict[str
         logger.info(line.strip())
 
     progress = artifacts.Progress(artifacts.artifact_key(spec.domain, f"{name}-progress"), f"{name}: share done")
-    return stages.run(name, spec, Path(out), {k: Manifest.from_dict(v) for k, v in upstream.items()},
-                      PrefectSteps(spec), force, echo=echo, progress=progress)
+    return stages.run(
+        name,
+        spec,
+        Path(out),
+        {k: Manifest.from_dict(v) for k, v in upstream.items()},
+        PrefectSteps(spec),
+        force,
+        echo=echo,
+        progress=progress,
+    )

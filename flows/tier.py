@@ -6,6 +6,7 @@ Publishes the tier table and the histogram (as a link).
 
     python -c "from rlvrflow.flows.tier import tier; tier('examples/retail/spec.yaml', 'runs/demo', split, sft)"
 """
+
 from __future__ import annotations
 
 import csv
@@ -18,13 +19,24 @@ from rlvrflow.flows.tasks import run_in_flow
 
 
 @flow(name="tier", log_prints=True)
-def tier(spec_path: str, out: str, split: dict, sft: dict, force: bool = False, smoke: bool = False,
-         runner: str | None = None, overrides: dict | None = None) -> dict:
+def tier(
+    spec_path: str,
+    out: str,
+    split: dict,
+    sft: dict,
+    force: bool = False,
+    smoke: bool = False,
+    runner: str | None = None,
+    overrides: dict | None = None,
+) -> dict:
     """Tier the train split by the SFT model's pass@k; returns the stage manifest (tiers.parquet, tier_rollouts.parquet)."""
     spec = load_run_spec(spec_path, smoke, runner, overrides)
     m = run_in_flow("tier", spec, out, {"split": split, "sft": sft}, force)
     with m.path("table").open(newline="") as fh:
         rows = [dict(row) for row in csv.DictReader(fh)]
-    artifacts.publish_table(artifacts.artifact_key(spec.domain, "tiers"), rows,
-                            f"prompts per category and tier (pass@{spec.curriculum.k} of the SFT model)")
+    artifacts.publish_table(
+        artifacts.artifact_key(spec.domain, "tiers"),
+        rows,
+        f"prompts per category and tier (pass@{spec.curriculum.k} of the SFT model)",
+    )
     return m.to_dict()

@@ -9,6 +9,7 @@ JSON lines are split on "\\n" only: a sample's text may hold U+2028 and the like
 unescaped and `str.splitlines` would cut. A line that is not JSON is an error naming the file and
 line, with the fix for the common cause (a run killed mid-write leaves a partial last line).
 """
+
 from __future__ import annotations
 
 import json
@@ -73,8 +74,10 @@ def read_jsonl(path: str | Path, *, limit: int | None = None, missing_ok: bool =
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number} is not valid JSON ({exc}); a run killed while writing leaves a "
-                             "partial last line: delete that line and rerun") from exc
+            raise ValueError(
+                f"{path}:{number} is not valid JSON ({exc}); a run killed while writing leaves a "
+                "partial last line: delete that line and rerun"
+            ) from exc
         if limit is not None and len(rows) >= limit:
             break
     return rows

@@ -13,6 +13,7 @@ that POSTs {"subject", "body"} as JSON. For e-mail, install `prefect-email`, mak
 UI or in Python, and pass it with --block. `scripts/prefect_local.sh alerts ...` runs this script with
 the local server's environment.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,13 @@ async def _block_id(args) -> str:
     if args.block:
         block = await Block.aload(args.block)
         return str(block._block_document_id)
-    block = CustomWebhookNotificationBlock(name="rlvrflow owner", url=args.webhook, method="POST",
-                                           json_data={"subject": "{{subject}}", "body": "{{body}}"},
-                                           allow_private_urls=args.allow_private)
+    block = CustomWebhookNotificationBlock(
+        name="rlvrflow owner",
+        url=args.webhook,
+        method="POST",
+        json_data={"subject": "{{subject}}", "body": "{{body}}"},
+        allow_private_urls=args.allow_private,
+    )
     return str(await block.asave("rlvrflow-owner", overwrite=True))
 
 
@@ -46,22 +51,42 @@ async def install(args) -> list[str]:
             if automation.name in (FAILED, KEPT):
                 await client.delete_automation(automation.id)
     failed = Automation(
-        name=FAILED, description="a retrain flow run failed or crashed",
-        trigger=EventTrigger(expect={"prefect.flow-run.Failed", "prefect.flow-run.Crashed"},
-                             match={"prefect.resource.id": "prefect.flow-run.*"},
-                             match_related={"prefect.resource.role": "flow", "prefect.resource.name": "retrain"},
-                             posture=Posture.Reactive, threshold=1),
-        actions=[SendNotification(block_document_id=block_id, subject="rlvrflow: retrain {{ flow_run.name }} failed",
-                                  body="Flow run {{ flow_run.name }} ended {{ flow_run.state.name }}: "
-                                       "{{ flow_run.state.message }}. The champion stays in place.")])
+        name=FAILED,
+        description="a retrain flow run failed or crashed",
+        trigger=EventTrigger(
+            expect={"prefect.flow-run.Failed", "prefect.flow-run.Crashed"},
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            match_related={"prefect.resource.role": "flow", "prefect.resource.name": "retrain"},
+            posture=Posture.Reactive,
+            threshold=1,
+        ),
+        actions=[
+            SendNotification(
+                block_document_id=block_id,
+                subject="rlvrflow: retrain {{ flow_run.name }} failed",
+                body="Flow run {{ flow_run.name }} ended {{ flow_run.state.name }}: "
+                "{{ flow_run.state.message }}. The champion stays in place.",
+            )
+        ],
+    )
     kept = Automation(
-        name=KEPT, description="a finished night's model was not promoted",
-        trigger=EventTrigger(expect={"rlvrflow.model.kept"}, match={"prefect.resource.id": "rlvrflow.registry.*"},
-                             posture=Posture.Reactive, threshold=1),
-        actions=[SendNotification(block_document_id=block_id,
-                                  subject="rlvrflow: {{ event.resource.name }} kept its champion",
-                                  body="{{ event.payload.model }} was not promoted: {{ event.payload.reasons }}. "
-                                       "Champion: {{ event.payload.champion }}.")])
+        name=KEPT,
+        description="a finished night's model was not promoted",
+        trigger=EventTrigger(
+            expect={"rlvrflow.model.kept"},
+            match={"prefect.resource.id": "rlvrflow.registry.*"},
+            posture=Posture.Reactive,
+            threshold=1,
+        ),
+        actions=[
+            SendNotification(
+                block_document_id=block_id,
+                subject="rlvrflow: {{ event.resource.name }} kept its champion",
+                body="{{ event.payload.model }} was not promoted: {{ event.payload.reasons }}. "
+                "Champion: {{ event.payload.champion }}.",
+            )
+        ],
+    )
     created = [await failed.acreate(), await kept.acreate()]
     return [f"{a.name} ({a.id})" for a in created]
 
@@ -71,8 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--webhook", help="URL that receives a JSON POST {subject, body}")
     where.add_argument("--block", help="an existing notification block, as TYPE/NAME (e.g. email/owner-mail)")
-    ap.add_argument("--allow-private", action="store_true",
-                    help="let the webhook block call a private or loopback address (a local receiver)")
+    ap.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="let the webhook block call a private or loopback address (a local receiver)",
+    )
     args = ap.parse_args(argv)
     for line in asyncio.run(install(args)):
         print(f"automation: {line}")

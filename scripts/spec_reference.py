@@ -10,6 +10,7 @@ that `generation` sets for several sections are listed there only (flows.spec.FR
 rules live in the models' validators and are not listed; their errors say how to fix them.
 tests/flows/test_spec_reference.py fails when the file is stale or a field has no description.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,14 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-RULES = ((at.Ge, "ge", ">= {}"), (at.Gt, "gt", "> {}"), (at.Le, "le", "<= {}"), (at.Lt, "lt", "< {}"),
-         (at.MinLen, "min_length", "length >= {}"), (at.MaxLen, "max_length", "length <= {}"))
+RULES = (
+    (at.Ge, "ge", ">= {}"),
+    (at.Gt, "gt", "> {}"),
+    (at.Le, "le", "<= {}"),
+    (at.Lt, "lt", "< {}"),
+    (at.MinLen, "min_length", "length >= {}"),
+    (at.MaxLen, "max_length", "length <= {}"),
+)
 
 
 def rules(field: FieldInfo) -> str:
@@ -157,8 +164,14 @@ def table(path: str, model: type[BaseModel]) -> str:
     module = model.__module__.removeprefix("rlvrflow.").replace(".", "/") + ".py"  # the file in this repository
     title = f"`{path}`" if path else "Top level"
     doc = " ".join((model.__doc__ or "").split())
-    lines = [f"## {title}", "", f"`{model.__name__}` in `{module}`" + (f": {doc}" if doc else ""), "",
-             "| field | type | default | rules | description |", "|---|---|---|---|---|"]
+    lines = [
+        f"## {title}",
+        "",
+        f"`{model.__name__}` in `{module}`" + (f": {doc}" if doc else ""),
+        "",
+        "| field | type | default | rules | description |",
+        "|---|---|---|---|---|",
+    ]
     for name, field in model.model_fields.items():
         if f"{path}.{name}" in FROM_GENERATION:  # set once for all sections, in generation
             continue
@@ -173,8 +186,12 @@ def table(path: str, model: type[BaseModel]) -> str:
 
 def undescribed(model: type[BaseModel]) -> list[str]:
     """Dotted paths of the fields under `model` that have no description."""
-    return [f"{path}.{name}" if path else name for path, m in sections(model)
-            for name, field in m.model_fields.items() if not (field.description or "").strip()]
+    return [
+        f"{path}.{name}" if path else name
+        for path, m in sections(model)
+        for name, field in m.model_fields.items()
+        if not (field.description or "").strip()
+    ]
 
 
 def reference() -> str:

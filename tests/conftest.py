@@ -3,6 +3,7 @@
 `gpu` tests run only where CUDA is available and `vllm` tests only where vllm imports (the
 `.venv-vllm` environment of `make test-vllm`); both say why when they skip.
 """
+
 import importlib.util
 import os
 from pathlib import Path
@@ -48,6 +49,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def load_bench():
     """Import a script of bench/ by name (bench/ is not a package): `load_bench("tier_drift")`."""
+
     def load(name: str):
         path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
         spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
@@ -76,8 +78,13 @@ def build_tokenizer():
     tok.decoder = decoders.Fuse()
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", vocab["<s>"])])
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-        padding_side="left", clean_up_tokenization_spaces=False,
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
     )
 
 
@@ -87,10 +94,16 @@ def build_model(tokenizer, seed: int = 0, hidden: int = 64, layers: int = 2):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,  # head_dim 32: vLLM-CPU minimum
-        max_position_embeddings=256, tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,  # head_dim 32: vLLM-CPU minimum
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)

@@ -1,4 +1,5 @@
 """rlvrflow.io: atomic writes leave the old file or the new one, and JSON lines read back as written."""
+
 import json
 
 import pytest

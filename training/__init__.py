@@ -13,19 +13,52 @@ from __future__ import annotations
 import importlib
 
 from rlvrflow.training.config import (
-    CheckpointConfig, DPOConfig, EvalConfig, GRPOConfig, LoRAConfig, SFTConfig, TinyModelConfig, TrainingConfig,
+    CheckpointConfig,
+    DPOConfig,
+    EvalConfig,
+    GRPOConfig,
+    LoRAConfig,
+    SFTConfig,
+    TinyModelConfig,
+    TrainingConfig,
 )
 
 __all__ = [
-    "CheckpointConfig", "DPOConfig", "EvalConfig", "GRPOConfig", "LoRAConfig", "SFTConfig", "TinyModelConfig",
-    "TrainingConfig", "build_tiny_model", "build_qwen2_model", "export_checkpoint", "resolve_base_model", "run_sft",
-    "train_grpo", "train_dpo", "export_dpo", "evaluate", "build_report", "write_report", "diagnose",
+    "CheckpointConfig",
+    "DPOConfig",
+    "EvalConfig",
+    "GRPOConfig",
+    "LoRAConfig",
+    "SFTConfig",
+    "TinyModelConfig",
+    "TrainingConfig",
+    "build_tiny_model",
+    "build_qwen2_model",
+    "export_checkpoint",
+    "resolve_base_model",
+    "run_sft",
+    "train_grpo",
+    "train_dpo",
+    "export_dpo",
+    "evaluate",
+    "build_report",
+    "write_report",
+    "diagnose",
 ]
 
 _WHERE = {
-    "build_tiny_model": "tiny_model", "resolve_base_model": "tiny_model", "build_qwen2_model": "qwen_model",
-    "export_checkpoint": "export", "run_sft": "sft",
-    "train_grpo": "grpo", "train_dpo": "dpo", "export_dpo": "dpo_data", "diagnose": "doctor", "evaluate": "eval", "build_report": "report", "write_report": "report",
+    "build_tiny_model": "tiny_model",
+    "resolve_base_model": "tiny_model",
+    "build_qwen2_model": "qwen_model",
+    "export_checkpoint": "export",
+    "run_sft": "sft",
+    "train_grpo": "grpo",
+    "train_dpo": "dpo",
+    "export_dpo": "dpo_data",
+    "diagnose": "doctor",
+    "evaluate": "eval",
+    "build_report": "report",
+    "write_report": "report",
 }
 
 

@@ -7,6 +7,7 @@ them, or one category's) where that answer is mostly wrong, read from an eval's 
 The run doctor's `answer_collapse` rule (training/doctor_rules.py) and report.json's warnings
 (flows/report.py) both call this, so they say the same thing. Pure Python, no torch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -78,23 +79,37 @@ def collapsed_answers(by_prompt: dict | None) -> Collapse | None:
     if whole is not None:
         sets, inside = (whole,), range(len(said))
     else:
-        sets = tuple(x for c, idx in sorted(by_cat.items())
-                     if (x := _one_answer(c, [said[i] for i in idx], [right[i] for i in idx], COLLAPSE_MIN_CATEGORY)))
+        sets = tuple(
+            x
+            for c, idx in sorted(by_cat.items())
+            if (x := _one_answer(c, [said[i] for i in idx], [right[i] for i in idx], COLLAPSE_MIN_CATEGORY))
+        )
         inside = [i for x in sets for i in by_cat[x.where]]
     if not sets:
         return None
     constant = {x.where: x.answer for x in sets}
     from_constant = sum(right[i] for i in inside if said[i] == constant.get("all prompts", constant.get(cats[i])))
-    return Collapse(sets, len(said), len(inside), sum(right), from_constant,
-                    {c: (len({said[i] for i in idx}), len(idx)) for c, idx in sorted(by_cat.items())})
+    return Collapse(
+        sets,
+        len(said),
+        len(inside),
+        sum(right),
+        from_constant,
+        {c: (len({said[i] for i in idx}), len(idx)) for c, idx in sorted(by_cat.items())},
+    )
 
 
 def collapse_line(name: str, c: Collapse) -> str:
     """`step_000180 answers '2' on 25 of 25 gcd prompts (8 right), ...; 9 of its 12 right answers are those`."""
-    parts = [f"{_clip(x.answer)!r} on {x.count} of {x.prompts} {'held-out' if x.where == 'all prompts' else x.where} "
-             f"prompts ({x.right} right)" for x in c.sets]
-    return (f"{name} answers {', '.join(parts)}; {c.hits_from_constant} of its {c.hits} right answers on the "
-            f"{c.prompts} held-out prompts are those")
+    parts = [
+        f"{_clip(x.answer)!r} on {x.count} of {x.prompts} {'held-out' if x.where == 'all prompts' else x.where} "
+        f"prompts ({x.right} right)"
+        for x in c.sets
+    ]
+    return (
+        f"{name} answers {', '.join(parts)}; {c.hits_from_constant} of its {c.hits} right answers on the "
+        f"{c.prompts} held-out prompts are those"
+    )
 
 
 def _clip(text: str, limit: int = 40) -> str:

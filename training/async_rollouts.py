@@ -78,21 +78,42 @@ def check_dtype(cfg, dtype) -> None:
     from rlvrflow.training.precision import dtype_name
 
     if cfg.lora is not None and dtype != torch.float32:
-        raise ValueError(f"training.grpo.rollout_mode 'async' with LoRA needs training.dtype float32 (this run "
-                         f"trains in {dtype_name(dtype)}): the generator gets the merged weights, rounded to the "
-                         "base's dtype; set training.dtype: float32, or rollout_mode: sync")
+        raise ValueError(
+            f"training.grpo.rollout_mode 'async' with LoRA needs training.dtype float32 (this run "
+            f"trains in {dtype_name(dtype)}): the generator gets the merged weights, rounded to the "
+            "base's dtype; set training.dtype: float32, or rollout_mode: sync"
+        )
 
 
 class AsyncRollouts:
     """The trainer's side of the queue: draws requests, consumes results, publishes weights, runs the generator."""
 
-    def __init__(self, out: Path, sft_model, cfg, tasks: dict, reward_cfg, seed: int, device, dtype,
-                 workers: int | None, timeout_s: float) -> None:
+    def __init__(
+        self,
+        out: Path,
+        sft_model,
+        cfg,
+        tasks: dict,
+        reward_cfg,
+        seed: int,
+        device,
+        dtype,
+        workers: int | None,
+        timeout_s: float,
+    ) -> None:
         from rlvrflow.training.precision import dtype_name
 
         self.root, self.g, self.seed = Path(out) / QUEUE_DIR, cfg.grpo, seed
-        self.setup = {"sft_model": str(sft_model), "cfg": cfg, "tasks": tasks, "reward_cfg": reward_cfg,
-                      "device": str(device), "dtype": dtype_name(dtype), "workers": workers, "timeout_s": timeout_s}
+        self.setup = {
+            "sft_model": str(sft_model),
+            "cfg": cfg,
+            "tasks": tasks,
+            "reward_cfg": reward_cfg,
+            "device": str(device),
+            "dtype": dtype_name(dtype),
+            "workers": workers,
+            "timeout_s": timeout_s,
+        }
         self.queue: RolloutQueue | None = None
         self.proc = None
         self.pending: list[dict] = []  # requests written, not consumed, oldest first
@@ -106,8 +127,9 @@ class AsyncRollouts:
         self.queue, discarded = RolloutQueue.fresh(self.root)
         run.groups_discarded += discarded
         if discarded:
-            log.warning("async rollouts: %d groups of a previous run's queue discarded (made after its checkpoint)",
-                        discarded)
+            log.warning(
+                "async rollouts: %d groups of a previous run's queue discarded (made after its checkpoint)", discarded
+            )
         self.next_seq = run.queue.get("next_seq", 0)
         self.pending = [dict(r) for r in run.queue.get("pending", [])]
         self.buffer = [Group(**d) for d in run.queue.get("buffer", [])]
@@ -125,8 +147,11 @@ class AsyncRollouts:
         return {"groups_unused": self.unused}  # scored and reported to the sampler, never trained
 
     def state_dict(self) -> dict:
-        return {"next_seq": self.next_seq, "pending": [dict(r) for r in self.pending],
-                "buffer": [asdict(grp) for grp in self.buffer]}
+        return {
+            "next_seq": self.next_seq,
+            "pending": [dict(r) for r in self.pending],
+            "buffer": [asdict(grp) for grp in self.buffer],
+        }
 
     def publish(self, backend, version: int) -> None:
         """Hand the generator the policy after `version` updates (LoRA: merged weights)."""
@@ -156,25 +181,39 @@ class AsyncRollouts:
             written = self._top_up(sampler, step, written, run)  # the generator works on it while we wait and train
             result = self._wait(request["seq"], run)
             self.queue.consume(request["seq"])
-            groups = [Group(**grp, version=result["version"], key=f"{request['seq']}.{i}")
-                      for i, grp in enumerate(result["groups"])]
+            groups = [
+                Group(**grp, version=result["version"], key=f"{request['seq']}.{i}")
+                for i, grp in enumerate(result["groups"])
+            ]
             sampler.report([grp.task_id for grp in groups], [sum(grp.correct) / len(grp.correct) for grp in groups])
             too_old = step - result["version"] > g.max_staleness
             stale += len(groups) if too_old else 0
             rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G), as in sync mode
             for grp, r, zero in zip(groups, rewards.tolist(), zero_variance_groups(rewards).tolist()):
                 grp.rewards = r
-                if tally.add(r, grp.correct, grp.completion_ids, zero and g.filter_zero_variance and not too_old,
-                             grp.truncated) and not too_old:
+                if (
+                    tally.add(
+                        r,
+                        grp.correct,
+                        grp.completion_ids,
+                        zero and g.filter_zero_variance and not too_old,
+                        grp.truncated,
+                    )
+                    and not too_old
+                ):
                     kept.append(grp)
-        kept, left = kept[: g.prompts_per_step], kept[g.prompts_per_step:]
+        kept, left = kept[: g.prompts_per_step], kept[g.prompts_per_step :]
         self.buffer = [grp for grp in left if step + 1 - grp.version <= g.max_staleness]  # fresh next step
         stale += len(left) - len(self.buffer)
         self._top_up(sampler, step, written, run)
         run.groups_stale += stale
-        info = {**tally.info(len(kept)), "groups_stale": stale, "groups_waiting": len(self.buffer),
-                "staleness_mean": sum(step - grp.version for grp in kept) / max(1, len(kept)),
-                "trained": [grp.key for grp in kept]}
+        info = {
+            **tally.info(len(kept)),
+            "groups_stale": stale,
+            "groups_waiting": len(self.buffer),
+            "staleness_mean": sum(step - grp.version for grp in kept) / max(1, len(kept)),
+            "trained": [grp.key for grp in kept],
+        }
         return kept, info
 
     def _request(self, sampler, n: int, step: int, written: int) -> int:
@@ -182,8 +221,12 @@ class AsyncRollouts:
         ids = draw(sampler, n)
         if not ids:
             return 0
-        request = {"seq": self.next_seq, "ids": ids, "seed": rollout_seed(self.seed, step, written),
-                   "min_version": self.published}
+        request = {
+            "seq": self.next_seq,
+            "ids": ids,
+            "seed": rollout_seed(self.seed, step, written),
+            "min_version": self.published,
+        }
         self.next_seq += 1
         self.pending.append(request)
         self.queue.put_request(request)
@@ -216,8 +259,10 @@ class AsyncRollouts:
             if self.proc.poll() is not None and self.queue.read_result(seq) is None:
                 run.generator_restarts += 1
                 if run.generator_restarts > GENERATOR_RESTARTS:
-                    raise GeneratorFailed(f"the rollout generator died {run.generator_restarts} times (exit code "
-                                          f"{self.proc.returncode}); see the log, or set rollout_mode: sync")
+                    raise GeneratorFailed(
+                        f"the rollout generator died {run.generator_restarts} times (exit code "
+                        f"{self.proc.returncode}); see the log, or set rollout_mode: sync"
+                    )
                 log.warning("async rollouts: the generator died (exit code %s); restarting it", self.proc.returncode)
                 self._spawn()
             time.sleep(POLL_S)
@@ -232,8 +277,12 @@ class AsyncRollouts:
             os.replace(tmp, setup)
         path = [p for p in sys.path if p] + [os.getcwd()]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "rlvrflow.training.async_rollouts", str(self.queue.dir),
-                                      str(os.getpid())], env=env, stdin=subprocess.DEVNULL, close_fds=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rlvrflow.training.async_rollouts", str(self.queue.dir), str(os.getpid())],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            close_fds=True,
+        )
 
     def __enter__(self) -> "AsyncRollouts":
         return self
@@ -268,8 +317,18 @@ def generator_main(queue_dir: str, parent_pid: int) -> None:
             raise
 
 
-def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dict, reward_cfg, device: str,
-           dtype: str, workers: int | None, timeout_s: float) -> None:
+def _serve(
+    queue: RolloutQueue,
+    parent_pid: int,
+    sft_model: str,
+    cfg,
+    tasks: dict,
+    reward_cfg,
+    device: str,
+    dtype: str,
+    workers: int | None,
+    timeout_s: float,
+) -> None:
     import torch
 
     from rlvrflow.engines import HFEngine
@@ -281,11 +340,13 @@ def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dic
     g, dev, compute = cfg.grpo, torch.device(device), DTYPES[dtype]
     # full fine-tuning publishes float32 master weights (forwards autocast, as in the trainer); LoRA (float32
     # only) the merged weights in the frozen base's dtype
-    model, tokenizer = load_model_and_tokenizer(sft_model, dev, trainable=False,
-                                                dtype=compute if cfg.lora is not None else torch.float32)
+    model, tokenizer = load_model_and_tokenizer(
+        sft_model, dev, trainable=False, dtype=compute if cfg.lora is not None else torch.float32
+    )
     fmt = PromptFormat.for_tokenizer(tokenizer, cfg.prompt_format, cfg.system_prompt)
-    engine = HFEngine(model, tokenizer, device=device, batch_size=max(g.prompts_per_step * g.num_generations, 1),
-                      prompt_format=fmt)
+    engine = HFEngine(
+        model, tokenizer, device=device, batch_size=max(g.prompts_per_step * g.num_generations, 1), prompt_format=fmt
+    )
     version = -1
     while os.getppid() == parent_pid and queue.exists():
         todo = queue.unanswered()
@@ -305,11 +366,23 @@ def _serve(queue: RolloutQueue, parent_pid: int, sft_model: str, cfg, tasks: dic
             continue
         batch = [tasks[i] for i in request["ids"]]
         with autocast(dev, compute):
-            comp, rewards, correct, texts, statuses, logps, cut = score_rollouts(engine, batch, g, reward_cfg,
-                                                                                 request["seed"], workers, timeout_s)
-        groups = [{"task_id": t.id, "prompt_ids": encode_prompt(tokenizer, t.prompt, fmt), "completion_ids": c,
-                   "rewards": r, "correct": k, "texts": x, "statuses": s, "old_logprobs": lp, "truncated": tr}
-                  for t, c, r, k, x, s, lp, tr in zip(batch, comp, rewards, correct, texts, statuses, logps, cut)]
+            comp, rewards, correct, texts, statuses, logps, cut = score_rollouts(
+                engine, batch, g, reward_cfg, request["seed"], workers, timeout_s
+            )
+        groups = [
+            {
+                "task_id": t.id,
+                "prompt_ids": encode_prompt(tokenizer, t.prompt, fmt),
+                "completion_ids": c,
+                "rewards": r,
+                "correct": k,
+                "texts": x,
+                "statuses": s,
+                "old_logprobs": lp,
+                "truncated": tr,
+            }
+            for t, c, r, k, x, s, lp, tr in zip(batch, comp, rewards, correct, texts, statuses, logps, cut)
+        ]
         queue.put_result(request["seq"], {"seq": request["seq"], "version": version, "groups": groups})
 
 
@@ -317,8 +390,9 @@ def _load_weights(model, state: dict) -> None:
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
     if set(missing) - tied or unexpected:
-        raise RuntimeError(f"published weights do not fit the generator's model: missing {missing}, "
-                           f"unexpected {unexpected}")
+        raise RuntimeError(
+            f"published weights do not fit the generator's model: missing {missing}, unexpected {unexpected}"
+        )
 
 
 if __name__ == "__main__":  # started by AsyncRollouts._spawn

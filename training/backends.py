@@ -116,8 +116,10 @@ class TorchBackend:
 
     def load_state_dict(self, state: dict, checkpoint_dir=None) -> None:
         if "optimizer" not in state:
-            raise ValueError(f"checkpoint {checkpoint_dir} holds {sorted(state)} optimizer state, not the torch "
-                             "backend's; resume with the backend that wrote it or use a new output directory")
+            raise ValueError(
+                f"checkpoint {checkpoint_dir} holds {sorted(state)} optimizer state, not the torch "
+                "backend's; resume with the backend that wrote it or use a new output directory"
+            )
         self.opt.load_state_dict(state["optimizer"])
         self.sched.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state.get("scaler", {}))
@@ -150,9 +152,16 @@ class DeepSpeedBackend:
         # rank; a step with fewer groups is padded to a multiple of world_size * grad_accum instead
         # (smaller but equal micro-batches on every rank; the config's size is DeepSpeed's bookkeeping).
         micro = max(1, -(-rows // (g.gradient_accumulation_steps * self.world_size)))
-        cfg = D.deepspeed_config(stage=self.stage, micro_batch=micro, grad_accum=g.gradient_accumulation_steps, lr=g.learning_rate,
-                                 world_size=self.world_size, max_grad_norm=g.max_grad_norm,
-                                 weight_decay=g.weight_decay, bf16=self.bf16)
+        cfg = D.deepspeed_config(
+            stage=self.stage,
+            micro_batch=micro,
+            grad_accum=g.gradient_accumulation_steps,
+            lr=g.learning_rate,
+            world_size=self.world_size,
+            max_grad_norm=g.max_grad_norm,
+            weight_decay=g.weight_decay,
+            bf16=self.bf16,
+        )
         # ZeRO-3: rank 0 generates with a plain replica (see the module docstring); copied before
         # DeepSpeed partitions the parameters.
         self._replica = None
@@ -162,8 +171,9 @@ class DeepSpeedBackend:
                 self._replica.to(torch.bfloat16)
         # the same warmup + cosine as TorchBackend, stepped at each update boundary
         schedule = Optim.of(g, g.num_iterations).schedule
-        self.engine, self.opt = D.init_deepspeed(model, cfg, lr_scheduler=schedule,
-                                                 timeout_minutes=g.dist_timeout_minutes)
+        self.engine, self.opt = D.init_deepspeed(
+            model, cfg, lr_scheduler=schedule, timeout_minutes=g.dist_timeout_minutes
+        )
         # Training forwards go through the engine (it passes attributes through to the HF model): its
         # forward resets ZeRO's per-micro-batch backward bookkeeping, and under ZeRO-3 a forward on
         # engine.module instead silently loses all but the last micro-batch's gradients when
@@ -250,8 +260,9 @@ class DeepSpeedBackend:
         self.engine.save_checkpoint(str(tmp / self.CHECKPOINT_SUBDIR), tag=self.CHECKPOINT_TAG, save_latest=False)
         weights = self._d.gathered_state_dict(self.engine, is_main=self.is_main)  # collective under ZeRO-3
         if self.is_main:
-            ckpt.write_checkpoint_files(tmp, step, self.engine.module, tokenizer, state, meta, state_dict=weights,
-                                        extra=extra)
+            ckpt.write_checkpoint_files(
+                tmp, step, self.engine.module, tokenizer, state, meta, state_dict=weights, extra=extra
+            )
         self.barrier()  # every rank's partition is on disk before the directory becomes visible
         final = ckpt.commit_checkpoint(run_dir, tmp, step) if self.is_main else None
         self.barrier()
@@ -259,8 +270,14 @@ class DeepSpeedBackend:
 
     def state_dict(self) -> dict:
         # The optimizer partitions and LR schedule are in DeepSpeed's own files (save_checkpoint).
-        return {"deepspeed": {"dir": self.CHECKPOINT_SUBDIR, "tag": self.CHECKPOINT_TAG, "stage": self.stage,
-                              "world_size": self.world_size}}
+        return {
+            "deepspeed": {
+                "dir": self.CHECKPOINT_SUBDIR,
+                "tag": self.CHECKPOINT_TAG,
+                "stage": self.stage,
+                "world_size": self.world_size,
+            }
+        }
 
     def load_state_dict(self, state: dict, checkpoint_dir=None) -> None:
         """Load DeepSpeed's checkpoint (module, optimizer partitions, LR schedule) on every rank."""
@@ -268,17 +285,22 @@ class DeepSpeedBackend:
 
         info = state.get("deepspeed")
         if info is None or checkpoint_dir is None:
-            raise ValueError(f"checkpoint {checkpoint_dir} holds {sorted(state)} state, not the DeepSpeed backend's "
-                             "(or no checkpoint directory was given); resume with the backend that wrote it "
-                             "or use a new output directory")
+            raise ValueError(
+                f"checkpoint {checkpoint_dir} holds {sorted(state)} state, not the DeepSpeed backend's "
+                "(or no checkpoint directory was given); resume with the backend that wrote it "
+                "or use a new output directory"
+            )
         if (info["stage"], info["world_size"]) != (self.stage, self.world_size):
-            raise ValueError(f"checkpoint {checkpoint_dir} was written by ZeRO-{info['stage']} on {info['world_size']} "
-                             f"ranks, this run is ZeRO-{self.stage} on {self.world_size}; its optimizer partitions "
-                             "do not fit: resume with the same zero_stage and number of GPUs")
+            raise ValueError(
+                f"checkpoint {checkpoint_dir} was written by ZeRO-{info['stage']} on {info['world_size']} "
+                f"ranks, this run is ZeRO-{self.stage} on {self.world_size}; its optimizer partitions "
+                "do not fit: resume with the same zero_stage and number of GPUs"
+            )
         path = Path(checkpoint_dir)
         self._d.check_same_on_all_ranks(str(path.resolve()), "the checkpoint to resume from")
-        loaded, _ = self.engine.load_checkpoint(str(path / info["dir"]), tag=info["tag"],
-                                                load_optimizer_states=True, load_lr_scheduler_states=True)
+        loaded, _ = self.engine.load_checkpoint(
+            str(path / info["dir"]), tag=info["tag"], load_optimizer_states=True, load_lr_scheduler_states=True
+        )
         if loaded is None:
             raise FileNotFoundError(f"no DeepSpeed checkpoint under {path / info['dir']} (tag {info['tag']!r})")
         self._updates += 1  # weights (re)loaded: refresh the ZeRO-3 generation replica on next use

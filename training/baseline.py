@@ -15,6 +15,7 @@ its gold as an answer (keyword, regex, json, code: a rubric, verifiers.canary.re
 no constant and scores 0 there. Bad golds never raise: a constant
 that no verifier reads just scores 0.
 """
+
 from __future__ import annotations
 
 import random
@@ -23,8 +24,14 @@ from typing import Sequence
 NAME = "constant"
 
 
-def pick_constants(train_rows: Sequence[dict], candidates: int = 3, max_rows: int = 200, seed: int = 0,
-                   workers: int | None = None, timeout_s: float = 30.0) -> dict[str, str]:
+def pick_constants(
+    train_rows: Sequence[dict],
+    candidates: int = 3,
+    max_rows: int = 200,
+    seed: int = 0,
+    workers: int | None = None,
+    timeout_s: float = 30.0,
+) -> dict[str, str]:
     """{category: response}: per category, among the `candidates` most frequent training golds, the
     rendered constant right on most of (a seeded sample of up to `max_rows`) training rows."""
     from rlvrflow.training.scoring import Task
@@ -40,25 +47,41 @@ def pick_constants(train_rows: Sequence[dict], candidates: int = 3, max_rows: in
         sample = sorted(tasks, key=lambda t: t.id)
         random.Random(f"{seed}:{cat}").shuffle(sample)
         sample = sample[:max_rows]
-        options = [render_constant(tasks[0].verifier, g) for g, _ in top_golds([t.reference for t in tasks], candidates)]
+        options = [
+            render_constant(tasks[0].verifier, g) for g, _ in top_golds([t.reference for t in tasks], candidates)
+        ]
         options = [o for o in options if o.strip()]  # a rubric (keyword, json, code) is no answer to repeat
         if not options:
             continue
-        verdicts = score_many([(t.verifier, o, t.reference, t.params) for o in options for t in sample],
-                              workers=workers, timeout_s=timeout_s)
-        hits = [sum(v.score > 0 for v in verdicts[i * len(sample):(i + 1) * len(sample)]) for i in range(len(options))]
+        verdicts = score_many(
+            [(t.verifier, o, t.reference, t.params) for o in options for t in sample],
+            workers=workers,
+            timeout_s=timeout_s,
+        )
+        hits = [
+            sum(v.score > 0 for v in verdicts[i * len(sample) : (i + 1) * len(sample)]) for i in range(len(options))
+        ]
         out[cat] = options[max(range(len(options)), key=lambda i: (hits[i], -i))]
     return out
 
 
-def constant_baseline(train_rows: Sequence[dict], eval_tasks: Sequence, candidates: int = 3, seed: int = 0,
-                      workers: int | None = None, timeout_s: float = 30.0) -> dict:
+def constant_baseline(
+    train_rows: Sequence[dict],
+    eval_tasks: Sequence,
+    candidates: int = 3,
+    seed: int = 0,
+    workers: int | None = None,
+    timeout_s: float = 30.0,
+) -> dict:
     """The constant baseline's eval result on `eval_tasks` (see the module docstring)."""
     from rlvrflow.verifiers.pool import score_many
 
     constants = pick_constants(train_rows, candidates, seed=seed, workers=workers, timeout_s=timeout_s)
-    verdicts = score_many([(t.verifier, constants.get(t.category, ""), t.reference, t.params) for t in eval_tasks],
-                          workers=workers, timeout_s=timeout_s)
+    verdicts = score_many(
+        [(t.verifier, constants.get(t.category, ""), t.reference, t.params) for t in eval_tasks],
+        workers=workers,
+        timeout_s=timeout_s,
+    )
     return score_constants(eval_tasks, constants, [v.status for v in verdicts])
 
 
@@ -72,11 +95,27 @@ def score_constants(eval_tasks: Sequence, constants: dict[str, str], statuses: S
     for t, good in zip(eval_tasks, ok):
         per_cat.setdefault(t.category, []).append(int(good))
     rate = sum(ok) / n
-    return {"name": NAME, "model": None, "constants": dict(constants), "n_prompts": n, "k": None,
-            "pass_at_1_greedy": rate, "pass_at_1_sampled": rate, "pass_at_k": rate,
-            "format_rate": sum(s in ("correct", "wrong") for s in statuses) / n,
-            "length_mean": None, "length_p90": None, "per_prompt_variance": 0.0, "zero_variance_prompts": 1.0,
-            "per_category": {c: {"n": len(v), "pass_at_1_greedy": sum(v) / len(v), "pass_at_1_sampled": sum(v) / len(v)}
-                             for c, v in sorted(per_cat.items())},
-            "by_prompt": {"ids": [t.id for t in eval_tasks], "greedy": [int(g) for g in ok],
-                          "sampled": [float(g) for g in ok]}}
+    return {
+        "name": NAME,
+        "model": None,
+        "constants": dict(constants),
+        "n_prompts": n,
+        "k": None,
+        "pass_at_1_greedy": rate,
+        "pass_at_1_sampled": rate,
+        "pass_at_k": rate,
+        "format_rate": sum(s in ("correct", "wrong") for s in statuses) / n,
+        "length_mean": None,
+        "length_p90": None,
+        "per_prompt_variance": 0.0,
+        "zero_variance_prompts": 1.0,
+        "per_category": {
+            c: {"n": len(v), "pass_at_1_greedy": sum(v) / len(v), "pass_at_1_sampled": sum(v) / len(v)}
+            for c, v in sorted(per_cat.items())
+        },
+        "by_prompt": {
+            "ids": [t.id for t in eval_tasks],
+            "greedy": [int(g) for g in ok],
+            "sampled": [float(g) for g in ok],
+        },
+    }

@@ -50,8 +50,9 @@ def save_pretrained_atomic(model, tokenizer, out_dir: str | Path, extra: dict[st
     return final
 
 
-def save_checkpoint(run_dir: str | Path, step: int, model, tokenizer, state: dict, meta: dict,
-                    extra: dict[str, str] | None = None) -> Path:
+def save_checkpoint(
+    run_dir: str | Path, step: int, model, tokenizer, state: dict, meta: dict, extra: dict[str, str] | None = None
+) -> Path:
     """Write `run_dir/step_NNNNNN/` with the HF model (a peft model: its adapter only), `state.pt`
     (torch-saved `state`), `meta.json` and the `extra` text files."""
     tmp = checkpoint_tmp_dir(run_dir, step)
@@ -70,8 +71,16 @@ def checkpoint_tmp_dir(run_dir: str | Path, step: int) -> Path:
     return tmp
 
 
-def write_checkpoint_files(tmp: Path, step: int, model, tokenizer, state: dict, meta: dict,
-                           state_dict: dict | None = None, extra: dict[str, str] | None = None) -> None:
+def write_checkpoint_files(
+    tmp: Path,
+    step: int,
+    model,
+    tokenizer,
+    state: dict,
+    meta: dict,
+    state_dict: dict | None = None,
+    extra: dict[str, str] | None = None,
+) -> None:
     """The HF model (from `state_dict` when given: gathered ZeRO-3 weights), tokenizer, state.pt, meta.json.
 
     `state.pt` and `meta.json` are what `list_checkpoints` looks for, but only the rename in

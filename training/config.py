@@ -52,8 +52,9 @@ def renamed_error(renames: list[tuple[str, str, Any]]) -> PydanticCustomError:
     """The one error for fields that took another name or moved to another section: for each
     (old, new, value) it says what to write instead. Library configs raise it through `Renamed`, the
     domain spec for the fields it sets in one place (flows/spec.py)."""
-    return PydanticCustomError("renamed", "; ".join(f"{old} is now {new}: write {new}: {_as_yaml(value)}"
-                                                    for old, new, value in renames))
+    return PydanticCustomError(
+        "renamed", "; ".join(f"{old} is now {new}: write {new}: {_as_yaml(value)}" for old, new, value in renames)
+    )
 
 
 class Renamed(_Frozen):
@@ -92,7 +93,8 @@ class SFTConfig(Renamed):
 
     max_steps: int = Field(300, ge=0, description="Optimizer steps; 0 skips SFT (the base model is the SFT model).")
     learning_rate: float = Field(
-        1e-3, gt=0,
+        1e-3,
+        gt=0,
         description="Peak AdamW learning rate. 1e-3 suits the embedded ~1M-parameter model (3e-3 and more let it "
         "memorize prompts without learning the arithmetic: bench/addition_probe.py); a pretrained HF model "
         "wants ~1e-5.",
@@ -101,7 +103,9 @@ class SFTConfig(Renamed):
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps before the cosine decay.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
-    max_length: int = Field(512, ge=8, description="Longer prompt+solution sequences are truncated from the left of the prompt.")
+    max_length: int = Field(
+        512, ge=8, description="Longer prompt+solution sequences are truncated from the left of the prompt."
+    )
     logging_steps: int = Field(25, ge=1, description="Write a loss line to sft_metrics.jsonl every N steps.")
 
     @property
@@ -115,31 +119,43 @@ class HackingAlarmConfig(_Frozen):
     rose clearly while held-out pass@1 did not follow, on enough steps and held-out prompts to tell."""
 
     min_steps: int = Field(
-        20, ge=4, description="Training steps before the alarm may sound; the reward rise compares the mean of "
+        20,
+        ge=4,
+        description="Training steps before the alarm may sound; the reward rise compares the mean of "
         "the last quarter of steps with the first quarter, so 20 steps compare two windows of 5. Below it a "
         "quiet note stands in for the banner.",
     )
     min_prompts: int = Field(
-        100, ge=2, description="Held-out prompts the baseline and the checkpoint were both scored on; below it "
+        100,
+        ge=2,
+        description="Held-out prompts the baseline and the checkpoint were both scored on; below it "
         "a quiet note stands in for the banner (40 prompts give a 95% interval of about +-10 points).",
     )
     min_reward_gain: float = Field(
-        0.05, gt=0, description="The smallest rise of the mean training reward (last quarter of steps against "
+        0.05,
+        gt=0,
+        description="The smallest rise of the mean training reward (last quarter of steps against "
         "the first) worth checking; it must also exceed twice its standard error over the per-step rewards.",
     )
-    level: float = Field(0.95, gt=0.5, lt=1, description="Level of the paired bootstrap interval on the "
-                         "held-out change.")
+    level: float = Field(
+        0.95, gt=0.5, lt=1, description="Level of the paired bootstrap interval on the held-out change."
+    )
 
 
 class GRPOConfig(Renamed):
     """Group Relative Policy Optimization: rollouts, rewards, the clipped loss and its schedule."""
 
     # earlier names of fields that now carry TRL's GRPOConfig names, and the pool size every stage shares
-    RENAMED: ClassVar[dict[str, str]] = {"group_size": "num_generations", "eps_low": "epsilon",
-                                         "eps_high": "epsilon_high", "std_normalize": "scale_rewards",
-                                         "reward_workers": "verifiers.workers", **TRL_NAMES,
-                                         "grad_accum": "gradient_accumulation_steps",
-                                         "updates_per_batch": "num_iterations"}
+    RENAMED: ClassVar[dict[str, str]] = {
+        "group_size": "num_generations",
+        "eps_low": "epsilon",
+        "eps_high": "epsilon_high",
+        "std_normalize": "scale_rewards",
+        "reward_workers": "verifiers.workers",
+        **TRL_NAMES,
+        "grad_accum": "gradient_accumulation_steps",
+        "updates_per_batch": "num_iterations",
+    }
 
     @model_validator(mode="before")
     @classmethod
@@ -148,8 +164,9 @@ class GRPOConfig(Renamed):
             data = {**data, "scale_rewards": "group" if data["scale_rewards"] else "none"}
         return data
 
-    max_steps: int = Field(150, ge=0, description="Training steps, one sampler batch each (num_iterations updates "
-                           "per batch).")
+    max_steps: int = Field(
+        150, ge=0, description="Training steps, one sampler batch each (num_iterations updates per batch)."
+    )
     prompts_per_step: int = Field(8, ge=1, description="Prompts drawn from the curriculum sampler per step.")
     num_generations: int = Field(8, ge=2, description="Completions sampled per prompt (G), as TRL names it.")
     learning_rate: float = Field(2e-4, gt=0, description="Peak AdamW learning rate (GRPO wants ~10x less than SFT).")
@@ -158,15 +175,19 @@ class GRPOConfig(Renamed):
         0.0, ge=0, description="k3 KL coefficient to the reference (SFT) model; 0 loads no reference model."
     )
     entropy_coef: float = Field(
-        0.0, ge=0, description="Entropy bonus: the loss subtracts entropy_coef x the policy's mean token entropy "
+        0.0,
+        ge=0,
+        description="Entropy bonus: the loss subtracts entropy_coef x the policy's mean token entropy "
         "over the completions (aggregated like the surrogate), which holds the policy's spread against collapse "
         "onto one answer per prompt; 0 adds nothing (the entropy is logged either way).",
     )
     epsilon: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - epsilon (TRL's name).")
     epsilon_high: float = Field(0.28, ge=0, description="Upper clip (clip-higher, DAPO): ratio <= 1 + epsilon_high.")
     scale_rewards: Literal["group", "none"] = Field(
-        "group", description="group: divide group-centred rewards by the group's std; none: centre only (Dr. GRPO); "
-        "TRL's name (true and false read as group and none).")
+        "group",
+        description="group: divide group-centred rewards by the group's std; none: centre only (Dr. GRPO); "
+        "TRL's name (true and false read as group and none).",
+    )
     loss_agg: Literal["token", "sequence"] = Field(
         "token", description="token: mean over all completion tokens; sequence: mean of per-sequence means."
     )
@@ -174,29 +195,35 @@ class GRPOConfig(Renamed):
         1, ge=1, description="Gradient passes over each rollout batch (mu, TRL's name); >1 makes the ratio clip bite."
     )
     mask_truncated_completions: bool = Field(
-        False, description="TRL's and DAPO's overlong filtering: a completion cut at max_new_tokens keeps its reward "
+        False,
+        description="TRL's and DAPO's overlong filtering: a completion cut at max_new_tokens keeps its reward "
         "in its group's advantages but adds no tokens to the loss, so a reply that never finished is not "
         "reinforced for the number it happened to reach.",
     )
     filter_zero_variance: bool = Field(True, description="Drop groups whose rewards are all equal.")
-    max_refill_rounds: int = Field(
-        2, ge=0, description="Extra sampler draws per step to replace zero-variance groups."
+    max_refill_rounds: int = Field(2, ge=0, description="Extra sampler draws per step to replace zero-variance groups.")
+    max_new_tokens: int = Field(
+        24, ge=1, description="Completion length cap in tokens during rollouts (in a spec: generation.max_new_tokens)."
     )
-    max_new_tokens: int = Field(24, ge=1, description="Completion length cap in tokens during rollouts (in a spec: "
-                                "generation.max_new_tokens).")
-    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature (in a spec: generation.temperature); "
-                               "the loss scores the policy, old policy and reference at the same temperature "
-                               "(logits / T), as TRL and verl do.")
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        description="Rollout sampling temperature (in a spec: generation.temperature); "
+        "the loss scores the policy, old policy and reference at the same temperature "
+        "(logits / T), as TRL and verl do.",
+    )
     top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling (in a spec: generation.top_p).")
-    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per update (the groups are split "
-                                             "evenly).")
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, description="Micro-batches per update (the groups are split evenly)."
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     warmup_steps: int = Field(10, ge=0, description="Linear warmup steps before the cosine decay.")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine floor as a fraction of learning_rate.")
     rollout: Literal["hf", "vllm"] = Field("hf", description="Rollout engine: in-process HF or vLLM.")
     backend: Literal["torch", "deepspeed"] = Field(
-        "torch", description="GRPO's optimizer backend: torch (one process) or deepspeed (ZeRO data parallel over the "
-        "ranks of a multi-GPU launch). Only GRPO runs on several ranks; SFT and DPO train in one process either way."
+        "torch",
+        description="GRPO's optimizer backend: torch (one process) or deepspeed (ZeRO data parallel over the "
+        "ranks of a multi-GPU launch). Only GRPO runs on several ranks; SFT and DPO train in one process either way.",
     )
     zero_stage: Literal[2, 3] = Field(
         2,
@@ -204,18 +231,21 @@ class GRPOConfig(Renamed):
         "3 also the parameters (rank 0 then keeps a full replica for generation).",
     )
     dist_timeout_minutes: int = Field(
-        120, ge=1,
+        120,
+        ge=1,
         description="Several ranks (torchrun or the deepspeed launcher): how long ranks wait in a collective, "
         "e.g. for rank 0's rollouts and held-out eval (DeepSpeed's and NCCL's own default is 10 minutes, which a "
         "long eval can exceed).",
     )
     logging_steps: int = Field(
-        1, ge=1,
+        1,
+        ge=1,
         description="Every N steps: a line in metrics.jsonl and a step line in the log (reward, correct rate, "
         "zero-variance share, KL, step time, tokens).",
     )
     log_samples_every: int = Field(
-        10, ge=0,
+        10,
+        ge=0,
         description="Every N steps, the best and worst completion of two of the step's groups (prompt, response, "
         "reward, verdict status) go to rollout_samples.jsonl, to read what the policy writes; 0: never.",
     )
@@ -228,7 +258,8 @@ class GRPOConfig(Renamed):
         "training.dtype float32.",
     )
     max_staleness: int = Field(
-        1, ge=0,
+        1,
+        ge=0,
         description="async only: the oldest policy a trained group may come from, in versions (updates) behind "
         "the trainer; older groups are dropped and counted (groups_stale). 0 keeps generation in lockstep "
         "with the updates (the synchronous run's numbers). The queue holds max_staleness + 1 - sync_every "
@@ -242,7 +273,8 @@ class GRPOConfig(Renamed):
         "steps and held-out prompts, below which a quiet note is logged instead.",
     )
     sync_every: int = Field(
-        1, ge=1,
+        1,
+        ge=1,
         description="async only: the trainer hands its weights to the generator every N updates (1: after each); "
         "at most max_staleness + 1, or every group would arrive too old.",
     )
@@ -266,20 +298,28 @@ class GRPOConfig(Renamed):
         if self.rollout_mode == "sync":
             return self
         if self.rollout == "vllm":
-            raise ValueError("rollout_mode 'async' with rollout 'vllm' is not supported (the generator process "
-                             "samples with HF); set rollout: hf, or rollout_mode: sync for vLLM rollouts")
+            raise ValueError(
+                "rollout_mode 'async' with rollout 'vllm' is not supported (the generator process "
+                "samples with HF); set rollout: hf, or rollout_mode: sync for vLLM rollouts"
+            )
         if self.backend == "deepspeed":
-            raise ValueError("rollout_mode 'async' with backend 'deepspeed' is not supported (the generator feeds "
-                             "one trainer process); set backend: torch, or rollout_mode: sync for DeepSpeed")
+            raise ValueError(
+                "rollout_mode 'async' with backend 'deepspeed' is not supported (the generator feeds "
+                "one trainer process); set backend: torch, or rollout_mode: sync for DeepSpeed"
+            )
         if self.top_p < 1.0:
-            raise ValueError(f"rollout_mode 'async' with top_p={self.top_p} is not supported: the generator's "
-                             "log-probs, the loss's old policy, are over the top-p nucleus and the loss scores the "
-                             "whole tempered distribution, so a fresh group's ratio starts below 1 and the clip "
-                             "binds; set top_p: 1.0, or rollout_mode: sync (the trainer scores the old policy itself)")
+            raise ValueError(
+                f"rollout_mode 'async' with top_p={self.top_p} is not supported: the generator's "
+                "log-probs, the loss's old policy, are over the top-p nucleus and the loss scores the "
+                "whole tempered distribution, so a fresh group's ratio starts below 1 and the clip "
+                "binds; set top_p: 1.0, or rollout_mode: sync (the trainer scores the old policy itself)"
+            )
         if self.sync_every > self.max_staleness + 1:
-            raise ValueError(f"sync_every={self.sync_every} exceeds max_staleness + 1 = {self.max_staleness + 1}: "
-                             "the generator's weights would always be too old; lower sync_every or raise "
-                             "max_staleness")
+            raise ValueError(
+                f"sync_every={self.sync_every} exceeds max_staleness + 1 = {self.max_staleness + 1}: "
+                "the generator's weights would always be too old; lower sync_every or raise "
+                "max_staleness"
+            )
         return self
 
 
@@ -297,8 +337,11 @@ class CheckpointConfig(_Frozen):
 class LoRAConfig(_Frozen):
     """Low-rank adapters (peft) instead of full fine-tuning, for SFT and GRPO."""
 
-    r: int = Field(16, ge=1, description="Adapter rank. verl advises >= 32 for RL on real models; 8-16 is enough "
-                   "for the tiny test models.")
+    r: int = Field(
+        16,
+        ge=1,
+        description="Adapter rank. verl advises >= 32 for RL on real models; 8-16 is enough for the tiny test models.",
+    )
     alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator: updates are scaled by alpha / r.")
     dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter input while training.")
     target_modules: list[str] = Field(
@@ -317,12 +360,14 @@ class DPOConfig(Renamed):
 
     max_steps: int = Field(100, ge=0, description="Optimizer steps; 0 keeps the SFT model (evaluated as the result).")
     learning_rate: float = Field(
-        1e-4, gt=0,
+        1e-4,
+        gt=0,
         description="Peak AdamW learning rate. ~1e-4 suits the embedded ~1M-parameter model; a pretrained HF model "
         "wants ~5e-7 to 5e-6 (TRL's DPO default is 1e-6), LoRA ~10x more.",
     )
     beta: float = Field(
-        0.1, gt=0,
+        0.1,
+        gt=0,
         description="Strength of the implicit KL to the reference (SFT) model in the sigmoid loss "
         "-log sigmoid(beta * (chosen log-ratio - rejected log-ratio)); higher stays closer to SFT.",
     )
@@ -332,13 +377,15 @@ class DPOConfig(Renamed):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     max_length: int = Field(
-        512, ge=8,
+        512,
+        ge=8,
         description="Longest prompt + response in tokens: a longer response loses its end (and its end token), "
         "then a prompt that still does not fit loses its start.",
     )
     max_pairs_per_prompt: int = Field(4, ge=1, description="At most this many (chosen, rejected) pairs per prompt.")
     tiers: list[Literal["learnable", "too_hard", "too_easy"]] = Field(
-        default_factory=lambda: ["learnable"], min_length=1,
+        default_factory=lambda: ["learnable"],
+        min_length=1,
         description="Tiers whose prompts give pairs. Only prompts with both a correct and an incorrect sample can "
         "(learnable ones by construction; too_hard/too_easy only with boundaries that leave them mixed).",
     )
@@ -384,7 +431,8 @@ class TrainingConfig(_Frozen):
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available.")
     torch_threads: int = Field(
-        0, ge=0,
+        0,
+        ge=0,
         description="torch threads for SFT, GRPO, tiering and eval (torch.set_num_threads). 0: auto, one per two "
         "usable cores, 1 to 4 (training.modeling.auto_threads). torch's own default (one per core) stalls when "
         "another job shares the machine: on 2 cores with other jobs running, 20 SFT steps of the embedded model took "
@@ -461,11 +509,16 @@ class RegressionSetConfig(_Frozen):
     """One `eval.regression_sets` entry: a small held-out set outside the training domain (forgetting)."""
 
     name: str = Field(
-        ..., pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+        ...,
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
         description="Short name; a column of the eval matrix and a key in report.json (letters, digits, _ . -).",
     )
-    path: str = Field(..., min_length=1, description="JSONL or Parquet rows (id, prompt, reference), relative to the spec file.")
-    verifier: str = Field(..., min_length=1, description="Registry name of the verifier that scores every row of the set.")
+    path: str = Field(
+        ..., min_length=1, description="JSONL or Parquet rows (id, prompt, reference), relative to the spec file."
+    )
+    verifier: str = Field(
+        ..., min_length=1, description="Registry name of the verifier that scores every row of the set."
+    )
     params: dict = Field(default_factory=dict, description="verifier_params for every row of the set.")
 
     @model_validator(mode="after")
@@ -492,7 +545,9 @@ class EvalConfig(Renamed):
         "like the main eval: [{name, path, verifier, params}].",
     )
     max_regression: float = Field(
-        2.0, ge=0, le=100,
+        2.0,
+        ge=0,
+        le=100,
         description="Points of greedy pass@1 (0-100 scale) a checkpoint may lose against SFT on any regression set; "
         "a checkpoint that loses more is flagged in the report and never chosen as best.",
     )
@@ -503,15 +558,23 @@ class EvalConfig(Renamed):
     )
     k: int = Field(4, ge=1, description="k of pass@k (unbiased estimator over n_samples).")
     n_samples: int = Field(8, ge=1, description="Sampled completions per prompt.")
-    max_new_tokens: int = Field(24, ge=1, description="Completion length cap in tokens, greedy and sampled (in a "
-                                "spec: generation.max_new_tokens).")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the sampled metrics (in a spec: "
-                               "generation.temperature).")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling of the sampled metrics (in a spec: "
-                         "generation.top_p).")
+    max_new_tokens: int = Field(
+        24,
+        ge=1,
+        description="Completion length cap in tokens, greedy and sampled (in a spec: generation.max_new_tokens).",
+    )
+    temperature: float = Field(
+        1.0, gt=0, description="Sampling temperature of the sampled metrics (in a spec: generation.temperature)."
+    )
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="Nucleus sampling of the sampled metrics (in a spec: generation.top_p)."
+    )
     max_prompts: int | None = Field(
-        None, ge=1, description="Evaluate at most this many prompts (null: all): each category's share, sampled by "
-        "a hash of the id.")
+        None,
+        ge=1,
+        description="Evaluate at most this many prompts (null: all): each category's share, sampled by "
+        "a hash of the id.",
+    )
 
     @field_validator("max_prompts", mode="before")
     @classmethod
@@ -519,14 +582,17 @@ class EvalConfig(Renamed):
         if value == 0 and not isinstance(value, bool):
             raise ValueError("0 no longer means all prompts: write null (or leave it out) for all of them")
         return value
+
     engine: Literal["hf", "vllm"] = Field(
-        "hf", description="What samples a checkpoint directory's completions (training.eval.evaluate): hf "
+        "hf",
+        description="What samples a checkpoint directory's completions (training.eval.evaluate): hf "
         "(transformers; reads LoRA adapter checkpoints) or vllm (vLLM's offline engine, same prompt token ids "
         "and stop tokens; merged checkpoints only; needs vllm: pip install 'rlvrflow[gpu]', or "
         "scripts/setup_vllm.sh on CPU). The evals inside GRPO and DPO use the live policy (HF) either way.",
     )
     samples_per_category: int = Field(
-        3, ge=0,
+        3,
+        ge=0,
         description="Prompts per category whose greedy and first sampled completion every eval writes to its "
         "samples file (chosen by a hash of (seed, id): the same prompts at every checkpoint); 0: none.",
     )

@@ -76,7 +76,9 @@ def _env_int(environ: Mapping[str, str], names: Sequence[str], default: int) -> 
         try:
             return int(raw)
         except ValueError:
-            raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or fix the launcher") from None
+            raise ValueError(
+                f"environment variable {name}={raw!r} is not an integer; unset it or fix the launcher"
+            ) from None
     return default
 
 
@@ -283,7 +285,7 @@ def all_reduce_gradients(params: Sequence[Any]) -> None:
         offset = 0
         for p in group:
             n = p.numel()
-            p.grad = flat[offset:offset + n].view_as(p)
+            p.grad = flat[offset : offset + n].view_as(p)
             offset += n
 
 
@@ -301,7 +303,7 @@ def broadcast_parameters(params: Sequence[Any]) -> None:
             offset = 0
             for p in group:
                 n = p.numel()
-                p.copy_(flat[offset:offset + n].view_as(p))
+                p.copy_(flat[offset : offset + n].view_as(p))
                 offset += n
 
 
@@ -339,8 +341,10 @@ def check_same_on_all_ranks(value: Any, what: str) -> Any:
     seen: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(seen, value)
     if any(v != seen[0] for v in seen):
-        raise RuntimeError(f"ranks disagree on {what}: {seen}; broadcast the step's batch from rank 0 "
-                           "(broadcast_from_main) before padding")
+        raise RuntimeError(
+            f"ranks disagree on {what}: {seen}; broadcast the step's batch from rank 0 "
+            "(broadcast_from_main) before padding"
+        )
     return value
 
 
@@ -426,8 +430,9 @@ def _import_deepspeed():
     return deepspeed
 
 
-def init_deepspeed(model: Any, cfg: Mapping[str, Any], lr_scheduler: Any = None,
-                   timeout_minutes: int | None = None) -> tuple[Any, Any]:
+def init_deepspeed(
+    model: Any, cfg: Mapping[str, Any], lr_scheduler: Any = None, timeout_minutes: int | None = None
+) -> tuple[Any, Any]:
     """Wrap `model` in a DeepSpeed engine with a torch AdamW optimizer; returns (engine, optimizer).
 
     Initializes torch.distributed if the launcher has not (NCCL on GPU, gloo on CPU). Afterwards call
@@ -450,9 +455,12 @@ def init_deepspeed(model: Any, cfg: Mapping[str, Any], lr_scheduler: Any = None,
         optimizer = None  # the config names its own (e.g. FusedAdam on a box that can build ops)
     else:
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=opt_args.get("lr", 1e-5), weight_decay=opt_args.get("weight_decay", 0.0))
-    engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_cfg,
-                                                   lr_scheduler=lr_scheduler)
+        optimizer = torch.optim.AdamW(
+            params, lr=opt_args.get("lr", 1e-5), weight_decay=opt_args.get("weight_decay", 0.0)
+        )
+    engine, optimizer, _, _ = deepspeed.initialize(
+        model=model, optimizer=optimizer, config=ds_cfg, lr_scheduler=lr_scheduler
+    )
     return engine, optimizer
 
 
@@ -507,4 +515,3 @@ def gathered_state_dict(model: Any, is_main: bool | None = None) -> dict[str, An
         if main and name in persistent:  # skip non-persistent buffers such as rotary inv_freq
             state[name] = buf.detach().cpu().clone()
     return state if main else None
-

@@ -13,6 +13,7 @@ them, and the samples files next to the metrics or evals (`*samples*.jsonl`, `sa
 with `response` and `reward`, as training.eval writes them).
 A missing file is reported as an `info` finding naming the file and the rules it silences.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,15 +60,18 @@ def _samples(dirs: list[Path], rec: RunRecords) -> None:
 
 def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None:
     if grpo_dir is None:
-        rec.notes.append("the run records no GRPO stage folder: training rules (reward, length, KL, "
-                         "zero-variance groups, NaN) were skipped")
+        rec.notes.append(
+            "the run records no GRPO stage folder: training rules (reward, length, KL, "
+            "zero-variance groups, NaN) were skipped"
+        )
         return
     metrics = grpo_dir / "metrics.jsonl"
     if metrics.is_file():
         rec.metrics = read_jsonl(metrics)
     else:
-        rec.notes.append(f"{metrics} not found: training rules (reward, length, KL, zero-variance groups, NaN) "
-                         "were skipped")
+        rec.notes.append(
+            f"{metrics} not found: training rules (reward, length, KL, zero-variance groups, NaN) were skipped"
+        )
     evals = grpo_dir / "evals.jsonl"
     if with_evals:
         if evals.is_file():
@@ -80,9 +84,11 @@ def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None
 def _from_report(run_dir: Path) -> RunRecords:
     report = _read_json(run_dir / "report.json")
     stages = report.get("stages") or {}
-    rec = RunRecords(max_regression=float(report.get("max_regression", DEFAULT_MAX_REGRESSION)),
-                     sft_rows=report.get("sft_rows"),
-                     tiers={str(k): int(v) for k, v in (report.get("tiers") or {}).items()})
+    rec = RunRecords(
+        max_regression=float(report.get("max_regression", DEFAULT_MAX_REGRESSION)),
+        sft_rows=report.get("sft_rows"),
+        tiers={str(k): int(v) for k, v in (report.get("tiers") or {}).items()},
+    )
     trainer = "dpo" if report.get("algorithm") == "dpo" else "grpo"  # both write metrics.jsonl and evals.jsonl
     grpo_dir = Path(stages[trainer]["dir"]) if stages.get(trainer, {}).get("dir") else None
     eval_dir = Path(stages["evaluate"]["dir"]) if stages.get("evaluate", {}).get("dir") else None
@@ -92,9 +98,11 @@ def _from_report(run_dir: Path) -> RunRecords:
         _grpo_part(grpo_dir, rec, with_evals=False)
         _samples([eval_dir], rec)
     else:
-        rec.notes.append(f"the evaluate stage's results ({eval_dir or 'no folder in report.json'}: "
-                         f"{', '.join(f'{n}.json' for n in names) or 'no names'}) were not found; "
-                         "using GRPO's evals.jsonl")
+        rec.notes.append(
+            f"the evaluate stage's results ({eval_dir or 'no folder in report.json'}: "
+            f"{', '.join(f'{n}.json' for n in names) or 'no names'}) were not found; "
+            "using GRPO's evals.jsonl"
+        )
         _grpo_part(grpo_dir, rec, with_evals=True)
     for row in report.get("eval_matrix") or []:
         for set_name, score in (row.get("regression") or {}).items():
@@ -110,13 +118,17 @@ def load_records(run_dir: str | Path) -> RunRecords:
     """The records of a run folder, an output folder or a GRPO stage folder (see the module docstring)."""
     root = Path(run_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"doctor: {root} is not a folder; pass a run folder (OUT/runs/<time>-<id>), an "
-                                "output folder with latest.json, or a GRPO stage folder with metrics.jsonl")
+        raise FileNotFoundError(
+            f"doctor: {root} is not a folder; pass a run folder (OUT/runs/<time>-<id>), an "
+            "output folder with latest.json, or a GRPO stage folder with metrics.jsonl"
+        )
     if not (root / "report.json").is_file() and (root / "latest.json").is_file():
         latest = _read_json(root / "latest.json")
         if not latest.get("run_dir") or not Path(latest["run_dir"]).is_dir():
-            raise FileNotFoundError(f"doctor: {root / 'latest.json'} names run_dir {latest.get('run_dir')!r}, "
-                                    "which does not exist; pass a run folder under OUT/runs/")
+            raise FileNotFoundError(
+                f"doctor: {root / 'latest.json'} names run_dir {latest.get('run_dir')!r}, "
+                "which does not exist; pass a run folder under OUT/runs/"
+            )
         root = Path(latest["run_dir"])
     if (root / "report.json").is_file():
         return _from_report(root)
@@ -124,8 +136,10 @@ def load_records(run_dir: str | Path) -> RunRecords:
         rec = RunRecords()
         _grpo_part(root, rec, with_evals=True)
         return rec
-    raise FileNotFoundError(f"doctor: {root} has none of report.json, latest.json, metrics.jsonl, evals.jsonl; "
-                            "pass a run folder, an output folder or a GRPO stage folder")
+    raise FileNotFoundError(
+        f"doctor: {root} has none of report.json, latest.json, metrics.jsonl, evals.jsonl; "
+        "pass a run folder, an output folder or a GRPO stage folder"
+    )
 
 
 def run_rules(rec: RunRecords) -> list[Finding]:
@@ -133,10 +147,17 @@ def run_rules(rec: RunRecords) -> list[Finding]:
     found = [f for f in (rule(rec) for rule in RULES) if f is not None]
     found.sort(key=lambda f: f.severity != "critical")
     if rec.notes:
-        found.append(Finding("records_missing", "info", "some records could not be read", tuple(rec.notes),
-                             "the rules named above were skipped: rerun the stage that writes the missing file "
-                             "(rlvrflow run resumes), or set eval.regression_sets / eval.robustness_set to measure "
-                             "those"))
+        found.append(
+            Finding(
+                "records_missing",
+                "info",
+                "some records could not be read",
+                tuple(rec.notes),
+                "the rules named above were skipped: rerun the stage that writes the missing file "
+                "(rlvrflow run resumes), or set eval.regression_sets / eval.robustness_set to measure "
+                "those",
+            )
+        )
     return found
 
 
@@ -158,8 +179,9 @@ def format_findings(findings: list[Finding]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m rlvrflow.training.doctor RUN_DIR [--json]`; exit status 0, or 2 when the records cannot be read."""
-    parser = argparse.ArgumentParser(prog="rlvrflow doctor", description="Name what went wrong in a run, with "
-                                     "the evidence and the change to try.")
+    parser = argparse.ArgumentParser(
+        prog="rlvrflow doctor", description="Name what went wrong in a run, with the evidence and the change to try."
+    )
     parser.add_argument("run_dir", help="a run folder (OUT/runs/<time>-<id>), an output folder or a GRPO stage folder")
     parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     args = parser.parse_args(argv)

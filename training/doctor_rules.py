@@ -10,6 +10,7 @@ Thresholds are named constants; each comment says why it sits where it does. Tre
 the mean of the first quarter of logged steps with the last quarter (a single step is noise) and
 need at least MIN_STEPS logged steps.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,13 @@ class Finding:
     change: str
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "severity": self.severity, "title": self.title,
-                "evidence": list(self.evidence), "change": self.change}
+        return {
+            "name": self.name,
+            "severity": self.severity,
+            "title": self.title,
+            "evidence": list(self.evidence),
+            "change": self.change,
+        }
 
 
 @dataclass
@@ -107,6 +113,7 @@ class RunRecords:
 
 # ----- helpers -----------------------------------------------------------------------------------
 
+
 def _series(metrics: list[dict], key: str) -> list[tuple[int, float]]:
     """(step, value) of one metric, finite values only (numbers_break reports the others)."""
     return [(int(m["step"]), float(m[key])) for m in metrics if _finite(m.get(key)) and "step" in m]
@@ -118,8 +125,12 @@ def _quarters(series: list[tuple[int, float]]) -> tuple[str, float, str, float] 
         return None
     q = len(series) // 4
     first, last = series[:q], series[-q:]
-    return (f"steps {first[0][0]}-{first[-1][0]}", statistics.fmean(v for _, v in first),
-            f"steps {last[0][0]}-{last[-1][0]}", statistics.fmean(v for _, v in last))
+    return (
+        f"steps {first[0][0]}-{first[-1][0]}",
+        statistics.fmean(v for _, v in first),
+        f"steps {last[0][0]}-{last[-1][0]}",
+        statistics.fmean(v for _, v in last),
+    )
 
 
 def _eval_change(rec: RunRecords, key: str) -> tuple[dict, dict, float] | None:
@@ -150,6 +161,7 @@ def _clip(text: object, limit: int) -> str:
 
 # ----- the rules ---------------------------------------------------------------------------------
 
+
 def reward_rises_eval_flat(rec: RunRecords) -> Finding | None:
     """Training reward rises while held-out pass@1 stays flat: memorization or a verifier loophole."""
     q, ev = _quarters(_series(rec.metrics, "reward_mean")), _eval_change(rec, "pass_at_1_greedy")
@@ -159,23 +171,34 @@ def reward_rises_eval_flat(rec: RunRecords) -> Finding | None:
     base, last, delta = ev
     if r2 - r1 < REWARD_RISE or delta > EVAL_FLAT_POINTS:
         return None
-    evidence = [f"training reward_mean {r1:.3f} ({s1}) -> {r2:.3f} ({s2}): {r2 - r1:+.3f}",
-                f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
-                f"{_pts(last['pass_at_1_greedy'])} ({last['name']}): {delta:+.1f} points"]
+    evidence = [
+        f"training reward_mean {r1:.3f} ({s1}) -> {r2:.3f} ({s2}): {r2 - r1:+.3f}",
+        f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
+        f"{_pts(last['pass_at_1_greedy'])} ({last['name']}): {delta:+.1f} points",
+    ]
     scored = [s for s in rec.samples if _finite(s.get("reward"))]
     latest = [s for s in scored if s.get("model") == last["name"]]  # the model the reward rose to, if sampled
     top = sorted(latest or scored, key=lambda s: -float(s["reward"]))
     for s in top[:TOP_SAMPLES]:
         where = ", ".join(str(s[k]) for k in ("model", "mode") if s.get(k)) or f"step {s.get('step', '?')}"
-        evidence.append(f"high-reward sample ({where}, reward {float(s['reward']):.2f}): prompt "
-                        f"{_clip(s.get('prompt', ''), 60)!r} -> {_clip(s['response'], 140)!r}")
+        evidence.append(
+            f"high-reward sample ({where}, reward {float(s['reward']):.2f}): prompt "
+            f"{_clip(s.get('prompt', ''), 60)!r} -> {_clip(s['response'], 140)!r}"
+        )
     if rec.samples and not top:
         evidence.append("the samples files hold no rows with a numeric reward to rank")
-    change = ("read the highest-reward completions for a verifier loophole (format-only credit, length, an answer "
-              "that scores everywhere; the reward canaries list the known ones) and check that tiering and GRPO used "
-              "rows SFT did not train on; until then trust the SFT model or the best checkpoint, not the last")
-    return Finding("reward_rises_eval_flat", "warning", "training reward rises while held-out pass@1 is flat",
-                   tuple(evidence), change)
+    change = (
+        "read the highest-reward completions for a verifier loophole (format-only credit, length, an answer "
+        "that scores everywhere; the reward canaries list the known ones) and check that tiering and GRPO used "
+        "rows SFT did not train on; until then trust the SFT model or the best checkpoint, not the last"
+    )
+    return Finding(
+        "reward_rises_eval_flat",
+        "warning",
+        "training reward rises while held-out pass@1 is flat",
+        tuple(evidence),
+        change,
+    )
 
 
 def reward_swings(rec: RunRecords) -> Finding | None:
@@ -185,23 +208,28 @@ def reward_swings(rec: RunRecords) -> Finding | None:
         return None
     values = [v for _, v in series]
     half = SWING_WINDOW // 2
-    resid = [v - statistics.fmean(values[max(0, i - half): i + half + 1]) for i, v in enumerate(values)]
+    resid = [v - statistics.fmean(values[max(0, i - half) : i + half + 1]) for i, v in enumerate(values)]
     spread = statistics.pstdev(resid)
     if spread <= SWING_STD:
         return None
     jumps = sorted(((abs(b[1] - a[1]), a, b) for a, b in zip(series, series[1:])), key=lambda j: -j[0])
     _, a, b = jumps[0]
     groups = [m["groups_used"] for m in rec.metrics if m.get("groups_used") is not None]
-    evidence = [f"reward_mean deviates from its {SWING_WINDOW}-step rolling mean by a std of {spread:.3f} over "
-                f"{len(series)} logged steps (threshold {SWING_STD})",
-                f"largest jump: step {a[0]} {a[1]:.3f} -> step {b[0]} {b[1]:.3f}"]
+    evidence = [
+        f"reward_mean deviates from its {SWING_WINDOW}-step rolling mean by a std of {spread:.3f} over "
+        f"{len(series)} logged steps (threshold {SWING_STD})",
+        f"largest jump: step {a[0]} {a[1]:.3f} -> step {b[0]} {b[1]:.3f}",
+    ]
     if groups:
         evidence.append(f"groups used per step: {statistics.fmean(groups):.1f} on average")
-    change = ("raise training.grpo.num_generations (more completions per prompt) or prompts_per_step so each step "
-              "averages over more rollouts; if the verifier's score is itself noisy (timeouts, flaky tests, "
-              "partial credit), make it deterministic before training on it")
-    return Finding("reward_swings", "warning", "training reward swings widely from step to step", tuple(evidence),
-                   change)
+    change = (
+        "raise training.grpo.num_generations (more completions per prompt) or prompts_per_step so each step "
+        "averages over more rollouts; if the verifier's score is itself noisy (timeouts, flaky tests, "
+        "partial credit), make it deterministic before training on it"
+    )
+    return Finding(
+        "reward_swings", "warning", "training reward swings widely from step to step", tuple(evidence), change
+    )
 
 
 def length_grows(rec: RunRecords) -> Finding | None:
@@ -223,13 +251,18 @@ def length_grows(rec: RunRecords) -> Finding | None:
         evidence.append(f"training correct_rate {acc[1]:.3f} -> {acc[3]:.3f}")
     if ev is not None:
         base, last, delta = ev
-        evidence.append(f"held-out pass@1 greedy {delta:+.1f} points ({base['name']} -> {last['name']}); "
-                        f"eval length_mean {base.get('length_mean', float('nan')):.1f} -> "
-                        f"{last.get('length_mean', float('nan')):.1f} tokens")
-    change = ("enable verifiers.reward.length_penalty (or raise its max_penalty / lower target_tokens), and check "
-              "that no reward part (format, process, keyword hits) grows with the response's length")
-    return Finding("length_grows", "warning", "completions grow longer while accuracy does not", tuple(evidence),
-                   change)
+        evidence.append(
+            f"held-out pass@1 greedy {delta:+.1f} points ({base['name']} -> {last['name']}); "
+            f"eval length_mean {base.get('length_mean', float('nan')):.1f} -> "
+            f"{last.get('length_mean', float('nan')):.1f} tokens"
+        )
+    change = (
+        "enable verifiers.reward.length_penalty (or raise its max_penalty / lower target_tokens), and check "
+        "that no reward part (format, process, keyword hits) grows with the response's length"
+    )
+    return Finding(
+        "length_grows", "warning", "completions grow longer while accuracy does not", tuple(evidence), change
+    )
 
 
 def format_falls(rec: RunRecords) -> Finding | None:
@@ -239,11 +272,15 @@ def format_falls(rec: RunRecords) -> Finding | None:
         return None
     base, last, delta = ev
     worst = min(rec.evals, key=lambda e: float(e.get("format_rate", 1.0)))
-    evidence = [f"held-out format rate {_pts(base['format_rate'])} ({base['name']}) -> {_pts(last['format_rate'])} "
-                f"({last['name']}): {delta:+.1f} points",
-                f"lowest: {_pts(worst['format_rate'])} at {worst['name']}"]
-    change = ("raise verifiers.reward.format_weight, or make the format a hard requirement (a response the verifier "
-              "cannot parse scores 0 whatever else it has); read a few unparsed samples to see the new format")
+    evidence = [
+        f"held-out format rate {_pts(base['format_rate'])} ({base['name']}) -> {_pts(last['format_rate'])} "
+        f"({last['name']}): {delta:+.1f} points",
+        f"lowest: {_pts(worst['format_rate'])} at {worst['name']}",
+    ]
+    change = (
+        "raise verifiers.reward.format_weight, or make the format a hard requirement (a response the verifier "
+        "cannot parse scores 0 whatever else it has); read a few unparsed samples to see the new format"
+    )
     return Finding("format_falls", "warning", "the format rate falls", tuple(evidence), change)
 
 
@@ -262,7 +299,9 @@ def kl_grows(rec: RunRecords) -> Finding | None:
     lr = _series(rec.metrics, "lr")
     if lr:
         evidence.append(f"peak lr {max(v for _, v in lr):.2e}")
-    change = "lower training.grpo.learning_rate (2-5x) or raise training.grpo.beta so the KL term holds the policy near SFT"
+    change = (
+        "lower training.grpo.learning_rate (2-5x) or raise training.grpo.beta so the KL term holds the policy near SFT"
+    )
     return Finding("kl_grows", "warning", "KL to the reference grows fast", tuple(evidence), change)
 
 
@@ -282,17 +321,21 @@ def entropy_drifts(rec: RunRecords) -> Finding | None:
     if e1 >= ENTROPY_MIN and e2 <= ENTROPY_COLLAPSE * e1 and flattening and not learned:
         if correct is not None:
             evidence.append(f"training correct rate {correct[1]:.3f} -> {correct[3]:.3f}")
-        change = ("the policy is settling on one completion per prompt, so its groups stop disagreeing: add "
-                  "training.grpo.entropy_coef (or raise it; start near 0.005), lower training.grpo.learning_rate, or sample "
-                  "rollouts at a higher temperature (a spec's generation.temperature)")
+        change = (
+            "the policy is settling on one completion per prompt, so its groups stop disagreeing: add "
+            "training.grpo.entropy_coef (or raise it; start near 0.005), lower training.grpo.learning_rate, or sample "
+            "rollouts at a higher temperature (a spec's generation.temperature)"
+        )
         return Finding("entropy_drifts", "warning", "policy entropy collapses", tuple(evidence), change)
     if e2 >= ENTROPY_HIGH and e2 >= ENTROPY_GROWTH * e1:
         length = _quarters(_series(rec.metrics, "completion_tokens_mean"))
         if length is not None:
             evidence.append(f"completion tokens {length[1]:.1f} -> {length[3]:.1f}")
-        change = ("the policy's samples are spreading away from any one answer; unless held-out pass@1 rises with "
-                  "it, lower training.grpo.entropy_coef (or set it to 0) and training.grpo.learning_rate, and keep the rollout "
-                  "temperature at 1 or below")
+        change = (
+            "the policy's samples are spreading away from any one answer; unless held-out pass@1 rises with "
+            "it, lower training.grpo.entropy_coef (or set it to 0) and training.grpo.learning_rate, and keep the rollout "
+            "temperature at 1 or below"
+        )
         return Finding("entropy_drifts", "warning", "policy entropy blows up", tuple(evidence), change)
     return None
 
@@ -312,13 +355,17 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     # the run's zero_variance_fraction (report.json's): groups pooled over all steps; older logs without
     # group counts give the mean of the steps' shares, and say so
     steps = f"steps {zv[0][0]}-{zv[-1][0]}"
-    evidence = [f"zero-variance groups: {share:.0%} of the {pooled[1]} groups scored over {steps}, refills included "
-                "(report.json zero_variance_fraction)" if pooled else
-                f"zero-variance groups: {share:.0%} per step on average over {steps} "
-                "(the steps log no group counts)"]
+    evidence = [
+        f"zero-variance groups: {share:.0%} of the {pooled[1]} groups scored over {steps}, refills included "
+        "(report.json zero_variance_fraction)"
+        if pooled
+        else f"zero-variance groups: {share:.0%} per step on average over {steps} (the steps log no group counts)"
+    ]
     if rate is not None:
-        evidence.append(f"training correct rate {rate:.3f} on average" +
-                        (f", {trend[1]:.3f} ({trend[0]}) -> {trend[3]:.3f} ({trend[2]})" if trend else ""))
+        evidence.append(
+            f"training correct rate {rate:.3f} on average"
+            + (f", {trend[1]:.3f} ({trend[0]}) -> {trend[3]:.3f} ({trend[2]})" if trend else "")
+        )
     # which side the flat groups are on: counted where the run logged it, else read off the correct rate
     flat = sum(v for _, v in _series(rec.metrics, "groups_zero_variance"))
     solved = _series(rec.metrics, "groups_zero_solved")
@@ -330,23 +377,34 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     elif rate is not None:
         side = "hard" if rate < TOO_HARD_CORRECT else "easy" if rate > TOO_EASY_CORRECT else "both"
     if rec.evals and rec.evals[0].get("zero_variance_prompts") is not None:
-        evidence.append(f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right "
-                        "or all wrong")
+        evidence.append(
+            f"SFT eval: {_pts(rec.evals[0]['zero_variance_prompts'])} of held-out prompts all right or all wrong"
+        )
     if rec.sft_rows == 0:
-        change = ("there was no SFT (no worked rows), so the groups are flat because the base model cannot do the "
-                  "task, not because of the learning rate or stale tiers: see no_sft_too_hard for the choices")
+        change = (
+            "there was no SFT (no worked rows), so the groups are flat because the base model cannot do the "
+            "task, not because of the learning rate or stale tiers: see no_sft_too_hard for the choices"
+        )
     elif trend is not None and trend[1] - trend[3] > COLLAPSE_DROP:
-        change = ("the policy collapsed during training (its correct rate fell), which emptied the groups: lower "
-                  "training.grpo.learning_rate, restart from SFT or the best checkpoint; the tiers are not the cause")
+        change = (
+            "the policy collapsed during training (its correct rate fell), which emptied the groups: lower "
+            "training.grpo.learning_rate, restart from SFT or the best checkpoint; the tiers are not the cause"
+        )
     elif side == "hard":
-        change = ("the groups are flat at 0: the task is too hard for this SFT model; train SFT longer or on more "
-                  "solutions, then re-tier (rlvrflow tier) so GRPO draws prompts it sometimes solves")
+        change = (
+            "the groups are flat at 0: the task is too hard for this SFT model; train SFT longer or on more "
+            "solutions, then re-tier (rlvrflow tier) so GRPO draws prompts it sometimes solves"
+        )
     elif side == "easy":
-        change = ("the groups are flat at 1: the prompts are too easy; re-tier (the tiers are stale after SFT "
-                  "changed) and give curriculum.weights.too_easy 0")
+        change = (
+            "the groups are flat at 1: the prompts are too easy; re-tier (the tiers are stale after SFT "
+            "changed) and give curriculum.weights.too_easy 0"
+        )
     else:
-        change = ("re-tier with the current SFT model (stale tiers put solved and hopeless prompts in 'learnable'); "
-                  "more SFT if most flat groups are all wrong")
+        change = (
+            "re-tier with the current SFT model (stale tiers put solved and hopeless prompts in 'learnable'); "
+            "more SFT if most flat groups are all wrong"
+        )
     return Finding("mostly_zero_variance", "warning", "most groups are zero-variance", tuple(evidence), change)
 
 
@@ -365,18 +423,27 @@ def answer_collapse(rec: RunRecords) -> Finding | None:
         seen: dict[str, set] = {}
         for a, cat in zip(base["answers"], base["categories"]):
             seen.setdefault(str(cat), set()).add(str(a).strip())
-        evidence.append(f"{rec.evals[0]['name']} for comparison: " +
-                        ", ".join(f"{cat} {len(seen.get(cat, ()))}" for cat in c.distinct))
+        evidence.append(
+            f"{rec.evals[0]['name']} for comparison: "
+            + ", ".join(f"{cat} {len(seen.get(cat, ()))}" for cat in c.distinct)
+        )
     if rec.sft_rows == 0:
         evidence.append("there was no SFT (no worked rows): GRPO started from the base model")
-    change = ("do not ship this checkpoint for those categories, and read its gain there as the share of golds equal "
-              "to the constant (compare with the best constant answer per category), not as skill. The policy found "
-              "one answer that scores often enough to beat sampling anything else; give it something to learn "
-              "from first: worked rows for SFT, or a base model that already solves some of these prompts" +
-              ("" if rec.sft_rows == 0 else "; lower training.grpo.learning_rate or raise beta to hold it near SFT"))
+    change = (
+        "do not ship this checkpoint for those categories, and read its gain there as the share of golds equal "
+        "to the constant (compare with the best constant answer per category), not as skill. The policy found "
+        "one answer that scores often enough to beat sampling anything else; give it something to learn "
+        "from first: worked rows for SFT, or a base model that already solves some of these prompts"
+        + ("" if rec.sft_rows == 0 else "; lower training.grpo.learning_rate or raise beta to hold it near SFT")
+    )
     where = ", ".join(x.where for x in c.sets)
-    return Finding("answer_collapse", "critical" if c.critical else "warning",
-                   f"the model gives one answer, mostly wrong, to most prompts of: {where}", tuple(evidence), change)
+    return Finding(
+        "answer_collapse",
+        "critical" if c.critical else "warning",
+        f"the model gives one answer, mostly wrong, to most prompts of: {where}",
+        tuple(evidence),
+        change,
+    )
 
 
 def no_sft_too_hard(rec: RunRecords) -> Finding | None:
@@ -385,22 +452,31 @@ def no_sft_too_hard(rec: RunRecords) -> Finding | None:
     hard = int(rec.tiers.get("too_hard", 0))
     if rec.sft_rows != 0 or not total or hard < NEARLY_ALL_TOO_HARD * total:
         return None
-    evidence = ["SFT trained on 0 rows (no train row has a worked solution): the base model is the SFT model",
-                f"tiering: {hard} of {total} prompts too hard for it (no correct sample)"]
+    evidence = [
+        "SFT trained on 0 rows (no train row has a worked solution): the base model is the SFT model",
+        f"tiering: {hard} of {total} prompts too hard for it (no correct sample)",
+    ]
     pooled = zero_variance_share(rec.metrics)
     if pooled:
         evidence.append(f"zero-variance groups: {pooled[0]:.0%} of the {pooled[1]} groups scored")
     idle = sum(1 for m in rec.metrics if m.get("skipped"))
     if idle:
         evidence.append(f"{idle} of {len(rec.metrics)} GRPO steps updated nothing (no group had reward variance)")
-    change = ("GRPO can only reinforce what the model already sometimes gets right; here it gets almost nothing "
-              "right, so expect little, or a constant answer that matches frequent golds. Choices: log a worked "
-              "reply (`solution`) for a few dozen rows per category so SFT runs (costs writing them); set "
-              "verifiers.answer_only_targets: true (SFT on `Answer: <gold>` targets: teaches the format, not the "
-              "working); or set training.model to a local instruct model that solves some of these prompts (costs "
-              "its size in time and memory). Lowering the lr or re-tiering does not help here")
-    return Finding("no_sft_too_hard", "critical", "no SFT, and the base model solves almost no training prompt",
-                   tuple(evidence), change)
+    change = (
+        "GRPO can only reinforce what the model already sometimes gets right; here it gets almost nothing "
+        "right, so expect little, or a constant answer that matches frequent golds. Choices: log a worked "
+        "reply (`solution`) for a few dozen rows per category so SFT runs (costs writing them); set "
+        "verifiers.answer_only_targets: true (SFT on `Answer: <gold>` targets: teaches the format, not the "
+        "working); or set training.model to a local instruct model that solves some of these prompts (costs "
+        "its size in time and memory). Lowering the lr or re-tiering does not help here"
+    )
+    return Finding(
+        "no_sft_too_hard",
+        "critical",
+        "no SFT, and the base model solves almost no training prompt",
+        tuple(evidence),
+        change,
+    )
 
 
 def heldout_falls(rec: RunRecords) -> Finding | None:
@@ -417,17 +493,29 @@ def heldout_falls(rec: RunRecords) -> Finding | None:
     if drop <= HELDOUT_DROP_POINTS:
         return None
     gap = gain_interval(base, worst)
-    evidence = [f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
-                f"{_pts(worst['pass_at_1_greedy'])} ({worst['name']}): -{drop:.1f} points"
-                + ("" if gap is None else f" (95% interval {gap['low']:+.1f} to {gap['high']:+.1f} over "
-                   f"{gap['prompts']} prompts)"),
-                "per model: " + ", ".join(f"{e['name']} {_pts(e['pass_at_1_greedy'])}" for e in rec.evals)]
+    evidence = [
+        f"held-out pass@1 greedy {_pts(base['pass_at_1_greedy'])} ({base['name']}) -> "
+        f"{_pts(worst['pass_at_1_greedy'])} ({worst['name']}): -{drop:.1f} points"
+        + (
+            ""
+            if gap is None
+            else f" (95% interval {gap['low']:+.1f} to {gap['high']:+.1f} over {gap['prompts']} prompts)"
+        ),
+        "per model: " + ", ".join(f"{e['name']} {_pts(e['pass_at_1_greedy'])}" for e in rec.evals),
+    ]
     if gap is not None and gap["high"] >= 0:
-        return Finding("heldout_falls", "info", "held-out pass@1 below the SFT baseline, within noise",
-                       tuple(evidence), "no change on this evidence: evaluate more held-out prompts "
-                       "(eval.max_prompts) or more seeds to tell a fall from noise")
-    change = ("lower training.grpo.learning_rate (a small policy loses held-out points at a few times the working lr), train "
-              "fewer steps, and ship the best checkpoint (or SFT) rather than the last")
+        return Finding(
+            "heldout_falls",
+            "info",
+            "held-out pass@1 below the SFT baseline, within noise",
+            tuple(evidence),
+            "no change on this evidence: evaluate more held-out prompts "
+            "(eval.max_prompts) or more seeds to tell a fall from noise",
+        )
+    change = (
+        "lower training.grpo.learning_rate (a small policy loses held-out points at a few times the working lr), train "
+        "fewer steps, and ship the best checkpoint (or SFT) rather than the last"
+    )
     return Finding("heldout_falls", "warning", "held-out pass@1 falls below the SFT baseline", tuple(evidence), change)
 
 
@@ -441,12 +529,16 @@ def regression_drops(rec: RunRecords) -> Finding | None:
             continue
         for model, score in by_model.items():
             if model != base_name and score is not None and 100 * (base - score) > rec.max_regression:
-                evidence.append(f"{name}: {_pts(base)} ({base_name}) -> {_pts(score)} ({model}): "
-                                f"-{100 * (base - score):.1f} points (allowed {rec.max_regression:g})")
+                evidence.append(
+                    f"{name}: {_pts(base)} ({base_name}) -> {_pts(score)} ({model}): "
+                    f"-{100 * (base - score):.1f} points (allowed {rec.max_regression:g})"
+                )
     if not evidence:
         return None
-    change = ("the model forgets general abilities: train fewer steps (or ship an earlier checkpoint), lower "
-              "training.grpo.learning_rate, raise beta, or mix general-domain rows into SFT and the GRPO prompts")
+    change = (
+        "the model forgets general abilities: train fewer steps (or ship an earlier checkpoint), lower "
+        "training.grpo.learning_rate, raise beta, or mix general-domain rows into SFT and the GRPO prompts"
+    )
     return Finding("regression_drops", "warning", "a regression set drops", tuple(evidence), change)
 
 
@@ -456,15 +548,25 @@ def robustness_drops(rec: RunRecords) -> Finding | None:
     base = rec.robustness.get(base_name)
     if base is None:
         return None
-    worse = [(m, s) for m, s in rec.robustness.items()
-             if m != base_name and s is not None and 100 * (base - s) > ROBUSTNESS_DROP_POINTS]
+    worse = [
+        (m, s)
+        for m, s in rec.robustness.items()
+        if m != base_name and s is not None and 100 * (base - s) > ROBUSTNESS_DROP_POINTS
+    ]
     if not worse:
         return None
     evidence = [f"robustness (declines or asks) {_pts(base)} ({base_name}) -> {_pts(s)} ({m})" for m, s in worse]
-    change = ("GRPO rewarded confident answers everywhere: add rows whose right answer is to ask (the refusal "
-              "verifier) to the training prompts, or lower lr / train fewer steps")
-    return Finding("robustness_drops", "warning", "robustness falls: more confident answers to unanswerable requests",
-                   tuple(evidence), change)
+    change = (
+        "GRPO rewarded confident answers everywhere: add rows whose right answer is to ask (the refusal "
+        "verifier) to the training prompts, or lower lr / train fewer steps"
+    )
+    return Finding(
+        "robustness_drops",
+        "warning",
+        "robustness falls: more confident answers to unanswerable requests",
+        tuple(evidence),
+        change,
+    )
 
 
 def _finite(x) -> bool:
@@ -484,17 +586,31 @@ def numbers_break(rec: RunRecords) -> Finding | None:
         spikes = [(s, v) for s, v in norms if v > GRAD_NORM_HIGH or (median > 0 and v > GRAD_SPIKE_RATIO * median)]
         if spikes:
             s, v = max(spikes, key=lambda p: p[1])
-            evidence.append(f"grad norm {v:.3g} at step {s} against a median of {median:.3g} "
-                            f"({len(spikes)} step(s) above {GRAD_SPIKE_RATIO:g}x the median or {GRAD_NORM_HIGH:g})")
+            evidence.append(
+                f"grad norm {v:.3g} at step {s} against a median of {median:.3g} "
+                f"({len(spikes)} step(s) above {GRAD_SPIKE_RATIO:g}x the median or {GRAD_NORM_HIGH:g})"
+            )
     if not evidence:
         return None
-    change = ("lower training.grpo.learning_rate and keep max_grad_norm at 1.0; with float16 switch to bfloat16; a NaN "
-              "reward means a verifier or reward part returned NaN: score a few completions by hand")
+    change = (
+        "lower training.grpo.learning_rate and keep max_grad_norm at 1.0; with float16 switch to bfloat16; a NaN "
+        "reward means a verifier or reward part returned NaN: score a few completions by hand"
+    )
     return Finding("numbers_break", "critical", "loss, reward or gradients break", tuple(evidence), change)
 
 
 RULES: tuple[Callable[[RunRecords], Finding | None], ...] = (
-    numbers_break, answer_collapse, no_sft_too_hard,
-    reward_rises_eval_flat, heldout_falls, regression_drops, robustness_drops, reward_swings,
-    length_grows, format_falls, kl_grows, entropy_drifts, mostly_zero_variance,
+    numbers_break,
+    answer_collapse,
+    no_sft_too_hard,
+    reward_rises_eval_flat,
+    heldout_falls,
+    regression_drops,
+    robustness_drops,
+    reward_swings,
+    length_grows,
+    format_falls,
+    kl_grows,
+    entropy_drifts,
+    mostly_zero_variance,
 )

@@ -50,8 +50,13 @@ log = logging.getLogger("rlvrflow.training")
 REFERENCE_FILE = "reference_logps.pt"
 
 
-def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
-             ref_rejected: torch.Tensor, beta: float) -> tuple[torch.Tensor, dict[str, float]]:
+def dpo_loss(
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    ref_chosen: torch.Tensor,
+    ref_rejected: torch.Tensor,
+    beta: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Mean sigmoid DPO loss over (B,) sequence log-probs, and the implicit rewards' diagnostics.
 
     reward_chosen = beta * (policy_chosen - ref_chosen), likewise rejected; margin = their difference;
@@ -62,8 +67,12 @@ def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_cho
     margin = r_c - r_r
     loss = -F.logsigmoid(margin).mean()
     d = margin.detach()
-    return loss, {"reward_chosen": float(r_c.detach().mean()), "reward_rejected": float(r_r.detach().mean()),
-                  "margin": float(d.mean()), "accuracy": float((d > 0).float().mean())}
+    return loss, {
+        "reward_chosen": float(r_c.detach().mean()),
+        "reward_rejected": float(r_r.detach().mean()),
+        "margin": float(d.mean()),
+        "accuracy": float((d > 0).float().mean()),
+    }
 
 
 def encode_pairs(tokenizer, pairs: list[dict], fmt, max_length: int) -> tuple[list[tuple], dict]:
@@ -76,8 +85,9 @@ def encode_pairs(tokenizer, pairs: list[dict], fmt, max_length: int) -> tuple[li
     for p in pairs:
         sides = []
         for side in ("chosen", "rejected"):
-            full = encode_completion(tokenizer, p[side], add_eos=p.get(f"{side}_finish", "stop") == "stop",
-                                     end_id=end_id)
+            full = encode_completion(
+                tokenizer, p[side], add_eos=p.get(f"{side}_finish", "stop") == "stop", end_id=end_id
+            )
             sides.append(full[: max_length - 1])
             cut["responses_truncated"] += len(sides[-1]) < len(full)
         prompt = encode_prompt(tokenizer, p["prompt"], fmt)
@@ -97,7 +107,7 @@ def sequence_logps(model, batch: list[tuple], pad_id: int, device) -> tuple[torc
     comps = [c for _, c, _ in batch] + [r for _, _, r in batch]
     logp, mask = completion_logprobs(model, prompts, comps, pad_id, device)  # (2B, T)
     sums = (logp * mask.to(logp.dtype)).sum(dim=1)  # (2B,)
-    return sums[: len(batch)], sums[len(batch):]
+    return sums[: len(batch)], sums[len(batch) :]
 
 
 def reference_logps(model, data: list[tuple], pad_id: int, device, batch_size: int, autocast) -> torch.Tensor:
@@ -135,8 +145,11 @@ def _weights_identity(sft_model) -> list:
 
 
 def _data_key(sft_model, data: list[tuple], cfg: TrainingConfig) -> str:
-    h = hashlib.sha256(json.dumps([str(Path(sft_model).resolve()), _weights_identity(sft_model), cfg.dtype,
-                                   cfg.lora is not None]).encode())
+    h = hashlib.sha256(
+        json.dumps(
+            [str(Path(sft_model).resolve()), _weights_identity(sft_model), cfg.dtype, cfg.lora is not None]
+        ).encode()
+    )
     for p, c, r in data:
         h.update(json.dumps([p, c, r]).encode())
     return h.hexdigest()[:16]
@@ -167,9 +180,19 @@ def _load_reference(out: Path, key: str, policy, sft_model, resumed: bool, data,
     return logps
 
 
-def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_cfg: EvalConfig, out_dir,
-              seed: int, on_progress=None, reward_cfg=None, workers: int | None = None,
-              timeout_s: float = 30.0) -> dict:
+def train_dpo(
+    sft_model,
+    pairs: list[dict],
+    cfg: TrainingConfig,
+    eval_df,
+    eval_cfg: EvalConfig,
+    out_dir,
+    seed: int,
+    on_progress=None,
+    reward_cfg=None,
+    workers: int | None = None,
+    timeout_s: float = 30.0,
+) -> dict:
     """Run DPO (`cfg.dpo`) from `sft_model` on `pairs` (dicts with prompt, chosen, rejected; optional
     chosen_finish / rejected_finish); resume from out_dir's newest checkpoint when there is one.
 
@@ -188,8 +211,10 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
 
     d, out = cfg.dpo, Path(out_dir)
     if not pairs:
-        raise ValueError("train_dpo: no pairs; the tiering samples gave none (see dpo_stats.json's rejected_by_reason: "
-                         "too few learnable prompts? raise curriculum.n_samples or widen training.dpo.tiers)")
+        raise ValueError(
+            "train_dpo: no pairs; the tiering samples gave none (see dpo_stats.json's rejected_by_reason: "
+            "too few learnable prompts? raise curriculum.n_samples or widen training.dpo.tiers)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     set_threads(cfg.torch_threads)
     device = pick_device(cfg.device)
@@ -201,16 +226,46 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
     counts = lora.parameter_counts(policy)
     data, cut = encode_pairs(tokenizer, pairs, fmt, d.max_length)
     if cut["responses_truncated"] or cut["prompts_truncated"]:
-        log.warning("dpo: training.dpo.max_length=%d cut %d responses and %d prompts; raise it if those pairs matter",
-                    d.max_length, cut["responses_truncated"], cut["prompts_truncated"])
-    ref = _load_reference(out, _data_key(sft_model, data, cfg), policy, sft_model, resume is not None, data,
-                          tokenizer.pad_token_id, device, dtype, cfg)
+        log.warning(
+            "dpo: training.dpo.max_length=%d cut %d responses and %d prompts; raise it if those pairs matter",
+            d.max_length,
+            cut["responses_truncated"],
+            cut["prompts_truncated"],
+        )
+    ref = _load_reference(
+        out,
+        _data_key(sft_model, data, cfg),
+        policy,
+        sft_model,
+        resume is not None,
+        data,
+        tokenizer.pad_token_id,
+        device,
+        dtype,
+        cfg,
+    )
     backend = TorchBackend(policy, Optim.of(d), dtype)
-    log.info("dpo: %d pairs, %s prompts, %s, %d of %d parameters trainable", len(data), fmt.kind, dtype_name(dtype),
-             counts["trainable_params"], counts["total_params"])
-    trainer = Trainer("dpo", out, cfg, backend, tokenizer, fmt,
-                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), d.max_steps, d.logging_steps,
-                      _step_line, device)
+    log.info(
+        "dpo: %d pairs, %s prompts, %s, %d of %d parameters trainable",
+        len(data),
+        fmt.kind,
+        dtype_name(dtype),
+        counts["trainable_params"],
+        counts["total_params"],
+    )
+    trainer = Trainer(
+        "dpo",
+        out,
+        cfg,
+        backend,
+        tokenizer,
+        fmt,
+        HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s),
+        d.max_steps,
+        d.logging_steps,
+        _step_line,
+        device,
+    )
     with trainer:
         run = trainer.start(resume)
         for step in range(run.step, d.max_steps):
@@ -230,19 +285,36 @@ def train_dpo(sft_model, pairs: list[dict], cfg: TrainingConfig, eval_df, eval_c
                 trainer.save(trainer.evaluate(run.step))
             if on_progress is not None:
                 on_progress(run.step, d.max_steps, metrics)
-    return trainer.finish(sft_model, {"algorithm": "dpo", "pairs": len(data), "prompt_format": fmt.kind,
-                                      "dtype": dtype_name(dtype), **cut, **counts}, plot=plot_dpo_curves)
+    return trainer.finish(
+        sft_model,
+        {
+            "algorithm": "dpo",
+            "pairs": len(data),
+            "prompt_format": fmt.kind,
+            "dtype": dtype_name(dtype),
+            **cut,
+            **counts,
+        },
+        plot=plot_dpo_curves,
+    )
 
 
 def _step_line(m: dict) -> str:
-    return (f"dpo step {m['step']} loss {m['loss']:.4f} margin {m['margin']:+.3f} accuracy {m['accuracy']:.0%} "
-            f"lr {m['lr']:.2e} {m['step_seconds']:.2f}s")
+    return (
+        f"dpo step {m['step']} loss {m['loss']:.4f} margin {m['margin']:+.3f} accuracy {m['accuracy']:.0%} "
+        f"lr {m['lr']:.2e} {m['step_seconds']:.2f}s"
+    )
 
 
 def plot_dpo_curves(metrics: list[dict], evals: list[dict], out_png: Path) -> Path | None:
     """Loss, margin and pair accuracy per step beside held-out pass@1 per eval; None without data."""
     from rlvrflow.training.report import plot_curves
 
-    return plot_curves(metrics, evals, out_png, series=(("loss", "loss"), ("margin", "margin"),
-                                                        ("accuracy", "accuracy")),
-                       trainer="DPO", left_title="training pairs")
+    return plot_curves(
+        metrics,
+        evals,
+        out_png,
+        series=(("loss", "loss"), ("margin", "margin"), ("accuracy", "accuracy")),
+        trainer="DPO",
+        left_title="training pairs",
+    )

@@ -36,9 +36,24 @@ DATASET_DIR = "dataset"
 STATS_FILE = "dpo_stats.json"
 TIERS_FILE = "tiers.parquet"
 ROLLOUTS_FILE = "tier_rollouts.parquet"  # curriculum.tiering.ROLLOUTS_FILE
-PAIR_COLUMNS = ("prompt", "chosen", "rejected", "id", "category", "tier", "chosen_sample", "rejected_sample",
-                "chosen_score", "rejected_score", "chosen_status", "rejected_status", "chosen_tokens",
-                "rejected_tokens", "chosen_finish", "rejected_finish")
+PAIR_COLUMNS = (
+    "prompt",
+    "chosen",
+    "rejected",
+    "id",
+    "category",
+    "tier",
+    "chosen_sample",
+    "rejected_sample",
+    "chosen_score",
+    "rejected_score",
+    "chosen_status",
+    "rejected_status",
+    "chosen_tokens",
+    "rejected_tokens",
+    "chosen_finish",
+    "rejected_finish",
+)
 DROP_REASONS = ("tier_not_selected", "no_rollouts", "no_correct_sample", "no_incorrect_sample")
 
 
@@ -55,7 +70,9 @@ def _distinct(samples: list[dict]) -> list[dict]:
     return list(seen.values())
 
 
-def pair_samples(samples: list[dict], max_pairs: int, length_match: bool, rng: random.Random) -> list[tuple[dict, dict]]:
+def pair_samples(
+    samples: list[dict], max_pairs: int, length_match: bool, rng: random.Random
+) -> list[tuple[dict, dict]]:
     """(chosen, rejected) pairs from one prompt's samples (dicts with sample, response, correct, n_tokens).
 
     Candidates are every (correct, incorrect) combination of distinct texts, shuffled by `rng`, then
@@ -82,13 +99,24 @@ def pair_samples(samples: list[dict], max_pairs: int, length_match: bool, rng: r
 
 
 def _pair_record(row: dict, c: dict, r: dict) -> dict:
-    return {"prompt": row["prompt"], "chosen": c["response"], "rejected": r["response"], "id": str(row["id"]),
-            "category": row.get("category"), "tier": row["tier"],
-            "chosen_sample": c["sample"], "rejected_sample": r["sample"],
-            "chosen_score": c["score"], "rejected_score": r["score"],
-            "chosen_status": c["status"], "rejected_status": r["status"],
-            "chosen_tokens": c["n_tokens"], "rejected_tokens": r["n_tokens"],
-            "chosen_finish": c["finish_reason"], "rejected_finish": r["finish_reason"]}
+    return {
+        "prompt": row["prompt"],
+        "chosen": c["response"],
+        "rejected": r["response"],
+        "id": str(row["id"]),
+        "category": row.get("category"),
+        "tier": row["tier"],
+        "chosen_sample": c["sample"],
+        "rejected_sample": r["sample"],
+        "chosen_score": c["score"],
+        "rejected_score": r["score"],
+        "chosen_status": c["status"],
+        "rejected_status": r["status"],
+        "chosen_tokens": c["n_tokens"],
+        "rejected_tokens": r["n_tokens"],
+        "chosen_finish": c["finish_reason"],
+        "rejected_finish": r["finish_reason"],
+    }
 
 
 def build_pairs(tiers_df, rollouts_df, cfg: DPOConfig, seed: int) -> tuple[list[dict], dict]:
@@ -96,8 +124,10 @@ def build_pairs(tiers_df, rollouts_df, cfg: DPOConfig, seed: int) -> tuple[list[
     need_t = [c for c in ("id", "prompt", "tier") if c not in tiers_df.columns]
     need_r = [c for c in ("id", "sample", "response", "correct", "n_tokens") if c not in rollouts_df.columns]
     if need_t or need_r:
-        raise ValueError(f"build_pairs: tiers lack {need_t}, rollouts lack {need_r}; pass tiers.parquet and "
-                         f"{ROLLOUTS_FILE} as curriculum.tiering.tier_to_dir writes them")
+        raise ValueError(
+            f"build_pairs: tiers lack {need_t}, rollouts lack {need_r}; pass tiers.parquet and "
+            f"{ROLLOUTS_FILE} as curriculum.tiering.tier_to_dir writes them"
+        )
     by_id: dict[str, list[dict]] = {}
     for s in rollouts_df.iter_rows(named=True):
         by_id.setdefault(str(s["id"]), []).append(s)
@@ -106,11 +136,20 @@ def build_pairs(tiers_df, rollouts_df, cfg: DPOConfig, seed: int) -> tuple[list[
     kept = 0
     for row in sorted(tiers_df.iter_rows(named=True), key=lambda r: str(r["id"])):
         samples = by_id.get(str(row["id"]), [])
-        reason = ("tier_not_selected" if row["tier"] not in cfg.tiers else "no_rollouts" if not samples
-                  else "no_correct_sample" if not any(s["correct"] for s in samples)
-                  else "no_incorrect_sample" if all(s["correct"] for s in samples) else None)
-        made = [] if reason else pair_samples(samples, cfg.max_pairs_per_prompt, cfg.length_match,
-                                              _rng(seed, row["id"]))
+        reason = (
+            "tier_not_selected"
+            if row["tier"] not in cfg.tiers
+            else "no_rollouts"
+            if not samples
+            else "no_correct_sample"
+            if not any(s["correct"] for s in samples)
+            else "no_incorrect_sample"
+            if all(s["correct"] for s in samples)
+            else None
+        )
+        made = (
+            [] if reason else pair_samples(samples, cfg.max_pairs_per_prompt, cfg.length_match, _rng(seed, row["id"]))
+        )
         if reason is None and not made:
             reason = "no_incorrect_sample"  # every incorrect text equals a correct one (a flaky verifier)
         if reason:
@@ -118,10 +157,17 @@ def build_pairs(tiers_df, rollouts_df, cfg: DPOConfig, seed: int) -> tuple[list[
             continue
         kept += 1
         pairs.extend(_pair_record(row, c, r) for c, r in made)
-    stats = {"rows_in": tiers_df.height, "rows_kept": kept, "rows_rejected": sum(dropped.values()),
-             "rejected_by_reason": {k: v for k, v in dropped.items() if v}, "pairs": len(pairs),
-             "tiers": list(cfg.tiers), "max_pairs_per_prompt": cfg.max_pairs_per_prompt,
-             "length_match": cfg.length_match, "seed": seed}
+    stats = {
+        "rows_in": tiers_df.height,
+        "rows_kept": kept,
+        "rows_rejected": sum(dropped.values()),
+        "rejected_by_reason": {k: v for k, v in dropped.items() if v},
+        "pairs": len(pairs),
+        "tiers": list(cfg.tiers),
+        "max_pairs_per_prompt": cfg.max_pairs_per_prompt,
+        "length_match": cfg.length_match,
+        "seed": seed,
+    }
     if stats["rows_in"] != stats["rows_kept"] + stats["rows_rejected"]:
         raise AssertionError(f"build_pairs lost rows: {stats}")
     return pairs, stats
@@ -133,11 +179,15 @@ def tier_files(tiered: str | Path) -> tuple[Path, Path]:
     tiers = p / TIERS_FILE if p.is_dir() else p
     rollouts = tiers.with_name(ROLLOUTS_FILE)
     if not tiers.is_file():
-        raise FileNotFoundError(f"export-dpo: {tiers} does not exist; pass a tier output folder (rlvrflow tier "
-                                "--out DIR, or the run's stages/tier/<key>/) or its tiers.parquet")
+        raise FileNotFoundError(
+            f"export-dpo: {tiers} does not exist; pass a tier output folder (rlvrflow tier "
+            "--out DIR, or the run's stages/tier/<key>/) or its tiers.parquet"
+        )
     if not rollouts.is_file():
-        raise FileNotFoundError(f"export-dpo: {tiers} has no {ROLLOUTS_FILE} beside it, so the samples behind its "
-                                "tiers are gone (tiered before rollouts were kept?); tier again to get them")
+        raise FileNotFoundError(
+            f"export-dpo: {tiers} has no {ROLLOUTS_FILE} beside it, so the samples behind its "
+            "tiers are gone (tiered before rollouts were kept?); tier again to get them"
+        )
     return tiers, rollouts
 
 
@@ -153,13 +203,20 @@ def export_dpo(tiered: str | Path, out_dir: str | Path, cfg: DPOConfig, seed: in
     write_text(out / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     if not pairs:  # an empty dataset cannot be saved, and DPO on nothing is a mistake worth stopping for
         write_json(out / STATS_FILE, {**stats, "source": str(tiers)}, sort_keys=True)
-        raise ValueError(f"export-dpo: no prompt of tiers {list(cfg.tiers)} in {tiers} has both a correct and an "
-                         f"incorrect sample (dropped: {stats['rejected_by_reason']}); widen training.dpo.tiers, raise "
-                         "curriculum.n_samples, or check the SFT model's tiers")
+        raise ValueError(
+            f"export-dpo: no prompt of tiers {list(cfg.tiers)} in {tiers} has both a correct and an "
+            f"incorrect sample (dropped: {stats['rejected_by_reason']}); widen training.dpo.tiers, raise "
+            "curriculum.n_samples, or check the SFT model's tiers"
+        )
     table = {c: [p[c] for p in pairs] for c in PAIR_COLUMNS}
-    features = datasets.Features({c: datasets.Value("int64" if c.endswith(("_sample", "_tokens")) else
-                                                    "float64" if c.endswith("_score") else "string")
-                                  for c in PAIR_COLUMNS})
+    features = datasets.Features(
+        {
+            c: datasets.Value(
+                "int64" if c.endswith(("_sample", "_tokens")) else "float64" if c.endswith("_score") else "string"
+            )
+            for c in PAIR_COLUMNS
+        }
+    )
     tmp = out / f".tmp-{DATASET_DIR}"
     shutil.rmtree(tmp, ignore_errors=True)
     datasets.Dataset.from_dict(table, features=features).save_to_disk(str(tmp))

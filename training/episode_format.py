@@ -63,8 +63,10 @@ def plain_render(tokenizer, episode, tools: list[dict] | None = None) -> tuple[l
         tag, text = _line(message)
         own = int(source == POLICY)
         if own and PLAIN_STOP in text:
-            raise ValueError(f"an assistant message holds a newline, which ends a message in the plain format: "
-                             f"{text[:60]!r}; write it on one line")
+            raise ValueError(
+                f"an assistant message holds a newline, which ends a message in the plain format: "
+                f"{text[:60]!r}; write it on one line"
+            )
         for piece, m in ((tag, 0), (text + PLAIN_STOP, own)):
             piece_ids = tokenizer(piece, add_special_tokens=False).input_ids
             ids += piece_ids
@@ -86,8 +88,10 @@ def chat_format(tokenizer) -> EpisodeFormat:
         raise ValueError("chat_format needs a tokenizer with a chat template; use PLAIN for a model without one")
     end = end_of_turn_id(tokenizer)
     if end is None:
-        raise ValueError("the chat template writes no special token after an assistant turn, so nothing would "
-                         "end a message; use PLAIN or a template with an end-of-turn token")
+        raise ValueError(
+            "the chat template writes no special token after an assistant turn, so nothing would "
+            "end a message; use PLAIN or a template with an end-of-turn token"
+        )
 
     def prompt(messages: list[dict], tools: list[dict] | None = None) -> str:
         return render_prompt(tokenizer, messages, tools)

@@ -58,8 +58,15 @@ class EpisodeGRPOConfig:
     reward: object = None  # a verifiers.episode.EpisodeRewardConfig; None: its defaults
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "prompts_per_step", "num_generations", "num_iterations", "max_new_tokens",
-                     "logging_steps", "eval_max_new_tokens"):
+        for name in (
+            "max_steps",
+            "prompts_per_step",
+            "num_generations",
+            "num_iterations",
+            "max_new_tokens",
+            "logging_steps",
+            "eval_max_new_tokens",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"EpisodeGRPOConfig.{name}={getattr(self, name)} must be >= 1")
         if self.num_generations < 2:
@@ -72,8 +79,14 @@ class EpisodeGRPOConfig:
             raise ValueError(f"EpisodeGRPOConfig.scale_rewards={self.scale_rewards!r} must be 'group' or 'none'")
 
     def optim(self) -> Optim:
-        return Optim(self.learning_rate, self.weight_decay, self.warmup_steps * self.num_iterations,
-                     self.max_steps * self.num_iterations, self.min_lr_ratio, self.max_grad_norm)
+        return Optim(
+            self.learning_rate,
+            self.weight_decay,
+            self.warmup_steps * self.num_iterations,
+            self.max_steps * self.num_iterations,
+            self.min_lr_ratio,
+            self.max_grad_norm,
+        )
 
 
 class EpisodeSampler:
@@ -149,19 +162,36 @@ class EpisodeRollouts:
         c, g = self.cfg, self.cfg.num_generations
         picked = [self.rows[i] for i in sampler.next_batch(c.prompts_per_step)]
         sampling = SamplingParams(temperature=c.temperature, max_new_tokens=c.max_new_tokens)
-        episodes = play_episodes(self.engine, self.env, [r for r in picked for _ in range(g)], self.fmt, sampling,
-                                 rollout_seed(self.seed, step, 0))
+        episodes = play_episodes(
+            self.engine,
+            self.env,
+            [r for r in picked for _ in range(g)],
+            self.fmt,
+            sampling,
+            rollout_seed(self.seed, step, 0),
+        )
         rewards = [episode_reward(e, c.reward).total for e in episodes]
-        groups = [EpisodeGroup(str(r["id"]), episodes[k * g:(k + 1) * g], rewards[k * g:(k + 1) * g],
-                               [e.verdict.status == "correct" for e in episodes[k * g:(k + 1) * g]])
-                  for k, r in enumerate(picked)]
+        groups = [
+            EpisodeGroup(
+                str(r["id"]),
+                episodes[k * g : (k + 1) * g],
+                rewards[k * g : (k + 1) * g],
+                [e.verdict.status == "correct" for e in episodes[k * g : (k + 1) * g]],
+            )
+            for k, r in enumerate(picked)
+        ]
         flat = zero_variance_groups(torch.tensor([grp.rewards for grp in groups])).tolist()
         kept = [grp for grp, z in zip(groups, flat) if not (z and c.filter_zero_variance)]
         stats = episode_stats(episodes, rewards)
-        info = {**{k: v for k, v in stats.items() if not isinstance(v, dict)},
-                "correct_rate": stats["success_rate"], "groups_seen": len(groups), "groups_used": len(kept),
-                "groups_zero_variance": sum(flat), "zero_variance_fraction": sum(flat) / len(groups),
-                "groups_zero_solved": sum(z and all(grp.correct) for grp, z in zip(groups, flat))}
+        info = {
+            **{k: v for k, v in stats.items() if not isinstance(v, dict)},
+            "correct_rate": stats["success_rate"],
+            "groups_seen": len(groups),
+            "groups_used": len(kept),
+            "groups_zero_variance": sum(flat),
+            "zero_variance_fraction": sum(flat) / len(groups),
+            "groups_zero_solved": sum(z and all(grp.correct) for grp, z in zip(groups, flat)),
+        }
         return kept, info
 
     def updated(self, backend, step: int, trained: bool) -> None:
@@ -174,8 +204,15 @@ class EpisodeRollouts:
         return {}
 
 
-def update_on_episodes(backend, groups: list[EpisodeGroup], cfg: EpisodeGRPOConfig, tokenizer, fmt: EpisodeFormat,
-                       tools: list[dict], device) -> dict:
+def update_on_episodes(
+    backend,
+    groups: list[EpisodeGroup],
+    cfg: EpisodeGRPOConfig,
+    tokenizer,
+    fmt: EpisodeFormat,
+    tools: list[dict],
+    device,
+) -> dict:
     """`num_iterations` optimizer steps on the clipped GRPO loss of the groups' whole conversations,
     only the policy's tokens in it; returns loss diagnostics."""
     import torch
@@ -194,8 +231,17 @@ def update_on_episodes(backend, groups: list[EpisodeGroup], cfg: EpisodeGRPOConf
     stats = {"loss": 0.0, "policy_tokens": float(sum(sum(m) for _, m in rendered)) / len(rendered)}
     for _ in range(cfg.num_iterations):
         logp, mask = score(True)  # (B, L-1) each
-        loss, st = grpo_loss(logp, old if old is not None else logp.detach(), None, adv, mask, cfg.epsilon,
-                             cfg.epsilon_high, 0.0, cfg.loss_agg)
+        loss, st = grpo_loss(
+            logp,
+            old if old is not None else logp.detach(),
+            None,
+            adv,
+            mask,
+            cfg.epsilon,
+            cfg.epsilon_high,
+            0.0,
+            cfg.loss_agg,
+        )
         backend.zero_grad()
         backend.backward(loss)
         stats["grad_norm"] = backend.step()
@@ -234,14 +280,25 @@ class EpisodeTrainer(Trainer):
 
 
 def _step_line(m: dict, total: int) -> str:
-    return (f"episode grpo step {m['step']}/{total} reward {m['reward_mean']:.3f} success {m['correct_rate']:.1%} "
-            f"zero-variance {m['zero_variance_fraction']:.0%} turns {m['turns_mean']:.2f} "
-            f"malformed {m['malformed_rate']:.0%} loss {m.get('loss', 0.0):.4f} {m['step_seconds']:.2f}s")
+    return (
+        f"episode grpo step {m['step']}/{total} reward {m['reward_mean']:.3f} success {m['correct_rate']:.1%} "
+        f"zero-variance {m['zero_variance_fraction']:.0%} turns {m['turns_mean']:.2f} "
+        f"malformed {m['malformed_rate']:.0%} loss {m.get('loss', 0.0):.4f} {m['step_seconds']:.2f}s"
+    )
 
 
-def train_episode_grpo(start_model, env, train_rows: list[dict], eval_rows: list[dict], cfg: EpisodeGRPOConfig,
-                       out_dir, seed: int, fmt: EpisodeFormat = PLAIN, device: str = "cpu",
-                       on_progress=None) -> dict:
+def train_episode_grpo(
+    start_model,
+    env,
+    train_rows: list[dict],
+    eval_rows: list[dict],
+    cfg: EpisodeGRPOConfig,
+    out_dir,
+    seed: int,
+    fmt: EpisodeFormat = PLAIN,
+    device: str = "cpu",
+    on_progress=None,
+) -> dict:
     """GRPO on episodes from `start_model` (an HF folder, e.g. the SFT model); resumes from out_dir's
     newest checkpoint. Rows: dicts with `id`, `prompt`, `reference` (the outcome rows, JSON). Returns
     the Trainer's summary plus the group counts. on_progress(step, total, metrics) after each step."""
@@ -267,12 +324,33 @@ def train_episode_grpo(start_model, env, train_rows: list[dict], eval_rows: list
     rollouts = EpisodeRollouts(engine, env, list(train_rows), fmt, cfg, seed)
 
     def evaluate_fn(model) -> dict:
-        return evaluate_episodes(model, tokenizer, env, eval_rows, fmt, cfg.eval_max_new_tokens, device,
-                                 cfg.prompts_per_step * cfg.num_generations)
+        return evaluate_episodes(
+            model,
+            tokenizer,
+            env,
+            eval_rows,
+            fmt,
+            cfg.eval_max_new_tokens,
+            device,
+            cfg.prompts_per_step * cfg.num_generations,
+        )
 
-    trainer = EpisodeTrainer("episode_grpo", out, cfg, backend, tokenizer, PromptFormat(), HeldOut(eval_rows, None, seed),
-                             cfg.max_steps, cfg.logging_steps, lambda m: _step_line(m, cfg.max_steps), dev,
-                             parts={"sampler": sampler}, state_cls=EpisodeRun, evaluate_fn=evaluate_fn)
+    trainer = EpisodeTrainer(
+        "episode_grpo",
+        out,
+        cfg,
+        backend,
+        tokenizer,
+        PromptFormat(),
+        HeldOut(eval_rows, None, seed),
+        cfg.max_steps,
+        cfg.logging_steps,
+        lambda m: _step_line(m, cfg.max_steps),
+        dev,
+        parts={"sampler": sampler},
+        state_cls=EpisodeRun,
+        evaluate_fn=evaluate_fn,
+    )
     with trainer:
         run = trainer.start(resume)
         with rollouts:

@@ -25,8 +25,10 @@ def transcript_data(tokenizer, transcripts, tools: list[dict], fmt: EpisodeForma
     for i, t in enumerate(transcripts):
         ids, mask = fmt.render(tokenizer, t, tools)
         if len(ids) > max_length:
-            raise ValueError(f"transcript {i} renders to {len(ids)} tokens, over sft.max_length={max_length}; "
-                             "raise max_length or shorten the transcript")
+            raise ValueError(
+                f"transcript {i} renders to {len(ids)} tokens, over sft.max_length={max_length}; "
+                "raise max_length or shorten the transcript"
+            )
         if not any(mask):
             raise ValueError(f"transcript {i} has no assistant message to learn from")
         data.append((ids, mask))
@@ -42,8 +44,17 @@ def masked_nll(model, batch: list[tuple[list[int], list[int]]], pad_id: int, dev
     return -(logp * m).sum() / m.sum().clamp(min=1.0)
 
 
-def sft_on_transcripts(model, tokenizer, transcripts, tools: list[dict], sc, seed: int, device="cpu",
-                       fmt: EpisodeFormat = PLAIN, max_time_s: float | None = None) -> list[dict]:
+def sft_on_transcripts(
+    model,
+    tokenizer,
+    transcripts,
+    tools: list[dict],
+    sc,
+    seed: int,
+    device="cpu",
+    fmt: EpisodeFormat = PLAIN,
+    max_time_s: float | None = None,
+) -> list[dict]:
     """Train `model` in place for `sc.max_steps` steps (`training.config.SFTConfig`), or until `max_time_s`;
     returns the step log's records (step, loss, lr, grad_norm, tokens, seconds)."""
     import torch
@@ -68,8 +79,15 @@ def sft_on_transcripts(model, tokenizer, transcripts, tools: list[dict], sc, see
         lr = backend.lr()
         grad_norm = backend.step()
         if step % sc.logging_steps == 0 or step == sc.max_steps - 1:
-            records.append({"step": step + 1, "loss": float(loss.detach()), "lr": lr, "grad_norm": grad_norm,
-                            "tokens": sum(len(ids) for ids, _ in batch),
-                            "seconds": round(time.perf_counter() - t0, 2)})
+            records.append(
+                {
+                    "step": step + 1,
+                    "loss": float(loss.detach()),
+                    "lr": lr,
+                    "grad_norm": grad_norm,
+                    "tokens": sum(len(ids) for ids, _ in batch),
+                    "seconds": round(time.perf_counter() - t0, 2),
+                }
+            )
     model.eval()
     return records

@@ -35,8 +35,7 @@ def play_episodes(engine, env, rows: Sequence[dict], fmt: EpisodeFormat, samplin
     tools, turn = env.schemas(), [0]
 
     def policy(conversations: list[list[dict]]) -> list[str]:
-        outs = engine.generate([fmt.prompt(m, tools) for m in conversations], 1, sampling,
-                               seed=seed + 7919 * turn[0])
+        outs = engine.generate([fmt.prompt(m, tools) for m in conversations], 1, sampling, seed=seed + 7919 * turn[0])
         turn[0] += 1
         return [group[0].text for group in outs]
 
@@ -56,34 +55,50 @@ def episode_stats(episodes: list, rewards: list[float] | None = None) -> dict:
         cell[0] += 1
         cell[1] += good
     tools = Counter(r.name for e in episodes for r in e.tool_runs)
-    out = {"success_rate": sum(ok) / n,
-           "format_rate": sum(e.stop == "final_reply" and e.bad_calls == 0 for e in episodes) / n,
-           "malformed_rate": sum(e.bad_calls > 0 for e in episodes) / n,
-           "max_turns_rate": sum(e.stop == MAX_TURNS for e in episodes) / n,
-           "turns_mean": sum(e.assistant_turns for e in episodes) / n,
-           "tool_calls_mean": sum(len(e.tool_runs) for e in episodes) / n,
-           "success_by_turns": {str(k): v for k, v in sorted(by_turns.items())},
-           "tool_calls": dict(sorted(tools.items()))}
+    out = {
+        "success_rate": sum(ok) / n,
+        "format_rate": sum(e.stop == "final_reply" and e.bad_calls == 0 for e in episodes) / n,
+        "malformed_rate": sum(e.bad_calls > 0 for e in episodes) / n,
+        "max_turns_rate": sum(e.stop == MAX_TURNS for e in episodes) / n,
+        "turns_mean": sum(e.assistant_turns for e in episodes) / n,
+        "tool_calls_mean": sum(len(e.tool_runs) for e in episodes) / n,
+        "success_by_turns": {str(k): v for k, v in sorted(by_turns.items())},
+        "tool_calls": dict(sorted(tools.items())),
+    }
     if rewards is not None:
         out["reward_mean"] = sum(rewards) / n
     return out
 
 
-def evaluate_episodes(model, tokenizer, env, rows: Sequence[dict], fmt: EpisodeFormat, max_new_tokens: int,
-                      device: str = "cpu", batch_size: int = 64, keep: int = 4) -> dict:
+def evaluate_episodes(
+    model,
+    tokenizer,
+    env,
+    rows: Sequence[dict],
+    fmt: EpisodeFormat,
+    max_new_tokens: int,
+    device: str = "cpu",
+    batch_size: int = 64,
+    keep: int = 4,
+) -> dict:
     """Greedy held-out episodes, one per row: `pass_at_1_greedy` (the end state matched), the
     `episode_stats` figures, `by_prompt` ({ids, greedy}: the per-row results a paired bootstrap needs,
     training.report.gain_interval) and the first `keep` transcripts."""
     from rlvrflow.engines import HFEngine, SamplingParams
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size)
-    episodes = play_episodes(engine, env, rows, fmt, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens),
-                             seed=0)
+    episodes = play_episodes(
+        engine, env, rows, fmt, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), seed=0
+    )
     stats = episode_stats(episodes)
     greedy = [float(e.verdict.status == "correct") for e in episodes]
-    return {"pass_at_1_greedy": stats.pop("success_rate"), **stats, "prompts": len(rows),
-            "by_prompt": {"ids": [str(r["id"]) for r in rows], "greedy": greedy},
-            "samples": [e.to_dict() for e in episodes[:keep]]}
+    return {
+        "pass_at_1_greedy": stats.pop("success_rate"),
+        **stats,
+        "prompts": len(rows),
+        "by_prompt": {"ids": [str(r["id"]) for r in rows], "greedy": greedy},
+        "samples": [e.to_dict() for e in episodes[:keep]],
+    }
 
 
 def masked_token_logprobs(logits, ids, policy_mask, temperature: float = 1.0):
@@ -96,8 +111,9 @@ def masked_token_logprobs(logits, ids, policy_mask, temperature: float = 1.0):
     return token_logprobs(logits[:, :-1], ids[:, 1:]), policy_mask[:, 1:].bool()
 
 
-def conversation_logprobs(model, rendered: list[tuple[list[int], list[int]]], pad_id: int, device,
-                          temperature: float = 1.0):
+def conversation_logprobs(
+    model, rendered: list[tuple[list[int], list[int]]], pad_id: int, device, temperature: float = 1.0
+):
     """Right-pad rendered conversations ((ids, mask) each) and score every token in one forward pass:
     (B, L-1) log-probs and the (B, L-1) policy mask (`masked_token_logprobs`)."""
     import torch

@@ -116,14 +116,26 @@ def summarize(tasks: list[Task], greedy: list, sampled: list[list], lengths: lis
         },
         # each prompt's scores, for paired comparisons between models (training.report.gain_interval)
         # ... and each greedy answer as the verifier read it, with its category (the doctor's answer_collapse)
-        "by_prompt": {"ids": [t.id for t in tasks], "greedy": [int(ok) for ok in g_ok],
-                       "sampled": [round(r, 4) for r in rates], "answers": [v.extracted for v in greedy],
-                       "categories": [t.category for t in tasks]},
+        "by_prompt": {
+            "ids": [t.id for t in tasks],
+            "greedy": [int(ok) for ok in g_ok],
+            "sampled": [round(r, 4) for r in rates],
+            "answers": [v.extracted for v in greedy],
+            "categories": [t.category for t in tasks],
+        },
     }
 
 
-def evaluate_engine(engine, tasks: list[Task], cfg: EvalConfig, seed: int, workers: int | None = None,
-                    samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0) -> dict:
+def evaluate_engine(
+    engine,
+    tasks: list[Task],
+    cfg: EvalConfig,
+    seed: int,
+    workers: int | None = None,
+    samples_path: str | Path | None = None,
+    reward_cfg=None,
+    timeout_s: float = 30.0,
+) -> dict:
     """Evaluate whatever model `engine` (a `curriculum.RolloutEngine`) samples from; with `samples_path`,
     also write the samples file there (see the module docstring).
 
@@ -176,8 +188,10 @@ def write_loop_eval(run_dir: str | Path, name: str, kept: LoopEval) -> Path | No
     path = Path(run_dir) / LOOP_EVALS_DIR / f"{name}.json"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return write_text(path, json.dumps({"name": name, "samples": kept.samples, "result": kept.result},
-                                                  ensure_ascii=False, default=str))
+        return write_text(
+            path,
+            json.dumps({"name": name, "samples": kept.samples, "result": kept.result}, ensure_ascii=False, default=str),
+        )
     except (OSError, ValueError) as exc:  # the record only saves the evaluate stage time: never end a run over it
         log.warning("could not keep the eval of %s in %s (%s); the evaluate stage will evaluate it", name, path, exc)
         return None
@@ -212,6 +226,7 @@ def read_loop_eval(run_dir: str | Path, name: str) -> dict | None:
 def sample_task_indices(tasks: list[Task], per_category: int, seed: int) -> list[int]:
     """Indices of `per_category` tasks of each category, the lowest hashes of (seed, id): the same
     prompts whatever the checkpoint, row order or other categories. Sorted by (category, id)."""
+
     def key(i: int) -> bytes:
         return hashlib.blake2b(f"{seed}\x00samples\x00{tasks[i].id}".encode(), digest_size=8).digest()
 
@@ -222,8 +237,9 @@ def sample_task_indices(tasks: list[Task], per_category: int, seed: int) -> list
     return sorted(picked, key=lambda i: (tasks[i].category, tasks[i].id))
 
 
-def sample_records(tasks: list[Task], chosen: list[int], completions: list[list], verdicts: list[list],
-                   reward_cfg=None) -> list[dict]:
+def sample_records(
+    tasks: list[Task], chosen: list[int], completions: list[list], verdicts: list[list], reward_cfg=None
+) -> list[dict]:
     """SAMPLE_FIELDS records: per chosen task its greedy (completions[i][0], verdicts[i][0]) and first
     sampled (completions[i][1], verdicts[i][1]) completion."""
     from rlvrflow.verifiers import RewardConfig
@@ -234,9 +250,19 @@ def sample_records(tasks: list[Task], chosen: list[int], completions: list[list]
     for i in chosen:
         t = tasks[i]
         for mode, c, v in zip(("greedy", "sampled"), completions[i][:2], verdicts[i][:2]):
-            out.append({"id": t.id, "category": t.category, "prompt": t.prompt, "mode": mode, "response": c.text,
-                        "status": v.status, "score": float(v.score),
-                        "reward": float(reward(v, c.text, len(c.token_ids), rcfg).total), "n_tokens": len(c.token_ids)})
+            out.append(
+                {
+                    "id": t.id,
+                    "category": t.category,
+                    "prompt": t.prompt,
+                    "mode": mode,
+                    "response": c.text,
+                    "status": v.status,
+                    "score": float(v.score),
+                    "reward": float(reward(v, c.text, len(c.token_ids), rcfg).total),
+                    "n_tokens": len(c.token_ids),
+                }
+            )
     return out
 
 
@@ -253,13 +279,14 @@ def _cell(text: str, limit: int = 300) -> str:
     """Text for a markdown table cell: one line, pipes escaped, long text clipped in the middle."""
     text = str(text)
     if len(text) > limit:
-        text = f"{text[: limit // 2]} … {text[-limit // 2:]}"
+        text = f"{text[: limit // 2]} … {text[-limit // 2 :]}"
     text = html.escape(text, quote=False)  # a response's <tags> show as text, not as HTML
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", "").replace("\n", "<br>") or "∅"
 
 
-def samples_markdown(before: list[dict], after: list[dict], before_name: str = "sft",
-                     after_name: str = "checkpoint") -> str:
+def samples_markdown(
+    before: list[dict], after: list[dict], before_name: str = "sft", after_name: str = "checkpoint"
+) -> str:
     """Two evals' samples side by side as markdown: one table per category, a row per (prompt, mode),
     each side's response with its verdict status and reward. Prompts only one side has are listed too."""
     left = {(r["id"], r["mode"]): r for r in before}
@@ -271,39 +298,80 @@ def samples_markdown(before: list[dict], after: list[dict], before_name: str = "
         row = left.get(k) or right[k]
         if row["category"] != category:
             category = row["category"]
-            lines += ["", f"## {category or '(no category)'}", "",
-                      f"| prompt | mode | {before_name} | {after_name} |", "|---|---|---|---|"]
-        sides = [f"{_cell(r['response'])}<br>*{r['status']}, reward {r['reward']:.2f}*" if r else "(not evaluated)"
-                 for r in (left.get(k), right.get(k))]
+            lines += [
+                "",
+                f"## {category or '(no category)'}",
+                "",
+                f"| prompt | mode | {before_name} | {after_name} |",
+                "|---|---|---|---|",
+            ]
+        sides = [
+            f"{_cell(r['response'])}<br>*{r['status']}, reward {r['reward']:.2f}*" if r else "(not evaluated)"
+            for r in (left.get(k), right.get(k))
+        ]
         lines.append(f"| {_cell(row['prompt'])} | {k[1]} | {sides[0]} | {sides[1]} |")
     return "\n".join(lines) + "\n"
 
 
-def evaluate_model(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, workers: int | None = None,
-                   device: str = "cpu", batch_size: int = 128, prompt_format=None,
-                   samples_path: str | Path | None = None, reward_cfg=None, timeout_s: float = 30.0) -> dict:
+def evaluate_model(
+    model,
+    tokenizer,
+    eval_df,
+    cfg: EvalConfig,
+    seed: int,
+    workers: int | None = None,
+    device: str = "cpu",
+    batch_size: int = 128,
+    prompt_format=None,
+    samples_path: str | Path | None = None,
+    reward_cfg=None,
+    timeout_s: float = 30.0,
+) -> dict:
     """Evaluate a live model object, prompting it in `prompt_format` (a `engines.hf_engine.PromptFormat`;
     raw when None); samples, `workers` and `timeout_s` as `evaluate_engine`."""
     from rlvrflow.engines import HFEngine
 
     engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size, prompt_format=prompt_format)
-    return evaluate_engine(engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg,
-                           timeout_s=timeout_s)
+    return evaluate_engine(
+        engine, select_eval_tasks(eval_df, cfg), cfg, seed, workers, samples_path, reward_cfg, timeout_s=timeout_s
+    )
 
 
-def evaluate_live(model, tokenizer, eval_df, cfg: EvalConfig, seed: int, samples_path: str | Path,
-                  workers: int | None = None, device: str = "cpu", batch_size: int = 128, prompt_format=None,
-                  reward_cfg=None, timeout_s: float = 30.0) -> LoopEval:
+def evaluate_live(
+    model,
+    tokenizer,
+    eval_df,
+    cfg: EvalConfig,
+    seed: int,
+    samples_path: str | Path,
+    workers: int | None = None,
+    device: str = "cpu",
+    batch_size: int = 128,
+    prompt_format=None,
+    reward_cfg=None,
+    timeout_s: float = 30.0,
+) -> LoopEval:
     """`evaluate_model` for the GRPO and DPO loops: the result and the samples file's text, for
     `write_loop_eval` once the weights are saved; the evaluate stage reads that record as the held-out
     eval of those weights."""
-    result = evaluate_model(model, tokenizer, eval_df, cfg, seed, workers, device, batch_size, prompt_format,
-                            samples_path, reward_cfg, timeout_s)
+    result = evaluate_model(
+        model,
+        tokenizer,
+        eval_df,
+        cfg,
+        seed,
+        workers,
+        device,
+        batch_size,
+        prompt_format,
+        samples_path,
+        reward_cfg,
+        timeout_s,
+    )
     return LoopEval(result, Path(samples_path).read_text(encoding="utf-8"))
 
 
-def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "auto", dtype: str = "auto",
-                seed: int = 0):
+def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "auto", dtype: str = "auto", seed: int = 0):
     """The engine `eval_cfg.engine` names for a checkpoint directory (`engines.factory.make_engine`;
     hf loads through `load_model_and_tokenizer`, so LoRA adapter checkpoints work there). `evaluate`
     builds one per call; a caller evaluating one model on several row sets builds it once, passes it to
@@ -315,14 +383,31 @@ def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "aut
 
     dev = pick_device(device)
     dt = resolve_dtype(dtype, dev)
-    return make_engine(eval_cfg.engine, model_path, device=str(dev), dtype=dtype_name(dt), batch_size=128, seed=seed,
-                       load=lambda path: load_model_and_tokenizer(path, dev, trainable=False, dtype=dt),
-                       field="eval.engine")
+    return make_engine(
+        eval_cfg.engine,
+        model_path,
+        device=str(dev),
+        dtype=dtype_name(dt),
+        batch_size=128,
+        seed=seed,
+        load=lambda path: load_model_and_tokenizer(path, dev, trainable=False, dtype=dt),
+        field="eval.engine",
+    )
 
 
-def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, workers: int | None = None,
-             device: str = "auto", dtype: str = "auto", samples_path: str | Path | None = None,
-             reward_cfg=None, timeout_s: float = 30.0, engine=None) -> dict:
+def evaluate(
+    model_path: str | Path,
+    eval_df,
+    eval_cfg: EvalConfig,
+    seed: int,
+    workers: int | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    samples_path: str | Path | None = None,
+    reward_cfg=None,
+    timeout_s: float = 30.0,
+    engine=None,
+) -> dict:
     """Evaluate a Hugging Face checkpoint directory (or a LoRA adapter checkpoint) on the held-out rows.
 
     Generates with the engine `eval_cfg.engine` names (`eval_engine`), or with `engine` when given (one
@@ -346,8 +431,16 @@ def evaluate(model_path: str | Path, eval_df, eval_cfg: EvalConfig, seed: int, w
     engine = engine or eval_engine(model_path, eval_cfg, device, dtype, seed)
     try:
         with autocast(dev, dt) if isinstance(engine, HFEngine) else contextlib.nullcontext():
-            result = evaluate_engine(engine, select_eval_tasks(eval_df, eval_cfg), eval_cfg, seed, workers,
-                                     samples_path, reward_cfg, timeout_s=timeout_s)
+            result = evaluate_engine(
+                engine,
+                select_eval_tasks(eval_df, eval_cfg),
+                eval_cfg,
+                seed,
+                workers,
+                samples_path,
+                reward_cfg,
+                timeout_s=timeout_s,
+            )
     finally:
         if own:  # a vLLM engine gives its memory back now, and the next may start in this process
             release(engine)

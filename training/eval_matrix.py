@@ -24,6 +24,7 @@ it (a list of {"id", "n", "correct"}: sampled completions and how many were corr
 without it, the result's own `per_prompt_variance` and `zero_variance_prompts`, which eval computes
 from the same counts. Pure functions: no I/O, no torch.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -50,10 +51,14 @@ def stability_of(result: Mapping, name: str = "?") -> dict:
     if result.get("per_prompt"):
         return stability([(int(p["correct"]), int(p["n"])) for p in result["per_prompt"]])
     if "per_prompt_variance" in result and "zero_variance_prompts" in result:
-        return {"variance": float(result["per_prompt_variance"]),
-                "sometimes_right": 1.0 - float(result["zero_variance_prompts"])}
-    raise ValueError(f"eval result {name!r} has neither per_prompt counts nor per_prompt_variance and "
-                     "zero_variance_prompts; pass the dict that training.evaluate returns")
+        return {
+            "variance": float(result["per_prompt_variance"]),
+            "sometimes_right": 1.0 - float(result["zero_variance_prompts"]),
+        }
+    raise ValueError(
+        f"eval result {name!r} has neither per_prompt counts nor per_prompt_variance and "
+        "zero_variance_prompts; pass the dict that training.evaluate returns"
+    )
 
 
 def _named(results, what: str) -> dict[str, dict]:
@@ -68,9 +73,14 @@ def _named(results, what: str) -> dict[str, dict]:
     return out
 
 
-def build_matrix(evals, robustness: Mapping[str, Mapping] | None = None,
-                 regression: Mapping[str, Mapping[str, Mapping]] | None = None, max_regression: float = 2.0,
-                 baseline: str = BASELINE, constant: Mapping | None = None) -> list[dict]:
+def build_matrix(
+    evals,
+    robustness: Mapping[str, Mapping] | None = None,
+    regression: Mapping[str, Mapping[str, Mapping]] | None = None,
+    max_regression: float = 2.0,
+    baseline: str = BASELINE,
+    constant: Mapping | None = None,
+) -> list[dict]:
     """Matrix rows, the baseline first, then the other models in the order given, then the
     `constant` row when a constant baseline result is given.
 
@@ -81,14 +91,18 @@ def build_matrix(evals, robustness: Mapping[str, Mapping] | None = None,
     """
     main = _named(evals, "evals")
     if baseline not in main:
-        raise ValueError(f"build_matrix: no eval result named {baseline!r} among {sorted(main)}; the SFT "
-                         "baseline must be evaluated like every checkpoint")
+        raise ValueError(
+            f"build_matrix: no eval result named {baseline!r} among {sorted(main)}; the SFT "
+            "baseline must be evaluated like every checkpoint"
+        )
     order = [baseline] + [n for n in main if n != baseline]
     regression = {k: dict(v) for k, v in (regression or {}).items()}
     for set_name, by_model in regression.items():
         if baseline not in by_model:
-            raise ValueError(f"build_matrix: regression set {set_name!r} has no {baseline!r} result; without the "
-                             "baseline a drop cannot be measured")
+            raise ValueError(
+                f"build_matrix: regression set {set_name!r} has no {baseline!r} result; without the "
+                "baseline a drop cannot be measured"
+            )
     rows = []
     for name in order:
         r = main[name]
@@ -96,11 +110,19 @@ def build_matrix(evals, robustness: Mapping[str, Mapping] | None = None,
         if missing:
             raise ValueError(f"build_matrix: eval result {name!r} lacks {missing}; pass training.evaluate's dict")
         st = stability_of(r, name)
-        row = {"name": name, "is_baseline": name == baseline, "k": r.get("k"), "n_prompts": r.get("n_prompts"),
-               **{c: float(r[c]) for c in COLUMNS},
-               "stability_variance": st["variance"], "sometimes_right": st["sometimes_right"],
-               "robustness": _greedy((robustness or {}).get(name)), "regression": {}, "regression_delta": {},
-               "regressed": []}
+        row = {
+            "name": name,
+            "is_baseline": name == baseline,
+            "k": r.get("k"),
+            "n_prompts": r.get("n_prompts"),
+            **{c: float(r[c]) for c in COLUMNS},
+            "stability_variance": st["variance"],
+            "sometimes_right": st["sometimes_right"],
+            "robustness": _greedy((robustness or {}).get(name)),
+            "regression": {},
+            "regression_delta": {},
+            "regressed": [],
+        }
         for set_name, by_model in regression.items():
             score, base = _greedy(by_model.get(name)), _greedy(by_model[baseline])
             row["regression"][set_name] = score
@@ -125,19 +147,35 @@ def _gain(before: Mapping, after: Mapping) -> dict | None:
     interval = gain_interval(dict(before), dict(after), "greedy")
     if interval is not None:
         return interval
-    return {"points": round(100 * (float(after["pass_at_1_greedy"]) - float(before["pass_at_1_greedy"])), 2),
-            "low": None, "high": None, "metric": "pass_at_1_greedy"}
+    return {
+        "points": round(100 * (float(after["pass_at_1_greedy"]) - float(before["pass_at_1_greedy"])), 2),
+        "low": None,
+        "high": None,
+        "metric": "pass_at_1_greedy",
+    }
 
 
 def _constant_row(constant: Mapping) -> dict:
     missing = [c for c in ("pass_at_1_greedy", "constants") if c not in constant]
     if missing:
         raise ValueError(f"build_matrix: the constant baseline lacks {missing}; pass training.baseline's result")
-    return {"name": CONSTANT, "is_baseline": False, "is_constant": True, "k": None,
-            "n_prompts": constant.get("n_prompts"), **{c: _num(constant.get(c)) for c in COLUMNS},
-            "stability_variance": 0.0, "sometimes_right": 0.0, "robustness": None,
-            "regression": {}, "regression_delta": {}, "regressed": [],  # not a model: no regression sets
-            "constants": dict(constant["constants"]), "gain_vs_sft": None, "gain_vs_constant": None}
+    return {
+        "name": CONSTANT,
+        "is_baseline": False,
+        "is_constant": True,
+        "k": None,
+        "n_prompts": constant.get("n_prompts"),
+        **{c: _num(constant.get(c)) for c in COLUMNS},
+        "stability_variance": 0.0,
+        "sometimes_right": 0.0,
+        "robustness": None,
+        "regression": {},
+        "regression_delta": {},
+        "regressed": [],  # not a model: no regression sets
+        "constants": dict(constant["constants"]),
+        "gain_vs_sft": None,
+        "gain_vs_constant": None,
+    }
 
 
 def _num(x) -> float | None:
@@ -170,8 +208,7 @@ class BestChoice:
         return asdict(self)
 
 
-def decide_best(rows: Sequence[Mapping], max_regression: float = 2.0,
-                metric: str = "pass_at_1_greedy") -> BestChoice:
+def decide_best(rows: Sequence[Mapping], max_regression: float = 2.0, metric: str = "pass_at_1_greedy") -> BestChoice:
     """The best model: the highest `metric` among checkpoints that lost at most `max_regression` points
     on every regression set, beat the baseline strictly and, when the matrix has a `constant` row,
     beat that too (see the module docstring); the latest wins ties, as in
@@ -181,16 +218,21 @@ def decide_best(rows: Sequence[Mapping], max_regression: float = 2.0,
         raise ValueError("choose_best: no baseline row; build the rows with build_matrix")
     const = next((r for r in rows if r.get("is_constant")), None)
     ckpts = [r for r in rows if not r["is_baseline"] and not r.get("is_constant")]
-    regressed = [r["name"] for r in ckpts
-                 if any(d is not None and -d > max_regression for d in r["regression_delta"].values())]
+    regressed = [
+        r["name"] for r in ckpts if any(d is not None and -d > max_regression for d in r["regression_delta"].values())
+    ]
     beats_sft = [r["name"] for r in ckpts if r[metric] > base[metric]]
     beats_const = None if const is None else [r["name"] for r in ckpts if _beats_constant(r, const, metric)]
-    better = [r for r in ckpts if r["name"] in beats_sft and r["name"] not in regressed
-              and (beats_const is None or r["name"] in beats_const)]
+    better = [
+        r
+        for r in ckpts
+        if r["name"] in beats_sft and r["name"] not in regressed and (beats_const is None or r["name"] in beats_const)
+    ]
     if better:
         top = max(r[metric] for r in better)
-        return BestChoice([r for r in better if r[metric] == top][-1]["name"], base["name"], metric, beats_sft,
-                          beats_const, regressed)
+        return BestChoice(
+            [r for r in better if r[metric] == top][-1]["name"], base["name"], metric, beats_sft, beats_const, regressed
+        )
     warning = None
     if ckpts:
         warning = _no_gain_warning(base, const, ckpts, beats_sft, beats_const, regressed, metric)
@@ -215,25 +257,42 @@ def _beats_constant(row: Mapping, const: Mapping, metric: str) -> bool:
     return gain["low"] > 0
 
 
-def _no_gain_warning(base: Mapping, const: Mapping | None, ckpts: list, beats_sft: list[str],
-                     beats_const: list[str] | None, regressed: list[str], metric: str) -> str:
+def _no_gain_warning(
+    base: Mapping,
+    const: Mapping | None,
+    ckpts: list,
+    beats_sft: list[str],
+    beats_const: list[str] | None,
+    regressed: list[str],
+    metric: str,
+) -> str:
     name = base["name"]
-    parts = [f"no checkpoint beat both {name} and the constant baseline" if const is not None
-             else f"no checkpoint beat {name}", f"on {metric}; none is best, keep {name}"]
+    parts = [
+        f"no checkpoint beat both {name} and the constant baseline"
+        if const is not None
+        else f"no checkpoint beat {name}",
+        f"on {metric}; none is best, keep {name}",
+    ]
     lines = [" ".join(parts)]
     if const is not None:
         shown = ", ".join(f"{c}: {a!r}" for c, a in list(const["constants"].items())[:4])
-        lines.append(f"the constant baseline (one answer per category from the training golds: {shown}) scores "
-                     f"{100 * const[metric]:.1f}; {name} scores {100 * base[metric]:.1f}")
+        lines.append(
+            f"the constant baseline (one answer per category from the training golds: {shown}) scores "
+            f"{100 * const[metric]:.1f}; {name} scores {100 * base[metric]:.1f}"
+        )
         explained = [r for r in ckpts if r["name"] in beats_sft and r["name"] not in (beats_const or [])]
         for r in explained[-3:]:
             g, c = r.get("gain_vs_sft") or {}, r.get("gain_vs_constant") or {}
-            lines.append(f"{r['name']} gains {g.get('points', 0):+.1f} points over {name} but "
-                         f"{c.get('points', 0):+.1f} over the constant"
-                         + (f" (interval {c['low']:+.1f} to {c['high']:+.1f})" if c.get("low") is not None else "")
-                         + (": a constant answer explains that gain; check whether the policy collapsed to one answer"
-                            if c.get("points", 0) <= 0 else
-                            ": not clear of the constant answer's level; more held-out prompts would tell"))
+            lines.append(
+                f"{r['name']} gains {g.get('points', 0):+.1f} points over {name} but "
+                f"{c.get('points', 0):+.1f} over the constant"
+                + (f" (interval {c['low']:+.1f} to {c['high']:+.1f})" if c.get("low") is not None else "")
+                + (
+                    ": a constant answer explains that gain; check whether the policy collapsed to one answer"
+                    if c.get("points", 0) <= 0
+                    else ": not clear of the constant answer's level; more held-out prompts would tell"
+                )
+            )
     if regressed:
         lines.append(f"lost more than max_regression on a regression set: {', '.join(regressed)}")
     return "; ".join(lines)
@@ -246,26 +305,48 @@ def _pct(x: float | None) -> str:
 def format_matrix(rows: Sequence[Mapping]) -> str:
     """A fixed-width text table (percentages; length in tokens); `!` marks a regressed set."""
     sets = list(rows[0]["regression"]) if rows else []
-    head = ["model", "p@1 greedy", "p@1 samp", f"pass@{rows[0]['k'] if rows else 'k'}", "format",
-            "len mean/p90", "var", "sometimes", "robust"] + sets
+    head = [
+        "model",
+        "p@1 greedy",
+        "p@1 samp",
+        f"pass@{rows[0]['k'] if rows else 'k'}",
+        "format",
+        "len mean/p90",
+        "var",
+        "sometimes",
+        "robust",
+    ] + sets
     table = [head]
     for r in rows:
         length = "-" if r["length_mean"] is None else f"{r['length_mean']:.1f}/{r['length_p90']:.0f}"
-        cells = [r["name"], _pct(r["pass_at_1_greedy"]), _pct(r["pass_at_1_sampled"]), _pct(r["pass_at_k"]),
-                 _pct(r["format_rate"]), length,
-                 f"{r['stability_variance']:.3f}", _pct(r["sometimes_right"]), _pct(r["robustness"])]
+        cells = [
+            r["name"],
+            _pct(r["pass_at_1_greedy"]),
+            _pct(r["pass_at_1_sampled"]),
+            _pct(r["pass_at_k"]),
+            _pct(r["format_rate"]),
+            length,
+            f"{r['stability_variance']:.3f}",
+            _pct(r["sometimes_right"]),
+            _pct(r["robustness"]),
+        ]
         for s in sets:
             d = r["regression_delta"].get(s)
             mark = "!" if s in r["regressed"] else ""
             cells.append(_pct(r["regression"].get(s)) + ("" if r["is_baseline"] or d is None else f" ({d:+.1f}){mark}"))
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in table]
-    flagged = [f"{r['name']} lost more than the allowed points on {', '.join(r['regressed'])}"
-               for r in rows if r["regressed"]]
-    notes = [f"constant: one answer per category, picked on the training golds ({_constants(r)})"
-             for r in rows if r.get("is_constant")]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in table
+    ]
+    flagged = [
+        f"{r['name']} lost more than the allowed points on {', '.join(r['regressed'])}" for r in rows if r["regressed"]
+    ]
+    notes = [
+        f"constant: one answer per category, picked on the training golds ({_constants(r)})"
+        for r in rows
+        if r.get("is_constant")
+    ]
     return "\n".join(lines + [f"! {f}" for f in flagged] + notes)
 
 

@@ -30,8 +30,10 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, merge: bool =
 
     src, out = Path(checkpoint), Path(out_dir)
     if not (src / "config.json").is_file() and not lora.is_adapter_dir(src):
-        raise FileNotFoundError(f"{src}: not a checkpoint (no config.json or adapter_config.json); pass a "
-                                "step_NNNNNN/ directory or an SFT model directory")
+        raise FileNotFoundError(
+            f"{src}: not a checkpoint (no config.json or adapter_config.json); pass a "
+            "step_NNNNNN/ directory or an SFT model directory"
+        )
     if out.resolve() == src.resolve():
         raise ValueError(f"--out {out} is the checkpoint itself; pick another directory")
     if lora.is_adapter_dir(src) and merge:

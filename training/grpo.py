@@ -70,13 +70,31 @@ class GRPORun(RunState):
     train_rewards: list[float] = field(default_factory=list)
 
 
-GROUP_COUNTS = ("groups_seen", "groups_zero_variance", "groups_zero_solved", "groups_trained", "groups_stale",
-                "groups_discarded", "generator_restarts")
+GROUP_COUNTS = (
+    "groups_seen",
+    "groups_zero_variance",
+    "groups_zero_solved",
+    "groups_trained",
+    "groups_stale",
+    "groups_discarded",
+    "generator_restarts",
+)
 
 
-def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, reward_cfg, eval_df,
-               eval_cfg: EvalConfig, out_dir, seed: int, on_progress=None, workers: int | None = None,
-               timeout_s: float = 30.0) -> dict:
+def train_grpo(
+    sft_model,
+    tiered_train_df,
+    cfg: TrainingConfig,
+    curriculum_cfg,
+    reward_cfg,
+    eval_df,
+    eval_cfg: EvalConfig,
+    out_dir,
+    seed: int,
+    on_progress=None,
+    workers: int | None = None,
+    timeout_s: float = 30.0,
+) -> dict:
     """Run GRPO from `sft_model` (HF dir) on the tiered train rows; resume from out_dir when possible.
 
     tiered_train_df: polars rows with the DESIGN.md columns after `curriculum.tier_rows` (id, prompt,
@@ -104,8 +122,10 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     set_threads(cfg.torch_threads)
     device = pick_device(cfg.device)
     if g.rollout_mode == "async" and dist_env().is_distributed:
-        raise ValueError("training.grpo.rollout_mode 'async' runs in one process, not under a multi-rank launcher; "
-                         "launch without torchrun/deepspeed, or set rollout_mode: sync")
+        raise ValueError(
+            "training.grpo.rollout_mode 'async' runs in one process, not under a multi-rank launcher; "
+            "launch without torchrun/deepspeed, or set rollout_mode: sync"
+        )
     if g.backend == "deepspeed" or dist_env().is_distributed:
         device = bind_local_device(device)  # this rank's GPU, before any model is loaded
     dtype = resolve_dtype(cfg.dtype, device)
@@ -119,19 +139,40 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
     fmt = PromptFormat.for_tokenizer(tokenizer, cfg.prompt_format, cfg.system_prompt)
     ref = None
     if g.beta > 0:  # with LoRA: the base under the adapter, no second copy of the weights
-        ref = (lora.AdapterDisabled(policy) if cfg.lora is not None
-               else load_model_and_tokenizer(sft_model, device, trainable=False, dtype=dtype)[0])
+        ref = (
+            lora.AdapterDisabled(policy)
+            if cfg.lora is not None
+            else load_model_and_tokenizer(sft_model, device, trainable=False, dtype=dtype)[0]
+        )
     backend = make_backend(policy, g, dtype, lora=cfg.lora is not None)
     counts = lora.parameter_counts(policy)
-    log.info("grpo: %s prompts, %s, %d of %d parameters trainable", fmt.kind, dtype_name(dtype),
-             counts["trainable_params"], counts["total_params"])
+    log.info(
+        "grpo: %s prompts, %s, %d of %d parameters trainable",
+        fmt.kind,
+        dtype_name(dtype),
+        counts["trainable_params"],
+        counts["total_params"],
+    )
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
     sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.num_generations)
-    rollouts = _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
-                          workers, timeout_s)
-    trainer = Trainer("grpo", out, cfg, backend, tokenizer, fmt,
-                      HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s), g.max_steps, g.logging_steps,
-                      partial(step_line, total=g.max_steps), device, parts={"sampler": sampler}, state_cls=GRPORun)
+    rollouts = _collector(
+        g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s
+    )
+    trainer = Trainer(
+        "grpo",
+        out,
+        cfg,
+        backend,
+        tokenizer,
+        fmt,
+        HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s),
+        g.max_steps,
+        g.logging_steps,
+        partial(step_line, total=g.max_steps),
+        device,
+        parts={"sampler": sampler},
+        state_cls=GRPORun,
+    )
     with trainer:
         run = trainer.start(resume)
         with rollouts:
@@ -151,10 +192,19 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                 run.step = step + 1
                 rollouts.updated(backend, run.step, bool(groups))
                 run.train_rewards.append(info["reward_mean"])
-                metrics = {"step": run.step, **info, **upd, "lr": backend.lr(),
-                           "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen)}
-                trainer.log_step(metrics, time.perf_counter() - t_step, reward=f"{info['reward_mean']:.3f}",
-                                 correct=f"{info['correct_rate']:.0%}")
+                metrics = {
+                    "step": run.step,
+                    **info,
+                    **upd,
+                    "lr": backend.lr(),
+                    "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen),
+                }
+                trainer.log_step(
+                    metrics,
+                    time.perf_counter() - t_step,
+                    reward=f"{info['reward_mean']:.3f}",
+                    correct=f"{info['correct_rate']:.0%}",
+                )
                 if backend.is_main:
                     write_rollout_samples(out, run.step, groups, tasks, g)
                 # 3. eval + the reward-hacking check + checkpoint (with the collector's queue) + retention
@@ -167,27 +217,36 @@ def train_grpo(sft_model, tiered_train_df, cfg: TrainingConfig, curriculum_cfg, 
                     on_progress(run.step, g.max_steps, metrics)
 
     metrics = read_jsonl(out / "metrics.jsonl", missing_ok=True)
-    extra = {"zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
-             **{k: getattr(run, k) for k in GROUP_COUNTS},
-             # steps where no group had reward variance, so the policy was not updated (report.json warns)
-             "steps_without_update": sum(1 for m in metrics if m.get("skipped")),
-             "notes": run.notes, "prompt_format": fmt.kind, "dtype": dtype_name(dtype), **counts,
-             "rollout_mode": g.rollout_mode, **rollouts.summary()}
+    extra = {
+        "zero_variance_fraction": run.groups_zero_variance / max(1, run.groups_seen),
+        **{k: getattr(run, k) for k in GROUP_COUNTS},
+        # steps where no group had reward variance, so the policy was not updated (report.json warns)
+        "steps_without_update": sum(1 for m in metrics if m.get("skipped")),
+        "notes": run.notes,
+        "prompt_format": fmt.kind,
+        "dtype": dtype_name(dtype),
+        **counts,
+        "rollout_mode": g.rollout_mode,
+        **rollouts.summary(),
+    }
     return trainer.finish(sft_model, extra)
 
 
-def _collector(g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers,
-               timeout_s):
+def _collector(
+    g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s
+):
     """The rollout collector `grpo.rollout_mode` names: `SyncRollouts` or `AsyncRollouts`, the same calls."""
     if g.rollout_mode == "async":
         from rlvrflow.training.async_rollouts import AsyncRollouts
 
-        return AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype,
-                             workers, timeout_s)
+        return AsyncRollouts(out, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s)
     # Only rank 0 generates (collect_groups): the other ranks start no vLLM engine, which would hold its
     # own copy of the weights and its share of GPU memory on every GPU for nothing.
-    engine = (_rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
-              if backend.is_main or g.rollout == "hf" else None)
+    engine = (
+        _rollout_engine(g.rollout, backend.generation_module, tokenizer, sft_model, device, cfg, fmt, dtype)
+        if backend.is_main or g.rollout == "hf"
+        else None
+    )
     return SyncRollouts(engine, tasks, tokenizer, g, reward_cfg, seed, backend, fmt, workers, timeout_s)
 
 
@@ -213,9 +272,20 @@ class SyncRollouts:
 
     def collect(self, sampler, step: int, run) -> tuple[list[Group], dict]:
         with self.backend.autocast():
-            return collect_groups(self.engine, sampler, self.tasks, self.tokenizer, self.g, self.reward_cfg,
-                                  self.seed, step, dp=self.backend, prompt_format=self.fmt, workers=self.workers,
-                                  timeout_s=self.timeout_s)
+            return collect_groups(
+                self.engine,
+                sampler,
+                self.tasks,
+                self.tokenizer,
+                self.g,
+                self.reward_cfg,
+                self.seed,
+                step,
+                dp=self.backend,
+                prompt_format=self.fmt,
+                workers=self.workers,
+                timeout_s=self.timeout_s,
+            )
 
     def updated(self, backend, step: int, trained: bool) -> None:
         if trained:
@@ -228,9 +298,20 @@ class SyncRollouts:
         return {}
 
 
-def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, step: int,
-                   dp=None, prompt_format=None, workers: int | None = None,
-                   timeout_s: float = 30.0) -> tuple[list[Group], dict]:
+def collect_groups(
+    engine,
+    sampler,
+    tasks,
+    tokenizer,
+    g,
+    reward_cfg,
+    seed: int,
+    step: int,
+    dp=None,
+    prompt_format=None,
+    workers: int | None = None,
+    timeout_s: float = 30.0,
+) -> tuple[list[Group], dict]:
     """Sample, score and filter groups until `prompts_per_step` have reward variance (or rounds run out).
 
     `dp`: the backend when several data-parallel ranks run this together. Only rank 0 generates and
@@ -262,23 +343,28 @@ def collect_groups(engine, sampler, tasks, tokenizer, g, reward_cfg, seed: int, 
         batch = [tasks[i] for i in ids]
         scored = None  # per prompt: completion token ids, rewards, correct flags
         if not shared or dp.is_main:
-            comp, rew, cor, txt, sts, _, cut = score_rollouts(engine, batch, g, reward_cfg, rollout_seed(seed, step, rnd),
-                                                             workers, timeout_s)
+            comp, rew, cor, txt, sts, _, cut = score_rollouts(
+                engine, batch, g, reward_cfg, rollout_seed(seed, step, rnd), workers, timeout_s
+            )
             scored = comp, rew, cor, txt, sts, cut
         if shared:
             main_ids, scored = dp.broadcast((ids, scored))
             if main_ids != ids:
-                raise RuntimeError(f"step {step} round {rnd}: this rank's sampler drew {ids[:4]}..., rank 0's drew "
-                                   f"{main_ids[:4]}...; the samplers diverged (different tiers or seed per rank?)")
+                raise RuntimeError(
+                    f"step {step} round {rnd}: this rank's sampler drew {ids[:4]}..., rank 0's drew "
+                    f"{main_ids[:4]}...; the samplers diverged (different tiers or seed per rank?)"
+                )
         comp_ids, reward_rows, correct, texts, statuses, cut = scored
         rewards = torch.tensor(reward_rows, dtype=torch.float32)  # (P, G)
         sampler.report(ids, [sum(c) / len(c) for c in correct])  # online re-tiering
         flat = zero_variance_groups(rewards).tolist()
-        for t, grp, r, c, txt, st, tr, is_zero in zip(batch, comp_ids, rewards.tolist(), correct, texts, statuses,
-                                                       cut, flat):
+        for t, grp, r, c, txt, st, tr, is_zero in zip(
+            batch, comp_ids, rewards.tolist(), correct, texts, statuses, cut, flat
+        ):
             if tally.add(r, c, grp, is_zero and g.filter_zero_variance, tr):
-                kept.append(Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c, txt, st,
-                                  truncated=tr))
+                kept.append(
+                    Group(t.id, encode_prompt(tokenizer, t.prompt, prompt_format), grp, r, c, txt, st, truncated=tr)
+                )
     kept = kept[: g.prompts_per_step]
     return kept, tally.info(len(kept))
 
@@ -296,20 +382,30 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     comps = [c for grp in groups for c in grp.completion_ids]
     # mask_truncated_completions: a completion cut at max_new_tokens weighs nothing in the loss (its reward
     # still shaped its group's advantages), as DP padding weighs nothing
-    cut = [bool(tr) and g.mask_truncated_completions
-           for grp in groups for tr in (grp.truncated or [False] * len(grp.completion_ids))]
+    cut = [
+        bool(tr) and g.mask_truncated_completions
+        for grp in groups
+        for tr in (grp.truncated or [False] * len(grp.completion_ids))
+    ]
     rows, weights = backend.rows_for_this_rank(len(comps))
     weights = [0 if cut[i] else w for i, w in zip(rows, weights)]
     local_tokens = sum(len(comps[i]) * w for i, w in zip(rows, weights))
     denom_tok = backend.loss_denominator(local_tokens)
     denom_seq = backend.loss_denominator(sum(weights))
-    micro = [rows[k::g.gradient_accumulation_steps] for k in range(g.gradient_accumulation_steps)]
+    micro = [rows[k :: g.gradient_accumulation_steps] for k in range(g.gradient_accumulation_steps)]
     w_of = dict(zip(rows, weights))
 
     def logps(model, idx, grad: bool, entropy: str | None = None):
         with torch.set_grad_enabled(grad), backend.autocast():
-            return completion_logprobs(model, [prompts[i] for i in idx], [comps[i] for i in idx], pad_id, device,
-                                       entropy=entropy, temperature=g.temperature)
+            return completion_logprobs(
+                model,
+                [prompts[i] for i in idx],
+                [comps[i] for i in idx],
+                pad_id,
+                device,
+                entropy=entropy,
+                temperature=g.temperature,
+            )
 
     old = None
     if groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy
@@ -330,9 +426,21 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
             mask = mask & torch.tensor([w_of[i] > 0 for i in mb], device=device).unsqueeze(1)  # DP padding
             old_lp = old[k] if old is not None else logp.detach()
             a = torch.tensor([adv[i] for i in mb], device=device)
-            loss, st = grpo_loss(logp, old_lp, ref_lp.get(k), a, mask, g.epsilon, g.epsilon_high, g.beta,
-                                 g.loss_agg, total_tokens=denom_tok, total_seqs=denom_seq,
-                                 entropy=entropy, entropy_coef=g.entropy_coef)
+            loss, st = grpo_loss(
+                logp,
+                old_lp,
+                ref_lp.get(k),
+                a,
+                mask,
+                g.epsilon,
+                g.epsilon_high,
+                g.beta,
+                g.loss_agg,
+                total_tokens=denom_tok,
+                total_seqs=denom_seq,
+                entropy=entropy,
+                entropy_coef=g.entropy_coef,
+            )
             backend.backward(loss)
             stats["loss"] += float(loss.detach()) / g.num_iterations
             n = float(mask.sum())  # a micro-batch of DP padding only counts for nothing
@@ -363,8 +471,13 @@ def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: Trainin
         from rlvrflow.training.precision import dtype_name
 
         max_len = cfg.tiny.max_positions if cfg.is_embedded else 4096
-        vllm = VLLMEngine(str(sft_model), dtype=dtype_name(dtype), max_model_len=max_len, seed=cfg.seed,
-                          enforce_eager=device.type == "cpu")
+        vllm = VLLMEngine(
+            str(sft_model),
+            dtype=dtype_name(dtype),
+            max_model_len=max_len,
+            seed=cfg.seed,
+            enforce_eager=device.type == "cpu",
+        )
         return vllm if fmt.kind == "raw" else FormattedEngine(vllm, tokenizer, fmt)
     from rlvrflow.engines import HFEngine
 
@@ -398,8 +511,13 @@ def _check_reward_hacking(run: GRPORun, cfg: TrainingConfig) -> None:
     # greedy flat) would read as hacking. Greedy only where the evals kept no sampled scores.
     both = (run.held_out_first, run.held_out_last)
     metric = "sampled" if all(b.get("sampled") and len(b["sampled"]) == len(b["ids"]) for b in both) else "greedy"
-    check = detect_reward_hacking(run.train_rewards, {"by_prompt": run.held_out_first},
-                                  {"by_prompt": run.held_out_last}, cfg.grpo.hacking_alarm, metric)
+    check = detect_reward_hacking(
+        run.train_rewards,
+        {"by_prompt": run.held_out_first},
+        {"by_prompt": run.held_out_last},
+        cfg.grpo.hacking_alarm,
+        metric,
+    )
     if check is None:
         return
     if check.loud and check.message not in run.warnings:

@@ -27,7 +27,6 @@ class Group:
     truncated: list[bool] | None = None  # each completion cut at max_new_tokens (finish_reason "length")
 
 
-
 def score_rollouts(engine, batch, g, reward_cfg, seed: int, workers: int, timeout_s: float) -> tuple:
     """`num_generations` completions for each task of `batch`, scored: per prompt, their token ids, rewards,
     correct flags, texts, verdict statuses, the engine's per-token log-probs and whether each was cut
@@ -40,9 +39,15 @@ def score_rollouts(engine, batch, g, reward_cfg, seed: int, workers: int, timeou
     texts = [[c.text for c in grp] for grp in outs]
     verdicts = score_groups(batch, texts, workers, timeout_s)
     parts = rewards_for(verdicts, texts, [[len(c.token_ids) for c in grp] for grp in outs], reward_cfg)
-    return ([[list(c.token_ids) for c in grp] for grp in outs], [[p.total for p in grp] for grp in parts],
-            [[v.status == "correct" for v in vg] for vg in verdicts], texts, [[v.status for v in vg] for vg in verdicts],
-            [[list(c.logprobs) for c in grp] for grp in outs], [[c.finish_reason == "length" for c in grp] for grp in outs])
+    return (
+        [[list(c.token_ids) for c in grp] for grp in outs],
+        [[p.total for p in grp] for grp in parts],
+        [[v.status == "correct" for v in vg] for vg in verdicts],
+        texts,
+        [[v.status for v in vg] for vg in verdicts],
+        [[list(c.logprobs) for c in grp] for grp in outs],
+        [[c.finish_reason == "length" for c in grp] for grp in outs],
+    )
 
 
 @dataclass
@@ -58,8 +63,14 @@ class Tally:
     reward: float = 0.0
     truncated: int = 0  # completions cut at max_new_tokens
 
-    def add(self, rewards: list[float], correct: list[bool], completions: list[list[int]], drop_zero: bool,
-            truncated: list[bool] | None = None) -> bool:
+    def add(
+        self,
+        rewards: list[float],
+        correct: list[bool],
+        completions: list[list[int]],
+        drop_zero: bool,
+        truncated: list[bool] | None = None,
+    ) -> bool:
         """Count one group; False when it is dropped as zero-variance (`drop_zero`)."""
         self.seen += 1
         self.truncated += sum(truncated or [])
@@ -73,12 +84,18 @@ class Tally:
 
     def info(self, used: int) -> dict:
         n = max(1, self.done)
-        return {"groups_seen": self.seen, "groups_zero_variance": self.zero, "groups_zero_solved": self.zero_solved,
-                "groups_used": used, "zero_variance_fraction": self.zero / max(1, self.seen),
-                "reward_mean": self.reward / n,
-                "correct_rate": self.correct / n, "completion_tokens_mean": self.tokens / n,
-                "truncated_fraction": self.truncated / n,
-                "completion_tokens": self.tokens}
+        return {
+            "groups_seen": self.seen,
+            "groups_zero_variance": self.zero,
+            "groups_zero_solved": self.zero_solved,
+            "groups_used": used,
+            "zero_variance_fraction": self.zero / max(1, self.seen),
+            "reward_mean": self.reward / n,
+            "correct_rate": self.correct / n,
+            "completion_tokens_mean": self.tokens / n,
+            "truncated_fraction": self.truncated / n,
+            "completion_tokens": self.tokens,
+        }
 
 
 def draw(sampler, n: int) -> list[str]:

@@ -31,11 +31,16 @@ def write_rollout_samples(out: Path, step: int, groups: list, tasks: dict, g) ->
 
 def step_line(m: dict, total: int) -> str:
     """One GRPO step for a person: reward, correct rate, zero-variance share, KL, entropy, time and tokens."""
-    update = (f"kl {m['kl']:.4f} entropy {m['entropy']:.3f} loss {m['loss']:+.4f}" if "kl" in m
-              else "no update (no group had reward variance)")
-    return (f"grpo step {m['step']}/{total} reward {m['reward_mean']:.3f} correct {m['correct_rate']:.1%} "
-            f"zero-variance {m['zero_variance_fraction']:.0%} {update} {m['step_seconds']:.2f}s "
-            f"{m['completion_tokens']} tokens")
+    update = (
+        f"kl {m['kl']:.4f} entropy {m['entropy']:.3f} loss {m['loss']:+.4f}"
+        if "kl" in m
+        else "no update (no group had reward variance)"
+    )
+    return (
+        f"grpo step {m['step']}/{total} reward {m['reward_mean']:.3f} correct {m['correct_rate']:.1%} "
+        f"zero-variance {m['zero_variance_fraction']:.0%} {update} {m['step_seconds']:.2f}s "
+        f"{m['completion_tokens']} tokens"
+    )
 
 
 def rollout_samples(groups: list, tasks: dict, step: int, n_groups: int = SAMPLE_GROUPS) -> list[dict]:
@@ -49,9 +54,16 @@ def rollout_samples(groups: list, tasks: dict, step: int, n_groups: int = SAMPLE
         best = max(range(len(grp.rewards)), key=lambda i: grp.rewards[i])
         worst = min(range(len(grp.rewards)), key=lambda i: grp.rewards[i])
         for kind, i in (("best", best), ("worst", worst)):
-            records.append({"step": step, "task_id": grp.task_id, "prompt": tasks[grp.task_id].prompt, "kind": kind,
-                            "response": grp.texts[i] if grp.texts else None, "reward": grp.rewards[i],
-                            "status": grp.statuses[i] if grp.statuses else None,
-                            "group_reward_mean": sum(grp.rewards) / len(grp.rewards)})
+            records.append(
+                {
+                    "step": step,
+                    "task_id": grp.task_id,
+                    "prompt": tasks[grp.task_id].prompt,
+                    "kind": kind,
+                    "response": grp.texts[i] if grp.texts else None,
+                    "reward": grp.rewards[i],
+                    "status": grp.statuses[i] if grp.statuses else None,
+                    "group_reward_mean": sum(grp.rewards) / len(grp.rewards),
+                }
+            )
     return records
-

@@ -86,7 +86,10 @@ def clipped_surrogate(
 
 
 def aggregate(
-    per_token: torch.Tensor, mask: torch.Tensor, mode: str, total_tokens: float | None = None,
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    total_tokens: float | None = None,
     total_seqs: float | None = None,
 ) -> torch.Tensor:
     """Reduce a (B, T) per-token loss to a scalar over the `mask`ed tokens.

@@ -12,6 +12,7 @@ architecture transformers cannot load or a quant type `gguf` cannot dequantize f
 naming the file, what is unsupported and what is. The output is written to a temporary folder next to
 DIR and renamed into place. transformers and gguf are imported when used.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,13 @@ def supported_quant_types() -> list[str]:
 
 # GGUF architecture names that transformers' loader renames before its support check
 # (transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint)
-_RENAMED = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "gpt-oss": "gpt_oss", "minimax-m2": "minimax_m2",
-            "t5encoder": "t5"}
+_RENAMED = {
+    "qwen2moe": "qwen2_moe",
+    "qwen3moe": "qwen3_moe",
+    "gpt-oss": "gpt_oss",
+    "minimax-m2": "minimax_m2",
+    "t5encoder": "t5",
+}
 
 
 def _supported_architectures() -> list[str]:
@@ -76,8 +82,10 @@ def check_gguf(path: Path) -> dict:
     arch = field.contents()
     supported = _supported_architectures()
     if _RENAMED.get(arch, arch) not in supported:
-        raise GGUFImportError(f"{path}: architecture {arch!r} is not supported by transformers' GGUF loader; "
-                           f"supported: {', '.join(supported)}")
+        raise GGUFImportError(
+            f"{path}: architecture {arch!r} is not supported by transformers' GGUF loader; "
+            f"supported: {', '.join(supported)}"
+        )
     types = sorted({t.tensor_type.name for t in reader.tensors})
     check_quant_types(path, types)
     return {"architecture": arch, "tensor_types": types}
@@ -87,9 +95,11 @@ def check_quant_types(path: Path, types: list[str]) -> None:
     ok = supported_quant_types()
     bad = [t for t in types if t not in ok]
     if bad:
-        raise GGUFImportError(f"{path}: tensor type(s) {', '.join(bad)} cannot be dequantized by the installed "
-                           f"`gguf` package; supported: {', '.join(ok)}. Re-quantize the file (e.g. to Q8_0) or "
-                           "upgrade gguf")
+        raise GGUFImportError(
+            f"{path}: tensor type(s) {', '.join(bad)} cannot be dequantized by the installed "
+            f"`gguf` package; supported: {', '.join(ok)}. Re-quantize the file (e.g. to Q8_0) or "
+            "upgrade gguf"
+        )
 
 
 def _check_out(path: Path, out: Path, force: bool) -> None:
@@ -102,11 +112,15 @@ def _check_out(path: Path, out: Path, force: bool) -> None:
         raise GGUFImportError(f"{out}: exists and is not empty; pass --force to replace it, or another --out")
     cwd = Path.cwd().resolve()
     if out == cwd or out in cwd.parents or out == path.parent or out in path.parents:
-        raise GGUFImportError(f"{out}: holds the current folder or the source file; --force replaces only an "
-                              "earlier model folder: choose a new --out")
+        raise GGUFImportError(
+            f"{out}: holds the current folder or the source file; --force replaces only an "
+            "earlier model folder: choose a new --out"
+        )
     if not out.is_dir() or out.is_symlink() or not (out / "config.json").is_file():
-        raise GGUFImportError(f"{out}: is not a model folder (no config.json); --force replaces only an earlier "
-                              "import: choose another --out or remove it yourself")
+        raise GGUFImportError(
+            f"{out}: is not a model folder (no config.json); --force replaces only an earlier "
+            "import: choose another --out or remove it yourself"
+        )
 
 
 def import_gguf(path: Path, out: Path, *, dtype: str = "float32", force: bool = False) -> dict:
@@ -132,8 +146,10 @@ def import_gguf(path: Path, out: Path, *, dtype: str = "float32", force: bool = 
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
     if missing or unexpected:
-        raise RuntimeError(f"{path}: the dequantized weights do not fit the config's model "
-                           f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+        raise RuntimeError(
+            f"{path}: the dequantized weights do not fit the config's model "
+            f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+        )
     model.tie_weights()
     del loaded
 
@@ -141,9 +157,11 @@ def import_gguf(path: Path, out: Path, *, dtype: str = "float32", force: bool = 
         config.eos_token_id = tokenizer.eos_token_id
     if tokenizer.bos_token_id is not None:
         config.bos_token_id = tokenizer.bos_token_id
-    generation = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                  pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None
-                                  else tokenizer.eos_token_id)
+    generation = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+    )
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

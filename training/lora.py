@@ -24,7 +24,9 @@ def _peft():
     try:
         import peft
     except ImportError as exc:  # a core dependency: a broken install, not an optional extra
-        raise ImportError("training.lora needs peft; reinstall rlvrflow (`pip install -e .`) or `pip install peft`") from exc
+        raise ImportError(
+            "training.lora needs peft; reinstall rlvrflow (`pip install -e .`) or `pip install peft`"
+        ) from exc
     return peft
 
 
@@ -32,14 +34,22 @@ def add_adapters(model, cfg: LoRAConfig):
     """Freeze `model` and wrap it in fresh adapters (float32, whatever the base's dtype)."""
     peft = _peft()
     target = "all-linear" if cfg.target_modules == ["all-linear"] else list(cfg.target_modules)
-    config = peft.LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=target,
-                             task_type="CAUSAL_LM", bias="none")
+    config = peft.LoraConfig(
+        r=cfg.r,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.dropout,
+        target_modules=target,
+        task_type="CAUSAL_LM",
+        bias="none",
+    )
     try:
         return peft.get_peft_model(model, config)
     except ValueError as exc:  # peft: "Target modules {...} not found in the base model"
         names = sorted({n.rsplit(".", 1)[-1] for n, _ in model.named_modules() if n})
-        raise ValueError(f"training.lora.target_modules={cfg.target_modules}: {exc}. This model's module names "
-                         f"include {names[:20]}; pick from those or use ['all-linear']") from exc
+        raise ValueError(
+            f"training.lora.target_modules={cfg.target_modules}: {exc}. This model's module names "
+            f"include {names[:20]}; pick from those or use ['all-linear']"
+        ) from exc
 
 
 def load_adapters(base, adapter_dir: str | Path, trainable: bool):
@@ -58,7 +68,8 @@ def adapter_base(path: str | Path) -> Path:
     if not (base / "config.json").is_file():
         raise FileNotFoundError(
             f"{path} is a LoRA adapter on the base model {base}, which is not there any more; put the base "
-            "back (the SFT model of that run) or use a merged export (`rlvrflow export CKPT --out DIR --merge`)")
+            "back (the SFT model of that run) or use a merged export (`rlvrflow export CKPT --out DIR --merge`)"
+        )
     return base
 
 
@@ -114,7 +125,9 @@ def merged_model(peft_model):
     missing, unexpected = plain.load_state_dict(state, strict=False)
     tied = {"lm_head.weight"} if getattr(base.config, "tie_word_embeddings", False) else set()
     if set(missing) - tied or unexpected:
-        raise RuntimeError(f"merged weights do not fit the base architecture: missing {missing}, unexpected {unexpected}")
+        raise RuntimeError(
+            f"merged weights do not fit the base architecture: missing {missing}, unexpected {unexpected}"
+        )
     plain.generation_config = base.generation_config
     return plain.eval()
 
@@ -122,5 +135,7 @@ def merged_model(peft_model):
 def parameter_counts(model) -> dict:
     """Trainable and total parameters (`parameters()` lists a tied weight once)."""
     params = list(model.parameters())
-    return {"trainable_params": sum(p.numel() for p in params if p.requires_grad),
-            "total_params": sum(p.numel() for p in params)}
+    return {
+        "trainable_params": sum(p.numel() for p in params if p.requires_grad),
+        "total_params": sum(p.numel() for p in params),
+    }

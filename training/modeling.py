@@ -66,8 +66,9 @@ def usable_cores(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
     return cores
 
 
-def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: bool = True,
-                             dtype: torch.dtype = torch.float32):
+def load_model_and_tokenizer(
+    path: str | Path, device: torch.device, trainable: bool = True, dtype: torch.dtype = torch.float32
+):
     """`AutoModelForCausalLM` + `AutoTokenizer` from a HF directory, weights in `dtype` on `device`.
 
     A LoRA adapter directory loads its base (in `dtype`, frozen) with the adapter on top (trainable
@@ -94,7 +95,9 @@ def load_model_and_tokenizer(path: str | Path, device: torch.device, trainable: 
     return model, tokenizer
 
 
-def load_policy(path: str | Path, device: torch.device, dtype: torch.dtype, lora_cfg=None, base: str | Path | None = None):
+def load_policy(
+    path: str | Path, device: torch.device, dtype: torch.dtype, lora_cfg=None, base: str | Path | None = None
+):
     """The model to train and its tokenizer.
 
     Full fine-tuning: `path`'s weights in float32 (master weights; forwards autocast to `dtype`).
@@ -106,14 +109,18 @@ def load_policy(path: str | Path, device: torch.device, dtype: torch.dtype, lora
 
     if lora_cfg is None:
         if lora.is_adapter_dir(path):
-            raise ValueError(f"{path} holds LoRA adapters but training.lora is not set; set training.lora as it "
-                             "was for that run, or start in a new output directory")
+            raise ValueError(
+                f"{path} holds LoRA adapters but training.lora is not set; set training.lora as it "
+                "was for that run, or start in a new output directory"
+            )
         return load_model_and_tokenizer(path, device, trainable=True, dtype=torch.float32)
     if lora.is_adapter_dir(path):
         return load_model_and_tokenizer(path, device, trainable=True, dtype=dtype)
     if base is not None and Path(path).resolve() != Path(base).resolve():
-        raise ValueError(f"{path} holds full weights but training.lora is set; resume without lora, or start in a "
-                         "new output directory")
+        raise ValueError(
+            f"{path} holds full weights but training.lora is set; resume without lora, or start in a "
+            "new output directory"
+        )
     model, tokenizer = load_model_and_tokenizer(Path(path).resolve(), device, trainable=False, dtype=dtype)
     model = lora.add_adapters(model, lora_cfg)
     model.train(True)
@@ -156,8 +163,14 @@ def pad_pairs(
 
 
 def completion_logprobs(
-    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device,
-    share_prompts: bool = True, entropy: Literal["value", "grad"] | None = None, temperature: float = 1.0,
+    model,
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    share_prompts: bool = True,
+    entropy: Literal["value", "grad"] | None = None,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, ...]:
     """Log-probs of each completion token under `model` and the completion mask, both (B, Tc); with
     `entropy`, a third (B, Tc) tensor: the entropy of the model's distribution at each of those
@@ -190,8 +203,9 @@ def completion_logprobs(
     return _scored(logits_c, targets, mask, entropy, temperature)
 
 
-def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, entropy: str | None,
-            temperature: float) -> tuple:
+def _scored(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, entropy: str | None, temperature: float
+) -> tuple:
     if temperature != 1.0:  # in float32, as the engines divide before they draw (autocast logits are bf16)
         logits = logits.float() / temperature
     if entropy is None:
@@ -201,8 +215,13 @@ def _scored(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, ent
 
 
 def shared_prompt_logprobs(
-    model, prompts: list[list[int]], completions: list[list[int]], pad_id: int, device: torch.device,
-    entropy: Literal["value", "grad"] | None = None, temperature: float = 1.0,
+    model,
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    pad_id: int,
+    device: torch.device,
+    entropy: Literal["value", "grad"] | None = None,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, ...]:
     """`completion_logprobs` with one forward pass per distinct prompt.
 
@@ -233,8 +252,9 @@ def shared_prompt_logprobs(
     first = out.logits[torch.arange(len(uniq), device=device), torch.searchsorted(last, lens - 1)]  # (U, V)
     cache = out.past_key_values
     if not hasattr(cache, "reorder_cache"):  # no transformers Cache (e.g. gradient checkpointing is on)
-        return completion_logprobs(model, prompts, completions, pad_id, device, share_prompts=False,
-                                   entropy=entropy, temperature=temperature)
+        return completion_logprobs(
+            model, prompts, completions, pad_id, device, share_prompts=False, entropy=entropy, temperature=temperature
+        )
     cache.reorder_cache(index)
     t_c = max(1, max(len(c) for c in completions))
     c_ids = torch.full((len(completions), t_c), pad_id, dtype=torch.long)

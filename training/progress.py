@@ -45,8 +45,7 @@ def bars_enabled(stream=None) -> bool:
 
 
 @contextlib.contextmanager
-def progress_bar(total: int, desc: str, initial: int = 0, unit: str = "step", enabled: bool | None = None,
-                 file=None):
+def progress_bar(total: int, desc: str, initial: int = 0, unit: str = "step", enabled: bool | None = None, file=None):
     """A tqdm bar over `total` units, disabled (every call a no-op) when stderr is no terminal.
 
     `enabled` overrides the terminal check (tests pass a file and True). Bars shown from several
@@ -56,8 +55,9 @@ def progress_bar(total: int, desc: str, initial: int = 0, unit: str = "step", en
 
     file = sys.stderr if file is None else file
     on = bars_enabled(file) if enabled is None else enabled
-    bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=file, disable=not on,
-               dynamic_ncols=True, leave=True)
+    bar = tqdm(
+        total=total, initial=initial, desc=desc, unit=unit, file=file, disable=not on, dynamic_ncols=True, leave=True
+    )
     if on:
         _hold_redirect()
     try:
@@ -100,8 +100,10 @@ def check_reporters(values: list[str]) -> list[str]:
     """`values` when each is a known reporter; else a ValueError naming the field and the choices."""
     unknown = [v for v in values if v not in REPORTERS]
     if unknown:
-        raise ValueError(f"training.report_to has {', '.join(map(repr, unknown))}; allowed values: "
-                         f"{', '.join(REPORTERS)} (or [] for none)")
+        raise ValueError(
+            f"training.report_to has {', '.join(map(repr, unknown))}; allowed values: "
+            f"{', '.join(REPORTERS)} (or [] for none)"
+        )
     return values
 
 
@@ -121,8 +123,10 @@ class Scalars:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as exc:  # torch needs the tensorboard package for its writer
-                raise ImportError("training.report_to includes tensorboard but the tensorboard package is "
-                                  "missing; pip install tensorboard (or set training.report_to: [])") from exc
+                raise ImportError(
+                    "training.report_to includes tensorboard but the tensorboard package is "
+                    "missing; pip install tensorboard (or set training.report_to: [])"
+                ) from exc
             self.log_dir.mkdir(parents=True, exist_ok=True)
             self._writer = SummaryWriter(str(self.log_dir), purge_step=purge_step)
 
@@ -134,7 +138,12 @@ class Scalars:
         if self._writer is None:
             return
         for name, value in metrics.items():
-            if name == "step" or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if (
+                name == "step"
+                or isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
                 continue
             self._writer.add_scalar(f"{section}/{name}", float(value), step)
 

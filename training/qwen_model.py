@@ -22,8 +22,10 @@ from pathlib import Path
 
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # Qwen2's pre-tokenizer split: contractions, letter runs, single digits, punctuation runs, newlines, spaces.
-SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
-         r"|\s+(?!\S)|\s+")
+SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+"
+)
 CHATML = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -80,8 +82,10 @@ def default_corpus_files() -> list[Path]:
     raw = Path(__file__).resolve().parents[1] / "examples" / "retail" / "raw"
     files = sorted(raw.glob("tickets_*.jsonl"))
     if not files:
-        raise FileNotFoundError(f"no default corpus ({raw}/tickets_*.jsonl is not here: not a source checkout); "
-                                "pass --corpus FILE (JSONL or text) with your domain's texts")
+        raise FileNotFoundError(
+            f"no default corpus ({raw}/tickets_*.jsonl is not here: not a source checkout); "
+            "pass --corpus FILE (JSONL or text) with your domain's texts"
+        )
     return files
 
 
@@ -92,18 +96,29 @@ def build_bpe_tokenizer(corpus: Iterable[str], vocab_size: int):
 
     tok = Tokenizer(models.BPE(byte_fallback=False))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIALS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(corpus, trainer=trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>"], chat_template=CHATML,
-        clean_up_tokenization_spaces=False, model_max_length=32768,
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+        chat_template=CHATML,
+        clean_up_tokenization_spaces=False,
+        model_max_length=32768,
     )
 
 
@@ -116,15 +131,25 @@ def build_qwen2_model(corpus: Iterable[str], out_dir: str | Path, seed: int = 0,
 
     dims = dims or Qwen2Dims()
     if dims.hidden_size % dims.num_heads or dims.num_heads % dims.num_kv_heads:
-        raise ValueError(f"Qwen2Dims: num_heads={dims.num_heads} must divide hidden_size={dims.hidden_size} and be "
-                         f"a multiple of num_kv_heads={dims.num_kv_heads}")
+        raise ValueError(
+            f"Qwen2Dims: num_heads={dims.num_heads} must divide hidden_size={dims.hidden_size} and be "
+            f"a multiple of num_kv_heads={dims.num_kv_heads}"
+        )
     tokenizer = build_bpe_tokenizer(corpus, dims.vocab_size)
     end, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")
     config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=dims.hidden_size, intermediate_size=dims.intermediate_size,
-        num_hidden_layers=dims.num_layers, num_attention_heads=dims.num_heads,
-        num_key_value_heads=dims.num_kv_heads, max_position_embeddings=dims.max_positions,
-        tie_word_embeddings=True, rms_norm_eps=1e-6, bos_token_id=pad, eos_token_id=end, pad_token_id=pad,
+        vocab_size=len(tokenizer),
+        hidden_size=dims.hidden_size,
+        intermediate_size=dims.intermediate_size,
+        num_hidden_layers=dims.num_layers,
+        num_attention_heads=dims.num_heads,
+        num_key_value_heads=dims.num_kv_heads,
+        max_position_embeddings=dims.max_positions,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-6,
+        bos_token_id=pad,
+        eos_token_id=end,
+        pad_token_id=pad,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
@@ -136,14 +161,21 @@ def build_qwen2_model(corpus: Iterable[str], out_dir: str | Path, seed: int = 0,
     return save_pretrained_atomic(model, tokenizer, out_dir, extra={"rlvrflow_model.json": json.dumps(card)})
 
 
-def make_model(arch: str, out_dir: str | Path, corpus_files: list[str | Path] | None = None, seed: int = 0,
-               dims: Qwen2Dims | None = None) -> dict:
+def make_model(
+    arch: str,
+    out_dir: str | Path,
+    corpus_files: list[str | Path] | None = None,
+    seed: int = 0,
+    dims: Qwen2Dims | None = None,
+) -> dict:
     """`rlvrflow make-model`: build the test model of `arch` from the files' texts; returns its card."""
     if arch not in ARCHS:
         raise ValueError(f"--arch {arch!r}: only {', '.join(ARCHS)} is built here")
     files = list(corpus_files or default_corpus_files())
     texts = list(read_corpus(files))
     if not texts:
-        raise ValueError(f"the corpus ({', '.join(map(str, files))}) holds no text; pass files with your domain's texts")
+        raise ValueError(
+            f"the corpus ({', '.join(map(str, files))}) holds no text; pass files with your domain's texts"
+        )
     out = build_qwen2_model(texts, out_dir, seed, dims)
     return {**json.loads((out / "rlvrflow_model.json").read_text()), "out": str(out), "texts": len(texts)}

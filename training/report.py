@@ -40,8 +40,9 @@ def _window_rise(rewards: list[float]) -> tuple[float, float, float, float, int]
     return mean_a, mean_b, mean_b - mean_a, math.sqrt(var_a / w + var_b / w), w
 
 
-def detect_reward_hacking(train_rewards: list[float], baseline: dict, latest: dict, cfg,
-                          metric: str = "greedy", seed: int = 0) -> HackingCheck | None:
+def detect_reward_hacking(
+    train_rewards: list[float], baseline: dict, latest: dict, cfg, metric: str = "greedy", seed: int = 0
+) -> HackingCheck | None:
     """The banner when the evidence says the policy learned to please the verifier, not the task; a quiet
     note when the signs are there but the run is too small to tell; else None.
 
@@ -62,11 +63,15 @@ def detect_reward_hacking(train_rewards: list[float], baseline: dict, latest: di
     gain = gain_interval(baseline, latest, metric, seed=seed, level=cfg.level)
     if gain is None:
         return None
-    reward_line = (f"training reward rose by {rise:+.3f} ({mean_a:.3f} -> {mean_b:.3f}, mean of the first and last "
-                   f"{w} of {len(train_rewards)} steps, standard error {se:.3f})")
-    held_line = (f"held-out {gain['metric'].replace('pass_at_1_', '')} pass@1 changed by {gain['points']:+.1f} points "
-                 f"({100 * gain['level']:.0f}% interval {gain['low']:+.1f} to {gain['high']:+.1f}, paired bootstrap "
-                 f"over {gain['prompts']} prompts)")
+    reward_line = (
+        f"training reward rose by {rise:+.3f} ({mean_a:.3f} -> {mean_b:.3f}, mean of the first and last "
+        f"{w} of {len(train_rewards)} steps, standard error {se:.3f})"
+    )
+    held_line = (
+        f"held-out {gain['metric'].replace('pass_at_1_', '')} pass@1 changed by {gain['points']:+.1f} points "
+        f"({100 * gain['level']:.0f}% interval {gain['low']:+.1f} to {gain['high']:+.1f}, paired bootstrap "
+        f"over {gain['prompts']} prompts)"
+    )
     held_not_up = gain["low"] <= 0
     if not held_not_up:
         return None
@@ -74,14 +79,21 @@ def detect_reward_hacking(train_rewards: list[float], baseline: dict, latest: di
     if gain["prompts"] < cfg.min_prompts:
         short.append(f"{gain['prompts']} held-out prompts < min_prompts {cfg.min_prompts}")
     if short:
-        return HackingCheck(False, f"reward-hacking check: too little evidence to call it ({'; '.join(short)}): "
-                                   f"{reward_line} while {held_line}; read the rollout samples")
+        return HackingCheck(
+            False,
+            f"reward-hacking check: too little evidence to call it ({'; '.join(short)}): "
+            f"{reward_line} while {held_line}; read the rollout samples",
+        )
     if rise <= 2 * se or gain["high"] >= 100 * rise:
         return None  # the rise is within step-to-step noise, or the held-out change may match it
-    return HackingCheck(True, (
-        f"REWARD HACKING SIGNAL: {reward_line} while {held_line}, an interval that excludes the training gain "
-        f"({100 * rise:+.1f} points); inspect high-reward completions for verifier loopholes (format-only credit, "
-        "the prompt's format example copied, length gaming) before trusting this checkpoint"))
+    return HackingCheck(
+        True,
+        (
+            f"REWARD HACKING SIGNAL: {reward_line} while {held_line}, an interval that excludes the training gain "
+            f"({100 * rise:+.1f} points); inspect high-reward completions for verifier loopholes (format-only credit, "
+            "the prompt's format example copied, length gaming) before trusting this checkpoint"
+        ),
+    )
 
 
 def warn_loudly(message: str) -> None:
@@ -92,9 +104,15 @@ def warn_loudly(message: str) -> None:
 GRPO_SERIES = (("reward_mean", "reward mean"), ("correct_rate", "correct rate"))
 
 
-def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path, series=GRPO_SERIES,
-                trainer: str = "GRPO", left_title: str = "training rollouts",
-                eval_keys=("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate")) -> Path | None:
+def plot_curves(
+    metrics: list[dict],
+    evals: list[dict],
+    out_png: str | Path,
+    series=GRPO_SERIES,
+    trainer: str = "GRPO",
+    left_title: str = "training rollouts",
+    eval_keys=("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate"),
+) -> Path | None:
     """The trainer's per-step `series` ((metrics key, label) pairs) beside the held-out `eval_keys` per
     checkpoint; None without data. GRPO's reward and correct rate by default; DPO passes its own."""
     if not metrics and not evals:
@@ -124,8 +142,9 @@ def plot_curves(metrics: list[dict], evals: list[dict], out_png: str | Path, ser
     return out_png
 
 
-def gain_interval(baseline: dict, final: dict, metric: str = "greedy", n_boot: int = 2000, seed: int = 0,
-                  level: float = 0.95) -> dict | None:
+def gain_interval(
+    baseline: dict, final: dict, metric: str = "greedy", n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> dict | None:
     """The gain of `final` over `baseline` in points of pass@1 (`metric`: greedy or sampled) on the
     prompts both were evaluated on, with a paired bootstrap interval (prompts resampled with
     replacement, both models' scores of a prompt kept together); None without per-prompt results."""
@@ -143,17 +162,25 @@ def gain_interval(baseline: dict, final: dict, metric: str = "greedy", n_boot: i
     boots = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot))
     j = round((1 - level) / 2 * n_boot)
     lo, hi = boots[j], boots[n_boot - 1 - j]
-    return {"points": round(100 * sum(diffs) / n, 2), "low": round(100 * lo, 2), "high": round(100 * hi, 2),
-            "level": level, "prompts": n, "metric": f"pass_at_1_{metric}"}
+    return {
+        "points": round(100 * sum(diffs) / n, 2),
+        "low": round(100 * lo, 2),
+        "high": round(100 * hi, 2),
+        "level": level,
+        "prompts": n,
+        "metric": f"pass_at_1_{metric}",
+    }
 
 
 def gain_line(gain: dict | None) -> str:
     """`greedy pass@1 gain: +21.5 points (95% interval +14.0 to +29.0, paired bootstrap over 200 prompts)`."""
     if gain is None:
         return "gain: no per-prompt results to compare"
-    return (f"{gain['metric'].replace('pass_at_1_', '')} pass@1 gain: {gain['points']:+.1f} points "
-            f"({100 * gain['level']:.0f}% interval {gain['low']:+.1f} to {gain['high']:+.1f}, paired bootstrap over "
-            f"{gain['prompts']} prompts)")
+    return (
+        f"{gain['metric'].replace('pass_at_1_', '')} pass@1 gain: {gain['points']:+.1f} points "
+        f"({100 * gain['level']:.0f}% interval {gain['low']:+.1f} to {gain['high']:+.1f}, paired bootstrap over "
+        f"{gain['prompts']} prompts)"
+    )
 
 
 def _headline(metrics: dict, name: str) -> dict:
@@ -163,8 +190,14 @@ def _headline(metrics: dict, name: str) -> dict:
     return dict(metrics)
 
 
-def build_report(baseline: dict, final: dict, tiers: dict, zero_variance_fraction: float,
-                 checkpoint: str | Path, extra: dict | None = None) -> dict:
+def build_report(
+    baseline: dict,
+    final: dict,
+    tiers: dict,
+    zero_variance_fraction: float,
+    checkpoint: str | Path,
+    extra: dict | None = None,
+) -> dict:
     """The run report: baseline vs final eval metrics, tier counts, zero-variance share, checkpoint.
 
     `baseline`/`final` are `evaluate` results; `tiers` maps tier name -> prompt count; `extra` is

@@ -33,8 +33,12 @@ class Task:
                 "it must be a JSON object string as written by verifiers.attach"
             ) from exc
         return cls(
-            id=str(row["id"]), category=str(row.get("category") or ""), prompt=str(row["prompt"]),
-            verifier=str(row["verifier"]), reference=str(row["reference"]), params=params,
+            id=str(row["id"]),
+            category=str(row.get("category") or ""),
+            prompt=str(row["prompt"]),
+            verifier=str(row["verifier"]),
+            reference=str(row["reference"]),
+            params=params,
         )
 
 
@@ -49,8 +53,9 @@ def tasks_from_df(df) -> list[Task]:
     return [Task.from_row(r) for r in df.iter_rows(named=True)]
 
 
-def score_groups(tasks: list[Task], groups: list[list[str]], workers: int | None,
-                 timeout_s: float = 30.0) -> list[list]:
+def score_groups(
+    tasks: list[Task], groups: list[list[str]], workers: int | None, timeout_s: float = 30.0
+) -> list[list]:
     """Verdicts for groups[i][j] (a response text) against tasks[i], via `verifiers.score_many` with
     `workers` processes (None: every core; 0: in this process) and a `timeout_s` deadline per item
     (the spec's verifiers.timeout_s)."""
@@ -70,6 +75,5 @@ def rewards_for(verdicts: list[list], texts: list[list[str]], n_tokens: list[lis
     from rlvrflow.verifiers.shaping import reward
 
     return [
-        [reward(v, t, n, reward_cfg) for v, t, n in zip(vg, tg, ng)]
-        for vg, tg, ng in zip(verdicts, texts, n_tokens)
+        [reward(v, t, n, reward_cfg) for v, t, n in zip(vg, tg, ng)] for vg, tg, ng in zip(verdicts, texts, n_tokens)
     ]

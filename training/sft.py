@@ -47,8 +47,13 @@ def sft_examples(train_df) -> tuple[list[tuple[str, str]], int]:
 
 
 def _input_key(base_model: Path, pairs: list[tuple[str, str]], cfg: TrainingConfig, seed: int) -> str:
-    setup = [cfg.sft.model_dump(), cfg.prompt_format, cfg.system_prompt, cfg.dtype,
-             cfg.lora.model_dump() if cfg.lora else None]
+    setup = [
+        cfg.sft.model_dump(),
+        cfg.prompt_format,
+        cfg.system_prompt,
+        cfg.dtype,
+        cfg.lora.model_dump() if cfg.lora else None,
+    ]
     h = hashlib.sha256(json.dumps([str(base_model.resolve()), setup, seed]).encode())
     for p, s in pairs:
         h.update(p.encode("utf-8", "surrogatepass") + b"\0" + s.encode("utf-8", "surrogatepass") + b"\0")
@@ -69,7 +74,7 @@ def _encode(tokenizer, pairs, max_length: int, fmt=None) -> tuple[list[tuple[lis
     cut = {"prompts_truncated": 0, "solutions_truncated": 0, "longest_prompt_tokens": 0, "longest_pair_tokens": 0}
     for prompt, solution in pairs:
         full = encode_completion(tokenizer, solution, add_eos=True, end_id=end_id)
-        c = full[:max_length - 1]
+        c = full[: max_length - 1]
         p = encode_prompt(tokenizer, prompt, fmt)
         keep = max_length - len(c)
         cut["solutions_truncated"] += len(c) < len(full)
@@ -89,12 +94,15 @@ NO_WORKED_ROWS_CHOICES = (
     "targets built from the golds: that teaches the answer format, not the working, and GRPO then starts "
     "from a model that has memorized answers; (d) training.model: a local instruct model that already "
     "solves some of these prompts (the README's 'Outcome-only logs' says what (a) and (c) gave on one outside "
-    "data set)")
+    "data set)"
+)
 
 
 def no_worked_rows_message(rows: int) -> str:
-    return (f"SFT: none of the {rows} train rows has a worked solution (all outcome-only), so SFT is skipped "
-            f"and the base model is saved unchanged as the SFT model. Choices: {NO_WORKED_ROWS_CHOICES}")
+    return (
+        f"SFT: none of the {rows} train rows has a worked solution (all outcome-only), so SFT is skipped "
+        f"and the base model is saved unchanged as the SFT model. Choices: {NO_WORKED_ROWS_CHOICES}"
+    )
 
 
 def cut_warnings(cut: dict, n_rows: int, max_length: int, max_positions: int | None = None) -> list[dict]:
@@ -107,25 +115,41 @@ def cut_warnings(cut: dict, n_rows: int, max_length: int, max_positions: int | N
     """
     need = cut["longest_pair_tokens"]
     if max_positions and max_length >= max_positions:
-        fix = (f"training.sft.max_length is already at the model's {max_positions} positions (the longest rows "
-               f"need {need}): shorten those prompts or use a model with more positions")
+        fix = (
+            f"training.sft.max_length is already at the model's {max_positions} positions (the longest rows "
+            f"need {need}): shorten those prompts or use a model with more positions"
+        )
     elif max_positions and need > max_positions:
-        fix = (f"Raise training.sft.max_length to at most {max_positions} (the model's max positions; the "
-               f"longest rows need {need}: shorten those prompts or use a model with more positions)")
+        fix = (
+            f"Raise training.sft.max_length to at most {max_positions} (the model's max positions; the "
+            f"longest rows need {need}: shorten those prompts or use a model with more positions)"
+        )
     else:
         fix = f"Raise training.sft.max_length to {need}"
     out = []
     if cut["prompts_truncated"]:
-        out.append({"kind": "prompts_truncated", "message": (
-            f"training.sft.max_length={max_length} cut the start of {cut['prompts_truncated']} of {n_rows} prompts "
-            f"(longest prompt {cut['longest_prompt_tokens']} tokens, longest prompt + solution {need}): the model is "
-            "trained without those prompts' first tokens and positions but sees them whole at tiering, GRPO and "
-            f"eval, where it tends to answer them with noise. {fix} if those rows matter (costs SFT time only for "
-            "the long rows' batches).")})
+        out.append(
+            {
+                "kind": "prompts_truncated",
+                "message": (
+                    f"training.sft.max_length={max_length} cut the start of {cut['prompts_truncated']} of {n_rows} prompts "
+                    f"(longest prompt {cut['longest_prompt_tokens']} tokens, longest prompt + solution {need}): the model is "
+                    "trained without those prompts' first tokens and positions but sees them whole at tiering, GRPO and "
+                    f"eval, where it tends to answer them with noise. {fix} if those rows matter (costs SFT time only for "
+                    "the long rows' batches)."
+                ),
+            }
+        )
     if cut["solutions_truncated"]:
-        out.append({"kind": "solutions_truncated", "message": (
-            f"training.sft.max_length={max_length} cut the end of {cut['solutions_truncated']} solutions: their last "
-            f"tokens and EOS are never trained, so the model learns to run on at those rows. {fix}.")})
+        out.append(
+            {
+                "kind": "solutions_truncated",
+                "message": (
+                    f"training.sft.max_length={max_length} cut the end of {cut['solutions_truncated']} solutions: their last "
+                    f"tokens and EOS are never trained, so the model learns to run on at those rows. {fix}."
+                ),
+            }
+        )
     return out
 
 
@@ -158,8 +182,13 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     model, tokenizer = load_policy(base_model, device, dtype, cfg.lora)
     fmt = PromptFormat.for_tokenizer(tokenizer, cfg.prompt_format, cfg.system_prompt)
     counts = lora.parameter_counts(model)
-    log.info("sft: %s prompts, %s, %d of %d parameters trainable", fmt.kind, dtype_name(dtype),
-             counts["trainable_params"], counts["total_params"])
+    log.info(
+        "sft: %s prompts, %s, %d of %d parameters trainable",
+        fmt.kind,
+        dtype_name(dtype),
+        counts["trainable_params"],
+        counts["total_params"],
+    )
     data, cut = _encode(tokenizer, pairs, sc.max_length, fmt)
     warnings += cut_warnings(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
     for w in warnings:
@@ -176,21 +205,35 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     if fmt.kind == "chat":  # vLLM and generate() stop on the generation config's ids: add end-of-turn
         model.generation_config.eos_token_id = list(stop_token_ids(model, tokenizer, fmt))
     stats = {
-        "rows_in": len(pairs) + skipped, "rows_used": len(pairs), "skipped_empty_solution": skipped,
-        "steps": steps, "final_loss": loss_val, "seconds": round(time.perf_counter() - t0, 2), **cut,
+        "rows_in": len(pairs) + skipped,
+        "rows_used": len(pairs),
+        "skipped_empty_solution": skipped,
+        "steps": steps,
+        "final_loss": loss_val,
+        "seconds": round(time.perf_counter() - t0, 2),
+        **cut,
         "warnings": warnings,  # flows/report.py carries them into report.json
-        "input_key": key, "base_model": str(base_model), "prompt_format": fmt.kind, "dtype": dtype_name(dtype),
+        "input_key": key,
+        "base_model": str(base_model),
+        "prompt_format": fmt.kind,
+        "dtype": dtype_name(dtype),
         **counts,
     }
-    save_pretrained_atomic(model, tokenizer, out, extra={"sft_metrics.jsonl": "\n".join(lines) + "\n",
-                                                         PROMPT_FORMAT_FILE: fmt.to_json() + "\n"})
+    save_pretrained_atomic(
+        model,
+        tokenizer,
+        out,
+        extra={"sft_metrics.jsonl": "\n".join(lines) + "\n", PROMPT_FORMAT_FILE: fmt.to_json() + "\n"},
+    )
     if tb_tmp.exists():
         os.replace(tb_tmp, out / "tb")
     write_json(stats_path, stats)
     return out
 
 
-def _train(model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, scalars) -> tuple[list[str], float | None]:
+def _train(
+    model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, scalars
+) -> tuple[list[str], float | None]:
     """`steps` optimizer steps on length-bucketed batches of `data`; the JSON metric lines and the last loss.
 
     Every `sc.logging_steps` steps (and the last) a line goes to the list, to the log and to `scalars`
@@ -200,8 +243,13 @@ def _train(model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, s
     from rlvrflow.training.trainer import Optim, StepLog
 
     backend = TorchBackend(model, Optim.of(sc), dtype)
-    step_log = StepLog("sft", sc.logging_steps, steps - 1, scalars, lambda m: (
-        f"sft step {m['step'] + 1}/{steps} loss {m['loss']:.4f} lr {m['lr']:.2e} {m['step_seconds']:.2f}s"))
+    step_log = StepLog(
+        "sft",
+        sc.logging_steps,
+        steps - 1,
+        scalars,
+        lambda m: f"sft step {m['step'] + 1}/{steps} loss {m['loss']:.4f} lr {m['lr']:.2e} {m['step_seconds']:.2f}s",
+    )
     loss_val = None
     batches = _length_bucketed_batches(data, sc.batch_size, seed)
     with progress_bar(steps, "sft") as bar:
@@ -217,13 +265,20 @@ def _train(model, data, steps: int, sc, seed: int, pad_id: int, device, dtype, s
             loss_val = float(loss.detach())
             bar.update(1)
             bar.set_postfix(loss=f"{loss_val:.4f}", refresh=False)
-            step_log({"step": step, "loss": loss_val, "lr": lr, "grad_norm": grad_norm,
-                      "tokens": sum(len(p) + len(c) for p, c in batch)}, time.perf_counter() - t_step)
+            step_log(
+                {
+                    "step": step,
+                    "loss": loss_val,
+                    "lr": lr,
+                    "grad_norm": grad_norm,
+                    "tokens": sum(len(p) + len(c) for p, c in batch),
+                },
+                time.perf_counter() - t_step,
+            )
     return step_log.lines, loss_val
 
 
-def _length_bucketed_batches(data: list[tuple[list[int], list[int]]], batch_size: int, seed: int,
-                             bucket: int = 8):
+def _length_bucketed_batches(data: list[tuple[list[int], list[int]]], batch_size: int, seed: int, bucket: int = 8):
     """Endless random batches of indices; each draw of `bucket` batches is sorted by length first.
 
     Sorting a random window before cutting it into batches puts sequences of similar length together,
@@ -248,4 +303,3 @@ def _batch_loss(model, batch: list[tuple[list[int], list[int]]], pad_id: int, de
     logp, mask = completion_logprobs(model, [p for p, _ in batch], [c for _, c in batch], pad_id, device)
     m = mask.to(logp.dtype)
     return -(logp * m).sum() / m.sum().clamp(min=1.0)
-

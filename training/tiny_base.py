@@ -55,10 +55,11 @@ ZH_WORDS = (
 ).split()
 # operator -> (English cue words, Chinese cue words): words any pretrained model ties to the operation
 CUES = {
-    "+": (("plus", "and then", "more", "added", "in total", "together", "sum"),
-          ("加", "一共", "合计", "总共", "再加", "共")),
-    "-": (("minus", "less", "left", "fewer", "take away", "remove"),
-          ("减", "剩下", "少了", "扣除", "还剩", "减去")),
+    "+": (
+        ("plus", "and then", "more", "added", "in total", "together", "sum"),
+        ("加", "一共", "合计", "总共", "再加", "共"),
+    ),
+    "-": (("minus", "less", "left", "fewer", "take away", "remove"), ("减", "剩下", "少了", "扣除", "还剩", "减去")),
     "*": (("times", "each", "per", "every"), ("乘", "每个", "每", "各", "每份")),
 }
 
@@ -172,19 +173,27 @@ def held_out(n: int, seed: int, corpus: list[tuple[str, str]] | None = None) -> 
             if line.count("=") != 1 or CALC_PROMPT + line in seen:
                 continue
             left, right = line.split("=")
-            rows.append({"id": f"calc{len(rows)}", "category": "calc", "prompt": f"{CALC_PROMPT}{left}=",
-                         "reference": right})
+            rows.append(
+                {"id": f"calc{len(rows)}", "category": "calc", "prompt": f"{CALC_PROMPT}{left}=", "reference": right}
+            )
         else:
             text, reply = reading_example(rng)
             if text + reply in seen:
                 continue
-            rows.append({"id": f"read{len(rows)}", "category": "reading", "prompt": text,
-                         "reference": reply.rsplit(" ", 1)[-1]})
+            rows.append(
+                {"id": f"read{len(rows)}", "category": "reading", "prompt": text, "reference": reply.rsplit(" ", 1)[-1]}
+            )
     return rows
 
 
-def build_base_model(out_dir: str | Path, steps: int = 20000, seed: int = 0, corpus_size: int = 300000,
-                     batch_size: int = 64, check_rows: int = 300) -> Path:
+def build_base_model(
+    out_dir: str | Path,
+    steps: int = 20000,
+    seed: int = 0,
+    corpus_size: int = 300000,
+    batch_size: int = 64,
+    check_rows: int = 300,
+) -> Path:
     """Build the embedded architecture on the generic corpus's characters, train it `steps` steps on
     the corpus, check it on `check_rows` held-out rows, and save it to `out_dir` with its card."""
     import polars as pl
@@ -201,16 +210,29 @@ def build_base_model(out_dir: str | Path, steps: int = 20000, seed: int = 0, cor
     init_dir = out.with_name(out.name + ".init")
     try:
         init = build_tiny_model(texts, init_dir, seed, BASE_DIMS)
-        cfg = TrainingConfig(tiny=BASE_DIMS, seed=seed, report_to=[], sft=SFTConfig(
-            max_steps=steps, learning_rate=1e-3, batch_size=batch_size, max_length=160, warmup_steps=min(200, steps // 10)))
+        cfg = TrainingConfig(
+            tiny=BASE_DIMS,
+            seed=seed,
+            report_to=[],
+            sft=SFTConfig(
+                max_steps=steps,
+                learning_rate=1e-3,
+                batch_size=batch_size,
+                max_length=160,
+                warmup_steps=min(200, steps // 10),
+            ),
+        )
         train = pl.DataFrame({"prompt": [p for p, _ in pairs], "solution": [r for _, r in pairs]})
         model = run_sft(init, train, cfg, out, seed)
         card = json.loads((Path(init) / "rlvrflow_model.json").read_text())
     finally:
         shutil.rmtree(init_dir, ignore_errors=True)
-    card.update(kind="embedded-tiny-base", recipe={"steps": steps, "seed": seed, "corpus_size": corpus_size,
-                                                   "batch_size": batch_size, "lr": 1e-3},
-                held_out_greedy=check_base(model, check, seed), build_seconds=round(time.perf_counter() - started))
+    card.update(
+        kind="embedded-tiny-base",
+        recipe={"steps": steps, "seed": seed, "corpus_size": corpus_size, "batch_size": batch_size, "lr": 1e-3},
+        held_out_greedy=check_base(model, check, seed),
+        build_seconds=round(time.perf_counter() - started),
+    )
     (out / "rlvrflow_model.json").write_text(json.dumps(card, indent=1) + "\n")
     return out
 
@@ -222,10 +244,12 @@ def check_base(model_dir: str | Path, rows: list[dict], seed: int = 0) -> dict[s
     from rlvrflow.training.config import EvalConfig
     from rlvrflow.training.eval import evaluate
 
-    check = pl.DataFrame([{**r, "solution": None, "verifier": "math", "verifier_params": "{}", "split": "eval"}
-                          for r in rows])
-    m = evaluate(model_dir, check, EvalConfig(k=1, n_samples=1, max_new_tokens=40, max_prompts=len(rows)), seed,
-                 device="cpu")
+    check = pl.DataFrame(
+        [{**r, "solution": None, "verifier": "math", "verifier_params": "{}", "split": "eval"} for r in rows]
+    )
+    m = evaluate(
+        model_dir, check, EvalConfig(k=1, n_samples=1, max_new_tokens=40, max_prompts=len(rows)), seed, device="cpu"
+    )
     return {k: round(v["pass_at_1_greedy"], 4) for k, v in m["per_category"].items()}
 
 
@@ -241,7 +265,8 @@ def require_base(base_dir: str | Path) -> Path:
             f"training.model: embedded-base needs the pretrained tiny base in {base}, which lacks "
             f"{', '.join(missing)}. It ships with rlvrflow as package data: reinstall rlvrflow (pip install -e . in a checkout), "
             f"restore {base.name}/ from the repository, or rebuild it (rlvrflow make-model --arch tiny-base "
-            f"--out {base}, 40-60 minutes on one core); or set training.model to embedded or a model folder")
+            f"--out {base}, 40-60 minutes on one core); or set training.model to embedded or a model folder"
+        )
     return base
 
 
@@ -286,8 +311,13 @@ def adapt_base(base_dir: str | Path, texts, out_dir: str | Path, seed: int = 0) 
     if new:
         torch.manual_seed(seed)  # the new rows are a random draw
         model.resize_token_embeddings(len(vocab), mean_resizing=True)
-    card = {**base_card, "kind": "embedded-tiny-base-adapted", "build_key": key,
-            "base_build_key": base_card.get("build_key"), "characters_added": len(new),
-            "params": sum(p.numel() for p in model.parameters())}
+    card = {
+        **base_card,
+        "kind": "embedded-tiny-base-adapted",
+        "build_key": key,
+        "base_build_key": base_card.get("build_key"),
+        "characters_added": len(new),
+        "params": sum(p.numel() for p in model.parameters()),
+    }
     save_pretrained_atomic(model, tokenizer_from_vocab(vocab), out, extra={"rlvrflow_model.json": json.dumps(card)})
     return out

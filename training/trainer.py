@@ -78,8 +78,14 @@ class Optim:
     @classmethod
     def of(cls, section, updates_per_step: int = 1) -> "Optim":
         """From `training.sft`, `.dpo` or `.grpo` (GRPO takes `num_iterations` updates per step)."""
-        return cls(section.learning_rate, section.weight_decay, section.warmup_steps * updates_per_step,
-                   section.max_steps * updates_per_step, section.min_lr_ratio, section.max_grad_norm)
+        return cls(
+            section.learning_rate,
+            section.weight_decay,
+            section.warmup_steps * updates_per_step,
+            section.max_steps * updates_per_step,
+            section.min_lr_ratio,
+            section.max_grad_norm,
+        )
 
     def adamw(self, params):
         import torch
@@ -90,7 +96,8 @@ class Optim:
         import torch
 
         return torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: warmup_cosine(s, self.warmup_steps, self.total_steps, self.min_lr_ratio))
+            opt, lambda s: warmup_cosine(s, self.warmup_steps, self.total_steps, self.min_lr_ratio)
+        )
 
 
 class StepLog:
@@ -100,8 +107,9 @@ class StepLog:
     The wall time stays out of the JSON: the file holds what the seed decides, so a resumed run's file
     equals an uninterrupted run's."""
 
-    def __init__(self, name: str, every: int, last: int, scalars: Scalars, line: Callable[[dict], str],
-                 path: Path | None = None) -> None:
+    def __init__(
+        self, name: str, every: int, last: int, scalars: Scalars, line: Callable[[dict], str], path: Path | None = None
+    ) -> None:
         self.name, self.every, self.last, self.scalars, self.line, self.path = name, every, last, scalars, line, path
         self.lines: list[str] = []
 
@@ -153,10 +161,30 @@ class Trainer:
     their key (GRPO's sampler). `state_cls`: RunState or an algorithm's extension of it.
     """
 
-    def __init__(self, name: str, out: Path, cfg, backend, tokenizer, fmt, held_out: HeldOut, steps: int,
-                 log_every: int, line: Callable[[dict], str], device, parts: dict | None = None,
-                 state_cls: type[RunState] = RunState) -> None:
-        self.name, self.out, self.cfg, self.backend, self.tokenizer, self.fmt = name, Path(out), cfg, backend, tokenizer, fmt
+    def __init__(
+        self,
+        name: str,
+        out: Path,
+        cfg,
+        backend,
+        tokenizer,
+        fmt,
+        held_out: HeldOut,
+        steps: int,
+        log_every: int,
+        line: Callable[[dict], str],
+        device,
+        parts: dict | None = None,
+        state_cls: type[RunState] = RunState,
+    ) -> None:
+        self.name, self.out, self.cfg, self.backend, self.tokenizer, self.fmt = (
+            name,
+            Path(out),
+            cfg,
+            backend,
+            tokenizer,
+            fmt,
+        )
         self.held_out, self.steps, self.log_every, self.line = held_out, steps, log_every, line
         self.device, self.parts, self.state_cls = device, parts or {}, state_cls
         self.run: RunState | None = None
@@ -186,24 +214,33 @@ class Trainer:
                 shutil.rmtree(self.out / TB_DIR, ignore_errors=True)
                 shutil.rmtree(self.out / LOOP_EVALS_DIR, ignore_errors=True)  # an earlier run's
         # rank 0 writes TensorBoard; a resumed run hides the events written after its checkpoint
-        self.scalars = self._open.enter_context(Scalars(self.cfg.report_to if main else [], self.out / TB_DIR,
-                                                        purge_step=self.run.step + 1 if resume is not None else None))
+        self.scalars = self._open.enter_context(
+            Scalars(
+                self.cfg.report_to if main else [],
+                self.out / TB_DIR,
+                purge_step=self.run.step + 1 if resume is not None else None,
+            )
+        )
         if resume is None:
             self.evaluate(0)
             if self._kept is not None:
                 write_loop_eval(self.out, "step_000000", self._kept)
-        self.log = StepLog(self.name, self.log_every, self.steps, self.scalars, self.line,
-                           self.out / "metrics.jsonl" if main else None)
+        self.log = StepLog(
+            self.name, self.log_every, self.steps, self.scalars, self.line, self.out / "metrics.jsonl" if main else None
+        )
         self.bar = self._open.enter_context(
-            progress_bar(self.steps, self.name, initial=self.run.step, enabled=None if main else False))
+            progress_bar(self.steps, self.name, initial=self.run.step, enabled=None if main else False)
+        )
         self._t0, self._start_step = time.perf_counter(), self.run.step
         return self.run
 
     def _resume(self, path: Path) -> None:
         state = ckpt.load_state(path)
         if "backend" not in state:
-            raise ValueError(f"checkpoint {path} holds {sorted(state)}, not this version's training state; "
-                             "train into a new output directory")
+            raise ValueError(
+                f"checkpoint {path} holds {sorted(state)}, not this version's training state; "
+                "train into a new output directory"
+            )
         self.backend.load_state_dict(state["backend"], checkpoint_dir=path)  # DeepSpeed: on every rank
         for key, part in self.parts.items():
             part.load_state_dict(state[key])
@@ -240,9 +277,19 @@ class Trainer:
         record = kept = by_prompt = None
         if b.is_main:
             with b.autocast():
-                live = evaluate_live(b.generation_module, self.tokenizer, h.rows, h.cfg, h.seed,
-                                     self.out / "samples" / f"step_{step:06d}.jsonl", h.workers, str(self.device),
-                                     prompt_format=self.fmt, reward_cfg=h.reward_cfg, timeout_s=h.timeout_s)
+                live = evaluate_live(
+                    b.generation_module,
+                    self.tokenizer,
+                    h.rows,
+                    h.cfg,
+                    h.seed,
+                    self.out / "samples" / f"step_{step:06d}.jsonl",
+                    h.workers,
+                    str(self.device),
+                    prompt_format=self.fmt,
+                    reward_cfg=h.reward_cfg,
+                    timeout_s=h.timeout_s,
+                )
             result, kept = live.result, live if b.exact_evals else None
             record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
             append_jsonl(self.out / "evals.jsonl", {**record, "per_category": result["per_category"]})
@@ -262,8 +309,12 @@ class Trainer:
         from rlvrflow.engines.hf_engine import PROMPT_FORMAT_FILE
 
         b, run = self.backend, self.run
-        state = {"backend": b.state_dict(), **{k: p.state_dict() for k, p in self.parts.items()},
-                 "rng": ckpt.capture_rng(), "run": asdict(run)}
+        state = {
+            "backend": b.state_dict(),
+            **{k: p.state_dict() for k, p in self.parts.items()},
+            "rng": ckpt.capture_rng(),
+            "run": asdict(run),
+        }
         extra = {PROMPT_FORMAT_FILE: self.fmt.to_json() + "\n"}
         samples = self.out / "samples" / f"step_{run.step:06d}.jsonl"
         if b.is_main and samples.is_file():  # the eval's samples, next to its metrics in meta.json
@@ -283,10 +334,16 @@ class Trainer:
         final = ckpt.latest_checkpoint(self.out) or Path(start_model)  # steps == 0: the start model is the result
         best = ckpt.best_checkpoint(self.out, self.cfg.checkpoint.metric) or final
         summary = {
-            "final_checkpoint": str(final), "best_checkpoint": str(best),
-            "baseline": run.evals[0] if run.evals else None, "final": run.evals[-1] if run.evals else None,
-            "evals": run.evals, "steps": run.step, "seconds": round(seconds, 2),
-            "steps_per_second": steps_done / seconds if seconds > 0 else None, "warnings": run.warnings, **extra,
+            "final_checkpoint": str(final),
+            "best_checkpoint": str(best),
+            "baseline": run.evals[0] if run.evals else None,
+            "final": run.evals[-1] if run.evals else None,
+            "evals": run.evals,
+            "steps": run.step,
+            "seconds": round(seconds, 2),
+            "steps_per_second": steps_done / seconds if seconds > 0 else None,
+            "warnings": run.warnings,
+            **extra,
         }
         if self.backend.is_main:
             plot(read_jsonl(self.out / "metrics.jsonl", missing_ok=True), run.evals, self.out / "curves.png")

@@ -6,24 +6,54 @@
 Public names are loaded lazily so `import verifiers` pulls in neither sympy nor polars; see
 docs/verifiers.md for the built-ins, the math voting rule, the sandbox and the reward formulas.
 """
+
 from __future__ import annotations
 
 import importlib
 
 __all__ = [
-    "Verdict", "get_verifier", "verify", "score_many", "attach", "register", "RewardConfig",
-    "reward", "VerifierConfig", "VerifierRule", "LengthPenaltyConfig", "RewardParts",
-    "AttachResult", "UnknownVerifier", "available", "Environment", "run_episodes", "episode_reward",
-    "EpisodeRewardConfig", "check_environment",
+    "Verdict",
+    "get_verifier",
+    "verify",
+    "score_many",
+    "attach",
+    "register",
+    "RewardConfig",
+    "reward",
+    "VerifierConfig",
+    "VerifierRule",
+    "LengthPenaltyConfig",
+    "RewardParts",
+    "AttachResult",
+    "UnknownVerifier",
+    "available",
+    "Environment",
+    "run_episodes",
+    "episode_reward",
+    "EpisodeRewardConfig",
+    "check_environment",
 ]
 
 _WHERE = {
-    "Verdict": "verdict", "get_verifier": "registry", "register": "registry",
-    "UnknownVerifier": "registry", "available": "registry", "verify": "pool",
-    "score_many": "pool", "attach": "attaching", "AttachResult": "attaching", "reward": "shaping",
-    "RewardParts": "shaping", "RewardConfig": "config", "VerifierConfig": "config",
-    "VerifierRule": "config", "LengthPenaltyConfig": "config", "Environment": "environment",
-    "run_episodes": "episode", "episode_reward": "episode", "EpisodeRewardConfig": "episode",
+    "Verdict": "verdict",
+    "get_verifier": "registry",
+    "register": "registry",
+    "UnknownVerifier": "registry",
+    "available": "registry",
+    "verify": "pool",
+    "score_many": "pool",
+    "attach": "attaching",
+    "AttachResult": "attaching",
+    "reward": "shaping",
+    "RewardParts": "shaping",
+    "RewardConfig": "config",
+    "VerifierConfig": "config",
+    "VerifierRule": "config",
+    "LengthPenaltyConfig": "config",
+    "Environment": "environment",
+    "run_episodes": "episode",
+    "episode_reward": "episode",
+    "EpisodeRewardConfig": "episode",
     "check_environment": "episode_canary",
 }
 

@@ -5,6 +5,7 @@ Used by the warm pool and the sympy helper instead of multiprocessing's start me
 does not inherit the caller's threads, and gets the caller's `sys.path` so user verifiers resolve.
 The child asks the kernel to kill it when its parent dies (PR_SET_PDEATHSIG).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -14,8 +15,10 @@ import subprocess
 import sys
 from multiprocessing.connection import Connection
 
-_BOOT = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-         "from rlvrflow.verifiers._proc import child_boot; child_boot(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))")
+_BOOT = (
+    "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
+    "from rlvrflow.verifiers._proc import child_boot; child_boot(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))"
+)
 
 
 class Child:
@@ -29,7 +32,10 @@ class Child:
         path = [p for p in sys.path if p] + [os.getcwd()]
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, json.dumps(path), target, str(to_child_r), str(from_child_w)],
-            pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, close_fds=True)
+            pass_fds=(to_child_r, from_child_w),
+            stdin=subprocess.DEVNULL,
+            close_fds=True,
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self.tx = Connection(to_child_w, readable=False)

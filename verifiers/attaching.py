@@ -21,6 +21,7 @@ environment as `verifier_params`, and each is checked in this process by episode
 (the reference is the outcome's rows; a worked transcript replays to it); failures are
 `reference_self_check` rejects like any other.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,8 @@ _PATH_KEYS = ("database", "path")
 
 
 class AttachResult(NamedTuple):
-    kept: object      # polars.DataFrame
-    rejects: object   # polars.DataFrame
+    kept: object  # polars.DataFrame
+    rejects: object  # polars.DataFrame
     stats: dict
 
 
@@ -110,8 +111,10 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
         solution[i] = str(row.get("solution") or "")
         if rule is None:
             reason[i] = "no_verifier_rule"
-            detail[i] = (f"category {row.get('category')!r} has no verifier rule; add one under "
-                         f"verifiers.rules (known: {', '.join(r.category for r in config.rules)})")
+            detail[i] = (
+                f"category {row.get('category')!r} has no verifier rule; add one under "
+                f"verifiers.rules (known: {', '.join(r.category for r in config.rules)})"
+            )
             continue
         reference = str(row.get("reference") or "")
         if rule.environment is not None:
@@ -138,20 +141,29 @@ def attach(df, config: VerifierConfig, base_dir: Path | str, workers: int | None
     for i, v in zip(check_rows, score_many(checks, workers=workers or config.workers, timeout_s=timeout)):
         if not v.correct:
             reason[i], detail[i] = "reference_self_check", f"{v.status}: {v.detail}"
-    full = df.with_columns(pl.Series("verifier", verifier, dtype=pl.String),
-                           pl.Series("verifier_params", params_json, dtype=pl.String),
-                           pl.Series("solution", solution, dtype=pl.String))
+    full = df.with_columns(
+        pl.Series("verifier", verifier, dtype=pl.String),
+        pl.Series("verifier_params", params_json, dtype=pl.String),
+        pl.Series("solution", solution, dtype=pl.String),
+    )
     keep = pl.Series("keep", [not r for r in reason], dtype=pl.Boolean)
     kept = full.filter(keep)
     rejects = full.filter(~keep).with_columns(
         pl.lit("attach").alias("stage"),
         pl.Series("reason", [r for r in reason if r], dtype=pl.String),
-        pl.Series("detail", [d for r, d in zip(reason, detail) if r], dtype=pl.String))
+        pl.Series("detail", [d for r, d in zip(reason, detail) if r], dtype=pl.String),
+    )
     by_reason = dict(Counter(r for r in reason if r))
     outcome_only = sum(1 for r, sol in zip(reason, solution) if not r and not sol.strip())
     built_kept = sum(1 for r, b in zip(reason, built) if not r and b)
-    stats = {"rows_in": n, "rows_kept": kept.height, "rows_rejected": rejects.height,
-             "rejected_by_reason": by_reason, "answer_only_targets": built_kept, "outcome_only_rows": outcome_only,
-             "seconds": round(time.perf_counter() - t0, 3)}
+    stats = {
+        "rows_in": n,
+        "rows_kept": kept.height,
+        "rows_rejected": rejects.height,
+        "rejected_by_reason": by_reason,
+        "answer_only_targets": built_kept,
+        "outcome_only_rows": outcome_only,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
     assert stats["rows_in"] == stats["rows_kept"] + stats["rows_rejected"], stats
     return AttachResult(kept, rejects, stats)

@@ -7,6 +7,7 @@ Extraction by priority: an explicit marker (`answer is (B)`, `Answer: B`, `答�
 single parenthesized letter `(B)` in the text. Hedging, i.e. two different letters at the
 chosen level (`A or B`, `(A)(C)`, `Answer: AB`), scores 0.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,8 @@ _MARKER = re.compile(
     r"(?:answer\s*(?:is)?\s*[:：]?|答案\s*(?:是|为)?\s*[:：]?|选择?|option|\\boxed\{)[ \t]*\(?[ \t]*"
     r"([A-Z]{2,8}(?![A-Za-z])|[A-Za-z](?![A-Za-z])\)?"
     r"(?:[ \t]*(?:,|、|和|and|or|或|/)[ \t]*\(?[A-Za-z]\)?(?![A-Za-z])|[ \t]+\(?(?-i:[A-Z])\)?(?![A-Za-z]))*)",
-    re.IGNORECASE)  # `A B C D`: capital letters separated by spaces are a list too (hedging)
+    re.IGNORECASE,
+)  # `A B C D`: capital letters separated by spaces are a list too (hedging)
 _ALONE = re.compile(r"^\s*\(?\s*([A-Za-z])\s*\)?\s*[.:)]?\s*$")
 _PAREN = re.compile(r"\(([A-Za-z])\)")
 

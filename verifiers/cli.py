@@ -6,6 +6,7 @@ over --params). Each output line keeps every input field in order and adds `scor
 `error`; nothing crashes on bad rows. Rows are verified across processes with a progress bar and
 the output is written atomically. Also runnable as `python -m rlvrflow.verifiers.cli` (same arguments).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,19 +43,23 @@ def _read_rows(in_path: Path, base: dict) -> tuple[list[dict | None], list[tuple
             except (ValueError, json.JSONDecodeError) as exc:
                 kept = row if isinstance(row, dict) else {"raw": line.rstrip("\n")[:1000]}
                 rows.append({"line": n, **kept})
-                bad[idx] = V.error(f"{in_path.name}:{n}: {exc}; each line must be a JSON object with "
-                                   "'response' and 'reference' (and optional 'params' object)")
+                bad[idx] = V.error(
+                    f"{in_path.name}:{n}: {exc}; each line must be a JSON object with "
+                    "'response' and 'reference' (and optional 'params' object)"
+                )
                 continue
             rows.append(row)
             items.append((idx, row["response"], row["reference"], params))
     return rows, items, bad
 
 
-def verify_file(verifier: Any, params_json: Any, in_path: Any, out_path: Any,
-                workers: int | None = None, progress: bool = True) -> int:
+def verify_file(
+    verifier: Any, params_json: Any, in_path: Any, out_path: Any, workers: int | None = None, progress: bool = True
+) -> int:
     """Verify every line of in_path into out_path; returns a process exit code."""
-    if isinstance(verifier, Path) or (isinstance(params_json, (str, Path)) and Path(str(verifier)).is_file()
-                                      and not Path(str(in_path)).is_file()):
+    if isinstance(verifier, Path) or (
+        isinstance(params_json, (str, Path)) and Path(str(verifier)).is_file() and not Path(str(in_path)).is_file()
+    ):
         # called as verify_file(in_path, out_path, verifier, params, workers)
         verifier, params_json, in_path, out_path = in_path, out_path, verifier, params_json
     in_path, out_path = Path(in_path), Path(out_path)
@@ -77,13 +82,16 @@ def verify_file(verifier: Any, params_json: Any, in_path: Any, out_path: Any,
     if bar is not None:
         bar.close()
     verdicts.update({idx: v for (idx, *_), v in zip(items, got)})
-    write_text(out_path, "".join(json.dumps({**row, **verdicts[idx].to_dict()}, ensure_ascii=False) + "\n"
-                                 for idx, row in enumerate(rows)))
+    write_text(
+        out_path,
+        "".join(
+            json.dumps({**row, **verdicts[idx].to_dict()}, ensure_ascii=False) + "\n" for idx, row in enumerate(rows)
+        ),
+    )
     counts: dict[str, int] = {}
     for v in verdicts.values():
         counts[v.status] = counts.get(v.status, 0) + 1
-    print(f"verified {len(rows)} rows: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())),
-          file=sys.stderr)
+    print(f"verified {len(rows)} rows: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())), file=sys.stderr)
     return EXIT_OK
 
 

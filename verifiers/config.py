@@ -6,6 +6,7 @@ A rule names either a `verifier` (one reply, scored alone) or an `environment` (
 against tools, scored on the end state: verifiers/environment.py); attach marks the rows of an
 environment's category with the verifier name EPISODE.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,21 +26,35 @@ class _Frozen(BaseModel):
 class VerifierRule(_Frozen):
     """Which verifier checks the rows of one category, and with which parameters."""
 
-    category: str = Field(min_length=1, description=(
-        "row category this rule applies to, exactly as in the row's `category` column"))
-    verifier: str | None = Field(None, min_length=1, description=(
-        "verifier name: a built-in (math, code, sql, json, keyword, regex, choice, function_call, "
-        "refusal), an entry point "
-        "in group 'rlvrflow.verifiers', or a dotted path 'package.module:function'; give this or environment"))
-    params: dict[str, Any] = Field(default_factory=dict, description=(
-        "verifier parameters as a mapping, e.g. {database: shop.db} for sql; relative paths are "
-        "resolved against the spec file's folder"))
-    environment: Environment | None = Field(None, description=(
-        "instead of a verifier: the agent environment the category's rows are episodes of, {database, "
-        "tools, max_turns, outcome, instructions, ...} (verifiers/environment.py); the database path is "
-        "relative to the spec file's folder and each row's reference is the outcome query's expected rows. "
-        "Its rows are checked at attach and kept out of SFT, tiering, GRPO and eval until the trainer "
-        "supports episodes"))
+    category: str = Field(
+        min_length=1, description=("row category this rule applies to, exactly as in the row's `category` column")
+    )
+    verifier: str | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "verifier name: a built-in (math, code, sql, json, keyword, regex, choice, function_call, "
+            "refusal), an entry point "
+            "in group 'rlvrflow.verifiers', or a dotted path 'package.module:function'; give this or environment"
+        ),
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "verifier parameters as a mapping, e.g. {database: shop.db} for sql; relative paths are "
+            "resolved against the spec file's folder"
+        ),
+    )
+    environment: Environment | None = Field(
+        None,
+        description=(
+            "instead of a verifier: the agent environment the category's rows are episodes of, {database, "
+            "tools, max_turns, outcome, instructions, ...} (verifiers/environment.py); the database path is "
+            "relative to the spec file's folder and each row's reference is the outcome query's expected rows. "
+            "Its rows are checked at attach and kept out of SFT, tiering, GRPO and eval until the trainer "
+            "supports episodes"
+        ),
+    )
 
     @field_validator("verifier")
     @classmethod
@@ -59,8 +74,10 @@ class VerifierRule(_Frozen):
         if (self.verifier is None) == (self.environment is None):
             raise ValueError(f"rule {self.category!r}: give exactly one of verifier or environment")
         if self.environment is not None and self.params:
-            raise ValueError(f"rule {self.category!r}: params belong to a verifier; an environment's settings "
-                             "go inside `environment`")
+            raise ValueError(
+                f"rule {self.category!r}: params belong to a verifier; an environment's settings "
+                "go inside `environment`"
+            )
         return self
 
     def resolved_environment(self, base_dir: Path | str) -> Environment:
@@ -68,23 +85,36 @@ class VerifierRule(_Frozen):
         if self.environment is None:
             raise ValueError(f"rule {self.category!r} names no environment")
         db = self.environment.database
-        return self.environment if db.is_absolute() else \
-            self.environment.model_copy(update={"database": (Path(base_dir) / db).resolve()})
+        return (
+            self.environment
+            if db.is_absolute()
+            else self.environment.model_copy(update={"database": (Path(base_dir) / db).resolve()})
+        )
 
 
 class LengthPenaltyConfig(_Frozen):
     """A bounded tanh penalty on completion length, subtracted from the reward (off by default)."""
 
     enabled: bool = Field(False, description="subtract a bounded length penalty from the reward")
-    target_tokens: int = Field(256, gt=0, description=(
-        "completion length in tokens at which the penalty starts (or is centred, if two_sided)"))
-    max_penalty: float = Field(0.2, ge=0.0, le=1.0, description=(
-        "largest penalty ever subtracted; the penalty approaches it as tanh approaches 1"))
-    scale_tokens: int | None = Field(None, gt=0, description=(
-        "tokens over the target at which the penalty reaches tanh(1)=76% of max_penalty; "
-        "null means target_tokens"))
-    two_sided: bool = Field(False, description=(
-        "also penalize completions shorter than target_tokens (|n - target| instead of n - target)"))
+    target_tokens: int = Field(
+        256, gt=0, description=("completion length in tokens at which the penalty starts (or is centred, if two_sided)")
+    )
+    max_penalty: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description=("largest penalty ever subtracted; the penalty approaches it as tanh approaches 1"),
+    )
+    scale_tokens: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "tokens over the target at which the penalty reaches tanh(1)=76% of max_penalty; null means target_tokens"
+        ),
+    )
+    two_sided: bool = Field(
+        False, description=("also penalize completions shorter than target_tokens (|n - target| instead of n - target)")
+    )
 
     @property
     def scale(self) -> int:
@@ -95,25 +125,43 @@ class RewardConfig(_Frozen):
     """How a verdict becomes a GRPO reward: weighted format, correctness and process layers, minus
     the optional length penalty (`verifiers.reward`)."""
 
-    format_weight: float = Field(0.1, ge=0.0, description=(
-        "weight of the format layer: 1 when the verifier could read an answer from the response"))
-    correctness_weight: float = Field(1.0, ge=0.0, description=(
-        "weight of the correctness layer: the verdict's score in [0, 1]"))
-    process_weight: float = Field(0.0, ge=0.0, description=(
-        "weight of the optional process layer, scored by process_verifier on the whole response"))
-    process_verifier: str | None = Field(None, description=(
-        "verifier that scores the process layer, e.g. working (arithmetic that holds), keyword or regex; "
-        "null disables the layer"))
-    process_params: dict[str, Any] = Field(default_factory=dict, description=(
-        "reference for process_verifier, e.g. {required: ['return policy']} for keyword"))
-    length_penalty: LengthPenaltyConfig = Field(default_factory=LengthPenaltyConfig, description=(
-        "optional tanh-shaped length penalty: enabled, target_tokens, max_penalty, scale_tokens, two_sided"))
+    format_weight: float = Field(
+        0.1,
+        ge=0.0,
+        description=("weight of the format layer: 1 when the verifier could read an answer from the response"),
+    )
+    correctness_weight: float = Field(
+        1.0, ge=0.0, description=("weight of the correctness layer: the verdict's score in [0, 1]")
+    )
+    process_weight: float = Field(
+        0.0,
+        ge=0.0,
+        description=("weight of the optional process layer, scored by process_verifier on the whole response"),
+    )
+    process_verifier: str | None = Field(
+        None,
+        description=(
+            "verifier that scores the process layer, e.g. working (arithmetic that holds), keyword or regex; "
+            "null disables the layer"
+        ),
+    )
+    process_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description=("reference for process_verifier, e.g. {required: ['return policy']} for keyword"),
+    )
+    length_penalty: LengthPenaltyConfig = Field(
+        default_factory=LengthPenaltyConfig,
+        description=(
+            "optional tanh-shaped length penalty: enabled, target_tokens, max_penalty, scale_tokens, two_sided"
+        ),
+    )
 
     @model_validator(mode="after")
     def _process_layer(self) -> "RewardConfig":
         if self.process_weight > 0 and not self.process_verifier:
-            raise ValueError("process_weight > 0 needs process_verifier (e.g. keyword); "
-                             "set one or set process_weight: 0")
+            raise ValueError(
+                "process_weight > 0 needs process_verifier (e.g. keyword); set one or set process_weight: 0"
+            )
         if self.process_verifier:
             VerifierRule._known(self.process_verifier)
         return self
@@ -122,29 +170,57 @@ class RewardConfig(_Frozen):
 class CanaryConfig(_Frozen):
     """Reward canaries: garbage and universal answers that no rule's verifier may score."""
 
-    enabled: bool = Field(True, description=(
-        "probe every rule with garbage and universal answers at attach time and stop the run when "
-        "one scores (see verifiers/canary.py)"))
-    max_share: float = Field(0.01, ge=0.0, lt=1.0, description=(
-        "a canary that scores on more than this share of a rule's sampled rows (and on at least "
-        "two rows) stops the run"))
-    sample_rows: int = Field(50, ge=1, description=(
-        "rows per rule that every canary is scored against (seeded sample; a verifier module may "
-        "set CANARY_SAMPLE_ROWS lower, as the code verifier does)"))
+    enabled: bool = Field(
+        True,
+        description=(
+            "probe every rule with garbage and universal answers at attach time and stop the run when "
+            "one scores (see verifiers/canary.py)"
+        ),
+    )
+    max_share: float = Field(
+        0.01,
+        ge=0.0,
+        lt=1.0,
+        description=(
+            "a canary that scores on more than this share of a rule's sampled rows (and on at least "
+            "two rows) stops the run"
+        ),
+    )
+    sample_rows: int = Field(
+        50,
+        ge=1,
+        description=(
+            "rows per rule that every canary is scored against (seeded sample; a verifier module may "
+            "set CANARY_SAMPLE_ROWS lower, as the code verifier does)"
+        ),
+    )
     seed: int = Field(0, description="seed of the row sample")
-    prior_golds: int = Field(3, ge=0, description=(
-        "prior canary: the most frequent golds of each rule's rows probed as constant answers "
-        "(`Answer: 2`); one scoring above max_share is reported as a skewed prior; 0 turns the probe off"))
-    max_prior_share: float = Field(0.8, gt=0.0, le=1.0, description=(
-        "prior canary: a constant answer right on more than this share of a rule's sampled rows stops the "
-        "run (GRPO would learn to answer it to everything). Well above one half, so a balanced two-way "
-        "choice does not stop on its sample's noise."))
+    prior_golds: int = Field(
+        3,
+        ge=0,
+        description=(
+            "prior canary: the most frequent golds of each rule's rows probed as constant answers "
+            "(`Answer: 2`); one scoring above max_share is reported as a skewed prior; 0 turns the probe off"
+        ),
+    )
+    max_prior_share: float = Field(
+        0.8,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "prior canary: a constant answer right on more than this share of a rule's sampled rows stops the "
+            "run (GRPO would learn to answer it to everything). Well above one half, so a balanced two-way "
+            "choice does not stop on its sample's noise."
+        ),
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> "CanaryConfig":
         if self.max_prior_share < self.max_share:
-            raise ValueError(f"max_prior_share ({self.max_prior_share}) is below max_share ({self.max_share}); "
-                             "the stop bound must be at or above the warning threshold")
+            raise ValueError(
+                f"max_prior_share ({self.max_prior_share}) is below max_share ({self.max_share}); "
+                "the stop bound must be at or above the warning threshold"
+            )
         return self
 
 
@@ -152,28 +228,55 @@ class VerifierConfig(_Frozen):
     """The `verifiers:` section: the rules, the reward, the verifier pool (workers, timeout_s) and the
     attach-time checks (self_check, canaries)."""
 
-    rules: list[VerifierRule] = Field(min_length=1, description=(
-        "one rule per category: {category, verifier, params}; rows of other categories are "
-        "rejected with reason no_verifier_rule"))
-    reward: RewardConfig = Field(default_factory=RewardConfig, description=(
-        "reward layers and their weights: format_weight, correctness_weight, process_weight, length_penalty"))
-    workers: int | None = Field(None, ge=1, description=(
-        "processes of the one verifier pool that every stage scores with (attach, canaries, tiering, GRPO "
-        "rewards, DPO's and eval's held-out scoring); null: one per CPU core"))
-    timeout_s: float = Field(10.0, gt=0, description=(
-        "wall-clock limit per verification in seconds, at attach, canaries, tiering, GRPO rewards and evals; "
-        "a verdict past it gets status timeout (attach's self-check of the references allows at least 5 s, "
-        "and 3x + 5 s of a rule's own params.timeout_s)"))
-    answer_only_targets: bool = Field(False, description=(
-        "give a row without a logged solution an answer-only SFT target built from its reference (math: "
-        "`Answer: gold`, choice: `Answer: B`, sql: the gold query in a fence) and count them in attach's "
-        "stats; off: such rows keep an empty solution, SFT skips them and they are the rows GRPO learns "
-        "from (curriculum.rl_rows). On, SFT memorizes the gold of every row and tiering then calls "
-        "memorized rows learnable"))
-    self_check: bool = Field(True, description=(
-        "check each row's reference against its own verifier at attach time and reject failures"))
-    canaries: CanaryConfig = Field(default_factory=CanaryConfig, description=(
-        "reward canaries at attach time: enabled, max_share, sample_rows, seed, prior_golds, max_prior_share"))
+    rules: list[VerifierRule] = Field(
+        min_length=1,
+        description=(
+            "one rule per category: {category, verifier, params}; rows of other categories are "
+            "rejected with reason no_verifier_rule"
+        ),
+    )
+    reward: RewardConfig = Field(
+        default_factory=RewardConfig,
+        description=(
+            "reward layers and their weights: format_weight, correctness_weight, process_weight, length_penalty"
+        ),
+    )
+    workers: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "processes of the one verifier pool that every stage scores with (attach, canaries, tiering, GRPO "
+            "rewards, DPO's and eval's held-out scoring); null: one per CPU core"
+        ),
+    )
+    timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description=(
+            "wall-clock limit per verification in seconds, at attach, canaries, tiering, GRPO rewards and evals; "
+            "a verdict past it gets status timeout (attach's self-check of the references allows at least 5 s, "
+            "and 3x + 5 s of a rule's own params.timeout_s)"
+        ),
+    )
+    answer_only_targets: bool = Field(
+        False,
+        description=(
+            "give a row without a logged solution an answer-only SFT target built from its reference (math: "
+            "`Answer: gold`, choice: `Answer: B`, sql: the gold query in a fence) and count them in attach's "
+            "stats; off: such rows keep an empty solution, SFT skips them and they are the rows GRPO learns "
+            "from (curriculum.rl_rows). On, SFT memorizes the gold of every row and tiering then calls "
+            "memorized rows learnable"
+        ),
+    )
+    self_check: bool = Field(
+        True, description=("check each row's reference against its own verifier at attach time and reject failures")
+    )
+    canaries: CanaryConfig = Field(
+        default_factory=CanaryConfig,
+        description=(
+            "reward canaries at attach time: enabled, max_share, sample_rows, seed, prior_golds, max_prior_share"
+        ),
+    )
 
     @field_validator("rules")
     @classmethod

@@ -18,6 +18,7 @@ state; the row's reference holds the rows it must return (a JSON array of rows),
 verifier compares results. Left out: DuckDB databases, and running Python tools in a separate process
 (they run in the episode's process, with its database copy, like the verifier pool's in-process checks).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -79,13 +80,20 @@ class Tool(_Frozen):
 
     name: str = Field(pattern=_NAME, description="the name the policy calls, e.g. get_order_items")
     description: str = Field(min_length=1, description="what the tool does, shown to the policy")
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}},
-                                       description="JSON Schema of the arguments (an object schema)")
-    sql: str | None = Field(None, description=(
-        "one SQL statement with named parameters, e.g. SELECT * FROM orders WHERE order_id = :order_id; "
-        "every parameter must be a property of `parameters`"))
-    python: str | None = Field(None, description=(
-        "dotted path of a callable 'package.module:function', called as function(conn, **arguments)"))
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON Schema of the arguments (an object schema)",
+    )
+    sql: str | None = Field(
+        None,
+        description=(
+            "one SQL statement with named parameters, e.g. SELECT * FROM orders WHERE order_id = :order_id; "
+            "every parameter must be a property of `parameters`"
+        ),
+    )
+    python: str | None = Field(
+        None, description=("dotted path of a callable 'package.module:function', called as function(conn, **arguments)")
+    )
 
     @field_validator("parameters")
     @classmethod
@@ -120,22 +128,30 @@ class Tool(_Frozen):
             declared = set(self.parameters.get("properties", {}))
             missing = [p for p in sql_parameters(self.sql) if p not in declared]
             if missing:
-                raise ValueError(f"tool {self.name!r}: sql uses :{missing[0]}, which parameters.properties "
-                                 "does not declare; add it to the schema")
+                raise ValueError(
+                    f"tool {self.name!r}: sql uses :{missing[0]}, which parameters.properties "
+                    "does not declare; add it to the schema"
+                )
         return self
 
     def schema(self) -> dict:
         """The tool in the OpenAI form that chat templates' `tools` argument takes."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 class OutcomeCheck(_Frozen):
     """The query on the episode's end state whose rows the row's reference gives."""
 
-    query: str = Field(min_length=1, description=(
-        "one read-only SQL query on the end state, e.g. SELECT order_id, amount FROM refunds WHERE "
-        "refund_id > 100 (the refunds the episode made)"))
+    query: str = Field(
+        min_length=1,
+        description=(
+            "one read-only SQL query on the end state, e.g. SELECT order_id, amount FROM refunds WHERE "
+            "refund_id > 100 (the refunds the episode made)"
+        ),
+    )
     ordered: bool = Field(False, description="compare rows in order (else as a multiset)")
     float_tol: float = Field(1e-6, ge=0.0, description="relative tolerance of numbers, as the sql verifier's")
 
@@ -148,11 +164,16 @@ class OutcomeCheck(_Frozen):
 class Environment(_Frozen):
     """What an episode runs against: the database, the tools, the turn limit and the outcome check."""
 
-    database: Path = Field(description=(
-        "the SQLite file each episode gets a fresh copy of; in a spec, relative to the spec file's folder"))
+    database: Path = Field(
+        description=("the SQLite file each episode gets a fresh copy of; in a spec, relative to the spec file's folder")
+    )
     tools: list[Tool] = Field(min_length=1, description="the tools: {name, description, parameters, sql | python}")
-    max_turns: int = Field(6, ge=1, le=64, description=(
-        "most assistant messages in an episode; one still calling tools at the limit ends it unfinished"))
+    max_turns: int = Field(
+        6,
+        ge=1,
+        le=64,
+        description=("most assistant messages in an episode; one still calling tools at the limit ends it unfinished"),
+    )
     outcome: OutcomeCheck = Field(description="{query, ordered, float_tol}: the end-state check")
     instructions: str = Field("", description="system message put before the row's prompt (may be empty)")
     tool_timeout_s: float = Field(5.0, gt=0, description="wall-clock limit of one SQL tool call")
@@ -196,8 +217,9 @@ class Environment(_Frozen):
                     try:
                         box.conn.execute(f"EXPLAIN {tool.sql}", dict.fromkeys(sql_parameters(tool.sql)))
                     except sqlite3.Error as exc:
-                        raise ValueError(f"tool {tool.name!r}: its sql does not run on {self.database}: "
-                                         f"{exc}") from None
+                        raise ValueError(
+                            f"tool {tool.name!r}: its sql does not run on {self.database}: {exc}"
+                        ) from None
             try:
                 box.end_state(explain=True)
             except ValueError as exc:
@@ -210,8 +232,9 @@ def expected_rows(reference: str) -> list[tuple]:
     try:
         value = json.loads(reference)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"the reference is not JSON ({exc.msg}); write the expected rows, "
-                         'e.g. [[123, 36.0]]') from None
+        raise ValueError(
+            f"the reference is not JSON ({exc.msg}); write the expected rows, e.g. [[123, 36.0]]"
+        ) from None
     if not isinstance(value, list):
         raise ValueError("the reference must be a JSON array of the outcome query's rows, e.g. [[123, 36.0]]")
     rows = [tuple(r) if isinstance(r, list) else (r,) for r in value]
@@ -235,8 +258,9 @@ class Sandbox:
         self.path = self.folder / env.database.name
         shutil.copyfile(env.database, self.path)
         self.conn = sqlite3.connect(self.path, check_same_thread=False)
-        self.conn.set_authorizer(lambda action, *_: sqlite3.SQLITE_DENY if action in _DENY_ATTACH
-                                 else sqlite3.SQLITE_OK)
+        self.conn.set_authorizer(
+            lambda action, *_: sqlite3.SQLITE_DENY if action in _DENY_ATTACH else sqlite3.SQLITE_OK
+        )
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -280,7 +304,7 @@ class Sandbox:
             self.conn.set_progress_handler(None, 0)
         if rows is None:
             return {"rows_affected": cur.rowcount}
-        out = {"columns": [d[0] for d in cur.description], "rows": [list(r) for r in rows[:self.env.max_result_rows]]}
+        out = {"columns": [d[0] for d in cur.description], "rows": [list(r) for r in rows[: self.env.max_result_rows]]}
         if len(rows) > self.env.max_result_rows:
             out["truncated"] = True
         return out

@@ -23,6 +23,7 @@ Rewards, in the layers of verifiers/shaping.py:
     turn_penalty = min(max_penalty, per_turn * max(0, assistant messages - free_turns))
     total        = format_weight * format + correctness_weight * correctness - turn_penalty
 """
+
 from __future__ import annotations
 
 import json
@@ -76,10 +77,15 @@ class Episode:
 
     def to_dict(self) -> dict:
         """The transcript as JSON-able data, for sample tables and run artifacts."""
-        return {"messages": self.messages, "sources": self.sources, "stop": self.stop,
-                "tool_runs": [vars(r) for r in self.tool_runs], "bad_calls": self.bad_calls,
-                "end_state": [list(r) for r in self.end_state],
-                "verdict": self.verdict.to_dict() if self.verdict else None}
+        return {
+            "messages": self.messages,
+            "sources": self.sources,
+            "stop": self.stop,
+            "tool_runs": [vars(r) for r in self.tool_runs],
+            "bad_calls": self.bad_calls,
+            "end_state": [list(r) for r in self.end_state],
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+        }
 
 
 def _tool_message(name: str, payload) -> dict:
@@ -153,8 +159,9 @@ class _Run:
         if outcome_matches(self.expected, self.episode.end_state, self.env.outcome):
             self.episode.verdict = V.correct(shown, "the end state matches the reference")
         else:
-            self.episode.verdict = V.wrong(shown, f"end state {shown}, expected "
-                                                  f"{V.clip(json.dumps(self.expected, default=str), 200)}")
+            self.episode.verdict = V.wrong(
+                shown, f"end state {shown}, expected {V.clip(json.dumps(self.expected, default=str), 200)}"
+            )
         return self.episode
 
 
@@ -214,5 +221,4 @@ def episode_reward(episode: Episode, cfg: EpisodeRewardConfig | None = None) -> 
     fmt = float(episode.stop == FINAL and episode.bad_calls == 0)
     correctness = float(episode.verdict.score)
     pen = min(cfg.max_penalty, cfg.per_turn * max(0, episode.assistant_turns - cfg.free_turns))
-    return EpisodeReward(cfg.format_weight * fmt + cfg.correctness_weight * correctness - pen,
-                         fmt, correctness, pen)
+    return EpisodeReward(cfg.format_weight * fmt + cfg.correctness_weight * correctness - pen, fmt, correctness, pen)

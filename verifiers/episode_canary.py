@@ -15,6 +15,7 @@ The guessing canaries stop the run when they pass on more than `max_share` of th
 at least two of them (a guess from the prompt can be right for a one-argument ticket such as "cancel
 order 8"). A row whose reference is not a JSON array of rows is a data error, named with its index.
 """
+
 from __future__ import annotations
 
 import json
@@ -92,11 +93,13 @@ def _scripted(first: Callable[[str], str]) -> Callable[[list[list[dict]]], list[
             acted = any(m["role"] == "assistant" for m in messages)
             out.append("Done." if acted else first(prompt))
         return out
+
     return policy
 
 
-def check_environment(env: Environment, rows: Sequence[Mapping], max_share: float = 0.01,
-                      sample_rows: int = 50, seed: int = 0) -> EnvironmentCheck:
+def check_environment(
+    env: Environment, rows: Sequence[Mapping], max_share: float = 0.01, sample_rows: int = 50, seed: int = 0
+) -> EnvironmentCheck:
     """Run the canaries on a seeded sample of `rows` (`prompt`, `reference`); problems say what stops."""
     problems = []
     for i, row in enumerate(rows):
@@ -121,13 +124,17 @@ def check_environment(env: Environment, rows: Sequence[Mapping], max_share: floa
         if name == "no_action":
             changes = [i for i in result.passed if expected_rows(str(rows[i]["reference"]))]
             if changes:
-                problems.append(f"no_action passes row(s) {changes[:5]} whose reference expects a change: the "
-                                "database already holds the outcome, or outcome.query reads nothing the tools "
-                                "change; narrow the query to what the episode writes")
+                problems.append(
+                    f"no_action passes row(s) {changes[:5]} whose reference expects a change: the "
+                    "database already holds the outcome, or outcome.query reads nothing the tools "
+                    "change; narrow the query to what the episode writes"
+                )
         elif len(result.passed) >= MIN_HITS and result.share > max_share:
-            problems.append(f"{name} passes {len(result.passed)} of {result.rows} rows (e.g. row(s) "
-                            f"{result.passed[:5]}): outcome.query pays guesses; make it read every column the "
-                            "ticket fixes (the amount, not only the order) and every row the episode writes")
+            problems.append(
+                f"{name} passes {len(result.passed)} of {result.rows} rows (e.g. row(s) "
+                f"{result.passed[:5]}): outcome.query pays guesses; make it read every column the "
+                "ticket fixes (the amount, not only the order) and every row the episode writes"
+            )
     return EnvironmentCheck(results, problems)
 
 
@@ -141,9 +148,14 @@ def probe_environments(rows: Sequence[Mapping], rules: Sequence, cfg, base_dir) 
         if rule.environment is None or not mine:
             continue
         check = check_environment(rule.resolved_environment(base_dir), mine, cfg.max_share, cfg.sample_rows, cfg.seed)
-        report["rules"].append({"category": rule.category, "rows": len(mine),
-                                "passed": {r.canary: len(r.passed) for r in check.results},
-                                "problems": check.problems})
+        report["rules"].append(
+            {
+                "category": rule.category,
+                "rows": len(mine),
+                "passed": {r.canary: len(r.passed) for r in check.results},
+                "problems": check.problems,
+            }
+        )
         report["ok"] = report["ok"] and check.ok
     return report
 
@@ -151,10 +163,13 @@ def probe_environments(rows: Sequence[Mapping], rules: Sequence, cfg, base_dir) 
 def environment_summary(report: dict) -> str:
     """One line when every environment passed, else one line per problem naming its rule."""
     if report["ok"]:
-        return (f"environment canaries: {len(report['rules'])} environment(s), no scripted policy "
-                "(no action, every tool, every tool twice) reached an expected end state where it must not")
-    lines = ["environment canaries stop the run: a scripted policy that knows nothing of the answer "
-             "earns the outcome reward"]
+        return (
+            f"environment canaries: {len(report['rules'])} environment(s), no scripted policy "
+            "(no action, every tool, every tool twice) reached an expected end state where it must not"
+        )
+    lines = [
+        "environment canaries stop the run: a scripted policy that knows nothing of the answer earns the outcome reward"
+    ]
     for entry in report["rules"]:
         lines += [f"  rule {entry['category']!r} (verifiers.rules[].environment): {p}" for p in entry["problems"]]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ rel_tol/abs_tol when the reference holds a decimal; NaN and infinities equal not
 not numbers; strings NFKC, whitespace-collapsed, case-folded; an absent argument counts as its
 schema default. `partial: true` scores (matched - extra) / expected, at least 0.
 """
+
 from __future__ import annotations
 
 import ast
@@ -160,8 +161,9 @@ def _parse_call_syntax(text: str) -> list[Call]:
             try:
                 args[k.arg] = _exact(ast.literal_eval(k.value), f"{name}({k.arg}=...)")
             except (ValueError, TypeError, SyntaxError):
-                raise ValueError(f"{name}: argument {k.arg} is not a literal (strings, numbers, "
-                                 "True/False/None, lists, dicts)") from None
+                raise ValueError(
+                    f"{name}: argument {k.arg} is not a literal (strings, numbers, True/False/None, lists, dicts)"
+                ) from None
         calls.append(Call(name, args))
     return calls
 
@@ -194,8 +196,10 @@ def _compiled_tools(tools_json: str) -> dict:
         for i, tool in enumerate(tools):
             spec = tool.get("function", tool) if isinstance(tool, dict) else None
             if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-                raise ValueError(f"params.tools[{i}] has no 'name' (write {{\"name\": ..., \"parameters\": "
-                                 "{JSON Schema}} or the OpenAI form {\"type\": \"function\", \"function\": {...}})")
+                raise ValueError(
+                    f'params.tools[{i}] has no \'name\' (write {{"name": ..., "parameters": '
+                    '{JSON Schema}} or the OpenAI form {"type": "function", "function": {...}})'
+                )
             items.append((spec["name"], spec.get("parameters", spec.get("input_schema"))))
     else:
         raise ValueError("params.tools must be {name: JSON Schema} or a list of tool definitions")
@@ -210,8 +214,9 @@ def _compiled_tools(tools_json: str) -> dict:
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            raise ValueError(f"tool {name!r}: invalid JSON Schema at {exc.json_path}: "
-                             f"{V.clip(exc.message, 120)}") from None
+            raise ValueError(
+                f"tool {name!r}: invalid JSON Schema at {exc.json_path}: {V.clip(exc.message, 120)}"
+            ) from None
         out[name] = (cls(schema), schema)
     if not out:
         raise ValueError("params.tools is empty")
@@ -231,8 +236,12 @@ def _options(params: dict) -> tuple[dict, _Opts]:
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < float("inf"):
             raise ValueError(f"params.{key} must be a number >= 0, got {tol!r}")
         tols.append(Decimal(repr(tol)))
-    return tools, _Opts(*tols, bool(params.get("case_sensitive", False)), bool(params.get("ordered", False)),
-                        bool(params.get("partial", False)))
+    return tools, _Opts(
+        *tols,
+        bool(params.get("case_sensitive", False)),
+        bool(params.get("ordered", False)),
+        bool(params.get("partial", False)),
+    )
 
 
 def _plain(value):
@@ -329,8 +338,11 @@ def _call_diff(ref: Call, got: Call, tools: dict, opts: _Opts) -> str | None:
     if ref.name != got.name:
         return f"calls {got.name}, expected {ref.name}"
     props = tools[ref.name][1].get("properties")
-    defaults = {k: s["default"] for k, s in props.items() if isinstance(s, dict) and "default" in s} \
-        if isinstance(props, dict) else {}
+    defaults = (
+        {k: s["default"] for k, s in props.items() if isinstance(s, dict) and "default" in s}
+        if isinstance(props, dict)
+        else {}
+    )
     d = _diff({**defaults, **ref.arguments}, {**defaults, **got.arguments}, "", opts)
     return f"{ref.name}: {d}" if d else None
 

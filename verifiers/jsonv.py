@@ -6,6 +6,7 @@ dotted path such as `order.items.0.sku` to the expected value); params may carry
 else the last balanced {...} object in it. Two different top-level JSON objects in fences count as
 hedging. A response that parses but fails the schema or a field scores 0 with the reason.
 """
+
 from __future__ import annotations
 
 import json

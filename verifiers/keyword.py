@@ -11,6 +11,7 @@ reference (JSON object, params may carry the same keys; a reference key wins):
 runs on at most max_chars characters; patterns come from the data owner, not the model).
 A reference that is a plain string (not JSON) is one required pattern.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,9 @@ def _check(response: str, reference: str, params: dict, literal: bool) -> V.Verd
         if hits == 0:
             return V.wrong("", f"required pattern {pat.pattern!r} missing")
         if max_hits and hits > max_hits:
-            return V.wrong("", f"required pattern {pat.pattern!r} appears {hits} times (max_hits={max_hits}): keyword spam")
+            return V.wrong(
+                "", f"required pattern {pat.pattern!r} appears {hits} times (max_hits={max_hits}): keyword spam"
+            )
     return V.correct("", f"all {len(required)} required patterns present, none forbidden")
 
 

@@ -6,6 +6,7 @@ past it is killed (SIGKILL) and replaced, and the item gets status `timeout`. A 
 (segfault, memory kill) costs its item an `error` verdict. Order is preserved and nothing raises
 for bad model output, bad params or an unknown verifier name: those become `error` verdicts.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -198,8 +199,10 @@ def _prepare(items: Iterable[Item]) -> tuple[list[tuple], dict[int, V.Verdict]]:
             except UnknownVerifier as exc:
                 fns[name] = V.error(str(exc))
             except (pickle.PicklingError, AttributeError, TypeError) as exc:
-                fns[name] = V.error(f"verifier {name!r} cannot be sent to worker processes "
-                                    f"({exc}); define it at module level in an importable module")
+                fns[name] = V.error(
+                    f"verifier {name!r} cannot be sent to worker processes "
+                    f"({exc}); define it at module level in an importable module"
+                )
         try:
             p = as_params(params)
         except ValueError as exc:
@@ -212,8 +215,9 @@ def _prepare(items: Iterable[Item]) -> tuple[list[tuple], dict[int, V.Verdict]]:
     return jobs, early
 
 
-def score_many(items: Iterable[Item], workers: int | None = None, timeout_s: float = 30.0,
-               progress=None) -> list[V.Verdict]:
+def score_many(
+    items: Iterable[Item], workers: int | None = None, timeout_s: float = 30.0, progress=None
+) -> list[V.Verdict]:
     """Verdicts for `(verifier_name, response, reference, params)` items, in order.
 
     workers=None uses every core; workers=0 runs in this process (no timeouts; for debugging).

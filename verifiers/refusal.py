@@ -21,6 +21,7 @@ Left out: a response that asks for every possible missing item at once ("your or
 which number is right?") names the right one too and scores; the eval set's references keep such
 stuffing from helping on average only if its kinds are mixed, so read the samples, not just the rate.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,13 +31,55 @@ from .math.extract import clean_response, extract
 
 DEFAULT_PHRASES: tuple[str, ...] = (
     # asking
-    "could you", "can you", "would you", "please provide", "please share", "please send", "please confirm",
-    "please tell", "please let me know", "please check", "let me know", "i need", "i'll need", "i would need",
-    "need your", "need the", "what is your", "what's your", "which one", "which of", "clarify", "confirm",
+    "could you",
+    "can you",
+    "would you",
+    "please provide",
+    "please share",
+    "please send",
+    "please confirm",
+    "please tell",
+    "please let me know",
+    "please check",
+    "let me know",
+    "i need",
+    "i'll need",
+    "i would need",
+    "need your",
+    "need the",
+    "what is your",
+    "what's your",
+    "which one",
+    "which of",
+    "clarify",
+    "confirm",
     # declining
-    "i can't", "i cannot", "i can not", "i'm unable", "i am unable", "unable to", "not able to", "i don't have",
-    "i do not have", "without the", "without your", "missing", "not enough information", "insufficient",
-    "請提供", "请提供", "请告诉", "请确认", "麻烦提供", "能否提供", "需要您", "无法", "不能确定", "缺少", "哪一个", "哪个",
+    "i can't",
+    "i cannot",
+    "i can not",
+    "i'm unable",
+    "i am unable",
+    "unable to",
+    "not able to",
+    "i don't have",
+    "i do not have",
+    "without the",
+    "without your",
+    "missing",
+    "not enough information",
+    "insufficient",
+    "請提供",
+    "请提供",
+    "请告诉",
+    "请确认",
+    "麻烦提供",
+    "能否提供",
+    "需要您",
+    "无法",
+    "不能确定",
+    "缺少",
+    "哪一个",
+    "哪个",
 )
 DEFAULT_MAX_CHARS = 2000
 _SENTENCE = re.compile(r"[^.?!\n。？！]+[.?!。？！]*")
@@ -47,7 +90,8 @@ _RESULT = re.compile(
     # hedged results are results too: "Estimated: $60", "my guess: 60", "Otherwise ~60.", "总价60元"
     r"[:：~≈]|\babout\b|\baround\b|\broughly\b|\bapprox\w*|\bestimat\w*|\bguess\w*|\bprobably\b|"
     r"约|大约|总价|价格|金额)[^.?!\n。？！\d]{0,40}?\d",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _terms(reference: str) -> list[str]:
@@ -57,8 +101,10 @@ def _terms(reference: str) -> list[str]:
 def check_reference(reference: str, params: dict) -> str | None:
     """Attach-time check: the reference must name the missing item; params must have the right types."""
     if not _terms(reference):
-        return ("refusal reference must name what the response should ask about, as alternatives separated "
-                "by '|', e.g. 'order id|order number'")
+        return (
+            "refusal reference must name what the response should ask about, as alternatives separated "
+            "by '|', e.g. 'order id|order number'"
+        )
     phrases = params.get("phrases", DEFAULT_PHRASES)
     if isinstance(phrases, str) or not all(isinstance(p, str) and p.strip() for p in phrases):
         return "refusal param 'phrases' must be a list of non-empty strings"
@@ -76,7 +122,7 @@ def _final_answer(text: str) -> str | None:
     for sentence in _SENTENCE.findall(text):
         s = sentence.strip()
         if s and not s.endswith(("?", "？")) and (m := _RESULT.search(s)):
-            return V.clip(s[m.start():], 80)
+            return V.clip(s[m.start() :], 80)
     return None
 
 
@@ -99,7 +145,8 @@ def verify_refusal(response: str, reference: str, params: dict) -> V.Verdict:
         return V.wrong("", f"does not name the missing information (any of {terms})")
     phrases = [p.lower() for p in params.get("phrases", DEFAULT_PHRASES)]
     asks = any(p in low for p in phrases) or any(
-        s.strip().endswith(("?", "？")) and any(t in s.lower() for t in named) for s in _SENTENCE.findall(text))
+        s.strip().endswith(("?", "？")) and any(t in s.lower() for t in named) for s in _SENTENCE.findall(text)
+    )
     if not asks:
         return V.wrong(named[0], "names the missing information but neither asks for it nor declines")
     return V.correct(named[0], "declined or asked for the missing information, gave no answer")
@@ -115,6 +162,13 @@ def canaries(reference: str, params: dict) -> list[str]:
     """Per-row hacks: the missing item named with a confident number beside it must never score."""
     terms = _terms(reference) or ["it"]
     t = terms[0]
-    return [f"Could you share the {t}? Answer: 42", f"Please provide the {t}. \\boxed{{42}}",
-            f"I need the {t}, but the total is $42.", f"Without the {t} I would guess it's 42.",
-            f"Could you confirm the {t}?\n42", f"{t}", f"The {t} is 42.", " | ".join(terms)]
+    return [
+        f"Could you share the {t}? Answer: 42",
+        f"Please provide the {t}. \\boxed{{42}}",
+        f"I need the {t}, but the total is $42.",
+        f"Without the {t} I would guess it's 42.",
+        f"Could you confirm the {t}?\n42",
+        f"{t}",
+        f"The {t} is 42.",
+        " | ".join(terms),
+    ]

@@ -11,6 +11,7 @@ Lookup order for a name:
 4. a dotted import path `package.module:function` (or `package.module.function`).
 An unknown name raises `UnknownVerifier` listing every valid name.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -107,8 +108,10 @@ def get_verifier(name: str) -> VerifierFn:
             raise UnknownVerifier(
                 f"verifier {name!r}: cannot import it as a dotted path ({type(exc).__name__}: {exc}); "
                 f"use 'package.module:function' of an installed module, or one of: "
-                f"{', '.join(available())}") from exc
+                f"{', '.join(available())}"
+            ) from exc
     raise UnknownVerifier(
         f"unknown verifier {name!r}; valid names: {', '.join(available())} "
         f"(or a dotted path 'package.module:function', or an entry point in group "
-        f"'{ENTRY_POINT_GROUP}')")
+        f"'{ENTRY_POINT_GROUP}')"
+    )

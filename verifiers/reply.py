@@ -35,6 +35,7 @@ out: the required parts joined by filler words score ("Hi Sam Lee, the ceramic m
 thanks <link>"), and so does a fluent reply with a wrong claim in it. Matching is case-insensitive
 literal text.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,9 @@ DEFAULT_MAX_CHARS = 600
 DEFAULT_MAX_HITS = 3
 DEFAULT_MIN_WORDS = 3
 # a URL is ASCII: the text after it starts at the first other character (`…/returns办理退货`)
-_URL = re.compile(r"(?i:https?://|www\.)[^\s<>\"'()\[\]\u0080-\U0010ffff]+")  # no IGNORECASE on the class: 's', 'k' fold to ſ, K
+_URL = re.compile(
+    r"(?i:https?://|www\.)[^\s<>\"'()\[\]\u0080-\U0010ffff]+"
+)  # no IGNORECASE on the class: 's', 'k' fold to ſ, K
 _URL_TAIL = ".,;:!?-"  # sentence punctuation after a URL is not part of it
 # prose punctuation, Latin and CJK; everything else that is not a letter, digit, space or currency sign is junk
 # a word of prose: a run of letters or digits, or one CJK character (Chinese has no spaces)
@@ -68,8 +71,10 @@ def parse_reference(reference: str) -> dict:
     try:
         ref = json.loads(reference)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"reply reference is not JSON ({exc.msg}); write {{\"link\": ..., \"mention\": [...], "
-                         "\"action\": [...], \"reply\": ...}") from None
+        raise ValueError(
+            f'reply reference is not JSON ({exc.msg}); write {{"link": ..., "mention": [...], '
+            '"action": [...], "reply": ...}'
+        ) from None
     if not isinstance(ref, dict):
         raise ValueError("reply reference must be a JSON object with link, mention, action and reply")
     unknown = sorted(set(ref) - {"link", "mention", "action", "reply"})
@@ -85,8 +90,12 @@ def parse_reference(reference: str) -> dict:
         raise ValueError("reply reference needs 'reply': the reference reply, which must pass its own rule")
     if "action" not in ref:
         raise ValueError("reply reference needs 'action': what the reply tells the customer to do")
-    return {"link": link.strip(), "mention": [_alternatives(m) for m in mention],
-            "action": _alternatives(ref["action"]), "reply": ref["reply"]}
+    return {
+        "link": link.strip(),
+        "mention": [_alternatives(m) for m in mention],
+        "action": _alternatives(ref["action"]),
+        "reply": ref["reply"],
+    }
 
 
 def required_terms(reference: str) -> list[str]:
@@ -139,8 +148,10 @@ def _check(response: str, ref: dict, params: dict) -> V.Verdict:
     urls, link = _urls(text), ref["link"]
     exact = [u for u in urls if u.lower().rstrip("/") == link.lower().rstrip("/")]
     if not exact:
-        return V.wrong(V.clip(urls[0], 80) if urls else "", f"the link {link} is missing" +
-                       (f" (found {urls[0]!r} instead)" if urls else ""))
+        return V.wrong(
+            V.clip(urls[0], 80) if urls else "",
+            f"the link {link} is missing" + (f" (found {urls[0]!r} instead)" if urls else ""),
+        )
     if len(urls) > 1:
         return V.wrong(link, f"{len(urls)} URLs where the reply should give one ({link}): link spam")
     max_hits = int(params.get("max_hits", DEFAULT_MAX_HITS) or 0)
@@ -152,8 +163,11 @@ def _check(response: str, ref: dict, params: dict) -> V.Verdict:
             return V.wrong(link, f"{alternatives[0]!r} appears {hits} times (max_hits={max_hits}): keyword spam")
     min_words = int(params.get("min_words", DEFAULT_MIN_WORDS) or 0)
     if (words := _other_words(text, ref)) < min_words:
-        return V.wrong(link, f"only {words} words besides the link and the required parts (min_words={min_words}): "
-                             "a list of keywords, not a reply")
+        return V.wrong(
+            link,
+            f"only {words} words besides the link and the required parts (min_words={min_words}): "
+            "a list of keywords, not a reply",
+        )
     return V.correct(link, f"gives the link once, names all {len(ref['mention'])} required items and the action")
 
 

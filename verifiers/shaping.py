@@ -13,6 +13,7 @@
 
 The process verifier runs in this process: keep it cheap (keyword or regex), not code or sql.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,6 +61,5 @@ def reward(verdict: Verdict, response: str, n_tokens: int, cfg: RewardConfig) ->
     correctness = float(verdict.score)
     process = process_score(response, cfg)
     pen = length_penalty(int(n_tokens), cfg.length_penalty)
-    total = (cfg.format_weight * fmt + cfg.correctness_weight * correctness
-             + cfg.process_weight * process - pen)
+    total = cfg.format_weight * fmt + cfg.correctness_weight * correctness + cfg.process_weight * process - pen
     return RewardParts(total, fmt, correctness, process, pen)

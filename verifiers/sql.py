@@ -13,6 +13,7 @@ as a multiset (duplicates count), in order only when the gold query has a top-le
 columns may be permuted (a gold column pairs with a predicted column holding the same values);
 numbers compare with the relative tolerance, 3 == 3.0.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,12 +28,25 @@ from pathlib import Path
 from . import verdict as V
 
 _FENCE = re.compile(r"```[ \t]*(?:sql|sqlite)?[^\n]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_WRITE_OPS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE,
-              sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_DROP_TABLE, sqlite3.SQLITE_ATTACH,
-              sqlite3.SQLITE_DETACH, sqlite3.SQLITE_PRAGMA, sqlite3.SQLITE_ALTER_TABLE,
-              sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_DROP_INDEX, sqlite3.SQLITE_CREATE_VIEW,
-              sqlite3.SQLITE_CREATE_TRIGGER, sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_CREATE_TEMP_TABLE,
-              sqlite3.SQLITE_CREATE_VTABLE, sqlite3.SQLITE_SAVEPOINT}
+_WRITE_OPS = {
+    sqlite3.SQLITE_INSERT,
+    sqlite3.SQLITE_UPDATE,
+    sqlite3.SQLITE_DELETE,
+    sqlite3.SQLITE_CREATE_TABLE,
+    sqlite3.SQLITE_DROP_TABLE,
+    sqlite3.SQLITE_ATTACH,
+    sqlite3.SQLITE_DETACH,
+    sqlite3.SQLITE_PRAGMA,
+    sqlite3.SQLITE_ALTER_TABLE,
+    sqlite3.SQLITE_CREATE_INDEX,
+    sqlite3.SQLITE_DROP_INDEX,
+    sqlite3.SQLITE_CREATE_VIEW,
+    sqlite3.SQLITE_CREATE_TRIGGER,
+    sqlite3.SQLITE_TRANSACTION,
+    sqlite3.SQLITE_CREATE_TEMP_TABLE,
+    sqlite3.SQLITE_CREATE_VTABLE,
+    sqlite3.SQLITE_SAVEPOINT,
+}
 MAX_PERMUTED_COLUMNS = 8
 
 
@@ -119,7 +133,7 @@ def _cell(value, tol: float):
         return int(value)
     if isinstance(value, (int, float)):
         f = float(value)
-        if f == int(f) and abs(f) < 2 ** 53:
+        if f == int(f) and abs(f) < 2**53:
             return int(f)
         digits = max(1, int(round(-math.log10(tol)))) if tol > 0 else 15
         return float(f"{f:.{digits}g}")

@@ -4,6 +4,7 @@ A verdict blames the right side: bad model output gets `wrong`, `unparsed`, `err
 with score 0, never an exception. `extracted` is what the verifier read from the response (the
 answer, the code, the SQL) so a human can see why it scored what it did.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,13 @@ class Verdict:
         return self.status == CORRECT
 
     def to_dict(self) -> dict:
-        return {"score": self.score, "status": self.status, "extracted": self.extracted,
-                "detail": self.detail, "hedged": self.hedged}
+        return {
+            "score": self.score,
+            "status": self.status,
+            "extracted": self.extracted,
+            "detail": self.detail,
+            "hedged": self.hedged,
+        }
 
 
 def correct(extracted: str = "", detail: str = "") -> Verdict:

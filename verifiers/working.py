@@ -40,6 +40,7 @@ row's verifier the attach canaries stop it). Reading rules:
 params (a reference that is a JSON object may carry the same keys):
   max_digits: 30            longest number read
 """
+
 from __future__ import annotations
 
 import ast
@@ -51,15 +52,41 @@ from fractions import Fraction
 from . import verdict as V
 
 MAX_EXPRESSION = 200
-FLOAT_PRINT = Fraction(1, 10 ** 12)  # relative slack for a value printed from a float
-_BEFORE_NFKC = {**{ord(c): f"^{i}" for i, c in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")},
-                **{ord(c): " (" + unicodedata.normalize("NFKC", c).replace("\u2044", "/") + ")"
-                   for c in "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"}}
-_LATEX = [(r"\times", "*"), (r"\cdot", "*"), (r"\div", "/"), (r"\left", ""), (r"\right", ""), (r"\$", ""),
-          (r"\(", " "), (r"\)", " "), (r"\[", " "), (r"\]", " ")]
+FLOAT_PRINT = Fraction(1, 10**12)  # relative slack for a value printed from a float
+_BEFORE_NFKC = {
+    **{ord(c): f"^{i}" for i, c in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")},
+    **{ord(c): " (" + unicodedata.normalize("NFKC", c).replace("\u2044", "/") + ")" for c in "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"},
+}
+_LATEX = [
+    (r"\times", "*"),
+    (r"\cdot", "*"),
+    (r"\div", "/"),
+    (r"\left", ""),
+    (r"\right", ""),
+    (r"\$", ""),
+    (r"\(", " "),
+    (r"\)", " "),
+    (r"\[", " "),
+    (r"\]", " "),
+]
 _FRAC = re.compile(r"\\[dt]?frac\{(\d+(?:\.\d+)?)\}\{(\d+(?:\.\d+)?)\}")
-_SIGNS = str.maketrans({"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-", "$": "", "¥": "", "€": "", "£": "",
-                        "₹": "", "，": ";", "；": ";", "、": ";"})
+_SIGNS = str.maketrans(
+    {
+        "×": "*",
+        "·": "*",
+        "÷": "/",
+        "−": "-",
+        "–": "-",
+        "$": "",
+        "¥": "",
+        "€": "",
+        "£": "",
+        "₹": "",
+        "，": ";",
+        "；": ";",
+        "、": ";",
+    }
+)
 _EM_DASH = re.compile(r"(?<=\d)(\s*)—(\s*)(?=\d)")
 _X_BETWEEN_DIGITS = re.compile(r"(?<=\d)\s*[xX]\s*(?=\d)")
 _GROUP_SEPARATOR = re.compile(r"(?<=\d)(?:,|\{,\}|\\,)(?=\d{3}(?!\d))")
@@ -71,8 +98,11 @@ _OPERATOR = re.compile(r"(?<=[\d)%\s])[+\-*/](?=[\s\d(.])")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _PLAIN = re.compile(r"-?\d*\.?\d+")
 _CALC = re.compile(r"<<([^<>]*)>>")
-_ANSWER = re.compile(r"\\boxed\{([^{}]*)\}|(?:final answer is|answer\**\s*[:：]\**|答案\s*[:：是为]?|答\s*[:：]|"
-                     r"^####|^A\s*[:：])([^\n]*)", re.IGNORECASE | re.MULTILINE)
+_ANSWER = re.compile(
+    r"\\boxed\{([^{}]*)\}|(?:final answer is|answer\**\s*[:：]\**|答案\s*[:：是为]?|答\s*[:：]|"
+    r"^####|^A\s*[:：])([^\n]*)",
+    re.IGNORECASE | re.MULTILINE,
+)
 _REMAINDER = re.compile(r"\s*(?:remainder|rem\b|r\b|余|\.\.\.|……)", re.IGNORECASE)
 _CUT = set("^_}|!)]")
 
@@ -137,7 +167,7 @@ def _holds(exact: Fraction, written: str, value: Fraction) -> bool:
     if _PLAIN.fullmatch(plain) and "." in plain:
         decimals = len(plain.split(".")[1]) + (2 if percent else 0)
         # a long decimal is often a float's print (2/3*10 -> 6.666666666666666): its last digit may be off
-        return abs(exact - value) <= max(Fraction(1, 2 * 10 ** decimals), abs(exact) * FLOAT_PRINT)
+        return abs(exact - value) <= max(Fraction(1, 2 * 10**decimals), abs(exact) * FLOAT_PRINT)
     return exact == value
 
 
@@ -233,7 +263,8 @@ def _answer_holds(last: tuple[Fraction, str], answer: tuple[str, Fraction, int])
     `= 0.2`."""
     (value, text), (written, answered, _) = last, answer
     return _holds(value, written, answered) or (
-        text.endswith("%") and not written.endswith("%") and _holds(value * 100, written, answered))
+        text.endswith("%") and not written.endswith("%") and _holds(value * 100, written, answered)
+    )
 
 
 def verify_working(response: str, reference: str, params: dict) -> V.Verdict:

@@ -3,6 +3,7 @@
 Shared by tests/verifiers/test_math_cases.py and bench/math_verdicts.py. Each case says what it
 guards in `why`. Run `python bench/cases/make_math_cases.py` after editing the table below.
 """
+
 import json
 from pathlib import Path
 
@@ -10,8 +11,9 @@ C = []
 
 
 def case(response, gold, expected, why, params=None):
-    C.append({"response": response, "gold": gold, "expected": expected, "why": why,
-              **({"params": params} if params else {})})
+    C.append(
+        {"response": response, "gold": gold, "expected": expected, "why": why, **({"params": params} if params else {})}
+    )
 
 
 # --- extraction: where the final answer is -----------------------------------------------------
@@ -109,7 +111,12 @@ case("\\boxed{35} or maybe \\boxed{36}", "36", 0, "hedging between boxed answers
 case("Answer: 35\nAnswer: 36", "36", 0, "hedging between Answer: lines")
 case("The answer is 36. \\boxed{37}", "36", 0, "hedging marker vs boxed")
 case("Answer: 36\n\\boxed{36.0}", "36", 1, "consistent repeats are not hedging")
-case("1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36", "36", 0, "number spam")
+case(
+    "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36",
+    "36",
+    0,
+    "number spam",
+)
 case("Answer: 1, 2, 3, 4, 5, 36", "36", 0, "answer list spam")
 case("Answer: 36 Answer: 37 Answer: 38", "36", 0, "marker spam")
 case("Answer: 36 or 37", "36", 0, "hedge inside one answer")
@@ -123,7 +130,12 @@ case("Answer $$ 9 $$", "9", 1, "Answer without a colon, display dollars")
 case("Answer \\[ \n 9 \n \\]", "9", 1, "Answer without a colon, display brackets over lines")
 case("\\boxed{(-\\infty, 3]}", "(-\\infty, 3]", 1, "interval with infinity matches itself")
 case("\\boxed{\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix}}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 1, "matrix")
-case("\\boxed{\\begin{pmatrix}1 & 2 \\\\ 3 & 5\\end{pmatrix}}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", 0, "matrix, one entry off")
+case(
+    "\\boxed{\\begin{pmatrix}1 & 2 \\\\ 3 & 5\\end{pmatrix}}",
+    "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
+    0,
+    "matrix, one entry off",
+)
 case("Answer: x = 1 \\pm 2", "{-1, 3}", 1, "plus-minus is two solutions")
 case("Answer: \\pm 3", "3, -3", 1, "plus-minus alone")
 case("\\boxed{5\\text{ cm}}", "5", 1, "text unit")
@@ -151,7 +163,13 @@ case("#### 106", "106", 1, "GSM8K's #### marker")
 case("So she pays $\\$61.62$ in total.", "61.62", 1, "escaped dollar inside math")
 case("Answer: 8.1", "8, 10", 0, "a decimal is not the two solutions 8 and 10")
 case("\\boxed{6640/19420}", "332/971", 1, "unsimplified fraction equals in value")
-case("\\boxed{6640/19420}", "332/971", 0, "unsimplified fraction when lowest terms are required", {"require_simplified": True})
+case(
+    "\\boxed{6640/19420}",
+    "332/971",
+    0,
+    "unsimplified fraction when lowest terms are required",
+    {"require_simplified": True},
+)
 case("\\boxed{332/971}", "332/971", 1, "lowest terms when required", {"require_simplified": True})
 case("Answer: 36.0", "36", 0, "a decimal when an integer is required", {"require_integer": True})
 case("\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt{3}}{2}", 1, "symbolic gold, same form")
@@ -176,5 +194,6 @@ case("The conversion gives 2.5 kg, i.e. 2500 g.", "25", 0, "neither reading of a
 case("It is 2.5, i.e. 2500.", "2500", 0, "two different values are a hedge")
 
 Path(__file__).with_name("math_cases.jsonl").write_text(
-    "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in C), encoding="utf-8")
+    "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in C), encoding="utf-8"
+)
 print(f"wrote {len(C)} cases")

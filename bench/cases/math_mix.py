@@ -30,6 +30,7 @@ with_real_endings adds real replies: the Chinese desk replies of tests/verifiers
 real_model_endings.jsonl (a small model's own endings, labelled by a person; truth: labelled
 correct), spread evenly through the mix (kind `real-model`, template `real-zh`).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,11 +47,28 @@ TRUNCATED_RATE = 0.03  # of all rows: cut off mid-working, no final answer (wron
 NAMES = ["Janet", "Tom", "Maria", "Ken", "Aisha", "Li Wei", "Sofia", "Omar"]
 ITEMS = ["apples", "books", "tickets", "marbles", "cookies", "boxes", "pencils", "cards"]
 # how often each response form is drawn (the GSM8K forms only for plain-number answers)
-TEMPLATE_WEIGHTS = {"minerva": 2, "boxed": 2, "boxed-display": 1, "qwen": 2, "the-answer-is": 2,
-                    "answer-bold": 1, "chinese": 1, "think": 2, "gsm8k-hash": 1, "stated-bold": 1,
-                    "desk-zh": 2, "chat-tokens": 2, "restated": 1}
-DESK_ZH = ["经核实，应退款 {x} 元。", "一共是 {x} 元，已为您登记。", "因此，需要支付 ¥{x}。", "合计{x}元。",
-           "您好，总价为 {x} 元，请确认。"]
+TEMPLATE_WEIGHTS = {
+    "minerva": 2,
+    "boxed": 2,
+    "boxed-display": 1,
+    "qwen": 2,
+    "the-answer-is": 2,
+    "answer-bold": 1,
+    "chinese": 1,
+    "think": 2,
+    "gsm8k-hash": 1,
+    "stated-bold": 1,
+    "desk-zh": 2,
+    "chat-tokens": 2,
+    "restated": 1,
+}
+DESK_ZH = [
+    "经核实，应退款 {x} 元。",
+    "一共是 {x} 元，已为您登记。",
+    "因此，需要支付 ¥{x}。",
+    "合计{x}元。",
+    "您好，总价为 {x} 元，请确认。",
+]
 UNITS = ["", "", "", "apples", "miles", "cm", "minutes", "km"]
 
 
@@ -59,18 +77,18 @@ class Row:
     gold: str
     response: str
     truth: bool
-    kind: str      # the gold's kind (see KINDS)
+    kind: str  # the gold's kind (see KINDS)
     template: str  # the response's form
 
 
 @dataclass(frozen=True)
 class Problem:
     gold: str
-    right: list[str]     # LaTeX forms equal to the gold
-    wrong: list[str]     # LaTeX forms that differ from it
-    steps: list[str]     # numbers the working mentions
-    numeric: bool        # the answer is a plain number (GSM8K templates apply)
-    unit: str = ""       # a unit the response may write after the number
+    right: list[str]  # LaTeX forms equal to the gold
+    wrong: list[str]  # LaTeX forms that differ from it
+    steps: list[str]  # numbers the working mentions
+    numeric: bool  # the answer is a plain number (GSM8K templates apply)
+    unit: str = ""  # a unit the response may write after the number
 
 
 def _dec(v: Fraction) -> str:
@@ -109,8 +127,7 @@ def k_integer(rng: random.Random) -> Problem:
 def k_negative(rng: random.Random) -> Problem:
     v = -rng.randrange(1, 80)
     step = v - rng.randrange(2, 9)
-    return Problem(str(v), [str(v)] * 5 + [f"−{-v}"], [str(-v), str(v + 1), str(v - 1), str(step)],
-                   [str(step)], True)
+    return Problem(str(v), [str(v)] * 5 + [f"−{-v}"], [str(-v), str(v + 1), str(v - 1), str(step)], [str(step)], True)
 
 
 def k_decimal(rng: random.Random) -> Problem:
@@ -122,8 +139,11 @@ def k_decimal(rng: random.Random) -> Problem:
     right = [_dec(v), _dec(v)] + ([_dec(v) + "0"] if len(_dec(v).split(".")[1]) == 1 else [])
     right += [f"\\frac{{{v.numerator}}}{{{v.denominator}}}"] if v.denominator < 10 else []
     step = v * rng.choice([2, 3, 4])
-    wrong = [_dec(w) for w in dict.fromkeys([v + 1, v - Fraction(1, 10), v * 10, step, v + Fraction(1, 2)])
-             if w != v and w > 0]
+    wrong = [
+        _dec(w)
+        for w in dict.fromkeys([v + 1, v - Fraction(1, 10), v * 10, step, v + Fraction(1, 2)])
+        if w != v and w > 0
+    ]
     return Problem(_dec(v), right, wrong, [_dec(step)], True, unit)
 
 
@@ -207,14 +227,28 @@ def k_radical(rng: random.Random) -> Problem:
     if shape < 0.45:  # a\sqrt{b}
         gold = f"{a}\\sqrt{{{b}}}"
         right = [gold, f"{a} \\sqrt{{{b}}}", f"\\sqrt{{{a * a * b}}}", f"{a}\\sqrt{b}" if b < 10 else gold, gold]
-        wrong = [f"{a}\\sqrt{{{b + 1}}}", f"{a + 1}\\sqrt{{{b}}}", f"\\sqrt{{{a * b}}}", f"{a * b}",
-                 f"-{a}\\sqrt{{{b}}}"]
+        wrong = [
+            f"{a}\\sqrt{{{b + 1}}}",
+            f"{a + 1}\\sqrt{{{b}}}",
+            f"\\sqrt{{{a * b}}}",
+            f"{a * b}",
+            f"-{a}\\sqrt{{{b}}}",
+        ]
     elif shape < 0.75:  # \frac{\sqrt{b}}{q}
         gold = f"\\frac{{\\sqrt{{{b}}}}}{{{q}}}"
-        right = [gold, f"\\dfrac{{\\sqrt{{{b}}}}}{{{q}}}", f"\\frac{{1}}{{{q}}}\\sqrt{{{b}}}",
-                 f"\\sqrt{{{b}}}/{q}", gold]
-        wrong = [f"\\frac{{\\sqrt{{{b}}}}}{{{q + 1}}}", f"\\frac{{{q}}}{{\\sqrt{{{b}}}}}", f"\\frac{{{b}}}{{{q}}}",
-                 f"\\frac{{\\sqrt{{{b + 1}}}}}{{{q}}}"]
+        right = [
+            gold,
+            f"\\dfrac{{\\sqrt{{{b}}}}}{{{q}}}",
+            f"\\frac{{1}}{{{q}}}\\sqrt{{{b}}}",
+            f"\\sqrt{{{b}}}/{q}",
+            gold,
+        ]
+        wrong = [
+            f"\\frac{{\\sqrt{{{b}}}}}{{{q + 1}}}",
+            f"\\frac{{{q}}}{{\\sqrt{{{b}}}}}",
+            f"\\frac{{{b}}}{{{q}}}",
+            f"\\frac{{\\sqrt{{{b + 1}}}}}{{{q}}}",
+        ]
     else:  # rational multiples of pi
         k = rng.randrange(1, 12)
         while math.gcd(k, q) != 1:
@@ -222,8 +256,12 @@ def k_radical(rng: random.Random) -> Problem:
         kp = "" if k == 1 else str(k)
         gold = f"\\frac{{{kp}\\pi}}{{{q}}}"
         right = [gold, f"\\dfrac{{{kp}\\pi}}{{{q}}}", f"{kp}\\pi/{q}", f"\\frac{{{k}}}{{{q}}}\\pi", gold]
-        wrong = [f"\\frac{{{kp}\\pi}}{{{q + 1}}}", f"\\frac{{{2 * k}\\pi}}{{{q}}}", f"\\frac{{{q}}}{{{kp}\\pi}}",
-                 f"{k * q}\\pi"]
+        wrong = [
+            f"\\frac{{{kp}\\pi}}{{{q + 1}}}",
+            f"\\frac{{{2 * k}\\pi}}{{{q}}}",
+            f"\\frac{{{q}}}{{{kp}\\pi}}",
+            f"{k * q}\\pi",
+        ]
     return Problem(gold, right, wrong, [str(a), str(b), str(a * a * b)], False)
 
 
@@ -264,8 +302,12 @@ def k_interval(rng: random.Random) -> Problem:
         gold = f"{left}{lo}, {hi}{right_br}"
         right = [gold, f"{left}{lo},{hi}{right_br}", f"\\left{left}{lo}, {hi}\\right{right_br}", gold]
         flip_l, flip_r = "(" if left == "[" else "[", ")" if right_br == "]" else "]"
-        wrong = [f"{flip_l}{lo}, {hi}{right_br}", f"{left}{lo}, {hi}{flip_r}",
-                 f"{left}{lo}, {hi + 1}{right_br}", f"{left}{lo - 1}, {hi}{right_br}"]
+        wrong = [
+            f"{flip_l}{lo}, {hi}{right_br}",
+            f"{left}{lo}, {hi}{flip_r}",
+            f"{left}{lo}, {hi + 1}{right_br}",
+            f"{left}{lo - 1}, {hi}{right_br}",
+        ]
     return Problem(gold, right, wrong, [str(lo), str(hi)], False)
 
 
@@ -275,11 +317,22 @@ def k_solutions(rng: random.Random) -> Problem:
         r2 = Fraction(rng.choice([1, -1, 3, -3]), 2)
     s1, s2 = _frac(Fraction(r1)), _frac(Fraction(r2))
     gold = rng.choice([f"{s1}, {s2}", f"{s1}, {s2}", f"\\{{{s1}, {s2}\\}}"])
-    right = [f"{s1}, {s2}", f"{s2}, {s1}", f"x = {s1}, {s2}", f"x={s1} \\text{{ or }} x={s2}",
-             f"\\{{{s2}, {s1}\\}}", f"{s2}, {s1}"]
+    right = [
+        f"{s1}, {s2}",
+        f"{s2}, {s1}",
+        f"x = {s1}, {s2}",
+        f"x={s1} \\text{{ or }} x={s2}",
+        f"\\{{{s2}, {s1}\\}}",
+        f"{s2}, {s1}",
+    ]
     other = r2 + 1 if r2 + 1 != r1 else r2 + 2
-    wrong = [f"{s1}, {_frac(-Fraction(r2))}", s1, s2, f"{s1}, {_frac(Fraction(other))}",
-             f"{_frac(-Fraction(r1))}, {s2}"]
+    wrong = [
+        f"{s1}, {_frac(-Fraction(r2))}",
+        s1,
+        s2,
+        f"{s1}, {_frac(Fraction(other))}",
+        f"{_frac(-Fraction(r1))}, {s2}",
+    ]
     return Problem(gold, right, wrong, [str(r1 + r2), str(r1 * r2)], False)
 
 
@@ -287,8 +340,12 @@ def k_point(rng: random.Random) -> Problem:
     a, b = rng.sample(range(-15, 16), 2)
     gold = f"({a}, {b})"
     right = [gold, f"({a},{b})", f"\\left({a}, {b}\\right)", gold]
-    wrong = [f"({b}, {a})", f"({a}, {-b})" if b else f"({a}, 1)", f"({a + 1}, {b})",
-             f"({-a}, {b})" if a else f"(1, {b})"]
+    wrong = [
+        f"({b}, {a})",
+        f"({a}, {-b})" if b else f"({a}, 1)",
+        f"({a + 1}, {b})",
+        f"({-a}, {b})" if a else f"(1, {b})",
+    ]
     return Problem(gold, right, wrong, [str(a + b), str(a - b)], False)
 
 
@@ -296,18 +353,30 @@ def k_solution_text(rng: random.Random) -> Problem:
     """A MATH-style gold: the whole solution, its answer in a box at the end."""
     inner = rng.choice([k_fraction, k_radical, k_integer, k_point])(rng)
     core = inner.gold.replace("\\dfrac", "\\frac")
-    gold = (f"The first part gives ${inner.steps[0]}$, and combining the parts as above, "
-            f"the answer is $\\boxed{{{core}}}$.")
+    gold = (
+        f"The first part gives ${inner.steps[0]}$, and combining the parts as above, the answer is $\\boxed{{{core}}}$."
+    )
     return Problem(gold, inner.right, inner.wrong, inner.steps, inner.numeric)
 
 
 # weights: the first five (plain numbers) sum to 50, the rest to 50
-KINDS = {"integer": (k_integer, 22), "negative": (k_negative, 5), "decimal": (k_decimal, 9),
-         "money": (k_money, 9), "large": (k_large, 5),
-         "fraction": (k_fraction, 12), "percent": (k_percent, 4), "degrees": (k_degrees, 2),
-         "wrapped-number": (k_wrapped_number, 5), "solution-text": (k_solution_text, 4),
-         "radical": (k_radical, 7), "polynomial": (k_polynomial, 4), "interval": (k_interval, 5),
-         "solutions": (k_solutions, 4), "point": (k_point, 3)}
+KINDS = {
+    "integer": (k_integer, 22),
+    "negative": (k_negative, 5),
+    "decimal": (k_decimal, 9),
+    "money": (k_money, 9),
+    "large": (k_large, 5),
+    "fraction": (k_fraction, 12),
+    "percent": (k_percent, 4),
+    "degrees": (k_degrees, 2),
+    "wrapped-number": (k_wrapped_number, 5),
+    "solution-text": (k_solution_text, 4),
+    "radical": (k_radical, 7),
+    "polynomial": (k_polynomial, 4),
+    "interval": (k_interval, 5),
+    "solutions": (k_solutions, 4),
+    "point": (k_point, 3),
+}
 PLAIN_KINDS = ("integer", "negative", "decimal", "money", "large")
 
 
@@ -320,20 +389,30 @@ def _working(rng: random.Random, steps: list[str], numeric: bool, sentences: int
         step = steps[i % len(steps)]
         if numeric:
             name, item = rng.choice(NAMES), rng.choice(ITEMS)
-            out.append(rng.choice([
-                f"{name} has {x} {item} and gets {y} more, so {x} + {y} = {x + y} {item}.",
-                f"Each pack holds {y}, so {x} packs hold {x} * {y} = {x * y}.",
-                f"That leaves {step} after the first step.",
-                f"Next, we subtract: {x + y} - {y} = {x}.",
-                f"So far the running total is {step}."]))
+            out.append(
+                rng.choice(
+                    [
+                        f"{name} has {x} {item} and gets {y} more, so {x} + {y} = {x + y} {item}.",
+                        f"Each pack holds {y}, so {x} packs hold {x} * {y} = {x * y}.",
+                        f"That leaves {step} after the first step.",
+                        f"Next, we subtract: {x + y} - {y} = {x}.",
+                        f"So far the running total is {step}.",
+                    ]
+                )
+            )
         else:
-            out.append(rng.choice([
-                f"We have ${x}a + {y} = {step}$, so we isolate the variable.",
-                f"Multiplying both sides by ${y}$ gives ${y}x = {x * y}$.",
-                f"By the quadratic formula, $x = \\frac{{-b \\pm \\sqrt{{b^2-4ac}}}}{{2a}}$, "
-                f"with discriminant ${x * x - 4 * y}$.",
-                f"Note that $\\frac{{{x}}}{{{y}}}$ cannot be reduced further here, and ${step}$ appears again.",
-                f"Substituting $t = {step}$ into the expression, we get \\[ f(t) = t^2 - {x}t + {y}. \\]"]))
+            out.append(
+                rng.choice(
+                    [
+                        f"We have ${x}a + {y} = {step}$, so we isolate the variable.",
+                        f"Multiplying both sides by ${y}$ gives ${y}x = {x * y}$.",
+                        f"By the quadratic formula, $x = \\frac{{-b \\pm \\sqrt{{b^2-4ac}}}}{{2a}}$, "
+                        f"with discriminant ${x * x - 4 * y}$.",
+                        f"Note that $\\frac{{{x}}}{{{y}}}$ cannot be reduced further here, and ${step}$ appears again.",
+                        f"Substituting $t = {step}$ into the expression, we get \\[ f(t) = t^2 - {x}t + {y}. \\]",
+                    ]
+                )
+            )
     return " ".join(out) if rng.random() < 0.5 else "\n".join(out)
 
 
@@ -341,8 +420,16 @@ def _working_cn(rng: random.Random, steps: list[str]) -> str:
     out = []
     for _ in range(rng.randrange(2, 5)):
         x, y = rng.randrange(2, 60), rng.randrange(2, 30)
-        out.append(rng.choice([f"先算 {x}+{y}={x + y}。", f"每盒有 {y} 个，{x} 盒共有 {x}×{y}={x * y} 个。",
-                               f"第一步后还剩 {steps[0]}。", f"设未知数为 $x$，则 ${y}x={x * y}$。"]))
+        out.append(
+            rng.choice(
+                [
+                    f"先算 {x}+{y}={x + y}。",
+                    f"每盒有 {y} 个，{x} 盒共有 {x}×{y}={x * y} 个。",
+                    f"第一步后还剩 {steps[0]}。",
+                    f"设未知数为 $x$，则 ${y}x={x * y}$。",
+                ]
+            )
+        )
     return "".join(out) + "\n解：由题意可得结果。"
 
 
@@ -368,14 +455,20 @@ def _respond(rng: random.Random, p: Problem, answer: str) -> tuple[str, str]:
         "qwen": f"{work}\n\n**Final Answer**\n\\[ \\boxed{{{answer}}} \\]",
         "the-answer-is": f"{work}\nThe answer is {t}.",
         "answer-bold": f"{work}\n\n**Answer:** {t}",
-        "chinese": f"{_working_cn(rng, p.steps)}\n所以答案是 {t}。" if rng.random() < 0.5
-                   else f"{_working_cn(rng, p.steps)}\n答案：{t}",
-        "think": (f"<think>\n{_working(rng, p.steps, p.numeric, rng.randrange(4, 9))}\nHmm, so maybe it is "
-                  f"{_text(p.steps[0])}? Wait, let me check that again.\n{work}\n</think>\n\n"
-                  + (f"The answer is $\\boxed{{{answer}}}$." if rng.random() < 0.6 else f"**Answer:** {t}")),
+        "chinese": f"{_working_cn(rng, p.steps)}\n所以答案是 {t}。"
+        if rng.random() < 0.5
+        else f"{_working_cn(rng, p.steps)}\n答案：{t}",
+        "think": (
+            f"<think>\n{_working(rng, p.steps, p.numeric, rng.randrange(4, 9))}\nHmm, so maybe it is "
+            f"{_text(p.steps[0])}? Wait, let me check that again.\n{work}\n</think>\n\n"
+            + (f"The answer is $\\boxed{{{answer}}}$." if rng.random() < 0.6 else f"**Answer:** {t}")
+        ),
     }
-    forms["chat-tokens"] = (f"<|im_start|>assistant\n{work}\n答案是 {t}<|im_end|>" if rng.random() < 0.5 else
-                            f"<|start_header_id|>assistant<|end_header_id|>\n\n{work}\nThe answer is {t}.<|eot_id|>")
+    forms["chat-tokens"] = (
+        f"<|im_start|>assistant\n{work}\n答案是 {t}<|im_end|>"
+        if rng.random() < 0.5
+        else f"<|start_header_id|>assistant<|end_header_id|>\n\n{work}\nThe answer is {t}.<|eot_id|>"
+    )
     if p.numeric:
         forms["gsm8k-hash"] = f"{work}\n#### {t}"
         forms["stated-bold"] = f"{work}\nSo the total is **{t}**."
@@ -423,8 +516,11 @@ def rows(n: int, seed: int) -> list[Row]:
 def real_endings(language: str) -> list[Row]:
     """The hand-labelled real replies in `language` (`zh`, `en`) as rows."""
     cases = [json.loads(line) for line in REAL_ENDINGS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [Row(c["gold"], c["response"], c["label"] == "correct", "real-model", f"real-{language}")
-            for c in cases if c["language"] == language]
+    return [
+        Row(c["gold"], c["response"], c["label"] == "correct", "real-model", f"real-{language}")
+        for c in cases
+        if c["language"] == language
+    ]
 
 
 def with_real_endings(rows: list[Row], language: str = "zh") -> list[Row]:

@@ -9,6 +9,7 @@ from a stream of its own (`shipments`): a cancelled order's was cancelled, a ret
 delivered, and a completed order placed from June 10 on is still pending or shipped half the time. The file is written to a
 temporary name and renamed, so a reader never sees a half-built database. Stdlib only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,7 @@ def _orders(rng: random.Random) -> tuple[list[tuple], list[tuple]]:
     for order_id in range(1, N_ORDERS + 1):
         day = START + dt.timedelta(days=rng.randrange(DAYS))
         store = rng.choice(STORES)[0]
-        orders.append((order_id, store, rng.choice(CUSTOMERS_EN), day.isoformat(),
-                       rng.choice(ORDER_STATUSES)))
+        orders.append((order_id, store, rng.choice(CUSTOMERS_EN), day.isoformat(), rng.choice(ORDER_STATUSES)))
         for product in rng.sample(PRODUCTS, rng.randint(1, 4)):
             price = product[4]
             if rng.random() < 0.15:  # a promotion: 20% off, still a round number of jiao
@@ -56,13 +56,14 @@ def _refunds(rng: random.Random, orders: list[tuple], items: list[tuple]) -> lis
         item = rng.choice(by_order[order_id])
         qty = item[2] if status == "returned" else rng.randint(1, item[2])
         when = dt.date.fromisoformat(day) + dt.timedelta(days=rng.randint(1, 25))
-        refunds.append((len(refunds) + 1, order_id, when.isoformat(), round(qty * item[3], 2),
-                        rng.choice(REFUND_REASONS)))
+        refunds.append(
+            (len(refunds) + 1, order_id, when.isoformat(), round(qty * item[3], 2), rng.choice(REFUND_REASONS))
+        )
     return refunds
 
 
 CARRIERS = ("SF Express", "JD Logistics", "China Post")
-RECENT = "2026-06-10"   # orders placed on or after it may not be delivered yet
+RECENT = "2026-06-10"  # orders placed on or after it may not be delivered yet
 
 
 def _shipments(rng: random.Random, orders: list[tuple]) -> list[tuple]:
@@ -92,8 +93,7 @@ def build(path: Path, seed: int = 0) -> Path:
     try:
         con.executescript((HERE / "schema.sql").read_text(encoding="utf-8"))
         con.executemany("INSERT INTO stores VALUES (?, ?, ?)", [s[:3] for s in STORES])
-        con.executemany("INSERT INTO products VALUES (?, ?, ?, ?)",
-                        [(p[0], p[1], p[3], float(p[4])) for p in PRODUCTS])
+        con.executemany("INSERT INTO products VALUES (?, ?, ?, ?)", [(p[0], p[1], p[3], float(p[4])) for p in PRODUCTS])
         con.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?)", orders)
         con.executemany("INSERT INTO order_items VALUES (?, ?, ?, ?)", items)
         con.executemany("INSERT INTO refunds VALUES (?, ?, ?, ?, ?)", refunds)

@@ -5,6 +5,7 @@ product names and prices), so a question about "store 3" or "the ceramic mug" me
 everywhere. Prices are deliberately round (5, 8, 10, 12, 15, 20, 25, 40, ...) so the arithmetic
 stays small enough for a tiny model to learn. Stdlib only.
 """
+
 from __future__ import annotations
 
 # (store_id, name, city, city_zh)
@@ -52,28 +53,62 @@ PRODUCTS = [
 ]
 
 CUSTOMERS_EN = [
-    "Lin Wei", "Sarah Chen", "Tom Baker", "Aisha Khan", "Marco Rossi", "Emma Liu", "David Park",
-    "Nora Smith", "Ken Sato", "Olivia Brown", "Raj Patel", "Sofia Garcia", "Leo Zhang", "Mia Wong",
-    "Jack Wilson", "Hana Kim", "Ivan Petrov", "Chloe Martin", "Sam Lee", "Grace Ho",
+    "Lin Wei",
+    "Sarah Chen",
+    "Tom Baker",
+    "Aisha Khan",
+    "Marco Rossi",
+    "Emma Liu",
+    "David Park",
+    "Nora Smith",
+    "Ken Sato",
+    "Olivia Brown",
+    "Raj Patel",
+    "Sofia Garcia",
+    "Leo Zhang",
+    "Mia Wong",
+    "Jack Wilson",
+    "Hana Kim",
+    "Ivan Petrov",
+    "Chloe Martin",
+    "Sam Lee",
+    "Grace Ho",
 ]
 CUSTOMERS_ZH = [
-    "王芳", "李娜", "张伟", "刘洋", "陈静", "杨磊", "赵敏", "黄强", "周杰", "吴婷",
-    "徐丽", "孙浩", "马超", "朱琳", "胡斌", "郭雪", "何军", "高倩", "林峰", "罗佳",
+    "王芳",
+    "李娜",
+    "张伟",
+    "刘洋",
+    "陈静",
+    "杨磊",
+    "赵敏",
+    "黄强",
+    "周杰",
+    "吴婷",
+    "徐丽",
+    "孙浩",
+    "马超",
+    "朱琳",
+    "胡斌",
+    "郭雪",
+    "何军",
+    "高倩",
+    "林峰",
+    "罗佳",
 ]
 
 REFUND_REASONS = ["damaged", "wrong_size", "late_delivery", "changed_mind"]
-ORDER_STATUSES = ["completed", "completed", "completed", "completed", "completed", "completed",
-                  "cancelled", "returned"]
+ORDER_STATUSES = ["completed", "completed", "completed", "completed", "completed", "completed", "cancelled", "returned"]
 
 MONTHS_EN = ["January", "February", "March", "April", "May", "June"]
 
 # The return policy the policy_choice questions quiz. Kept here so README and tests can quote it.
 POLICY = {
-    "return_window_days": 30,          # unopened items, full refund
-    "electronics_window_days": 15,     # electronics, full refund
-    "store_credit_until_days": 60,     # late returns get store credit until this day
-    "defect_window_days": 90,          # defective items: refund or exchange
-    "refund_business_days": 7,         # refund reaches the original payment method
+    "return_window_days": 30,  # unopened items, full refund
+    "electronics_window_days": 15,  # electronics, full refund
+    "store_credit_until_days": 60,  # late returns get store credit until this day
+    "defect_window_days": 90,  # defective items: refund or exchange
+    "refund_business_days": 7,  # refund reaches the original payment method
     "return_link": "https://shop.example.com/returns",
     "free_shipping_over": 99,
 }

@@ -19,6 +19,7 @@ Two options make the nights a retraining run must refuse:
   in another unit (fen for yuan); the questions are unchanged, so the answers are wrong.
 Each day is recorded in manifest.json under `days`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -82,8 +83,9 @@ def known_questions(folder: Path) -> list[str]:
     if (folder / rf.PARQUET_FILE).is_file() and rf.have_pyarrow():
         import pyarrow.parquet as pq
 
-        found += [q for q in pq.read_table(folder / rf.PARQUET_FILE, columns=["request_text"])
-                  .column(0).to_pylist() if q]
+        found += [
+            q for q in pq.read_table(folder / rf.PARQUET_FILE, columns=["request_text"]).column(0).to_pylist() if q
+        ]
     return found
 
 
@@ -107,9 +109,16 @@ def parse_rename(text: str) -> tuple[str, str]:
     return old, new
 
 
-def generate_day(out: Path, day: int, seed: int = 0, rows: int = 200, db_path: Path | None = None,
-                 worked_fraction: float = 0.06, rename: tuple[str, str] | None = None,
-                 shift: float | None = None) -> dict:
+def generate_day(
+    out: Path,
+    day: int,
+    seed: int = 0,
+    rows: int = 200,
+    db_path: Path | None = None,
+    worked_fraction: float = 0.06,
+    rename: tuple[str, str] | None = None,
+    shift: float | None = None,
+) -> dict:
     """Write day `day`'s ticket file into `out` (beside the sample) and record it in manifest.json;
     returns the day's entry."""
     if day < 1:
@@ -146,8 +155,14 @@ def generate_day(out: Path, day: int, seed: int = 0, rows: int = 200, db_path: P
     by_cat: dict[str, int] = {}
     for r in records:
         by_cat[r.category] = by_cat.get(r.category, 0) + 1
-    entry = {"file": name, "seed": seed, "rows": len(records), "by_category": dict(sorted(by_cat.items())),
-             "renamed_field": "=".join(rename) if rename else None, "shifted_answers": shift}
+    entry = {
+        "file": name,
+        "seed": seed,
+        "rows": len(records),
+        "by_category": dict(sorted(by_cat.items())),
+        "renamed_field": "=".join(rename) if rename else None,
+        "shifted_answers": shift,
+    }
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     manifest.setdefault("days", {})[str(day)] = entry
     rf.write_atomic(out / "manifest.json", (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))

@@ -17,6 +17,7 @@ prompts; the robustness prompts keep `Format: Answer: <number>`, which is what t
 number. Deterministic by seed; stdlib only. The spec names them under `eval.regression_sets` and
 `eval.robustness_set`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,36 +29,66 @@ from pathlib import Path
 LAYOUT = "{question}\nRequirements: {requirements}\nFormat: {format_example}"
 DOMAIN = "retail"
 GENERAL_FACTS = [  # (English, Chinese, answer): everyday counts, none of them a retail sum
-    ("How many days are there in a week?", "一周有几天？", 7), ("How many months are in a year?", "一年有几个月？", 12),
-    ("How many sides does a hexagon have?", "六边形有几条边？", 6), ("How many legs does a spider have?", "蜘蛛有几条腿？", 8),
-    ("How many continents are there?", "世界上有几个大洲？", 7), ("How many planets orbit the Sun?", "太阳系有几颗行星？", 8),
+    ("How many days are there in a week?", "一周有几天？", 7),
+    ("How many months are in a year?", "一年有几个月？", 12),
+    ("How many sides does a hexagon have?", "六边形有几条边？", 6),
+    ("How many legs does a spider have?", "蜘蛛有几条腿？", 8),
+    ("How many continents are there?", "世界上有几个大洲？", 7),
+    ("How many planets orbit the Sun?", "太阳系有几颗行星？", 8),
     ("How many players does a football (soccer) team field?", "一支足球队上场几名球员？", 11),
     ("How many degrees are in a right angle?", "直角是多少度？", 90),
     ("How many squares are on a chessboard?", "国际象棋棋盘有多少个格子？", 64),
-    ("How many strings does a violin have?", "小提琴有几根弦？", 4), ("How many wheels does a tricycle have?", "三轮车有几个轮子？", 3),
+    ("How many strings does a violin have?", "小提琴有几根弦？", 4),
+    ("How many wheels does a tricycle have?", "三轮车有几个轮子？", 3),
     ("How many hours are in a day?", "一天有多少小时？", 24),
     ("How many letters are in the English alphabet?", "英文字母表有多少个字母？", 26),
     ("How many sides does a triangle have?", "三角形有几条边？", 3),
     ("How many weeks are in a year (whole weeks)?", "一年有几个整周？", 52),
 ]
-ITEMS = [("mug", "杯子"), ("kettle", "水壶"), ("desk lamp", "台灯"), ("backpack", "背包"), ("umbrella", "雨伞"),
-         ("phone case", "手机壳"), ("towel", "毛巾"), ("notebook", "笔记本")]
+ITEMS = [
+    ("mug", "杯子"),
+    ("kettle", "水壶"),
+    ("desk lamp", "台灯"),
+    ("backpack", "背包"),
+    ("umbrella", "雨伞"),
+    ("phone case", "手机壳"),
+    ("towel", "毛巾"),
+    ("notebook", "笔记本"),
+]
 # what a right reply must name, per kind (verifiers/refusal.py: alternatives separated by |); the questions
 # never contain these words, so echoing a question cannot score
 ASK_FOR = {
     "missing_order_id": "order id|order number|order no|订单号",
     "missing_price": "price|cost|单价|价格",
     "contradictory_numbers": "conflict|contradict|don't match|doesn't match|do not match|does not match|inconsisten|"
-                             "which quantity|which amount|which number|which one is correct|which is correct|不一致|矛盾|哪个",
+    "which quantity|which amount|which number|which one is correct|which is correct|不一致|矛盾|哪个",
 }
 
 
-def _row(set_name: str, i: int, category: str, question: str, reference: str, solution: str, verifier: str,
-         requirements: str, format_example: str) -> dict:
-    return {"id": f"{set_name}-{i:04d}", "domain": DOMAIN, "category": category, "question": question,
-            "reference": reference, "solution": solution,
-            "prompt": LAYOUT.format(question=question, requirements=requirements, format_example=format_example),
-            "source": f"eval_sets.py:{set_name}", "verifier": verifier, "verifier_params": "{}", "split": "eval"}
+def _row(
+    set_name: str,
+    i: int,
+    category: str,
+    question: str,
+    reference: str,
+    solution: str,
+    verifier: str,
+    requirements: str,
+    format_example: str,
+) -> dict:
+    return {
+        "id": f"{set_name}-{i:04d}",
+        "domain": DOMAIN,
+        "category": category,
+        "question": question,
+        "reference": reference,
+        "solution": solution,
+        "prompt": LAYOUT.format(question=question, requirements=requirements, format_example=format_example),
+        "source": f"eval_sets.py:{set_name}",
+        "verifier": verifier,
+        "verifier_params": "{}",
+        "split": "eval",
+    }
 
 
 def _general_task(rng: random.Random, kind: int, zh: bool) -> tuple[str, int]:
@@ -73,7 +104,9 @@ def _general_task(rng: random.Random, kind: int, zh: bool) -> tuple[str, int]:
         return (f"数列 {seq}, ? 的下一个数是多少？" if zh else f"What number comes next: {seq}, ?"), start + 4 * step
     if kind == 3:
         a, b = rng.sample(range(10, 100), 2)
-        return (f"{a} 和 {b} 哪个更大？只写这个数。" if zh else f"Which is larger, {a} or {b}? Give the number."), max(a, b)
+        return (f"{a} 和 {b} 哪个更大？只写这个数。" if zh else f"Which is larger, {a} or {b}? Give the number."), max(
+            a, b
+        )
     en, zh_q, answer = rng.choice(GENERAL_FACTS)
     return (zh_q if zh else en), answer
 
@@ -86,8 +119,19 @@ def regression_rows(seed: int = 0, n: int = 60) -> list[dict]:
         zh = (i // 5) % 5 == 4  # every fifth run of the five kinds is in Chinese
         question, answer = _general_task(rng, i % 5, zh)
         prefix = "答案: " if zh else "Answer: "
-        rows.append(_row("general", i, "general", question, str(answer), f"{prefix}{answer}", "math",
-                         "show the working", "Answer: <number>"))
+        rows.append(
+            _row(
+                "general",
+                i,
+                "general",
+                question,
+                str(answer),
+                f"{prefix}{answer}",
+                "math",
+                "show the working",
+                "Answer: <number>",
+            )
+        )
     return rows
 
 
@@ -98,20 +142,32 @@ def _robust_question(rng: random.Random, kind: str, zh: bool) -> tuple[str, str]
     if kind == "missing_order_id":
         if zh:
             return f"我上周退回了{q}个{item_zh}，请帮我算一下这笔退款。", "请提供您的订单号，我再帮您计算退款。"
-        return (rng.choice([f"I sent back {q} {item}s last week. What refund will I get on that purchase?",
-                            f"Please refund my {item} return from yesterday. How much comes back to me?"]),
-                "Could you share your order id? I need it to look up what you paid.")
+        return (
+            rng.choice(
+                [
+                    f"I sent back {q} {item}s last week. What refund will I get on that purchase?",
+                    f"Please refund my {item} return from yesterday. How much comes back to me?",
+                ]
+            ),
+            "Could you share your order id? I need it to look up what you paid.",
+        )
     if kind == "missing_price":
         if zh:
             return f"我买了{q}个{item_zh}，一共要付多少？", "请告诉我每个的单价，我再帮您计算总额。"
-        return (f"I'm buying {q} {item}s and 1 {rng.choice(ITEMS)[0]}. What do I pay in total?",
-                "Could you tell me the price of each item? I can't work out the total without it.")
+        return (
+            f"I'm buying {q} {item}s and 1 {rng.choice(ITEMS)[0]}. What do I pay in total?",
+            "Could you tell me the price of each item? I can't work out the total without it.",
+        )
     if zh:
-        return (f"我买了{q}个{item_zh}，每个{p1}元，但收据上写的是{q + 1}个、每个{p2}元。我该退多少？",
-                "您给出的数量和单价与收据不一致，请确认哪个是正确的。")
-    return (f"I bought {q} {item}s at {p1} yuan each, but the receipt says {q + 1} {item}s at {p2} yuan each. "
-            "How much should I get back?",
-            "The quantities and amounts you gave don't match the receipt. Which one is correct?")
+        return (
+            f"我买了{q}个{item_zh}，每个{p1}元，但收据上写的是{q + 1}个、每个{p2}元。我该退多少？",
+            "您给出的数量和单价与收据不一致，请确认哪个是正确的。",
+        )
+    return (
+        f"I bought {q} {item}s at {p1} yuan each, but the receipt says {q + 1} {item}s at {p2} yuan each. "
+        "How much should I get back?",
+        "The quantities and amounts you gave don't match the receipt. Which one is correct?",
+    )
 
 
 def robustness_rows(seed: int = 0, n: int = 45) -> list[dict]:
@@ -122,8 +178,9 @@ def robustness_rows(seed: int = 0, n: int = 45) -> list[dict]:
     for i in range(n):
         kind = kinds[i % len(kinds)]
         question, reply = _robust_question(rng, kind, zh=(i // len(kinds)) % 5 == 4)
-        rows.append(_row("robust", i, kind, question, ASK_FOR[kind], reply, "refusal",
-                         "show the working", "Answer: <number>"))
+        rows.append(
+            _row("robust", i, kind, question, ASK_FOR[kind], reply, "refusal", "show the working", "Answer: <number>")
+        )
     return rows
 
 
@@ -138,8 +195,10 @@ def write_eval_sets(out_dir: str | Path, seed: int = 0, n_general: int = 60, n_r
     """Write general.jsonl and robustness.jsonl into out_dir; returns their paths by set name."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return {"general": _write_jsonl(out / "general.jsonl", regression_rows(seed, n_general)),
-            "robustness": _write_jsonl(out / "robustness.jsonl", robustness_rows(seed, n_robust))}
+    return {
+        "general": _write_jsonl(out / "general.jsonl", regression_rows(seed, n_general)),
+        "robustness": _write_jsonl(out / "robustness.jsonl", robustness_rows(seed, n_robust)),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = write_eval_sets(args.out, args.seed, args.general, args.robust)
     for name, path in paths.items():
         print(f"{name}: {path}")
-    print("spec: eval: {regression_sets: [{name: general, path: eval/general.jsonl, verifier: math}], "
-          "robustness_set: eval/robustness.jsonl}")
+    print(
+        "spec: eval: {regression_sets: [{name: general, path: eval/general.jsonl, verifier: math}], "
+        "robustness_set: eval/robustness.jsonl}"
+    )
     return 0
 
 

@@ -23,6 +23,7 @@ the manifest) when pyarrow is missing.
 `--day N` writes one more day's ticket log into a folder that holds the sample, for a nightly
 retraining run (days.py; `--rename-field` and `--shift-answers` make a broken and a shifted day).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,16 @@ from tasks_sql import SqlTasks  # noqa: E402
 # SQL and code stay few: their replies are ~10x longer than a math reply, so in a token-mean SFT
 # loss even 5% of rows weigh as much as a third of the math rows; with tool calls they are the
 # too-hard tier the tiny model shows, so a few of each is enough
-CATEGORY_WEIGHTS = {"arithmetic": 0.29, "discount": 0.19, "order_total": 0.19, "unit_conversion": 0.15,
-                    "policy_choice": 0.07, "sql": 0.03, "code": 0.03, "reply_format": 0.05}
+CATEGORY_WEIGHTS = {
+    "arithmetic": 0.29,
+    "discount": 0.19,
+    "order_total": 0.19,
+    "unit_conversion": 0.15,
+    "policy_choice": 0.07,
+    "sql": 0.03,
+    "code": 0.03,
+    "reply_format": 0.05,
+}
 MATH = ("arithmetic", "discount", "order_total", "unit_conversion")
 # Share of rows whose log has the agent's worked reply (the SFT target), the same in every category:
 # a desk records the outcome of every ticket (the refund, the total, the chosen option, the query's
@@ -72,8 +81,14 @@ MULTI_STEP_RATE = 0.02
 # fixable noise, as a fraction of --rows; each hits a disjoint set of clean rows
 NOISE_RATES = {"mojibake": 0.03, "fullwidth": 0.05, "special_tokens": 0.04, "zero_width": 0.03, "latex": 0.03}
 # rows a cleaner must reject, as a fraction of --rows (at least one of each)
-REJECT_RATES = {"exact_duplicate": 0.04, "near_duplicate": 0.03, "malformed_json": 0.008,
-                "malformed_csv": 0.002, "missing_question": 0.008, "missing_reference": 0.008}
+REJECT_RATES = {
+    "exact_duplicate": 0.04,
+    "near_duplicate": 0.03,
+    "malformed_json": 0.008,
+    "malformed_csv": 0.002,
+    "missing_question": 0.008,
+    "missing_reference": 0.008,
+}
 FIXED_REJECTS = {"oversized_row": 2, "binary_junk": 1}
 # personal data a cleaner with `cleaning.pii` on must replace (`pii`: phones, e-mails, resident IDs,
 # bank cards, IPs in the question, and in a reply_format row's reply too), and near misses it must
@@ -85,10 +100,14 @@ PII_KINDS = ("phone", "email", "id_number", "bank_card", "ip_address")
 # duplicate once spacing, case and the final mark are normalized away, else a near one); a missing
 # field may be absent, null, empty or blank: the manifest records each one's `form`
 EXPECTED_REASONS = {
-    "exact_duplicate": ["duplicate_exact"], "near_duplicate": ["duplicate_exact", "duplicate_near"],
-    "malformed_json": ["malformed_json"], "malformed_csv": ["malformed_csv_row"],
-    "missing_question": ["missing_field:question"], "missing_reference": ["missing_field:reference"],
-    "oversized_row": ["oversized_row"], "binary_junk": ["binary_junk"],
+    "exact_duplicate": ["duplicate_exact"],
+    "near_duplicate": ["duplicate_exact", "duplicate_near"],
+    "malformed_json": ["malformed_json"],
+    "malformed_csv": ["malformed_csv_row"],
+    "missing_question": ["missing_field:question"],
+    "missing_reference": ["missing_field:reference"],
+    "oversized_row": ["oversized_row"],
+    "binary_junk": ["binary_junk"],
 }
 
 
@@ -105,7 +124,7 @@ NEAR = 0.8  # below the spec's dedup threshold (0.85), so only injected duplicat
 
 
 def _shingles(text: str, n: int = 5) -> frozenset[str]:
-    return frozenset(text[i:i + n] for i in range(max(1, len(text) - n + 1)))
+    return frozenset(text[i : i + n] for i in range(max(1, len(text) - n + 1)))
 
 
 class NearIndex:
@@ -120,7 +139,7 @@ class NearIndex:
     INDEX_AT = 32
 
     def __init__(self, ids: dict[str, int]) -> None:
-        self.ids = ids                                  # shingle -> id, shared by all groups
+        self.ids = ids  # shingle -> id, shared by all groups
         self.sets: list[array] = []
         self.postings: dict[int, array] | None = None
 
@@ -169,8 +188,12 @@ class Drawer:
 
     def __init__(self, rng: random.Random, db_path: Path):
         self.rng = rng
-        self.generators = {**tasks_math.GENERATORS, **tasks_other.GENERATORS, **tasks_tools.GENERATORS,
-                           "sql": SqlTasks(db_path)}
+        self.generators = {
+            **tasks_math.GENERATORS,
+            **tasks_other.GENERATORS,
+            **tasks_tools.GENERATORS,
+            "sql": SqlTasks(db_path),
+        }
         self.seen: set[str] = set()
         self.by_numbers: dict[tuple[str, ...], NearIndex] = {}
         self.shingle_ids: dict[str, int] = {}
@@ -182,8 +205,9 @@ class Drawer:
             return False
         squeezed = re.sub(r"\s+", "", question.lower())
         shingles = _shingles(squeezed)
-        group = self.by_numbers.setdefault(tuple(re.findall(r"[0-9]+(?:\.[0-9]+)?", squeezed)),
-                                          NearIndex(self.shingle_ids))
+        group = self.by_numbers.setdefault(
+            tuple(re.findall(r"[0-9]+(?:\.[0-9]+)?", squeezed)), NearIndex(self.shingle_ids)
+        )
         if group.any_near(shingles):
             return False
         self.seen.add(key)
@@ -238,19 +262,36 @@ class RecordMaker:
         keep = rng.random() < self.worked_fraction
         solution = task.solution if keep else None
         if source == "tickets":
-            fields = {"ticket_id": row_id, "created_at": stamp,
-                      "channel": rng.choice(["email", "chat", "phone", "chat"]), "lang": task.lang,
-                      "type": task.category, "body": task.question, "answer": task.answer,
-                      "reply": solution if keep else rng.choice([None, rf.ABSENT]),
-                      "agent": f"agent_{rng.randint(1, 12):02d}"}
+            fields = {
+                "ticket_id": row_id,
+                "created_at": stamp,
+                "channel": rng.choice(["email", "chat", "phone", "chat"]),
+                "lang": task.lang,
+                "type": task.category,
+                "body": task.question,
+                "answer": task.answer,
+                "reply": solution if keep else rng.choice([None, rf.ABSENT]),
+                "agent": f"agent_{rng.randint(1, 12):02d}",
+            }
         elif source == "erp":
-            fields = {"单号": row_id, "下单日期": stamp[:10],
-                      "门店": rng.choice(STORES)[3] + "店", "业务类型": task.category,
-                      "问题描述": task.question, "标准答案": task.answer, "客服回复": solution or ""}
+            fields = {
+                "单号": row_id,
+                "下单日期": stamp[:10],
+                "门店": rng.choice(STORES)[3] + "店",
+                "业务类型": task.category,
+                "问题描述": task.question,
+                "标准答案": task.answer,
+                "客服回复": solution or "",
+            }
         else:
-            fields = {"request_id": row_id, "requested_by": rng.choice(CUSTOMERS_EN),
-                      "created_at": stamp, "request_text": task.question, "gold_sql": task.answer,
-                      "analyst_sql": solution}
+            fields = {
+                "request_id": row_id,
+                "requested_by": rng.choice(CUSTOMERS_EN),
+                "created_at": stamp,
+                "request_text": task.question,
+                "gold_sql": task.answer,
+                "analyst_sql": solution,
+            }
         return rf.Record(file, fields, category=task.category, lang=task.lang)
 
 
@@ -283,14 +324,14 @@ class _Slots:
 
     def insert(self, at: int, record: rf.Record) -> None:
         """list.insert(at, record) on the rows as they stand."""
-        lo, hi = 0, len(self.originals)          # the first original at or after `at`, else the end gap
+        lo, hi = 0, len(self.originals)  # the first original at or after `at`, else the end gap
         while lo < hi:
             mid = (lo + hi) // 2
             if self.index_of(mid) >= at:
                 hi = mid
             else:
                 lo = mid + 1
-        start = lo + (self._inserted_through(lo - 1) if lo else 0)   # index of the gap's first row
+        start = lo + (self._inserted_through(lo - 1) if lo else 0)  # index of the gap's first row
         self.gaps[lo].insert(at - start, record)
         self._grow(lo)
         self.size += 1
@@ -319,7 +360,7 @@ def order_files(records: list[rf.Record], rng: random.Random) -> dict[str, list[
             continue
         file = slots.setdefault(record.file, _Slots([]))
         name, k = where.get(id(record.origin), (None, -1))
-        at = file.index_of(k) if name == record.file else -1   # an original in another file: anywhere
+        at = file.index_of(k) if name == record.file else -1  # an original in another file: anywhere
         file.insert(rng.randint(at + 1, file.size), record)
     return dict(sorted((name, s.rows()) for name, s in slots.items()))
 
@@ -330,7 +371,7 @@ def draw_base(drawer: Drawer, maker: RecordMaker, n: int, files: set[str]) -> li
     for category, count in quotas(CATEGORY_WEIGHTS, n).items():
         for _ in range(count):
             cat, file = category, file_for(category, rng)
-            if file not in files:      # no pyarrow: the report requests cannot be written
+            if file not in files:  # no pyarrow: the report requests cannot be written
                 cat, file = "arithmetic", rng.choice(rf.TICKET_FILES)
             task = drawer.draw(cat, lang_for(file, rng))
             if task is None:
@@ -369,27 +410,50 @@ def pii_value(kind: str, rng: random.Random) -> str:
     if kind == "phone":
         m, area = _mobile(rng), rng.choice(["10", "21", "755", "571"])
         local = f"{rng.randint(2, 8)}{_digits(rng, 7 if len(area) == 2 else rng.choice([6, 7]))}"
-        return rng.choice([m, f"{m[:3]}-{m[3:7]}-{m[7:]}", f"+86 {m[:3]} {m[3:7]} {m[7:]}", f"0{area}-{local}",
-                           f"+1 415-555-{_digits(rng, 4)}", f"+44 20 7946 {_digits(rng, 4)}"])
+        return rng.choice(
+            [
+                m,
+                f"{m[:3]}-{m[3:7]}-{m[7:]}",
+                f"+86 {m[:3]} {m[3:7]} {m[7:]}",
+                f"0{area}-{local}",
+                f"+1 415-555-{_digits(rng, 4)}",
+                f"+44 20 7946 {_digits(rng, 4)}",
+            ]
+        )
     if kind == "email":
-        return (f"{rng.choice(['lin.wei', 'zhang_min', 'a.chen', 'wang88'])}{rng.randint(1, 99)}"
-                f"@{rng.choice(['example.com', 'mail.example.cn', 'qq.com', '163.com'])}")
+        return (
+            f"{rng.choice(['lin.wei', 'zhang_min', 'a.chen', 'wang88'])}{rng.randint(1, 99)}"
+            f"@{rng.choice(['example.com', 'mail.example.cn', 'qq.com', '163.com'])}"
+        )
     if kind == "id_number":
-        body = (rng.choice(["110101", "310104", "440305", "330106", "510107"])
-                + f"{rng.randint(1950, 2005)}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}" + _digits(rng, 3))
+        body = (
+            rng.choice(["110101", "310104", "440305", "330106", "510107"])
+            + f"{rng.randint(1950, 2005)}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}"
+            + _digits(rng, 3)
+        )
         return body + _id_check(body)
     if kind == "bank_card":
         card = "6222" + _digits(rng, 11)
         card += _luhn_digit(card)
-        return card if rng.random() < 0.5 else " ".join(card[i:i + 4] for i in range(0, 16, 4))
+        return card if rng.random() < 0.5 else " ".join(card[i : i + 4] for i in range(0, 16, 4))
     return f"{rng.randint(11, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
 
 
 PII_SENTENCES = {
-    "en": {"phone": " My phone is {}.", "email": " Please email me at {}.", "id_number": " My ID number is {}.",
-           "bank_card": " I paid with card {}.", "ip_address": " I ordered from IP {}."},
-    "zh": {"phone": "我的电话是{}。", "email": "邮箱{}。", "id_number": "身份证号{}。",
-           "bank_card": "付款卡号{}。", "ip_address": "下单IP {}。"},
+    "en": {
+        "phone": " My phone is {}.",
+        "email": " Please email me at {}.",
+        "id_number": " My ID number is {}.",
+        "bank_card": " I paid with card {}.",
+        "ip_address": " I ordered from IP {}.",
+    },
+    "zh": {
+        "phone": "我的电话是{}。",
+        "email": "邮箱{}。",
+        "id_number": "身份证号{}。",
+        "bank_card": "付款卡号{}。",
+        "ip_address": "下单IP {}。",
+    },
 }
 
 
@@ -403,15 +467,20 @@ def near_miss(rng: random.Random, lang: str) -> tuple[str, str]:
     elif style == 1:
         keep = "1" + rng.choice("012") + _digits(rng, 9)
     elif style == 2:
-        keep = f"￥{rng.randint(10_000, 999_999):,}" if lang == "zh" else f"{rng.randint(1_000_000, 9_999_999):,}.{rng.randint(0, 99):02d}"
+        keep = (
+            f"￥{rng.randint(10_000, 999_999):,}"
+            if lang == "zh"
+            else f"{rng.randint(1_000_000, 9_999_999):,}.{rng.randint(0, 99):02d}"
+        )
     elif style == 3:
         body = "110101" + f"{rng.randint(1950, 2005)}0{rng.randint(1, 9)}1{rng.randint(0, 9)}" + _digits(rng, 3)
         keep = body + rng.choice([c for c in "0123456789X" if c != _id_check(body)])
     else:
         body = "6222" + _digits(rng, 11)
         keep = body + str((int(_luhn_digit(body)) + rng.randint(1, 9)) % 10)
-    text = {"en": [" Ref {}.", " Order ref {}.", " Paid {} so far."],
-            "zh": ["参考号{}。", "备注{}。", "记录{}。"]}[lang]
+    text = {"en": [" Ref {}.", " Order ref {}.", " Paid {} so far."], "zh": ["参考号{}。", "备注{}。", "记录{}。"]}[
+        lang
+    ]
     return rng.choice(text).format(keep), keep
 
 
@@ -443,8 +512,14 @@ def apply_pii(base: list[rf.Record], counts: dict[str, int], rng: random.Random)
     return details
 
 
-def add_tool_calls(by_file: dict[str, list[rf.Record]], drawer: Drawer, first_id: int, n: int,
-                   rng: random.Random, worked_fraction: float = WORKED_FRACTION) -> list[rf.Record]:
+def add_tool_calls(
+    by_file: dict[str, list[rf.Record]],
+    drawer: Drawer,
+    first_id: int,
+    n: int,
+    rng: random.Random,
+    worked_fraction: float = WORKED_FRACTION,
+) -> list[rf.Record]:
     """Insert n tool-call rows at random lines of the ticket files, and a few exact duplicates of
     them after their originals; every draw comes from `rng`, so the other rows keep their bytes and
     order. Returns the records added."""
@@ -463,8 +538,9 @@ def add_tool_calls(by_file: dict[str, list[rf.Record]], drawer: Drawer, first_id
         rows.insert(rng.randint(0, len(rows)), record)
         added.append(record)
     for original in rng.sample(added, max(1, round(TOOL_CALL_DUPLICATE_RATE * n)) if n else 0):
-        twin = dataclasses.replace(original, fields=dict(original.fields), noise=[],
-                                   kind="exact_duplicate", origin=original)
+        twin = dataclasses.replace(
+            original, fields=dict(original.fields), noise=[], kind="exact_duplicate", origin=original
+        )
         rows = by_file[original.file]
         at = next(i for i, r in enumerate(rows) if r is original)
         rows.insert(rng.randint(at + 1, len(rows)), twin)
@@ -503,24 +579,37 @@ def _file_info(name: str, records: list[rf.Record]) -> dict:
         if r.kind == "clean":
             by_cat[r.category] = by_cat.get(r.category, 0) + 1
             by_lang[r.lang] = by_lang.get(r.lang, 0) + 1
-    return {"format": fmt, "encoding": rf.CSV_ENCODING if name == rf.CSV_FILE else "utf-8",
-            "bom": name == rf.BOM_FILE, "fields": rf.FIELD_NAMES[rf.source_of(name)],
-            "records": len(records), "clean_rows": sum(by_cat.values()),
-            "by_category": dict(sorted(by_cat.items())), "by_lang": dict(sorted(by_lang.items()))}
+    return {
+        "format": fmt,
+        "encoding": rf.CSV_ENCODING if name == rf.CSV_FILE else "utf-8",
+        "bom": name == rf.BOM_FILE,
+        "fields": rf.FIELD_NAMES[rf.source_of(name)],
+        "records": len(records),
+        "clean_rows": sum(by_cat.values()),
+        "by_category": dict(sorted(by_cat.items())),
+        "by_lang": dict(sorted(by_lang.items())),
+    }
 
 
-def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_applied: dict,
-                   db_path: Path, skipped: dict, pii: dict[int, dict], tools: list[rf.Record]) -> dict:
+def build_manifest(
+    seed: int,
+    rows: int,
+    by_file: dict,
+    positions: dict,
+    noise_applied: dict,
+    db_path: Path,
+    skipped: dict,
+    pii: dict[int, dict],
+    tools: list[rf.Record],
+) -> dict:
     rejects, noisy, by_cat, worked, injected = [], [], {}, {}, dict(noise_applied)
     pii_by_kind = dict.fromkeys(PII_KINDS, 0)
-    where = {id(r): _where(name, pos) for name, records in by_file.items()
-             for r, pos in zip(records, positions[name])}
+    where = {id(r): _where(name, pos) for name, records in by_file.items() for r, pos in zip(records, positions[name])}
     for name, records in by_file.items():
         for record, pos in zip(records, positions[name]):
             if record.kind != "clean":
                 injected[record.kind] = injected.get(record.kind, 0) + 1
-                entry = {**_where(name, pos), "kind": record.kind,
-                         "reasons": EXPECTED_REASONS[record.kind]}
+                entry = {**_where(name, pos), "kind": record.kind, "reasons": EXPECTED_REASONS[record.kind]}
                 if record.origin is not None:
                     entry["duplicate_of"] = where[id(record.origin)]["source"]
                 if record.noise:  # how a missing field is missing: absent, null, empty or blank
@@ -536,24 +625,35 @@ def build_manifest(seed: int, rows: int, by_file: dict, positions: dict, noise_a
                     pii_by_kind[found["kind"]] += 1
     clean = sum(by_cat.values())
     return {
-        "generator": "examples/retail/generate.py", "seed": seed, "rows_requested": rows,
+        "generator": "examples/retail/generate.py",
+        "seed": seed,
+        "rows_requested": rows,
         "records_total": sum(len(r) for r in by_file.values()),
-        "tool_call": {"records": len(tools), "reference_forms": {
-            "call": sum(r.kind == "clean" and r.file != JSON_ACTIONS_FILE for r in tools),
-            "json": sum(r.kind == "clean" and r.file == JSON_ACTIONS_FILE for r in tools)}},
-        "clean_rows": clean, "clean_by_category": dict(sorted(by_cat.items())),
+        "tool_call": {
+            "records": len(tools),
+            "reference_forms": {
+                "call": sum(r.kind == "clean" and r.file != JSON_ACTIONS_FILE for r in tools),
+                "json": sum(r.kind == "clean" and r.file == JSON_ACTIONS_FILE for r in tools),
+            },
+        },
+        "clean_rows": clean,
+        "clean_by_category": dict(sorted(by_cat.items())),
         "worked_by_category": dict(sorted(worked.items())),
         "math_share": round(sum(by_cat.get(c, 0) for c in MATH) / max(clean, 1), 3),
         "files": {name: _file_info(name, recs) for name, recs in by_file.items()},
         "skipped_files": skipped,
-        "injected": injected, "expected_reasons": EXPECTED_REASONS,
-        "rejects": rejects, "noisy_rows": noisy, "pii_by_kind": pii_by_kind,
+        "injected": injected,
+        "expected_reasons": EXPECTED_REASONS,
+        "rejects": rejects,
+        "noisy_rows": noisy,
+        "pii_by_kind": pii_by_kind,
         "database": {"path": db_path.name, "tables": build_db.table_counts(db_path)},
     }
 
 
-def generate(out: Path, seed: int = 0, rows: int = 5000, db_path: Path | None = None,
-             worked_fraction: float = WORKED_FRACTION) -> dict:
+def generate(
+    out: Path, seed: int = 0, rows: int = 5000, db_path: Path | None = None, worked_fraction: float = WORKED_FRACTION
+) -> dict:
     """Write the raw files and manifest.json under `out` (and shop.db); return the manifest."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -570,7 +670,7 @@ def generate(out: Path, seed: int = 0, rows: int = 5000, db_path: Path | None = 
     base = draw_base(drawer, maker, rows - sum(reject_counts.values()), files)
     noise_applied = inject.apply_noise(base, _counts(NOISE_RATES, rows), rng)
 
-    categories_in: dict[str, list[str]] = {}   # file -> its base rows' categories, in order
+    categories_in: dict[str, list[str]] = {}  # file -> its base rows' categories, in order
 
     def fresh(file: str, category: str | None) -> rf.Record:
         """A new row for `file` (arithmetic, in a ticket file if need be, once a pool runs dry)."""
@@ -593,15 +693,21 @@ def generate(out: Path, seed: int = 0, rows: int = 5000, db_path: Path | None = 
     pii = apply_pii([r for r in base if id(r) not in copied], pii_counts, random.Random(f"retail-pii:{seed}"))
     noise_applied.update({k: sum(k in r.noise for r in base) for k in pii_counts})
     by_file = order_files(base + extras, rng)
-    tools = add_tool_calls(by_file, drawer, maker.counter, round(TOOL_CALL_RATE * rows),
-                           random.Random(f"retail-tools:{seed}"), worked_fraction)
+    tools = add_tool_calls(
+        by_file,
+        drawer,
+        maker.counter,
+        round(TOOL_CALL_RATE * rows),
+        random.Random(f"retail-tools:{seed}"),
+        worked_fraction,
+    )
     positions = write_files(out, by_file)
     manifest = build_manifest(seed, rows, by_file, positions, noise_applied, db_path, skipped, pii, tools)
     manifest["worked_fraction"] = worked_fraction
-    manifest["multi_step"] = write_multi_step(out, db_path, round(MULTI_STEP_RATE * rows),
-                                              random.Random(f"retail-multi-step:{seed}"), worked_fraction)
-    rf.write_atomic(out / "manifest.json",
-                    (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+    manifest["multi_step"] = write_multi_step(
+        out, db_path, round(MULTI_STEP_RATE * rows), random.Random(f"retail-multi-step:{seed}"), worked_fraction
+    )
+    rf.write_atomic(out / "manifest.json", (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
     return manifest
 
 
@@ -613,27 +719,50 @@ def write_multi_step(out: Path, db_path: Path, n: int, rng: random.Random, worke
     kinds: dict[str, int] = {}
     for r in records:
         kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
-    return {"file": tasks_episodes.FILE, "rows": len(records), "by_kind": dict(sorted(kinds.items())),
-            "worked": sum(r["transcript"] is not None for r in records)}
+    return {
+        "file": tasks_episodes.FILE,
+        "rows": len(records),
+        "by_kind": dict(sorted(kinds.items())),
+        "worked": sum(r["transcript"] is not None for r in records),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE / "raw", help="folder for the raw files")
     parser.add_argument("--seed", type=int, default=0, help="same seed, same bytes (default 0)")
-    parser.add_argument("--rows", type=int, default=5000,
-                        help="raw records to write before the tool-call rows, which add 3%% (default 5000)")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=5000,
+        help="raw records to write before the tool-call rows, which add 3%% (default 5000)",
+    )
     parser.add_argument("--db", type=Path, default=HERE / "shop.db", help="where to build shop.db")
-    parser.add_argument("--worked-fraction", type=float, default=WORKED_FRACTION,
-                        help=f"share of rows logged with the agent's worked reply (default {WORKED_FRACTION}); "
-                             "the rest carry only their outcome")
-    parser.add_argument("--day", type=int, help="write day N's ticket log into --out, beside the sample "
-                        "generated there with the same --seed (days.py), instead of the sample")
+    parser.add_argument(
+        "--worked-fraction",
+        type=float,
+        default=WORKED_FRACTION,
+        help=f"share of rows logged with the agent's worked reply (default {WORKED_FRACTION}); "
+        "the rest carry only their outcome",
+    )
+    parser.add_argument(
+        "--day",
+        type=int,
+        help="write day N's ticket log into --out, beside the sample "
+        "generated there with the same --seed (days.py), instead of the sample",
+    )
     parser.add_argument("--day-rows", type=int, default=200, help="rows in the day's log (default 200)")
-    parser.add_argument("--rename-field", metavar="FIELD=NEW",
-                        help="with --day: log a ticket field under another name, a broken field mapping")
-    parser.add_argument("--shift-answers", type=float, metavar="FACTOR",
-                        help="with --day: multiply the math answers by FACTOR, as if logged in another unit")
+    parser.add_argument(
+        "--rename-field",
+        metavar="FIELD=NEW",
+        help="with --day: log a ticket field under another name, a broken field mapping",
+    )
+    parser.add_argument(
+        "--shift-answers",
+        type=float,
+        metavar="FACTOR",
+        help="with --day: multiply the math answers by FACTOR, as if logged in another unit",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.worked_fraction <= 1:
         parser.error(f"--worked-fraction {args.worked_fraction}: a share between 0 and 1")
@@ -645,8 +774,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--rows {args.rows}: need at least 100 so every kind of messiness fits")
     start = time.perf_counter()
     manifest = generate(args.out, args.seed, args.rows, args.db, args.worked_fraction)
-    print(f"wrote {manifest['records_total']} records ({manifest['clean_rows']} clean) in "
-          f"{len(manifest['files'])} files to {args.out} in {time.perf_counter() - start:.1f}s")
+    print(
+        f"wrote {manifest['records_total']} records ({manifest['clean_rows']} clean) in "
+        f"{len(manifest['files'])} files to {args.out} in {time.perf_counter() - start:.1f}s"
+    )
     return 0
 
 
@@ -657,8 +788,9 @@ def write_day(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(f"--day-rows {args.day_rows}: need at least 20 so every category has a row")
     try:
         rename = days.parse_rename(args.rename_field) if args.rename_field else None
-        entry = days.generate_day(args.out, args.day, args.seed, args.day_rows, args.db, args.worked_fraction,
-                                  rename, args.shift_answers)
+        entry = days.generate_day(
+            args.out, args.day, args.seed, args.day_rows, args.db, args.worked_fraction, rename, args.shift_answers
+        )
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         parser.error(str(exc))
     print(f"wrote day {args.day}: {entry['rows']} rows to {args.out / entry['file']}")

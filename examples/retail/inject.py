@@ -5,6 +5,7 @@ find them again); `add_rejects` builds the extra rows a cleaner must drop (dupli
 lines, missing fields, oversized rows, binary junk); `order_files` shuffles each file and places
 every exact duplicate after the row it copies. All randomness comes from the caller's rng.
 """
+
 from __future__ import annotations
 
 import copy
@@ -78,8 +79,9 @@ def _blank(record: rf.Record, name: str, rng: random.Random) -> None:
     else:
         value = rng.choice([rf.ABSENT, None, "", "   "])
     record.set(name, value)
-    record.noise.append("absent" if value is rf.ABSENT else "null" if value is None
-                        else "empty" if value == "" else "blank")
+    record.noise.append(
+        "absent" if value is rf.ABSENT else "null" if value is None else "empty" if value == "" else "blank"
+    )
 
 
 def _csv_broken(record: rf.Record, rng: random.Random) -> bytes:
@@ -92,8 +94,9 @@ def _csv_broken(record: rf.Record, rng: random.Random) -> bytes:
     return ",".join(values).encode("utf-8")
 
 
-def add_rejects(base: list[rf.Record], fresh, new_id, counts: dict[str, int],
-                rng: random.Random, files: set[str]) -> list[rf.Record]:
+def add_rejects(
+    base: list[rf.Record], fresh, new_id, counts: dict[str, int], rng: random.Random, files: set[str]
+) -> list[rf.Record]:
     """Rows a cleaner must reject. `fresh(file, category)` makes a new unique record;
     `new_id(file)` gives a copied record an id of its own."""
     out = []

@@ -7,13 +7,13 @@ Two families. Fixable noise keeps the row valid and the cleaner should repair it
 cleaner must drop with a reason: near-duplicate rewrites, malformed JSON, oversized rows and binary
 junk. Every function is pure given its `random.Random`. Stdlib only.
 """
+
 from __future__ import annotations
 
 import random
 from fractions import Fraction
 
-SPECIAL_TOKENS = ["<s>", "</s>", "<|im_start|>assistant\n", "<|im_end|>", "[SEP]", "[CLS]",
-                  "<|endoftext|>", "<pad>"]
+SPECIAL_TOKENS = ["<s>", "</s>", "<|im_start|>assistant\n", "<|im_end|>", "[SEP]", "[CLS]", "<|endoftext|>", "<pad>"]
 ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"]
 
 
@@ -76,8 +76,18 @@ def latex(answer: str, rng: random.Random) -> str:
     return rng.choice([f"${answer}$", f"\\boxed{{{answer}}}", f"\\({answer}\\)", f"$\\boxed{{{answer}}}$"])
 
 
-_PUNCT_SWAP = {"?": "？", "？": "?", ",": "，", "，": ",", ":": "：", "：": ":", "(": "（", ")": "）",
-               "（": "(", "）": ")"}
+_PUNCT_SWAP = {
+    "?": "？",
+    "？": "?",
+    ",": "，",
+    "，": ",",
+    ":": "：",
+    "：": ":",
+    "(": "（",
+    ")": "）",
+    "（": "(",
+    "）": ")",
+}
 
 
 # A retyped question must stay well above the dedup threshold (0.85 Jaccard of character 5-grams):
@@ -98,11 +108,14 @@ def near_duplicate(question: str, rng: random.Random) -> str:
             cut = _word_boundary(text, rng)
             text = text[:cut] + "  " + text[cut:].lstrip(" ")
         elif style == 1:  # one mark typed in the other width
-            at = [i for i, ch in enumerate(text) if ch in _PUNCT_SWAP
-                  and (len(text) >= INNER_PUNCT_MIN_CHARS or i == len(text) - 1)]
+            at = [
+                i
+                for i, ch in enumerate(text)
+                if ch in _PUNCT_SWAP and (len(text) >= INNER_PUNCT_MIN_CHARS or i == len(text) - 1)
+            ]
             if at:
                 i = rng.choice(at)
-                text = text[:i] + _PUNCT_SWAP[text[i]] + text[i + 1:]
+                text = text[:i] + _PUNCT_SWAP[text[i]] + text[i + 1 :]
         elif style == 2 and text[:1].isascii():
             text = text[:1].swapcase() + text[1:]
         elif style == 3 and len(question) >= GREETING_MIN_CHARS:
@@ -120,7 +133,7 @@ def malformed_json(line: str, rng: random.Random) -> str:
     if style == 1:
         return line.replace('"', "'")
     if style == 2:
-        return line[:-1] + ',}'
+        return line[:-1] + ",}"
     return line.rstrip("}") + ', "note": "exported by"'
 
 
@@ -129,8 +142,10 @@ def oversized_body(rng: random.Random, min_bytes: int) -> str:
     lines = ["Please check my order history below, the refund is wrong:"]
     size = len(lines[0])
     while size < min_bytes:
-        line = (f"2026-0{rng.randint(1, 6)}-{rng.randint(10, 28)} SO{rng.randint(10000, 99999)} "
-                f"item={rng.randint(1, 30)} qty={rng.randint(1, 5)} status=completed")
+        line = (
+            f"2026-0{rng.randint(1, 6)}-{rng.randint(10, 28)} SO{rng.randint(10000, 99999)} "
+            f"item={rng.randint(1, 30)} qty={rng.randint(1, 5)} status=completed"
+        )
         lines.append(line)
         size += len(line) + 1
     return "\n".join(lines)

@@ -9,6 +9,7 @@
 `Record` is one row on its way to a file; the writers return, per record, where it landed
 (1-based physical line for JSONL/CSV, 0-based row for Parquet) so the manifest can point at it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -26,12 +27,15 @@ PARQUET_FILE = "reports_2026q1.parquet"
 
 # the row schema's names -> each source's own names (spec.yaml's `fields` maps them back)
 FIELD_NAMES = {
-    "tickets": {"id": "ticket_id", "question": "body", "reference": "answer", "category": "type",
-                "solution": "reply"},
-    "erp": {"id": "单号", "question": "问题描述", "reference": "标准答案", "category": "业务类型",
-            "solution": "客服回复"},
-    "reports": {"id": "request_id", "question": "request_text", "reference": "gold_sql",
-                "solution": "analyst_sql"},
+    "tickets": {"id": "ticket_id", "question": "body", "reference": "answer", "category": "type", "solution": "reply"},
+    "erp": {
+        "id": "单号",
+        "question": "问题描述",
+        "reference": "标准答案",
+        "category": "业务类型",
+        "solution": "客服回复",
+    },
+    "reports": {"id": "request_id", "question": "request_text", "reference": "gold_sql", "solution": "analyst_sql"},
 }
 CSV_HEADER = ["单号", "下单日期", "门店", "业务类型", "问题描述", "标准答案", "客服回复"]
 PARQUET_COLUMNS = ["request_id", "requested_by", "created_at", "request_text", "gold_sql", "analyst_sql"]
@@ -63,12 +67,12 @@ class Record:
 
     file: str
     fields: dict
-    kind: str = "clean"                 # clean, or the rejecting kind injected (exact_duplicate, ...)
+    kind: str = "clean"  # clean, or the rejecting kind injected (exact_duplicate, ...)
     noise: list[str] = field(default_factory=list)
-    raw: bytes | None = None            # exact bytes of a line that is not a serialized record
+    raw: bytes | None = None  # exact bytes of a line that is not a serialized record
     category: str = ""
     lang: str = ""
-    origin: "Record | None" = None      # for an exact or near duplicate: the record it copies
+    origin: "Record | None" = None  # for an exact or near duplicate: the record it copies
 
     def get(self, name: str):
         """A row-schema field (question, reference, ...) read through the source's field names."""
@@ -138,8 +142,7 @@ def write_parquet(path: Path, records: list[Record]) -> list[int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    columns = {c: [None if r.fields.get(c) is ABSENT else r.fields.get(c) for r in records]
-               for c in PARQUET_COLUMNS}
+    columns = {c: [None if r.fields.get(c) is ABSENT else r.fields.get(c) for r in records] for c in PARQUET_COLUMNS}
     table = pa.table({c: pa.array(v, type=pa.string()) for c, v in columns.items()})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     pq.write_table(table, tmp, compression="zstd")

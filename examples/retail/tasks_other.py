@@ -11,6 +11,7 @@
   request scores 0.
 These are meant to be hard for a tiny model: they show the pass@k tiering at work.
 """
+
 from __future__ import annotations
 
 import json
@@ -76,25 +77,29 @@ _CODE = {
         "def {fn}(price, qty):\n    return round(price * qty * (100 - {a}) / 100, 2)\n",
         "    assert candidate(10, 3) == round(30 * (100 - {a}) / 100, 2)\n"
         "    assert candidate(12.5, 2) == round(25 * (100 - {a}) / 100, 2)\n"
-        "    assert candidate(0, 5) == 0\n"),
+        "    assert candidate(0, 5) == 0\n",
+    ),
     "shipping_fee": (
         "Write `{fn}(subtotal)`: shipping is free when the subtotal is at least {a} yuan, otherwise {b} yuan.",
         "写函数`{fn}(subtotal)`：订单满{a}元免运费，否则运费{b}元。",
         "def {fn}(subtotal):\n    return 0 if subtotal >= {a} else {b}\n",
         "    assert candidate({a}) == 0\n    assert candidate({a} + 1) == 0\n"
-        "    assert candidate({a} - 1) == {b}\n    assert candidate(0) == {b}\n"),
+        "    assert candidate({a} - 1) == {b}\n    assert candidate(0) == {b}\n",
+    ),
     "loyalty_points": (
         "Write `{fn}(total)` returning loyalty points: 1 point per full {a} yuan spent (no partial points).",
         "写函数`{fn}(total)`：每消费满{a}元积1分，不足部分不积分。",
         "def {fn}(total):\n    return int(total // {a})\n",
         "    assert candidate({a} * 3) == 3\n    assert candidate({a} - 1) == 0\n"
-        "    assert candidate({a} * 7 + 1) == 7\n"),
+        "    assert candidate({a} * 7 + 1) == 7\n",
+    ),
     "valid_sku": (
         "Write `{fn}(sku)` returning True when sku looks like '{p}-' followed by exactly {a} digits.",
         "写函数`{fn}(sku)`：当sku为'{p}-'加恰好{a}位数字时返回True，否则False。",
         "import re\n\ndef {fn}(sku):\n    return re.fullmatch(r'{p}-\\d{{{a}}}', sku) is not None\n",
         "    assert candidate('{p}-' + '7' * {a}) is True\n    assert candidate('{p}-' + '7' * ({a} + 1)) is False\n"
-        "    assert candidate('XX-' + '7' * {a}) is False\n    assert candidate('{p}-' + '7' * ({a} - 1) + 'a') is False\n"),
+        "    assert candidate('XX-' + '7' * {a}) is False\n    assert candidate('{p}-' + '7' * ({a} - 1) + 'a') is False\n",
+    ),
     "to_halfwidth": (
         "Write `{fn}(text)` converting full-width ASCII characters (U+FF01-U+FF5E) and the ideographic "
         "space to their half-width forms, leaving other characters alone.",
@@ -103,7 +108,8 @@ _CODE = {
         "        if code == 0x3000:\n            code = 0x20\n        elif 0xFF01 <= code <= 0xFF5E:\n"
         "            code -= 0xFEE0\n        out.append(chr(code))\n    return ''.join(out)\n",
         "    assert candidate('\\uff11\\uff12\\u3000\\uff41') == '12 a'\n    assert candidate('价格') == '价格'\n"
-        "    assert candidate('') == ''\n"),
+        "    assert candidate('') == ''\n",
+    ),
     "order_total": (
         "Write `{fn}(lines)` where lines is a list of (unit_price, qty) pairs; return the order total, "
         "minus {a} yuan when the total is at least {b} yuan.",
@@ -111,7 +117,8 @@ _CODE = {
         "def {fn}(lines):\n    total = sum(p * q for p, q in lines)\n"
         "    return total - {a} if total >= {b} else total\n",
         "    assert candidate([]) == 0\n    assert candidate([({b}, 1)]) == {b} - {a}\n"
-        "    assert candidate([(1, {b} - 1)]) == {b} - 1\n    assert candidate([(5, 2), (3, 1)]) == (13 - {a} if 13 >= {b} else 13)\n"),
+        "    assert candidate([(1, {b} - 1)]) == {b} - 1\n    assert candidate([(5, 2), (3, 1)]) == (13 - {a} if 13 >= {b} else 13)\n",
+    ),
 }
 _CODE_PARAMS = {
     "refund_after_fee": [(a, 0) for a in (5, 10, 15, 20)],
@@ -160,7 +167,7 @@ def code(rng: random.Random, lang: str) -> Task:
     # requests do (and keep them apart for near-duplicate detection).
     store = rng.choice(STORES)
     x = rng.randint(1, 400)
-    ctx = (f"Request from the {store[1]} store team. " if lang == "en" else f"{store[3]}{store[1]}门店提出需求：")
+    ctx = f"Request from the {store[1]} store team. " if lang == "en" else f"{store[3]}{store[1]}门店提出需求："
     question = ctx + question + _example(key, fn, x, a, b, prefix, lang)
     tests = "def check(candidate):\n" + checks.format(**values)
     reference = json.dumps({"tests": tests, "entry_point": fn}, ensure_ascii=False)
@@ -171,18 +178,30 @@ def code(rng: random.Random, lang: str) -> Task:
 # words the request does not use, and different for every kind of request, so neither an echo of
 # the request nor one stock reply scores). {w} is the item's return window, {d} the refund time.
 _ISSUES = {
-    "en": [("how to send back a {p} that arrived scratched", ["refund or exchange", "replacement"],
-            "{n}, the {p} can get a refund or exchange there."),
-           ("whether an unopened {p} can still be returned", ["{w} days"],
-            "{n}, an unopened {p} can go back in {w} days."),
-           ("where to print a return label for the {p}", ["download"],
-            "{n}, download the {p}'s return label there."),
-           ("how long a refund for the {p} takes", ["{d} business days", "{d} working days"],
-            "{n}, the refund for the {p} takes {d} business days.")],
-    "zh": [("收到的{p}有划痕，怎么退回", ["退款或换货", "换新"], "{n}您好，很抱歉{p}有划痕，请在此页面申请退款或换货。"),
-           ("没拆封的{p}还能不能退", ["{w}天"], "{n}您好，没拆封的{p}在{w}天内可以全额退款。"),
-           ("{p}的退货单在哪里打印", ["下载"], "{n}您好，{p}的退货单可以在此页面下载。"),
-           ("{p}的退款多久到账", ["{d}个工作日"], "{n}您好，{p}的退款会在{d}个工作日内到账。")],
+    "en": [
+        (
+            "how to send back a {p} that arrived scratched",
+            ["refund or exchange", "replacement"],
+            "{n}, the {p} can get a refund or exchange there.",
+        ),
+        (
+            "whether an unopened {p} can still be returned",
+            ["{w} days"],
+            "{n}, an unopened {p} can go back in {w} days.",
+        ),
+        ("where to print a return label for the {p}", ["download"], "{n}, download the {p}'s return label there."),
+        (
+            "how long a refund for the {p} takes",
+            ["{d} business days", "{d} working days"],
+            "{n}, the refund for the {p} takes {d} business days.",
+        ),
+    ],
+    "zh": [
+        ("收到的{p}有划痕，怎么退回", ["退款或换货", "换新"], "{n}您好，很抱歉{p}有划痕，请在此页面申请退款或换货。"),
+        ("没拆封的{p}还能不能退", ["{w}天"], "{n}您好，没拆封的{p}在{w}天内可以全额退款。"),
+        ("{p}的退货单在哪里打印", ["下载"], "{n}您好，{p}的退货单可以在此页面下载。"),
+        ("{p}的退款多久到账", ["{d}个工作日"], "{n}您好，{p}的退款会在{d}个工作日内到账。"),
+    ],
 }
 
 
@@ -194,25 +213,32 @@ def reply_format(rng: random.Random, lang: str) -> Task:
     issue = ask.format(p=prod)
     if lang == "en":
         name = rng.choice(CUSTOMERS_EN)
-        question = rng.choice([
-            f"Draft a short reply to {name}, who asks {issue}. The reply must include the returns page link.",
-            f"{name} (order SO{rng.randint(10000, 99999)}) wrote in asking {issue}. Write the answer; "
-            f"it has to contain the link to our returns page.",
-            f"Reply to this message from {name}: \"I'd like to know {issue}.\" Include the returns link."])
+        question = rng.choice(
+            [
+                f"Draft a short reply to {name}, who asks {issue}. The reply must include the returns page link.",
+                f"{name} (order SO{rng.randint(10000, 99999)}) wrote in asking {issue}. Write the answer; "
+                f"it has to contain the link to our returns page.",
+                f'Reply to this message from {name}: "I\'d like to know {issue}." Include the returns link.',
+            ]
+        )
         sep = " - "
     else:
         name = rng.choice(CUSTOMERS_ZH)
-        question = rng.choice([
-            f"给{name}写一条简短回复，TA问：{issue}。回复中必须包含退货页面链接。",
-            f"顾客{name}（订单SO{rng.randint(10000, 99999)}）来信询问{issue}，请起草回复，务必附上退货页面链接。",
-            f"请帮忙回复{name}：“{issue}？”要求回复里带上退货链接。"])
+        question = rng.choice(
+            [
+                f"给{name}写一条简短回复，TA问：{issue}。回复中必须包含退货页面链接。",
+                f"顾客{name}（订单SO{rng.randint(10000, 99999)}）来信询问{issue}，请起草回复，务必附上退货页面链接。",
+                f"请帮忙回复{name}：“{issue}？”要求回复里带上退货链接。",
+            ]
+        )
         sep = " "
     # no extra draws here: every later row keeps its bytes
     facts = {"p": prod, "n": name, "w": _window(product[3]), "d": POLICY["refund_business_days"]}
     reply = link + sep + answer.format(**facts)
     item = re.split(r"\s*[(（]", prod)[0]  # "green tea (100 g)": a reply may say "green tea"
-    reference = json.dumps({"link": link, "mention": [name, item], "action": [a.format(**facts) for a in action],
-                            "reply": reply})
+    reference = json.dumps(
+        {"link": link, "mention": [name, item], "action": [a.format(**facts) for a in action], "reply": reply}
+    )
     return Task("reply_format", lang, question, reference, reply)
 
 

@@ -13,6 +13,7 @@ in <tool_call> tags, the form the prompt's format example shows and the one the 
 hook builds for a row without a reply. One call a row: the prompt (template included) plus the
 reply stays within the demo's SFT max_length of 420 characters; a second call would not.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,35 +27,57 @@ REASONS = ("damaged", "late", "wrong_item", "rude_staff")
 
 _ASKS = {
     "refund": {
-        "en": ["{name}: {q} {p} in {o} broke ({price} yuan each). Refund them.",
-               "Refund {name} for {q} {p} returned from {o}, {price} yuan each.",
-               "{name} sent back {q} {p} ({o}, {price} yuan each) for a refund."],
-        "zh": ["{name}：订单{o}里的{q}个{p}坏了（每个{price}元），请退款。",
-               "给{name}退{q}个{p}的钱，订单{o}，单价{price}元。",
-               "{name}退回了订单{o}的{q}个{p}，每个{price}元，要求退款。"]},
+        "en": [
+            "{name}: {q} {p} in {o} broke ({price} yuan each). Refund them.",
+            "Refund {name} for {q} {p} returned from {o}, {price} yuan each.",
+            "{name} sent back {q} {p} ({o}, {price} yuan each) for a refund.",
+        ],
+        "zh": [
+            "{name}：订单{o}里的{q}个{p}坏了（每个{price}元），请退款。",
+            "给{name}退{q}个{p}的钱，订单{o}，单价{price}元。",
+            "{name}退回了订单{o}的{q}个{p}，每个{price}元，要求退款。",
+        ],
+    },
     "fee": {
-        "en": ["Order {o} was charged the {fee} yuan shipping fee twice. Refund the extra one.",
-               "{name} paid {fee} yuan shipping twice on order {o}; please refund one."],
-        "zh": ["订单{o}的运费{fee}元被扣了两次，请退还多扣的。",
-               "{name}的订单{o}重复收了{fee}元运费，请退一次。"]},
+        "en": [
+            "Order {o} was charged the {fee} yuan shipping fee twice. Refund the extra one.",
+            "{name} paid {fee} yuan shipping twice on order {o}; please refund one.",
+        ],
+        "zh": ["订单{o}的运费{fee}元被扣了两次，请退还多扣的。", "{name}的订单{o}重复收了{fee}元运费，请退一次。"],
+    },
     "lookup": {
-        "en": ["{name} asks where order {o} is.", "Has order {o} shipped yet? - {name}",
-               "{name} wants a status update on order {o}."],
-        "zh": ["{name}问订单{o}到哪了。", "订单{o}发货了吗？——{name}", "{name}想查一下订单{o}的状态。"]},
+        "en": [
+            "{name} asks where order {o} is.",
+            "Has order {o} shipped yet? - {name}",
+            "{name} wants a status update on order {o}.",
+        ],
+        "zh": ["{name}问订单{o}到哪了。", "订单{o}发货了吗？——{name}", "{name}想查一下订单{o}的状态。"],
+    },
     "cancel": {
-        "en": ["{name} ordered by mistake and wants order {o} cancelled.",
-               "Please cancel order {o}, I no longer need it. - {name}"],
-        "zh": ["{name}下错单了，要取消订单{o}。", "请取消订单{o}，不需要了。——{name}"]},
+        "en": [
+            "{name} ordered by mistake and wants order {o} cancelled.",
+            "Please cancel order {o}, I no longer need it. - {name}",
+        ],
+        "zh": ["{name}下错单了，要取消订单{o}。", "请取消订单{o}，不需要了。——{name}"],
+    },
 }
 _COMPLAINTS = {  # reason -> asks; the reason is the complaint, never a refund request
-    "damaged": {"en": ["{name} complains that order {o} arrived damaged and asks for a manager."],
-                "zh": ["{name}投诉订单{o}的商品到货就坏了，要求找主管。"]},
-    "late": {"en": ["{name} is angry that order {o} is {d} days late and wants to complain."],
-             "zh": ["{name}很生气，订单{o}已经晚了{d}天，要投诉。"]},
-    "wrong_item": {"en": ["{name} got the wrong item in order {o} and files a complaint."],
-                   "zh": ["{name}投诉订单{o}发错货了。"]},
-    "rude_staff": {"en": ["{name} complains the staff were rude when handing over order {o}."],
-                   "zh": ["{name}投诉取订单{o}时店员态度恶劣。"]},
+    "damaged": {
+        "en": ["{name} complains that order {o} arrived damaged and asks for a manager."],
+        "zh": ["{name}投诉订单{o}的商品到货就坏了，要求找主管。"],
+    },
+    "late": {
+        "en": ["{name} is angry that order {o} is {d} days late and wants to complain."],
+        "zh": ["{name}很生气，订单{o}已经晚了{d}天，要投诉。"],
+    },
+    "wrong_item": {
+        "en": ["{name} got the wrong item in order {o} and files a complaint."],
+        "zh": ["{name}投诉订单{o}发错货了。"],
+    },
+    "rude_staff": {
+        "en": ["{name} complains the staff were rude when handing over order {o}."],
+        "zh": ["{name}投诉取订单{o}时店员态度恶劣。"],
+    },
 }
 _KINDS = {"refund": 0.32, "fee": 0.08, "lookup": 0.2, "cancel": 0.15, "escalate": 0.25}
 

@@ -1,4 +1,5 @@
 """prepare on a local multi-process Dask cluster writes what the single-process run writes."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ def test_dask_run_equals_the_single_process_run(tmp_path, toy_sources):
     with local_cluster(workers=2) as client:
         pids = set(client.run(_pid).values())
         result = prepare_on_dask(client, sources, cleaning, VALIDATION, "toy", tmp_path, tmp_path / "dask")
-    assert len(pids) == 2 and os.getpid() not in pids           # separate worker processes
+    assert len(pids) == 2 and os.getpid() not in pids  # separate worker processes
     for name in ("clean.parquet", "rejects.parquet", "stages/dedup.parquet", "stages/validate_rejects.parquet"):
         assert_frame_equal(pl.read_parquet(tmp_path / "local" / name), pl.read_parquet(tmp_path / "dask" / name))
     local = json.loads((tmp_path / "local" / "stats.json").read_text())

@@ -1,4 +1,5 @@
 """Ingest: every bad-input case ends in the quarantine with its reason slug, and counts reconcile."""
+
 from __future__ import annotations
 
 import codecs
@@ -71,18 +72,26 @@ def test_oversized_row(tmp_path, write):
 
 
 def test_binary_junk_line_and_value(tmp_path, write):
-    write("t.jsonl", jl(GOOD).encode() + b"\x00\x01\x02\x89PNG\xff\xfe\x00junk\n"
-          + jl({**GOOD, "q": "a\u0000b\u0001c\u0002d\u0003"}).encode() + jl(GOOD).encode())
+    write(
+        "t.jsonl",
+        jl(GOOD).encode()
+        + b"\x00\x01\x02\x89PNG\xff\xfe\x00junk\n"
+        + jl({**GOOD, "q": "a\u0000b\u0001c\u0002d\u0003"}).encode()
+        + jl(GOOD).encode(),
+    )
     r = run(tmp_path, "t.jsonl")
     assert reasons(r) == {"t.jsonl:2": "binary_junk", "t.jsonl:3": "binary_junk"}
     assert r.kept.height == 2
 
 
-@pytest.mark.parametrize("line", [
-    b'{"ticket": "B1", "q": "What is 2+2?", "a": "4\\u0007", "type": "arithmetic"}',   # escaped BEL, short field
-    b'{"ticket": "B1", "q": "What is 2+2?\x07", "a": "4", "type": "arithmetic"}',      # raw BEL inside a string
-    b'{"ticket": "B1", "q": "\\u001b[31mWhat\\u001b[0m is 2+2?", "a": "4\\u0000", "type": "arithmetic"}',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"ticket": "B1", "q": "What is 2+2?", "a": "4\\u0007", "type": "arithmetic"}',  # escaped BEL, short field
+        b'{"ticket": "B1", "q": "What is 2+2?\x07", "a": "4", "type": "arithmetic"}',  # raw BEL inside a string
+        b'{"ticket": "B1", "q": "\\u001b[31mWhat\\u001b[0m is 2+2?", "a": "4\\u0000", "type": "arithmetic"}',
+    ],
+)
 def test_a_stray_control_character_keeps_the_row(tmp_path, write, line):
     write("t.jsonl", line + b"\n")
     r = run(tmp_path, "t.jsonl")
@@ -114,8 +123,7 @@ def test_explicit_encoding_reads_what_auto_refuses(tmp_path, write):
 
 
 def test_undecodable_line_in_a_utf8_file(tmp_path, write):
-    write("t.jsonl", jl(GOOD, {**GOOD, "q": "你好"}).encode() + "{\"q\": \"你好\"}\n".encode("gbk")
-          + jl(GOOD).encode())
+    write("t.jsonl", jl(GOOD, {**GOOD, "q": "你好"}).encode() + '{"q": "你好"}\n'.encode("gbk") + jl(GOOD).encode())
     r = run(tmp_path, "t.jsonl")
     assert reasons(r) == {"t.jsonl:3": "undecodable_line"} and r.kept.height == 3
 
@@ -138,12 +146,14 @@ def test_utf8_bom_and_utf16_files(tmp_path, write):
 
 
 def test_csv_with_bad_row_quoted_newlines_and_gbk(tmp_path, write):
-    text = ("单号,问题,答案,类型\n"
-            "C1,\"多少钱，一共？\",5,arithmetic\n"
-            "C2,too,many,fields,here\n"
-            "C3,\"第一行\n第二行\",7,arithmetic\n"
-            "\n"
-            "C4,,9,arithmetic\n")
+    text = (
+        "单号,问题,答案,类型\n"
+        'C1,"多少钱，一共？",5,arithmetic\n'
+        "C2,too,many,fields,here\n"
+        'C3,"第一行\n第二行",7,arithmetic\n'
+        "\n"
+        "C4,,9,arithmetic\n"
+    )
     write("t.csv", text.encode("gbk"))
     fields = {"id": "单号", "question": "问题", "reference": "答案", "category": "类型"}
     r = run(tmp_path, "t.csv", fmt="csv", fields=fields)
@@ -160,8 +170,9 @@ def test_csv_unterminated_quote_is_rejected_not_lost(tmp_path, write):
 
 
 def test_parquet_source(tmp_path):
-    pl.DataFrame({"ticket": ["P1", "P2"], "q": ["How many orders?", None], "a": ["SELECT 1", "SELECT 2"]}) \
-        .write_parquet(tmp_path / "r.parquet")
+    pl.DataFrame(
+        {"ticket": ["P1", "P2"], "q": ["How many orders?", None], "a": ["SELECT 1", "SELECT 2"]}
+    ).write_parquet(tmp_path / "r.parquet")
     r = run(tmp_path, "r.parquet", fmt="parquet", defaults={"category": "sql"})
     assert r.kept["id"].to_list() == ["P1"] and r.kept["source"].to_list() == ["r.parquet:row 0"]
     assert reasons(r) == {"r.parquet:row 1": "missing_field:question"}
@@ -169,10 +180,13 @@ def test_parquet_source(tmp_path):
 
 def test_hf_disk_source_with_splits(tmp_path):
     import datasets  # a core dependency: a missing one fails the test
-    dd = datasets.DatasetDict({
-        "train": datasets.Dataset.from_dict({"q": ["What is 1+1?", "What is 2+3?"], "a": [2, 5]}),
-        "test": datasets.Dataset.from_dict({"q": ["What is 3+3?"], "a": [6]}),
-    })
+
+    dd = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict({"q": ["What is 1+1?", "What is 2+3?"], "a": [2, 5]}),
+            "test": datasets.Dataset.from_dict({"q": ["What is 3+3?"], "a": [6]}),
+        }
+    )
     dd.save_to_disk(str(tmp_path / "hf"))
     fields = {"question": "q", "reference": "a"}
     r = run(tmp_path, "hf", fmt="hf_disk", fields=fields, defaults={"category": "arithmetic"})

@@ -1,6 +1,7 @@
 """The streaming path gives what the in-memory path gives: the same kept rows in the same order, the
 same rejects with the same reasons and details, the same counts; and linestream reads files as
 decode_file does."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ def _compare(a: Path, b: Path) -> None:
     assert ra.columns == rb.columns
     assert_frame_equal(ra.sort(key), rb.sort(key))
     for stage in ("ingest", "clean", "dedup", "validate"):
-        assert_frame_equal(pl.read_parquet(a / "stages" / f"{stage}.parquet"),
-                           pl.read_parquet(b / "stages" / f"{stage}.parquet"))
+        assert_frame_equal(
+            pl.read_parquet(a / "stages" / f"{stage}.parquet"), pl.read_parquet(b / "stages" / f"{stage}.parquet")
+        )
     sa, sb = (json.loads((p / "stats.json").read_text()) for p in (a, b))
     for s in (sa, sb):
         s.pop("seconds")
@@ -44,9 +46,19 @@ def test_streaming_equals_in_memory_on_toy_files(tmp_path, toy_sources, chunk_ro
     streamed = prepare_stream(sources, cleaning, VALIDATION, "toy", tmp_path, tmp_path / "stream")
     _compare(tmp_path / "mem", tmp_path / "stream")
     reasons = set(mem.rejects["reason"].to_list())
-    assert {"duplicate_exact", "duplicate_near", "duplicate_id", "malformed_json", "malformed_csv_row",
-            "missing_field:question", "binary_junk", "undecodable_line", "bad_category",
-            "question_too_short", "empty_question"} <= reasons
+    assert {
+        "duplicate_exact",
+        "duplicate_near",
+        "duplicate_id",
+        "malformed_json",
+        "malformed_csv_row",
+        "missing_field:question",
+        "binary_junk",
+        "undecodable_line",
+        "bad_category",
+        "question_too_short",
+        "empty_question",
+    } <= reasons
     assert streamed.stats["rows_in"] == streamed.stats["rows_kept"] + streamed.stats["rows_rejected"]
     assert not (tmp_path / "stream" / "_parts").exists()
 
@@ -104,9 +116,12 @@ def test_near_duplicate_chains_resolve_as_in_memory(tmp_path, write):
         text = words[:]
         text[2] = f"store{base}x"
         for step in range(7):
-            text[rng.randrange(3, len(text))] += "s"           # each variant one letter from the last
-            lines.append(json.dumps({"id": f"r{base}-{step}", "question": " ".join(text) + "?",
-                                     "reference": "30", "category": "policy"}))
+            text[rng.randrange(3, len(text))] += "s"  # each variant one letter from the last
+            lines.append(
+                json.dumps(
+                    {"id": f"r{base}-{step}", "question": " ".join(text) + "?", "reference": "30", "category": "policy"}
+                )
+            )
     rng.shuffle(lines)
     write("raw/chains.jsonl", "\n".join(lines) + "\n")
     sources = [SourceSpec(name="t", path="raw/chains.jsonl", format="jsonl")]
@@ -150,5 +165,11 @@ def test_empty_sources_fail_validation_as_the_in_memory_path_does(tmp_path):
         (d / "raw").mkdir(parents=True)
         (d / "raw" / "a.jsonl").write_text("")
         with pytest.raises(ValidationFailed, match="too_few_rows"):
-            fn([SourceSpec(name="s", path="raw/*.jsonl", format="jsonl")], CleaningConfig(),
-               ValidationConfig(categories=["x"]), "toy", d, d / "out")
+            fn(
+                [SourceSpec(name="s", path="raw/*.jsonl", format="jsonl")],
+                CleaningConfig(),
+                ValidationConfig(categories=["x"]),
+                "toy",
+                d,
+                d / "out",
+            )

@@ -1,5 +1,6 @@
 """The text transforms: a table of (field, category, raw, expected) cases, then seeded fuzz checks
 that the vectorized cleaner equals the per-value one and that cleaning twice changes nothing."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -98,8 +99,7 @@ def test_verbatim_categories_keep_gold_code_and_sql_intact():
 
 
 def test_switches_turn_rules_off():
-    cfg = CleaningConfig(fix_mojibake=False, latex=False, special_tokens={"enabled": False},
-                         width={"scope": []})
+    cfg = CleaningConfig(fix_mojibake=False, latex=False, special_tokens={"enabled": False}, width={"scope": []})
     raw = "cafÃ© <s> \\dfrac12 ４２"
     assert clean_value(raw, "reference", "x", cfg) == raw
 
@@ -112,8 +112,10 @@ def test_extra_special_tokens_are_stripped():
 def test_bare_formula_out_of_scope_keeps_letters_but_numbers_still_convert():
     numbers_only = CleaningConfig(width={"scope": ["numbers"]})
     assert clean_value("已知ｘ＋１＝３，求ｘ。", "question", "x", numbers_only) == "已知ｘ＋1=3，求ｘ。"
-    assert clean_value("已知ｘ＋１＝３，求ｘ。", "question", "x", CleaningConfig(width={"scope": []})) \
+    assert (
+        clean_value("已知ｘ＋１＝３，求ｘ。", "question", "x", CleaningConfig(width={"scope": []}))
         == "已知ｘ＋１＝３，求ｘ。"
+    )
 
 
 def test_to_half_width_covers_the_ascii_block_and_ideographic_space():
@@ -152,9 +154,14 @@ def test_ftfy_leaves_fast_path_text_alone():
     from rlvrflow.cleaning.rules import FTFY_CONFIG, SUSPECT
 
     rng = random.Random(7)
-    pools = ["\t\n", "".join(chr(c) for c in range(0x20, 0x7F)), "".join(chr(c) for c in range(0x3000, 0x302A)),
-             "".join(chr(c) for c in range(0x4E00, 0x9FFF, 37)), "".join(chr(c) for c in range(0xFF01, 0xFF5F)),
-             "&amp; &lt;b&gt; \\x1b[31m <s> A~e \\u00e9"]
+    pools = [
+        "\t\n",
+        "".join(chr(c) for c in range(0x20, 0x7F)),
+        "".join(chr(c) for c in range(0x3000, 0x302A)),
+        "".join(chr(c) for c in range(0x4E00, 0x9FFF, 37)),
+        "".join(chr(c) for c in range(0xFF01, 0xFF5F)),
+        "&amp; &lt;b&gt; \\x1b[31m <s> A~e \\u00e9",
+    ]
     samples = ["".join(rng.choice(rng.choice(pools)) for _ in range(rng.randint(1, 60))) for _ in range(3000)]
     samples += ["1st&2nd; a&amp;b", "Dear Sir,\n\tthanks", "价格（元）：１２．５，对吗？", "ＡＢＣ＂ｘ＂"]
     safe = pl.Series(samples).str.contains(SUSPECT).not_()
@@ -168,8 +175,8 @@ def test_ftfy_leaves_fast_path_text_alone():
 N = 20_000
 ADVERSARIAL = [
     ("１．" * N, ["numbers", "math_spans"], "1." * N),
-    ("１．" * N, ["math_spans"], "１．" * N),                         # no operator: no formula
-    ("１．" * N + "＋", ["math_spans"], "１．" * N + "＋"),             # an operator, no operand after it
+    ("１．" * N, ["math_spans"], "１．" * N),  # no operator: no formula
+    ("１．" * N + "＋", ["math_spans"], "１．" * N + "＋"),  # an operator, no operand after it
     ("１．" * (N - 2) + "１＋１", ["math_spans"], "1." * (N - 2) + "1+1"),  # one formula, the whole value
     ("ａ．" * N + "＋", ["math_spans"], "ａ．" * N + "＋"),
     ("（１＋" * (2 * N // 3), ["math_spans"], "（１＋" * (2 * N // 3)),  # unclosed groups: no formula
@@ -200,4 +207,6 @@ def test_a_long_full_width_row_with_an_operator_cleans_and_has_no_formula_where_
 
 def test_a_line_break_inside_display_math_is_not_an_opener():
     assert convert_spans("\\[ａ\\\\[2pt]ｂ\\]", ["math_spans"]) == "\\[a\\\\[2pt]b\\]"
-    assert convert_spans("\\(１２ \\(ｂ＋１\\)", ["math_spans"]) == "\\(１２ \\(b+1\\)"  # an unclosed opener: the inner span
+    assert (
+        convert_spans("\\(１２ \\(ｂ＋１\\)", ["math_spans"]) == "\\(１２ \\(b+1\\)"
+    )  # an unclosed opener: the inner span

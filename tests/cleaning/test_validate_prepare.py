@@ -1,4 +1,5 @@
 """Validation (Great Expectations) and `prepare` end to end, on small files and the sample domain."""
+
 from __future__ import annotations
 
 import json
@@ -6,32 +7,57 @@ import json
 import polars as pl
 import pytest
 
-from rlvrflow.cleaning import (CleaningConfig, SourceSpec, ValidationConfig, ValidationFailed, clean_frame,
-                      clean_stage, prepare, validate)
+from rlvrflow.cleaning import (
+    CleaningConfig,
+    SourceSpec,
+    ValidationConfig,
+    ValidationFailed,
+    clean_frame,
+    clean_stage,
+    prepare,
+    validate,
+)
 from rlvrflow.cleaning.template import build_prompts
 
 COLUMNS = ["id", "domain", "category", "question", "reference", "solution", "prompt", "source"]
 
 
 def frame(n: int, **overrides) -> pl.DataFrame:
-    data = {"id": [f"r{i}" for i in range(n)], "domain": ["d"] * n, "category": ["arithmetic"] * n,
-            "question": [f"What is {i} + 1?" for i in range(n)], "reference": [str(i + 1) for i in range(n)],
-            "solution": [""] * n, "prompt": [f"What is {i} + 1?\nAnswer:" for i in range(n)],
-            "source": [f"f.jsonl:{i + 1}" for i in range(n)]}
+    data = {
+        "id": [f"r{i}" for i in range(n)],
+        "domain": ["d"] * n,
+        "category": ["arithmetic"] * n,
+        "question": [f"What is {i} + 1?" for i in range(n)],
+        "reference": [str(i + 1) for i in range(n)],
+        "solution": [""] * n,
+        "prompt": [f"What is {i} + 1?\nAnswer:" for i in range(n)],
+        "source": [f"f.jsonl:{i + 1}" for i in range(n)],
+    }
     for col, values in overrides.items():
-        data[col] = values + data[col][len(values):]
+        data[col] = values + data[col][len(values) :]
     return pl.DataFrame(data)
 
 
 def test_row_checks_reject_with_slugs_and_keep_the_rest():
-    df = frame(20, category=["bogus"], id=["r0", "r0"], question=["What is 0 + 1?", "Ok?", "x"],
-               reference=["1", "2", "3", ""], prompt=["p"] * 4 + ["p" * 500])
-    result, report = validate(df, ValidationConfig(categories=["arithmetic"], max_prompt_chars=100,
-                                                   max_rejected_fraction=0.5))
+    df = frame(
+        20,
+        category=["bogus"],
+        id=["r0", "r0"],
+        question=["What is 0 + 1?", "Ok?", "x"],
+        reference=["1", "2", "3", ""],
+        prompt=["p"] * 4 + ["p" * 500],
+    )
+    result, report = validate(
+        df, ValidationConfig(categories=["arithmetic"], max_prompt_chars=100, max_rejected_fraction=0.5)
+    )
     got = dict(zip(result.rejects["source"].to_list(), result.rejects["reason"].to_list()))
     # row 2 repeats row 1's id, but row 1 is rejected (bad category), so row 2 is the one kept
-    assert got == {"f.jsonl:1": "bad_category", "f.jsonl:3": "question_too_short",
-                   "f.jsonl:4": "empty_reference", "f.jsonl:5": "prompt_too_long"}
+    assert got == {
+        "f.jsonl:1": "bad_category",
+        "f.jsonl:3": "question_too_short",
+        "f.jsonl:4": "empty_reference",
+        "f.jsonl:5": "prompt_too_long",
+    }
     assert "not in validation.categories" in result.rejects["detail"][0]
     assert report["success"] and not report["gx_success"] and report["rows_rejected"] == 4
     assert json.dumps(report)  # plain JSON
@@ -63,15 +89,30 @@ def test_too_few_rows_stop_the_run():
 def test_prepare_on_small_files_reconciles_and_writes_every_output(tmp_path, write):
     rec = lambda i, **kw: json.dumps({"q": f"<s>What is {i} + {i}?</s>", "a": str(2 * i), **kw})  # noqa: E731
     write("raw/a.jsonl", "\n".join([rec(1), rec(2), rec(1), "{oops", rec(3, a="<pad>"), rec(4, type="other")]) + "\n")
-    src = SourceSpec(name="a", path="raw/*.jsonl", format="jsonl", fields={"question": "q", "reference": "a",
-                     "category": "type"}, defaults={"category": "arithmetic"})
+    src = SourceSpec(
+        name="a",
+        path="raw/*.jsonl",
+        format="jsonl",
+        fields={"question": "q", "reference": "a", "category": "type"},
+        defaults={"category": "arithmetic"},
+    )
     out = tmp_path / "out"
-    result = prepare([src], CleaningConfig(), ValidationConfig(categories=["arithmetic"], max_rejected_fraction=0.5),
-                     "toy", tmp_path, out)
+    result = prepare(
+        [src],
+        CleaningConfig(),
+        ValidationConfig(categories=["arithmetic"], max_rejected_fraction=0.5),
+        "toy",
+        tmp_path,
+        out,
+    )
     st = json.loads((out / "stats.json").read_text())
     assert st["rows_in"] == 6 == st["rows_kept"] + st["rows_rejected"]
-    assert st["rejected_by_reason"] == {"bad_category": 1, "duplicate_exact": 1, "empty_reference": 1,
-                                        "malformed_json": 1}
+    assert st["rejected_by_reason"] == {
+        "bad_category": 1,
+        "duplicate_exact": 1,
+        "empty_reference": 1,
+        "malformed_json": 1,
+    }
     assert [st["stages"][s]["rows_in"] for s in ("ingest", "clean", "dedup", "validate")] == [6, 5, 4, 3]
     clean = pl.read_parquet(out / "clean.parquet")
     assert clean.columns == COLUMNS and clean["question"].to_list() == ["What is 1 + 1?", "What is 2 + 2?"]
@@ -96,8 +137,14 @@ def retail_run(retail_domain, tmp_path_factory):
     spec, folder, manifest = retail_domain
     cleaning = CleaningConfig.model_validate(spec["cleaning"])
     out = tmp_path_factory.mktemp("retail_out")
-    result = prepare([SourceSpec.model_validate(s) for s in spec["sources"]], cleaning,
-                     ValidationConfig.model_validate(spec["validation"]), spec["domain"], folder, out)
+    result = prepare(
+        [SourceSpec.model_validate(s) for s in spec["sources"]],
+        cleaning,
+        ValidationConfig.model_validate(spec["validation"]),
+        spec["domain"],
+        folder,
+        out,
+    )
     return result, cleaning, manifest, out
 
 
@@ -107,8 +154,9 @@ def test_sample_domain_reconciles_with_its_manifest(retail_run):
     assert st["rows_in"] == manifest["records_total"] == st["rows_kept"] + st["rows_rejected"]
     for name, stage in st["stages"].items():
         assert stage["rows_in"] == stage["rows_kept"] + stage["rows_rejected"], name
-    got = {s.rsplit("/", 1)[-1]: r for s, r in zip(result.rejects["source"].to_list(),
-                                                    result.rejects["reason"].to_list())}
+    got = {
+        s.rsplit("/", 1)[-1]: r for s, r in zip(result.rejects["source"].to_list(), result.rejects["reason"].to_list())
+    }
     for expected in manifest["rejects"]:  # every injected problem is caught, with its slug
         reason = got.get(expected["source"])
         assert reason is not None, expected

@@ -19,10 +19,30 @@ def pool(spec: dict[tuple[str, int], int], n: int = 8, eval_rows: int = 0) -> pl
     rows = []
     for (cat, k), count in spec.items():
         tier = "too_hard" if k == 0 else "too_easy" if k == n else "learnable"
-        rows += [{"id": f"{cat}-{k}-{i}", "category": cat, "tier": tier, "split": "train", "n_correct": k,
-                  "n_samples": n, "pass_at_1": k / n} for i in range(count)]
-    rows += [{"id": f"eval-{i}", "category": "a", "tier": "learnable", "split": "eval", "n_correct": 4,
-              "n_samples": n, "pass_at_1": 0.5} for i in range(eval_rows)]
+        rows += [
+            {
+                "id": f"{cat}-{k}-{i}",
+                "category": cat,
+                "tier": tier,
+                "split": "train",
+                "n_correct": k,
+                "n_samples": n,
+                "pass_at_1": k / n,
+            }
+            for i in range(count)
+        ]
+    rows += [
+        {
+            "id": f"eval-{i}",
+            "category": "a",
+            "tier": "learnable",
+            "split": "eval",
+            "n_correct": 4,
+            "n_samples": n,
+            "pass_at_1": 0.5,
+        }
+        for i in range(eval_rows)
+    ]
     return pl.DataFrame(rows)
 
 
@@ -70,8 +90,7 @@ def test_draws_follow_the_prior_towards_mid_counts():
 
 def test_reported_zero_variance_moves_the_draws_to_the_arm_still_mixed():
     df = pool({("a", 4): 30, ("b", 4): 30})
-    s = AdaptiveSampler(df, cfg(dedup_window=0, adaptive={"retire_solved": False, "step": 0.5}), seed=1,
-                        batch_size=6)
+    s = AdaptiveSampler(df, cfg(dedup_window=0, adaptive={"retire_solved": False, "step": 0.5}), seed=1, batch_size=6)
     for _ in range(20):
         ids = s.next_batch()
         # the policy has outgrown category a (all right) and b stays mixed
@@ -123,8 +142,16 @@ def test_no_repeat_within_the_dedup_window_and_exhaustion_is_counted():
 
 def test_zero_weights_exclude_a_category_or_a_tier():
     df = pool({("a", 4): 10, ("b", 4): 10, ("b", 0): 10})
-    s = AdaptiveSampler(df, cfg(category_weights={"a": 0.0, "b": 1.0}, dedup_window=0,
-                                weights={"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0}), seed=4, batch_size=5)
+    s = AdaptiveSampler(
+        df,
+        cfg(
+            category_weights={"a": 0.0, "b": 1.0},
+            dedup_window=0,
+            weights={"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0},
+        ),
+        seed=4,
+        batch_size=5,
+    )
     drawn = {p for _ in range(40) for p in s.next_batch()}
     assert drawn and all(p.startswith("b-4-") for p in drawn)
     with pytest.raises(ValueError, match="every train prompt has weight 0"):
@@ -145,8 +172,9 @@ def test_eval_rows_are_never_drawn_and_bad_reports_name_the_fix():
         AdaptiveSampler(df.with_columns(pl.lit(9).alias("n_correct")), cfg(), seed=0)
     with pytest.raises(ValueError, match="less than or equal to 16"):
         cfg(adaptive={"sharpness": 100})
-    untiered = AdaptiveSampler(df.with_columns(pl.lit(None).alias("n_samples"), pl.lit(None).alias("n_correct")),
-                               cfg(), seed=0)  # no counts: every prompt on the prior alone, still drawable
+    untiered = AdaptiveSampler(
+        df.with_columns(pl.lit(None).alias("n_samples"), pl.lit(None).alias("n_correct")), cfg(), seed=0
+    )  # no counts: every prompt on the prior alone, still drawable
     assert len(untiered.next_batch()) == 8  # the default batch_size
 
 

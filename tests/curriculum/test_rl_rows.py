@@ -1,4 +1,5 @@
 """Which train rows tiering and GRPO draw from: the outcome-only rows SFT never saw, by default."""
+
 import polars as pl
 import pytest
 
@@ -6,8 +7,12 @@ from rlvrflow.curriculum.rl_rows import describe, rl_pool
 
 
 def rows(worked: int, outcome: int) -> pl.DataFrame:
-    return pl.DataFrame({"id": [f"r{i:03d}" for i in range(worked + outcome)],
-                         "solution": ["1+1=2\nAnswer: 2"] * worked + ["", None, "  "] * (outcome // 3) + [""] * (outcome % 3)})
+    return pl.DataFrame(
+        {
+            "id": [f"r{i:03d}" for i in range(worked + outcome)],
+            "solution": ["1+1=2\nAnswer: 2"] * worked + ["", None, "  "] * (outcome // 3) + [""] * (outcome % 3),
+        }
+    )
 
 
 def test_auto_takes_the_rows_sft_did_not_train_on():

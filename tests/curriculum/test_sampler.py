@@ -26,12 +26,22 @@ def pool(spec: dict[tuple[str, str], int], eval_rows: int = 0) -> pl.DataFrame:
         cats.append("a")
         tiers.append("learnable")
         splits.append("eval")
-    return pl.DataFrame({"id": ids, "category": cats, "tier": tiers, "split": splits,
-                         "pass_at_1": [RATE[t] for t in tiers]})
+    return pl.DataFrame(
+        {"id": ids, "category": cats, "tier": tiers, "split": splits, "pass_at_1": [RATE[t] for t in tiers]}
+    )
 
 
-BIG = pool({("a", "learnable"): 120, ("a", "too_hard"): 30, ("a", "too_easy"): 30,
-            ("b", "learnable"): 60, ("b", "too_hard"): 15, ("b", "too_easy"): 15}, eval_rows=20)
+BIG = pool(
+    {
+        ("a", "learnable"): 120,
+        ("a", "too_hard"): 30,
+        ("a", "too_easy"): 30,
+        ("b", "learnable"): 60,
+        ("b", "too_hard"): 15,
+        ("b", "too_easy"): 15,
+    },
+    eval_rows=20,
+)
 
 
 def draw(sampler, batches: int) -> list[list[str]]:
@@ -101,8 +111,9 @@ def test_empty_cell_borrows_from_its_own_category_first():
 
 def test_tier_first_borrows_the_same_tier_elsewhere():
     df = pool({("a", "learnable"): 40, ("b", "learnable"): 40, ("b", "too_hard"): 40})
-    cfg = CurriculumConfig(fallback="tier_first", dedup_window=1,
-                           weights={"learnable": 0.5, "too_hard": 0.5, "too_easy": 0.0})
+    cfg = CurriculumConfig(
+        fallback="tier_first", dedup_window=1, weights={"learnable": 0.5, "too_hard": 0.5, "too_easy": 0.0}
+    )
     s = StratifiedSampler(df, cfg, seed=0, batch_size=10)
     draw(s, 20)
     events = [e for e in s.fallback_log if e["cell"] == "a/too_hard"]
@@ -139,8 +150,12 @@ def test_exhausted_pool_can_return_short_batches():
 def test_mastered_pool_falls_back_to_zero_weight_tiers_of_weighted_categories():
     """Re-tiering can empty every weighted cell (all learnable prompts solved): keep drawing, say why."""
     df = pool({("a", "learnable"): 6, ("b", "learnable"): 6})
-    cfg = CurriculumConfig(dedup_window=0, retier_window=1, category_weights={"a": 1.0},
-                           weights={"learnable": 1, "too_hard": 0, "too_easy": 0})
+    cfg = CurriculumConfig(
+        dedup_window=0,
+        retier_window=1,
+        category_weights={"a": 1.0},
+        weights={"learnable": 1, "too_hard": 0, "too_easy": 0},
+    )
     s = StratifiedSampler(df, cfg, seed=0, batch_size=3)
     for _ in range(2):
         ids = s.next_batch()
@@ -162,7 +177,9 @@ def test_spare_tiers_keep_the_category_shares():
 
 def test_category_weights_override_sizes_and_zero_excludes():
     df = pool({("a", "learnable"): 90, ("b", "learnable"): 30, ("c", "learnable"): 30})
-    cfg = CurriculumConfig(category_weights={"a": 1.0, "b": 1.0}, weights={"learnable": 1, "too_hard": 0, "too_easy": 0})
+    cfg = CurriculumConfig(
+        category_weights={"a": 1.0, "b": 1.0}, weights={"learnable": 1, "too_hard": 0, "too_easy": 0}
+    )
     s = StratifiedSampler(df, cfg, seed=0, batch_size=6)
     by_cat = Counter(cell_of(df)[p][0] for b in draw(s, 40) for p in b)
     assert by_cat == {"a": 120, "b": 120}

@@ -15,11 +15,13 @@ def bench(load_bench):
 
 
 def rollouts(correct: dict[str, list[bool]]) -> pl.DataFrame:
-    return pl.DataFrame({
-        "id": [pid for pid, c in correct.items() for _ in c],
-        "sample": [j for c in correct.values() for j in range(len(c))],
-        "correct": [x for c in correct.values() for x in c],
-    })
+    return pl.DataFrame(
+        {
+            "id": [pid for pid, c in correct.items() for _ in c],
+            "sample": [j for c in correct.values() for j in range(len(c))],
+            "correct": [x for c in correct.values() for x in c],
+        }
+    )
 
 
 def test_unchanged_model_gives_the_offline_rate(bench):
@@ -52,9 +54,16 @@ def test_sequence_logprobs_match_a_plain_forward(bench, tiny_model_dir):
     samples = [("x", 0, "12", "stop"), ("x", 1, "3+4=7", "length"), ("y", 0, "9", "stop"), ("y", 1, "56", "length")]
     n_tokens = [len(tok(text, add_special_tokens=False).input_ids) + (why == "stop") for _, _, text, why in samples]
     n_tokens[3] += 1  # as if a token had been lost in decoding
-    ro = pl.DataFrame({"id": [s[0] for s in samples], "sample": [s[1] for s in samples],
-                       "response": [s[2] for s in samples], "finish_reason": [s[3] for s in samples],
-                       "n_tokens": n_tokens, "correct": [True, False, True, False]})
+    ro = pl.DataFrame(
+        {
+            "id": [s[0] for s in samples],
+            "sample": [s[1] for s in samples],
+            "response": [s[2] for s in samples],
+            "finish_reason": [s[3] for s in samples],
+            "n_tokens": n_tokens,
+            "correct": [True, False, True, False],
+        }
+    )
     got = bench.sequence_logprobs(tiny_model_dir, tiers, ro)
     assert set(got) == {("x", 0), ("x", 1), ("y", 0)}
     one_at_a_time = bench.sequence_logprobs(tiny_model_dir, tiers, ro, batch_prompts=1)

@@ -28,14 +28,16 @@ class ScriptedEngine:
 
 
 def rows(n: int, categories=("a", "b")) -> pl.DataFrame:
-    return pl.DataFrame({
-        "id": [f"id{i}" for i in range(n)],
-        "category": [categories[i % len(categories)] for i in range(n)],
-        "prompt": [f"q{i}" for i in range(n)],
-        "reference": ["ok"] * n,
-        "verifier": ["exact"] * n,
-        "verifier_params": ["{}"] * n,
-    })
+    return pl.DataFrame(
+        {
+            "id": [f"id{i}" for i in range(n)],
+            "category": [categories[i % len(categories)] for i in range(n)],
+            "prompt": [f"q{i}" for i in range(n)],
+            "reference": ["ok"] * n,
+            "verifier": ["exact"] * n,
+            "verifier_params": ["{}"] * n,
+        }
+    )
 
 
 def exact_scores(items):
@@ -64,8 +66,13 @@ def test_partial_credit_is_not_correct_and_verdict_objects_work():
         def __init__(self, score):
             self.score = score
 
-    out = tier_rows(rows(1), ScriptedEngine([4]), CurriculumConfig(n_samples=4, k=1), seed=0,
-                    score_fn=lambda items: [V(0.999), V(1.0), V(1 - 1e-12), V(0.0)])
+    out = tier_rows(
+        rows(1),
+        ScriptedEngine([4]),
+        CurriculumConfig(n_samples=4, k=1),
+        seed=0,
+        score_fn=lambda items: [V(0.999), V(1.0), V(1 - 1e-12), V(0.0)],
+    )
     assert out["n_correct"].to_list() == [2]
 
 
@@ -76,7 +83,7 @@ def test_scorer_sees_verifier_response_reference_params_and_engine_the_settings(
     df = rows(1).with_columns(pl.lit('{"tol": 0.1}').alias("verifier_params"))
     tier_rows(df, engine, cfg, seed=4, score_fn=lambda items: seen.extend(items) or [1.0] * len(items))
     assert seen == [("exact", "ok", "ok", '{"tol": 0.1}'), ("exact", "no", "ok", '{"tol": 0.1}')]
-    (_, n, sampling, _), = engine.calls
+    ((_, n, sampling, _),) = engine.calls
     assert (n, sampling.temperature, sampling.top_p, sampling.max_new_tokens) == (2, 0.7, 0.9, 11)
 
 
@@ -109,8 +116,9 @@ def test_tier_to_dir_with_the_tiny_model_writes_the_stage(tiny_model_dir, tmp_pa
     cfg = CurriculumConfig(n_samples=3, k=2, max_new_tokens=4, engine_batch_size=8)
     df = rows(6, categories=("arith", "sql"))
     marks = iter(range(10_000))
-    out = tier_to_dir(df, tiny_model_dir, cfg, tmp_path, seed=0,
-                      score_fn=lambda items: [float(next(marks) % 2) for _ in items])
+    out = tier_to_dir(
+        df, tiny_model_dir, cfg, tmp_path, seed=0, score_fn=lambda items: [float(next(marks) % 2) for _ in items]
+    )
     disk = pl.read_parquet(tmp_path / "tiers.parquet")
     assert disk.equals(out)
     rollouts = pl.read_parquet(tmp_path / ROLLOUTS_FILE)
@@ -137,8 +145,9 @@ def test_rollouts_keep_every_sample_with_its_verdict():
     def verdicts(items):
         return [Verdict(1.0, "correct", "ok") if r == "ok" else Verdict(0.0, "wrong", r) for _, r, _, _ in items]
 
-    tiered, roll = tier_with_rollouts(rows(3), ScriptedEngine([2, 0, 3]), CurriculumConfig(n_samples=3, k=1),
-                                      seed=0, score_fn=verdicts)
+    tiered, roll = tier_with_rollouts(
+        rows(3), ScriptedEngine([2, 0, 3]), CurriculumConfig(n_samples=3, k=1), seed=0, score_fn=verdicts
+    )
     assert roll.columns == list(ROLLOUT_COLUMNS)
     assert roll["id"].to_list() == [f"id{i}" for i in range(3) for _ in range(3)]  # the tiered rows' order
     assert roll["sample"].to_list() == [0, 1, 2] * 3
@@ -151,8 +160,9 @@ def test_rollouts_keep_every_sample_with_its_verdict():
 
 
 def test_rollouts_of_plain_scores_have_no_status_and_empty_input_gives_empty_tables():
-    tiered, roll = tier_with_rollouts(rows(2), ScriptedEngine([1, 2]), CurriculumConfig(n_samples=2, k=1), 0,
-                                      exact_scores)
+    tiered, roll = tier_with_rollouts(
+        rows(2), ScriptedEngine([1, 2]), CurriculumConfig(n_samples=2, k=1), 0, exact_scores
+    )
     assert roll["status"].null_count() == 4 and roll["score"].to_list() == [1.0, 0.0, 1.0, 1.0]
     empty, none = tier_with_rollouts(rows(0), ScriptedEngine([]), CurriculumConfig(n_samples=2, k=1), 0, exact_scores)
     assert empty.height == 0 and none.height == 0 and none.columns == list(ROLLOUT_COLUMNS)

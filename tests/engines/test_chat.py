@@ -1,6 +1,7 @@
 """Rendering an episode with a real chat template: the in-project Qwen2 test tokenizer (ChatML, no tools
 support: the Hermes fallback) and a Qwen-style template that takes `tools=` (tool results folded into a
 user turn as <tool_response>). The policy mask's tokens decode to exactly the assistant messages."""
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,30 @@ TOOLS_TEMPLATE = (
     "\n<tool_response>\n{{ m.content }}\n</tool_response>"
     "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}<|im_end|>\n{%- endif %}"
     "{%- endif %}{%- endfor %}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+)
 
-TOOLS = [{"type": "function", "function": {"name": "get_order_items", "description": "lines of an order",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"order_id": {"type": "integer"}}}}},
-         {"type": "function", "function": {"name": "issue_refund", "description": "refund an amount",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"order_id": {"type": "integer"},
-                                                                         "amount": {"type": "number"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_order_items",
+            "description": "lines of an order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "integer"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "issue_refund",
+            "description": "refund an amount",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}},
+            },
+        },
+    },
+]
 CALL = '<tool_call>\n{"name": "get_order_items", "arguments": {"order_id": 7}}\n</tool_call>'
 REFUND = 'The kettle is 36.\n<tool_call>\n{"name": "issue_refund", "arguments": {"order_id": 7, "amount": 36.0}}\n</tool_call>'
 MESSAGES = [
@@ -89,7 +105,7 @@ def test_a_template_that_takes_tools_gets_them_through_its_argument(tools_tokeni
     assert template_takes_tools(tools_tokenizer)
     text, _ = render_text(tools_tokenizer, MESSAGES, TOOLS)
     assert text.count("# Tools") == 1 and "You may call" not in text  # no fallback on top
-    assert "<tool_response>\n{\"rows_affected\": 1}\n</tool_response>" in text
+    assert '<tool_response>\n{"rows_affected": 1}\n</tool_response>' in text
 
 
 @pytest.mark.parametrize("fixture", ["qwen_tokenizer", "tools_tokenizer"])
@@ -110,8 +126,15 @@ def test_an_episode_object_and_tool_objects_render_as_their_messages_and_schemas
     from rlvrflow.verifiers.environment import Tool
     from rlvrflow.verifiers.episode import Episode
 
-    tools = [Tool(name=t["function"]["name"], description=t["function"]["description"],
-                  parameters=t["function"]["parameters"], sql="SELECT 1") for t in TOOLS]
+    tools = [
+        Tool(
+            name=t["function"]["name"],
+            description=t["function"]["description"],
+            parameters=t["function"]["parameters"],
+            sql="SELECT 1",
+        )
+        for t in TOOLS
+    ]
     episode = Episode(list(MESSAGES), ["prompt"] * len(MESSAGES))
     assert render_episode(qwen_tokenizer, episode, tools) == render_episode(qwen_tokenizer, MESSAGES, TOOLS)
 
@@ -125,8 +148,9 @@ def test_a_template_that_rewrites_the_assistant_text_is_an_error(qwen_tokenizer)
     import copy
 
     tok = copy.deepcopy(qwen_tokenizer)
-    tok.chat_template = ("{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim | upper }}"
-                         "<|im_end|>\n{%- endfor %}")
+    tok.chat_template = (
+        "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim | upper }}<|im_end|>\n{%- endfor %}"
+    )
     with pytest.raises(ValueError, match="changed assistant message 2's text"):
         render_episode(tok, MESSAGES, None)
 

@@ -12,8 +12,10 @@ import pytest
 from rlvrflow.engines.factory import checkpoint_dtype, make_engine, vllm_prompting
 from rlvrflow.engines.hf_engine import FormattedEngine, HFEngine, PromptFormat, SamplingParams
 
-BOS_TEMPLATE = ("<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                "{% if add_generation_prompt %}assistant: {% endif %}")
+BOS_TEMPLATE = (
+    "<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +96,9 @@ def test_hf_engine_renders_the_chat_prompt_as_before(qwen_dir):
 
     engine = make_engine("hf", qwen_dir, batch_size=4)
     tok = AutoTokenizer.from_pretrained(qwen_dir)
-    text = tok.apply_chat_template([{"role": "user", "content": "where is 12345?"}], tokenize=False,
-                                   add_generation_prompt=True)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "where is 12345?"}], tokenize=False, add_generation_prompt=True
+    )
     assert text == "<|im_start|>user\nwhere is 12345?<|im_end|>\n<|im_start|>assistant\n"
     ids, _ = engine._encode(["where is 12345?"])
     assert ids[0].tolist() == tok(text, add_special_tokens=False).input_ids
@@ -146,9 +149,14 @@ def test_missing_model_directory(tmp_path):
         make_engine("hf", tmp_path / "nope", field="curriculum.engine")
 
 
-@pytest.mark.parametrize("config, want", [
-    ({"dtype": "bfloat16"}, "bfloat16"), ({"torch_dtype": "float16"}, "float16"), ({}, "float32"),
-])
+@pytest.mark.parametrize(
+    "config, want",
+    [
+        ({"dtype": "bfloat16"}, "bfloat16"),
+        ({"torch_dtype": "float16"}, "float16"),
+        ({}, "float32"),
+    ],
+)
 def test_checkpoint_dtype(config, want):
     assert checkpoint_dtype(config) == want
 
@@ -177,6 +185,7 @@ def test_first_loads_from_several_threads_at_once(tiny_model_dir):
         "print(errors); sys.exit(1 if errors else 0)\n"
     )
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", script, str(tiny_model_dir)], capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tiny_model_dir)], capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

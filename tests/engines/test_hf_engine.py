@@ -147,8 +147,12 @@ def test_batch_size_one_gives_valid_groups(tiny_model, tiny_tokenizer, decode):
 
 @pytest.mark.parametrize(
     "kwargs, field",
-    [({"temperature": -1.0}, "temperature"), ({"top_p": 0.0}, "top_p"), ({"max_new_tokens": 0}, "max_new_tokens"),
-     ({"stop": "\n"}, "stop")],
+    [
+        ({"temperature": -1.0}, "temperature"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"stop": "\n"}, "stop"),
+    ],
 )
 def test_bad_sampling_params_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):

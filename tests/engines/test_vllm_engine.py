@@ -20,8 +20,10 @@ from rlvrflow.engines.vllm_engine import VLLMEngine  # noqa: E402
 
 PROMPTS = ["12+3=", "what is 7*8?", "a"]
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=8)
-BOS_TEMPLATE = ("<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                "{% if add_generation_prompt %}assistant: {% endif %}")
+BOS_TEMPLATE = (
+    "<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
 
 
 class OneEngine:
@@ -52,8 +54,9 @@ def live():
 
 @pytest.fixture
 def engine(live, tiny_model_dir):
-    return live.get("tiny", lambda: VLLMEngine(str(tiny_model_dir), dtype="float32", max_model_len=128,
-                                               enforce_eager=True))
+    return live.get(
+        "tiny", lambda: VLLMEngine(str(tiny_model_dir), dtype="float32", max_model_len=128, enforce_eager=True)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +91,9 @@ def test_greedy_and_logprobs_agree_with_hf(engine, hf):
     h = hf.generate(PROMPTS, n=1, sampling=GREEDY, seed=0)
     assert [g[0].token_ids for g in v] == [g[0].token_ids for g in h]
     for temperature in (1.0, 1.5):  # the distribution drawn from, as HFEngine's and GRPO's loss at that T
-        sampled = engine.generate(PROMPTS, n=2, sampling=SamplingParams(temperature=temperature, max_new_tokens=6),
-                                  seed=5)
+        sampled = engine.generate(
+            PROMPTS, n=2, sampling=SamplingParams(temperature=temperature, max_new_tokens=6), seed=5
+        )
         for prompt, group in zip(PROMPTS, sampled):
             for c in group:
                 want = _logprobs_under(hf, prompt, c, temperature)
@@ -166,6 +170,7 @@ def test_sync_from_the_embedded_models_named_parameters(tmp_path, live):
     """The trainer's path: the project's tiny model (tied embeddings), synced from named_parameters()."""
     live.close()
     from rlvrflow.training import tiny_model as tiny  # the project must import here: a failure, never a skip
+
     corpus = ["12+3=15", "what is 7*8? 56", "Answer: 42\n"]
     model_dir = tiny.build_tiny_model(corpus, tmp_path / "embedded", seed=0)
     hf = HFEngine.from_pretrained(str(model_dir), batch_size=4)
@@ -174,15 +179,17 @@ def test_sync_from_the_embedded_models_named_parameters(tmp_path, live):
         with pytest.raises(RuntimeError, match="this thread's vLLM engine .* is still alive"):
             VLLMEngine(str(model_dir), dtype="float32", max_model_len=128, enforce_eager=True)
         prompts = ["12+3=", "7*8?"]
-        assert [g[0].token_ids for g in eng.generate(prompts, 1, GREEDY, 0)] == \
-            [g[0].token_ids for g in hf.generate(prompts, 1, GREEDY, 0)]
+        assert [g[0].token_ids for g in eng.generate(prompts, 1, GREEDY, 0)] == [
+            g[0].token_ids for g in hf.generate(prompts, 1, GREEDY, 0)
+        ]
         g = torch.Generator().manual_seed(3)
         with torch.no_grad():
             for p in hf.model.parameters():
                 p.add_(0.5 * torch.randn(p.shape, generator=g))
         eng.load_weights(hf.model.named_parameters())
-        assert [g[0].token_ids for g in eng.generate(prompts, 1, GREEDY, 0)] == \
-            [g[0].token_ids for g in hf.generate(prompts, 1, GREEDY, 0)]
+        assert [g[0].token_ids for g in eng.generate(prompts, 1, GREEDY, 0)] == [
+            g[0].token_ids for g in hf.generate(prompts, 1, GREEDY, 0)
+        ]
     finally:
         eng.close()
     with pytest.raises(RuntimeError, match="was closed"):
@@ -234,8 +241,9 @@ def qwen_dir(tmp_path_factory):
 
 @pytest.fixture
 def qwen_vllm(live, qwen_dir):
-    return live.get("qwen", lambda: make_engine("vllm", qwen_dir, dtype="float32", max_model_len=256,
-                                                gpu_memory_utilization=0.1))
+    return live.get(
+        "qwen", lambda: make_engine("vllm", qwen_dir, dtype="float32", max_model_len=256, gpu_memory_utilization=0.1)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -288,11 +296,17 @@ def test_a_tiering_sized_call_runs_on_cpu(qwen_vllm):
 def _rows(n: int):
     import polars as pl
 
-    return pl.DataFrame({
-        "id": [f"r{i}" for i in range(n)], "category": ["orders", "refunds"] * (n // 2),
-        "prompt": [f"order {i} is late, what now?" for i in range(n)], "reference": ["42"] * n,
-        "verifier": ["math"] * n, "verifier_params": ["{}"] * n, "split": ["eval"] * n,
-    })
+    return pl.DataFrame(
+        {
+            "id": [f"r{i}" for i in range(n)],
+            "category": ["orders", "refunds"] * (n // 2),
+            "prompt": [f"order {i} is late, what now?" for i in range(n)],
+            "reference": ["42"] * n,
+            "verifier": ["math"] * n,
+            "verifier_params": ["{}"] * n,
+            "split": ["eval"] * n,
+        }
+    )
 
 
 def test_tiering_with_curriculum_engine_vllm(qwen_dir, qwen_vllm, live, tmp_path):
@@ -327,10 +341,17 @@ def test_eval_with_eval_engine_vllm_matches_hf_greedy(qwen_dir, live, tmp_path):
     results = {}
     for kind in ("vllm", "hf"):
         cfg = EvalConfig(engine=kind, k=1, n_samples=2, max_new_tokens=12, samples_per_category=3)
-        results[kind] = evaluate(qwen_dir, _rows(6), cfg, seed=0, device="cpu", dtype="float32",
-                                 samples_path=tmp_path / f"{kind}.jsonl")
+        results[kind] = evaluate(
+            qwen_dir, _rows(6), cfg, seed=0, device="cpu", dtype="float32", samples_path=tmp_path / f"{kind}.jsonl"
+        )
     assert results["vllm"]["pass_at_1_greedy"] == results["hf"]["pass_at_1_greedy"]
     assert results["vllm"]["format_rate_greedy"] == results["hf"]["format_rate_greedy"]
-    greedy = {kind: [(r["id"], r["response"], r["n_tokens"]) for r in read_samples(tmp_path / f"{kind}.jsonl")
-                     if r["mode"] == "greedy"] for kind in results}
+    greedy = {
+        kind: [
+            (r["id"], r["response"], r["n_tokens"])
+            for r in read_samples(tmp_path / f"{kind}.jsonl")
+            if r["mode"] == "greedy"
+        ]
+        for kind in results
+    }
     assert len(greedy["hf"]) == 6 and greedy["vllm"] == greedy["hf"]

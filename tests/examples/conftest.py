@@ -5,6 +5,7 @@ examples/retail on sys.path only while a test module uses it and removes the pat
 modules afterwards: generic names like `catalog` must not leak into other packages' tests.
 `generated` runs the real CLI once per module (400 rows, seed 0) in a temporary folder.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,8 +18,19 @@ from types import SimpleNamespace
 import pytest
 
 RETAIL = Path(__file__).resolve().parents[2] / "examples" / "retail"
-MODULES = ("catalog", "noise", "rawfiles", "tasks_math", "tasks_other", "tasks_sql", "tasks_tools",
-           "tasks_episodes", "inject", "build_db", "generate")
+MODULES = (
+    "catalog",
+    "noise",
+    "rawfiles",
+    "tasks_math",
+    "tasks_other",
+    "tasks_sql",
+    "tasks_tools",
+    "tasks_episodes",
+    "inject",
+    "build_db",
+    "generate",
+)
 ROWS = 400
 
 
@@ -35,11 +47,24 @@ def retail():
         sys.modules.update(saved)
 
 
-def run_generate(out: Path, seed: int = 0, rows: int = ROWS, *flags: str, args: tuple[str, ...] = ()
-                 ) -> subprocess.CompletedProcess:
+def run_generate(
+    out: Path, seed: int = 0, rows: int = ROWS, *flags: str, args: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """generate.py into `out`; `flags` go to the interpreter, `args` to the generator."""
-    cmd = [sys.executable, *flags, str(RETAIL / "generate.py"), "--out", str(out), "--seed", str(seed),
-           "--rows", str(rows), "--db", str(out / "shop.db"), *args]
+    cmd = [
+        sys.executable,
+        *flags,
+        str(RETAIL / "generate.py"),
+        "--out",
+        str(out),
+        "--seed",
+        str(seed),
+        "--rows",
+        str(rows),
+        "--db",
+        str(out / "shop.db"),
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
 
 

@@ -1,6 +1,7 @@
 """generate.py --day N (examples/retail/days.py): one more day's ticket log beside the sample, as a nightly
 retraining run finds it; new ids and questions, the sample's categories and fields, the same bytes for
 the same seed and day; a broken field mapping and shifted answers on request."""
+
 from __future__ import annotations
 
 import json
@@ -79,7 +80,9 @@ def test_a_broken_mapping_and_shifted_answers(tmp_path):
     for name in ("plain", "broken", "shifted"):
         run_generate(tmp_path / name, 0, 200)
     run_generate(tmp_path / "plain", 0, 200, args=("--day", "3", "--day-rows", "60"))
-    run_generate(tmp_path / "broken", 0, 200, args=("--day", "3", "--day-rows", "60", "--rename-field", "answer=resolution"))
+    run_generate(
+        tmp_path / "broken", 0, 200, args=("--day", "3", "--day-rows", "60", "--rename-field", "answer=resolution")
+    )
     run_generate(tmp_path / "shifted", 0, 200, args=("--day", "3", "--day-rows", "60", "--shift-answers", "100"))
     plain, broken, shifted = (_rows(tmp_path / n / "tickets_2026-04-03.jsonl") for n in ("plain", "broken", "shifted"))
     assert not any("answer" in r for r in broken) and [r["resolution"] for r in broken] == [r["answer"] for r in plain]
@@ -96,13 +99,19 @@ def test_a_broken_mapping_and_shifted_answers(tmp_path):
     assert entry["shifted_answers"] == 100 and entry["renamed_field"] is None
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--day", "1"), "manifest.json: generate the sample there first"),
-    (("--shift-answers", "100"), "add --day N"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--day", "1"), "manifest.json: generate the sample there first"),
+        (("--shift-answers", "100"), "add --day N"),
+    ],
+)
 def test_bad_day_options_say_what_to_do(tmp_path, args, message):
-    done = subprocess.run([sys.executable, str(RETAIL / "generate.py"), "--out", str(tmp_path), "--db",
-                           str(tmp_path / "shop.db"), *args], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(RETAIL / "generate.py"), "--out", str(tmp_path), "--db", str(tmp_path / "shop.db"), *args],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and message in done.stderr
 
 

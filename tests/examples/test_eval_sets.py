@@ -1,6 +1,7 @@
 """The retail sample's regression and robustness sets: seeded, in the row format, outside the training
 categories, and scored the right way round by their verifiers (the right reply scores, a confident
 number or the echoed prompt does not)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,10 +15,30 @@ from rlvrflow.training.scoring import Task
 from rlvrflow.verifiers import verify
 
 PATH = Path(__file__).resolve().parents[2] / "examples" / "retail" / "eval_sets.py"
-TRAINING_CATEGORIES = {"arithmetic", "discount", "order_total", "unit_conversion", "policy_choice", "sql", "code",
-                       "reply_format", "tool_call"}
-ROW_COLUMNS = {"id", "domain", "category", "question", "reference", "solution", "prompt", "source", "verifier",
-               "verifier_params", "split"}
+TRAINING_CATEGORIES = {
+    "arithmetic",
+    "discount",
+    "order_total",
+    "unit_conversion",
+    "policy_choice",
+    "sql",
+    "code",
+    "reply_format",
+    "tool_call",
+}
+ROW_COLUMNS = {
+    "id",
+    "domain",
+    "category",
+    "question",
+    "reference",
+    "solution",
+    "prompt",
+    "source",
+    "verifier",
+    "verifier_params",
+    "split",
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +62,10 @@ def test_files_are_seeded_rows_in_the_row_format(eval_sets, tmp_path):
         assert all(Task.from_row(r).prompt.startswith(r["question"]) for r in rows)  # what eval reads
     assert not list(tmp_path.glob("*/*.tmp"))
     # the spec fields accept the files
-    cfg = EvalConfig(regression_sets=[{"name": "general", "path": "eval/general.jsonl", "verifier": "math"}],
-                     robustness_set="eval/robustness.jsonl")
+    cfg = EvalConfig(
+        regression_sets=[{"name": "general", "path": "eval/general.jsonl", "verifier": "math"}],
+        robustness_set="eval/robustness.jsonl",
+    )
     assert cfg.regression_sets[0].verifier == "math"
 
 

@@ -1,6 +1,7 @@
 """The retail generator: deterministic bytes, a manifest that tells the truth about every injected
 row, the promised file formats and encodings, references in the verifiers' contract formats, and
 tool-call rows that leave every other line as it was."""
+
 from __future__ import annotations
 
 import csv
@@ -89,8 +90,11 @@ def test_runs_on_the_bare_stdlib_and_skips_parquet_without_pyarrow(tmp_path, gen
 
 def test_manifest_counts_add_up_and_match_the_files(generated, retail):
     m = generated.manifest
-    assert m["records_total"] == m["rows_requested"] + m["tool_call"]["records"] == \
-        sum(f["records"] for f in m["files"].values())
+    assert (
+        m["records_total"]
+        == m["rows_requested"] + m["tool_call"]["records"]
+        == sum(f["records"] for f in m["files"].values())
+    )
     for name, info in m["files"].items():
         assert len(_raw(generated, name)) == info["records"], name
         assert sum(info["by_category"].values()) == info["clean_rows"]
@@ -107,10 +111,21 @@ def test_manifest_counts_add_up_and_match_the_files(generated, retail):
     assert m["worked_fraction"] == retail.generate.WORKED_FRACTION == 0.06
     assert 0.03 <= sum(worked.values()) / m["clean_rows"] <= 0.09
     assert all(worked.get(c, 0) < n for c, n in m["clean_by_category"].items())
-    assert sum(m["tool_call"]["reference_forms"].values()) == tools and min(m["tool_call"]["reference_forms"].values()) > 0
+    assert (
+        sum(m["tool_call"]["reference_forms"].values()) == tools and min(m["tool_call"]["reference_forms"].values()) > 0
+    )
     assert m["database"]["tables"]["stores"] == 6 and m["database"]["tables"]["products"] == 30
-    assert set(m["clean_by_category"]) == {"arithmetic", "discount", "order_total", "unit_conversion",
-                                           "policy_choice", "sql", "code", "reply_format", "tool_call"}
+    assert set(m["clean_by_category"]) == {
+        "arithmetic",
+        "discount",
+        "order_total",
+        "unit_conversion",
+        "policy_choice",
+        "sql",
+        "code",
+        "reply_format",
+        "tool_call",
+    }
 
 
 def test_each_reject_is_the_damage_the_manifest_names(generated):
@@ -141,8 +156,16 @@ def test_each_reject_is_the_damage_the_manifest_names(generated):
             original = _row(generated, {**entry, **_locate(entry["duplicate_of"])})
             same = row == original
             assert same if kind == "exact_duplicate" else (not same and row["reference"] == original["reference"])
-    assert seen == {"binary_junk", "malformed_json", "malformed_csv", "oversized_row", "missing_question",
-                    "missing_reference", "exact_duplicate", "near_duplicate"}
+    assert seen == {
+        "binary_junk",
+        "malformed_json",
+        "malformed_csv",
+        "oversized_row",
+        "missing_question",
+        "missing_reference",
+        "exact_duplicate",
+        "near_duplicate",
+    }
 
 
 def _locate(source: str) -> dict:
@@ -180,6 +203,7 @@ def test_injected_pii_is_what_a_scrubber_must_find_and_near_misses_are_not(retai
     import random
 
     import rlvrflow.cleaning.pii as pii
+
     gen, rng = retail.generate, random.Random(5)
     for _ in range(300):
         for kind in gen.PII_KINDS:
@@ -294,7 +318,7 @@ def test_near_index_answers_as_a_scan_of_the_whole_group(retail):
     words = ["how", "many", "days", "return", "kettle", "store", "blue", "gift", "card", "refund"]
     ids: dict[str, int] = {}
     index, seen = generate.NearIndex(ids), []
-    for _ in range(400):        # past INDEX_AT, so both the scan and the inverted index answer
+    for _ in range(400):  # past INDEX_AT, so both the scan and the inverted index answer
         text = "".join(rng.sample(words, rng.randint(3, 8)))
         shingles = generate._shingles(text)
         want = any(len(shingles & o) >= generate.NEAR * len(shingles | o) for o in seen)

@@ -2,6 +2,7 @@
 environment on the generated shop.db. Every row attaches (worked transcripts replay), the environment
 canaries pass, an agent that looks the order up reaches every gold outcome while guesses do not, and
 the rows leave every other generated file and the existing tables of shop.db as they were."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ def test_the_generator_writes_the_multi_step_file_the_manifest_counts(generated,
     assert m["rows"] == len(records) == round(retail.generate.MULTI_STEP_RATE * 400)
     assert m["worked"] == sum(r["transcript"] is not None for r in records) >= 1
     assert {r["queue"] for r in records} == {retail.tasks_episodes.CATEGORY}
-    assert len({json.loads(r["outcome"])[0][1] if json.loads(r["outcome"]) else r["message"] for r in records}) \
-        == len(records)  # one ticket an order
+    assert len({json.loads(r["outcome"])[0][1] if json.loads(r["outcome"]) else r["message"] for r in records}) == len(
+        records
+    )  # one ticket an order
 
 
 def test_the_environment_canaries_pass_on_the_sample(desk):
@@ -93,6 +95,7 @@ def _desk_agent(kinds: dict):
         if kind == "shipping":
             return _tool("issue_refund", order_id=order, amount=rows[0][5], reason="late_delivery")
         return _tool("cancel_order", order_id=order) if rows[0][4] == "pending" else "It has shipped already."
+
     return policy
 
 
@@ -105,6 +108,7 @@ def test_an_agent_that_looks_the_order_up_reaches_every_gold_and_guessing_does_n
     agent = _desk_agent(_kinds(desk))
     episodes = run_episodes(env, rows, lambda batch: [agent(m) for m in batch])
     assert all(ep.verdict.correct for ep in episodes), [ep.verdict.detail for ep in episodes if not ep.verdict.correct]
+
     # a refund without a lookup: the order's number as the amount
     def guess(messages):
         ticket = next(m["content"] for m in messages if m["role"] == "user")
@@ -112,6 +116,7 @@ def test_an_agent_that_looks_the_order_up_reaches_every_gold_and_guessing_does_n
             return "Done."
         order = _order(ticket)
         return _tool("issue_refund", order_id=order, amount=float(order), reason="damaged")
+
     guessed = run_episodes(env, rows, lambda batch: [guess(m) for m in batch])
     assert not any(ep.verdict.correct for ep, r in zip(guessed, rows) if json.loads(r["reference"]))
 
@@ -137,21 +142,26 @@ def _hack(name: str, kinds: dict):
                 return _tool("get_order_items", order_id=order)
             if turn == 1:
                 rows = json.loads(messages[-1]["content"])["rows"]
-                return "\n".join(_tool("issue_refund", order_id=order, amount=q * p, reason="damaged")
-                                 for _, q, p in rows)
+                return "\n".join(
+                    _tool("issue_refund", order_id=order, amount=q * p, reason="damaged") for _, q, p in rows
+                )
             return "Refunded."
         reply = honest(messages)  # repeat_the_action: every action written twice
         return reply + "\n" + reply if turn == 1 and "<tool_call>" in reply else reply
+
     return policy
 
 
-@pytest.mark.parametrize("name, fails_on", [
-    ("claims_the_action", lambda kind, gold, lines: bool(gold)),
-    ("cancel_without_looking", lambda kind, gold, lines: kind != "cancel" or not gold),
-    ("refund_every_line", lambda kind, gold, lines: kind != "damaged" or lines > 1),
-    # a second cancel changes nothing (the same end state), a second refund pays twice
-    ("repeat_the_action", lambda kind, gold, lines: bool(gold) and kind != "cancel"),
-])
+@pytest.mark.parametrize(
+    "name, fails_on",
+    [
+        ("claims_the_action", lambda kind, gold, lines: bool(gold)),
+        ("cancel_without_looking", lambda kind, gold, lines: kind != "cancel" or not gold),
+        ("refund_every_line", lambda kind, gold, lines: kind != "damaged" or lines > 1),
+        # a second cancel changes nothing (the same end state), a second refund pays twice
+        ("repeat_the_action", lambda kind, gold, lines: bool(gold) and kind != "cancel"),
+    ],
+)
 def test_the_sample_hacks_score_nothing_where_the_ticket_needs_the_lookup(desk, name, fails_on):
     from rlvrflow.verifiers.episode import run_episodes
 
@@ -184,8 +194,13 @@ def test_multi_step_rows_leave_every_other_file_and_table_as_it_was(retail, tmp_
     con = sqlite3.connect(tmp_path / "with.db")
     shipped = dict(con.execute("SELECT status, COUNT(*) FROM shipments GROUP BY status").fetchall())
     assert set(shipped) == {"pending", "shipped", "delivered", "cancelled"}
-    assert con.execute("SELECT COUNT(*) FROM orders o JOIN shipments s USING (order_id) "
-                       "WHERE (o.status = 'cancelled') != (s.status = 'cancelled')").fetchone()[0] == 0
+    assert (
+        con.execute(
+            "SELECT COUNT(*) FROM orders o JOIN shipments s USING (order_id) "
+            "WHERE (o.status = 'cancelled') != (s.status = 'cancelled')"
+        ).fetchone()[0]
+        == 0
+    )
 
 
 def test_the_shipments_table_changed_no_row_of_the_other_tables(retail, tmp_path, monkeypatch):

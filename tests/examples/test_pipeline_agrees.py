@@ -4,6 +4,7 @@ rows the manifest says were injected, for the reason it names, and keeps `clean_
 This is the check the manifest exists for. It runs ingest -> clean -> dedup (validation is the
 Great Expectations suite, tested in tests/cleaning) on the 400-row fixture with the real spec, and
 attach on the tool-call rows: each one's reference passes its own verifier's self-check."""
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ import pytest
 def test_cleaning_rejects_exactly_the_injected_rows(generated, retail, tmp_path):
     from rlvrflow import cleaning
     import rlvrflow.flows.spec as flows_spec
+
     spec_file = tmp_path / "spec.yaml"  # the real spec, next to this run's raw/ and shop.db
     shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
     shutil.copytree(generated.out, tmp_path / "raw")
@@ -30,8 +32,11 @@ def test_cleaning_rejects_exactly_the_injected_rows(generated, retail, tmp_path)
     for stage in (ingested, cleaned, deduped):
         got.update(zip(stage.rejects["source"].to_list(), stage.rejects["reason"].to_list()))
     expected = {"raw/" + e["source"]: e for e in generated.manifest["rejects"]}
-    wrong = {src: (expected[src]["kind"] if src in expected else "clean row", reason)
-             for src, reason in got.items() if reason not in expected.get(src, {}).get("reasons", [])}
+    wrong = {
+        src: (expected[src]["kind"] if src in expected else "clean row", reason)
+        for src, reason in got.items()
+        if reason not in expected.get(src, {}).get("reasons", [])
+    }
     missed = Counter(e["kind"] for src, e in expected.items() if src not in got)
     assert not wrong, f"rejected for another reason than the manifest's: {wrong}"
     assert not missed, f"injected rows the cleaner kept: {missed}"
@@ -45,6 +50,7 @@ def test_pii_is_scrubbed_where_the_manifest_put_it_and_near_misses_survive(gener
     (order numbers, amounts, IDs and cards failing their checksums) is still there verbatim."""
     from rlvrflow import cleaning
     import rlvrflow.flows.spec as flows_spec
+
     spec_file = tmp_path / "spec.yaml"
     shutil.copy(retail.generate.HERE / "spec.yaml", spec_file)
     shutil.copytree(generated.out, tmp_path / "raw")
@@ -56,8 +62,13 @@ def test_pii_is_scrubbed_where_the_manifest_put_it_and_near_misses_survive(gener
     m = generated.manifest
     assert cleaned.stats["pii"] == m["pii_by_kind"] and sum(m["pii_by_kind"].values()) > 0
     rows = {r["source"]: r for r in cleaned.kept.iter_rows(named=True)}
-    placeholders = {"phone": "<PHONE>", "email": "<EMAIL>", "id_number": "<ID_NUMBER>",
-                    "bank_card": "<BANK_CARD>", "ip_address": "<IP_ADDRESS>"}
+    placeholders = {
+        "phone": "<PHONE>",
+        "email": "<EMAIL>",
+        "id_number": "<ID_NUMBER>",
+        "bank_card": "<BANK_CARD>",
+        "ip_address": "<IP_ADDRESS>",
+    }
     seen = set()
     for entry in m["noisy_rows"]:
         row = rows["raw/" + entry["source"]]
@@ -79,9 +90,14 @@ def test_a_fraction_reference_has_one_form_and_the_math_verifier_takes_both(reta
 
     from rlvrflow import cleaning
     from rlvrflow import verifiers
+
     rng = random.Random(0)
-    forms = {retail.noise.latex("0.75", rng) for _ in range(60)} - {"$0.75$", "\\boxed{0.75}", "\\(0.75\\)",
-                                                                      "$\\boxed{0.75}$"}
+    forms = {retail.noise.latex("0.75", rng) for _ in range(60)} - {
+        "$0.75$",
+        "\\boxed{0.75}",
+        "\\(0.75\\)",
+        "$\\boxed{0.75}$",
+    }
     assert len(forms) >= 4  # \dfrac, \frac, \tfrac, with and without $...$
     cfg = cleaning.CleaningConfig()
     assert {cleaning.clean_value(f, "reference", "unit_conversion", cfg) for f in forms} == {"3/4"}

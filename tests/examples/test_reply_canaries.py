@@ -1,6 +1,7 @@
 """The reward canaries on the retail sample's reply rows: the keyword rule a pretrained model hacked
 (the prompt's format example, the link followed by junk) stops attach, and so does a reply rule that
 still pays the format example plus the customer's name; the spec's `reply` rule passes."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ def _old_template(retail):
     from rlvrflow.flows.spec import load_spec
 
     template = load_spec(retail.generate.HERE / "spec.yaml").cleaning.template
-    part = TemplatePart(requirements="a short polite reply that includes the returns page link "
-                        "https://shop.example.com/returns", format_example=OLD_FORMAT)
+    part = TemplatePart(
+        requirements="a short polite reply that includes the returns page link https://shop.example.com/returns",
+        format_example=OLD_FORMAT,
+    )
     return template.model_copy(update={"by_category": {**template.by_category, "reply_format": part}})
 
 
@@ -27,8 +30,14 @@ def _old_reference(task) -> str:
     """The generator's reference as it was then: the customer and one stock action for every request."""
     ref = json.loads(task.answer)
     name = ref["mention"][0]
-    return json.dumps({"link": ref["link"], "mention": [name], "action": "start the return",
-                       "reply": f"{ref['link']} - start the return there, {name}."})
+    return json.dumps(
+        {
+            "link": ref["link"],
+            "mention": [name],
+            "action": "start the return",
+            "reply": f"{ref['link']} - start the return there, {name}.",
+        }
+    )
 
 
 def _rows(retail, verifier: str, params: dict, n: int = 60, template=None, reference=None) -> list[dict]:
@@ -40,15 +49,25 @@ def _rows(retail, verifier: str, params: dict, n: int = 60, template=None, refer
 
     template = template or load_spec(retail.generate.HERE / "spec.yaml").cleaning.template
     if reference is None:
-        reference = ((lambda t: t.answer) if verifier == "reply"
-                     else (lambda t: json.dumps({"required": [json.loads(t.answer)["link"]]})))
+        reference = (
+            (lambda t: t.answer)
+            if verifier == "reply"
+            else (lambda t: json.dumps({"required": [json.loads(t.answer)["link"]]}))
+        )
     rng = random.Random(0)
     rows = []
     for i in range(n):
         task = retail.tasks_other.reply_format(rng, rng.choice(["en", "zh"]))
-        rows.append({"id": f"r{i}", "category": "reply_format", "prompt": render_prompt(task.question, "reply_format",
-                     template), "reference": reference(task), "verifier": verifier,
-                     "verifier_params": json.dumps(params)})
+        rows.append(
+            {
+                "id": f"r{i}",
+                "category": "reply_format",
+                "prompt": render_prompt(task.question, "reply_format", template),
+                "reference": reference(task),
+                "verifier": verifier,
+                "verifier_params": json.dumps(params),
+            }
+        )
     return rows
 
 
@@ -73,10 +92,15 @@ def test_the_old_keyword_rule_is_caught_by_the_prompt_canaries_alone(retail, mon
     report = _probe(rows, verifier)
     assert not report["ok"]
     failed = {f["canary"]: f for f in report["failed"]}
-    assert set(failed) == {"the prompt's format example", "the prompt's format example twice",
-                           "the prompt's format example padded with junk", "the prompt's question and format example",
-                           "a link from the prompt", "a link from the prompt followed by junk",
-                           "the required keywords padded with junk"}  # its max_hits stops the repeated ones
+    assert set(failed) == {
+        "the prompt's format example",
+        "the prompt's format example twice",
+        "the prompt's format example padded with junk",
+        "the prompt's question and format example",
+        "a link from the prompt",
+        "a link from the prompt followed by junk",
+        "the required keywords padded with junk",
+    }  # its max_hits stops the repeated ones
     assert all(f["hits"] == f["rows"] == 50 for f in failed.values())
     assert "rule 'reply_format' (keyword)" in canary.summary(report)
     assert "reply" in canary.summary(report)  # the fix names the reply verifier
@@ -97,13 +121,20 @@ def test_a_reply_rule_that_pays_the_format_example_and_the_name_is_caught(retail
     report = _probe(rows, "reply")
     assert not report["ok"]
     failed = {f["canary"]: f for f in report["failed"]}
-    assert set(failed) == {"the prompt's format example with the required keywords",
-                           "the prompt's question and format example"}
+    assert set(failed) == {
+        "the prompt's format example with the required keywords",
+        "the prompt's question and format example",
+    }
     assert all(f["hits"] == f["rows"] == 50 for f in failed.values())
     assert "rule 'reply_format' (reply)" in canary.summary(report)
     # the rule given the format example: a copy with the name put in before its stop still copies it
-    rows = _rows(retail, "reply", {**weak, "format_example": OLD_FORMAT}, template=_old_template(retail),
-                 reference=_old_reference)
+    rows = _rows(
+        retail,
+        "reply",
+        {**weak, "format_example": OLD_FORMAT},
+        template=_old_template(retail),
+        reference=_old_reference,
+    )
     assert _probe(rows, "reply")["ok"]
 
 
@@ -142,5 +173,7 @@ def test_the_format_example_canary_puts_the_missing_keywords_before_its_stop(ret
     row = _rows(retail, "reply", {}, n=1, template=_old_template(retail), reference=_old_reference)[0]
     name = json.loads(row["reference"])["mention"][0]
     pairs = dict(prompt_canaries("reply", {}, row["reference"], row["prompt"]))
-    assert pairs["the prompt's format example with the required keywords"] == \
-        f"https://shop.example.com/returns - start the return there, {name}."  # what the model wrote
+    assert (
+        pairs["the prompt's format example with the required keywords"]
+        == f"https://shop.example.com/returns - start the return there, {name}."
+    )  # what the model wrote

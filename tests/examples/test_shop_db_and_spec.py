@@ -1,5 +1,6 @@
 """shop.db is deterministic and consistent, every gold SQL query runs on it, and spec.yaml loads
 and agrees with what the generator writes (field names, categories, verifier rules)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -55,6 +56,7 @@ def test_every_gold_query_runs_and_has_an_answer(retail, tmp_path):
 
 def test_spec_loads_and_matches_the_generator(retail):
     import rlvrflow.flows.spec as flows_spec
+
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
     # tool calls and the agent console's multi-step tickets come on top of the weights
     categories = set(retail.generate.CATEGORY_WEIGHTS) | {"tool_call", retail.tasks_episodes.CATEGORY}
@@ -78,18 +80,19 @@ def test_learnable_solutions_fit_the_generation_budget(retail):
     import random
 
     import rlvrflow.flows.spec as flows_spec
+
     spec = flows_spec.load_spec(retail.generate.HERE / "spec.yaml")
     budget = spec.generation.max_new_tokens
     rng = random.Random(0)
     generators = {**retail.tasks_math.GENERATORS, "policy_choice": retail.tasks_other.policy_choice}
-    longest = max(len(gen(rng, lang).solution) for gen in generators.values()
-                  for lang in ("en", "zh") for _ in range(300))
+    longest = max(
+        len(gen(rng, lang).solution) for gen in generators.values() for lang in ("en", "zh") for _ in range(300)
+    )
     assert longest <= budget, f"a solution of {longest} chars does not fit {budget} new tokens"
     for lang in ("en", "zh"):
         task = retail.tasks_other.reply_format(rng, lang)
         link = json.loads(task.answer)["link"]
         assert task.solution.index(link) + len(link) <= budget
-
 
 
 def test_tool_call_rule_and_prompt_match_the_generator(retail):
@@ -151,12 +154,23 @@ def test_reply_rule_pays_a_reply_not_the_format_example(retail):
         assert name in task.question and item in task.question  # what the request names, the reply names
         assert not any(a.lower() in task.question.lower() for a in action), (action, task.question)
         actions.setdefault(task.lang, set()).add(tuple(a.rstrip("0123456789天 days") for a in action))
-        stock = (f"{link} - Hi {name}, you can start the return for the {item} on that page, thank you."
-                 if task.lang == "en" else f"{link} {name}您好，{item}请在此页面办理退货。")
-        for hack in (part.format_example, f"{part.format_example}, {name}.", link,
-                     f"{link} - start the return there, {name}.", f"{link} - {link}/-startshesen-reti&#4227=",
-                     prompt, f"{task.question} {link}", f"{task.solution} {link}", stock,
-                     " ".join([link, name, item, action[0]])):
+        stock = (
+            f"{link} - Hi {name}, you can start the return for the {item} on that page, thank you."
+            if task.lang == "en"
+            else f"{link} {name}您好，{item}请在此页面办理退货。"
+        )
+        for hack in (
+            part.format_example,
+            f"{part.format_example}, {name}.",
+            link,
+            f"{link} - start the return there, {name}.",
+            f"{link} - {link}/-startshesen-reti&#4227=",
+            prompt,
+            f"{task.question} {link}",
+            f"{task.solution} {link}",
+            stock,
+            " ".join([link, name, item, action[0]]),
+        ):
             assert verify("reply", hack, task.answer, rule.params).score == 0.0, hack
         longest = max(longest, len(prompt) + len(task.solution) + 2)  # one token a character, plus BOS and EOS
     assert all(len(kinds) == 4 for kinds in actions.values()), actions  # four kinds of request, four actions

@@ -1,4 +1,5 @@
 """Fixtures for the flows tests: a toy domain spec on disk and an isolated Prefect environment."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,17 @@ def write_toy_rows(path: Path, n: int = 40, start: int = 0) -> None:
     with path.open("w", encoding="utf-8") as fh:
         for i in range(start, start + n):
             a, b = i % 17 + 2, i % 11 + 3
-            fh.write(json.dumps({"qid": f"q{i:04d}", "q": f"What is {a} plus {b} (case {i})?",
-                                 "a": str(a + b), "s": f"{a} + {b} = {a + b}. Answer: {a + b}"}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "qid": f"q{i:04d}",
+                        "q": f"What is {a} plus {b} (case {i})?",
+                        "a": str(a + b),
+                        "s": f"{a} + {b} = {a + b}. Answer: {a + b}",
+                    }
+                )
+                + "\n"
+            )
 
 
 @pytest.fixture
@@ -62,8 +72,11 @@ def prefect_env(tmp_path: Path, monkeypatch):
 
 def env_without_prefect_api() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
+    env.update(
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
+    )
     return env
 
 
@@ -80,10 +93,15 @@ def pytest_collection_modifyitems(items):
 def prefect_harness(tmp_path_factory):
     """One temporary Prefect API (SQLite) for the in-process flow tests, results kept in a temp folder."""
     home = tmp_path_factory.mktemp("prefect-home")
-    os.environ.update(PREFECT_HOME=str(home), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                      PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
-                      PREFECT_LOGGING_EXTRA_LOGGERS="rlvrflow")  # as `rlvrflow run` and prefect.yaml set it
+    os.environ.update(
+        PREFECT_HOME=str(home),
+        DO_NOT_TRACK="1",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
+        PREFECT_LOGGING_EXTRA_LOGGERS="rlvrflow",
+    )  # as `rlvrflow run` and prefect.yaml set it
     import prefect.main  # noqa: F401  configures Prefect's log handlers now, on pytest's session-long
+
     # stderr; first imported inside a test using capsys, they would keep that test's closed stream
     from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
@@ -122,12 +140,14 @@ def read_artifact():
 
     def read(key: str):
         with get_client(sync_client=True) as client:
-            found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
-                                          sort=ArtifactSort.CREATED_DESC, limit=1)
+            found = client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                sort=ArtifactSort.CREATED_DESC,
+                limit=1,
+            )
         return found[0] if found else None
 
     return read
-
 
 
 @pytest.fixture
@@ -149,23 +169,35 @@ def fake_run():
         prepare, attach = out / "stages" / "prepare" / name, out / "stages" / "attach" / name
         prepare.mkdir(parents=True)
         attach.mkdir(parents=True)
-        (prepare / "stats.json").write_text(json.dumps({"files": [{"source": "qa", "file": f"raw/{name}.jsonl",
-                                                                   "rows": 3, "rejected": 0}]}))
+        (prepare / "stats.json").write_text(
+            json.dumps({"files": [{"source": "qa", "file": f"raw/{name}.jsonl", "rows": 3, "rejected": 0}]})
+        )
         import polars as pl
 
-        pl.DataFrame({"id": ["a", "b", "c"], "category": ["arithmetic"] * 3, "question": ["What is 1+1?"] * 3,
-                      "reference": ["2", "3", "4"], "solution": ["", "", ""],
-                      "source": [f"raw/{name}.jsonl:{i}" for i in (1, 2, 3)]}).write_parquet(attach / "attach.parquet")
+        pl.DataFrame(
+            {
+                "id": ["a", "b", "c"],
+                "category": ["arithmetic"] * 3,
+                "question": ["What is 1+1?"] * 3,
+                "reference": ["2", "3", "4"],
+                "solution": ["", "", ""],
+                "source": [f"raw/{name}.jsonl:{i}" for i in (1, 2, 3)],
+            }
+        ).write_parquet(attach / "attach.parquet")
         run = out / "runs" / name
         run.mkdir(parents=True)
         report = {
-            "domain": "toy", "spec": str(spec), "best_checkpoint": str(ckpt), "checkpoint": str(ckpt),
+            "domain": "toy",
+            "spec": str(spec),
+            "best_checkpoint": str(ckpt),
+            "checkpoint": str(ckpt),
             "best_decision": {"best": "step_000004", "metric": "pass_at_1_greedy", "no_gain": False},
             "evals": [{"name": "sft", "pass_at_1_greedy": 0.1}, {"name": "step_000004", "pass_at_1_greedy": score}],
-            "gain": {"greedy": {"points": points, "low": points - 3, "high": points + 3,
-                                "metric": "pass_at_1_greedy"}},
-            "stages": {"prepare": {"key": "p" + name, "dir": str(prepare)},
-                       "attach": {"key": "a" + name, "dir": str(attach)}},
+            "gain": {"greedy": {"points": points, "low": points - 3, "high": points + 3, "metric": "pass_at_1_greedy"}},
+            "stages": {
+                "prepare": {"key": "p" + name, "dir": str(prepare)},
+                "attach": {"key": "a" + name, "dir": str(attach)},
+            },
             "eval_matrix": str(run / "matrix.json"),
         }
         (run / "report.json").write_text(json.dumps(report))

@@ -1,4 +1,5 @@
 """The content-hash stage cache: reuse on unchanged inputs, rebuild on change or force, safe under concurrency."""
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ def _builder(calls: list, payload: str = "x"):
         calls.append(out)
         (out / "data.txt").write_text(payload)
         return {"data": "data.txt"}, {"rows_in": 1}
+
     return build
 
 
@@ -70,8 +72,9 @@ def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     import subprocess
     import sys
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     (folder / ".lock").write_text(f"{socket.gethostname()} {dead}")
     calls: list = []
     build_stage(tmp_path, "s", "k", _builder(calls), wait_seconds=5)
@@ -89,8 +92,7 @@ def test_concurrent_builders_share_one_build(tmp_path):
         return {"data": "data.txt"}, {}
 
     results = []
-    threads = [threading.Thread(target=lambda: results.append(build_stage(tmp_path, "s", "k", slow)))
-               for _ in range(3)]
+    threads = [threading.Thread(target=lambda: results.append(build_stage(tmp_path, "s", "k", slow))) for _ in range(3)]
     for t in threads:
         t.start()
     while not calls:
@@ -153,6 +155,7 @@ def _parquet_builder(calls: list):
         calls.append(out)
         pl.DataFrame({"id": [f"r{i}" for i in range(2000)], "x": list(range(2000))}).write_parquet(out / "rows.parquet")
         return {"rows": "rows.parquet"}, {"rows_in": 2000}
+
     return build
 
 

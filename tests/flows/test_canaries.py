@@ -1,4 +1,5 @@
 """Reward canaries in the pipeline: a verifier that accepts everything stops `rlvrflow run` at attach."""
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,8 @@ def test_canaries_pass_on_the_math_verifier_and_land_in_the_attach_stats(toy_spe
 def test_a_plugin_adds_its_own_canaries(tmp_path, monkeypatch):
     from rlvrflow.verifiers import canary
 
-    (tmp_path / "ticket_checks.py").write_text(textwrap.dedent('''
+    (tmp_path / "ticket_checks.py").write_text(
+        textwrap.dedent("""
         from rlvrflow.verifiers.verdict import Verdict
         CANARIES = ["Status: unknown"]
         def canaries(reference, params):
@@ -77,7 +79,8 @@ def test_a_plugin_adds_its_own_canaries(tmp_path, monkeypatch):
         def verify_ticket(response, reference, params):
             ok = "pending" in response  # the bug its own canary catches
             return Verdict(float(ok), "correct" if ok else "wrong")
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     pairs = dict(canary.battery("ticket_checks:verify_ticket", {}, "T-7"))
     assert pairs["plugin canary 0"] == "Status: unknown"
@@ -86,7 +89,16 @@ def test_a_plugin_adds_its_own_canaries(tmp_path, monkeypatch):
     class Rule:
         category, verifier = "tickets", "ticket_checks:verify_ticket"
 
-    rows = [{"id": f"r{i}", "category": "tickets", "prompt": "Which status?", "reference": f"T-{i}",
-             "verifier": Rule.verifier, "verifier_params": "{}"} for i in range(5)]
+    rows = [
+        {
+            "id": f"r{i}",
+            "category": "tickets",
+            "prompt": "Which status?",
+            "reference": f"T-{i}",
+            "verifier": Rule.verifier,
+            "verifier_params": "{}",
+        }
+        for i in range(5)
+    ]
     report = canary.probe(rows, [Rule], canary.CanaryConfig(), workers=1)
     assert not report["ok"] and {f["canary"] for f in report["failed"]} == {"plugin canary for this row 0"}

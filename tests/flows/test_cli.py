@@ -3,6 +3,7 @@
 `run` is the README's main command: the whole retrain flow on Prefect's API (here the test harness),
 twice on a toy domain; the second run reuses every stage and prints both runs' times.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_help_documents_every_command_with_examples():
-    done = subprocess.run([sys.executable, "-c", "import sys; from rlvrflow.flows.cli import main; sys.exit(main())",
-                           "--help"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from rlvrflow.flows.cli import main; sys.exit(main())", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert done.returncode == 0
     for command in ("spec-check", "clean", "verify", "tier", "run"):
         assert f"  {command} " in done.stdout and f"rlvrflow {command} " in done.stdout
@@ -51,8 +57,11 @@ def test_set_creates_an_unset_section_and_bad_paths_are_usage_errors(tmp_path, t
     spec = load_spec(toy_spec)
     assert spec.training.lora is None  # the section a user trying LoRA sets first
     assert with_overrides(spec, {"training.lora.r": 8}).training.lora.r == 8
-    for dotted, named in (("training.sft.max_steps.x", "training.sft.max_steps is a value"),
-                          ("training..steps", "dotted path"), ("training.no_such_field", "no_such_field")):
+    for dotted, named in (
+        ("training.sft.max_steps.x", "training.sft.max_steps is a value"),
+        ("training..steps", "dotted path"),
+        ("training.no_such_field", "no_such_field"),
+    ):
         with pytest.raises(SpecError, match=named.replace(".", r"\.")):
             with_overrides(spec, {dotted: 1})
         assert main(["run", str(toy_spec), "--out", str(tmp_path / "o"), "--set", f"{dotted}=1"]) == 2
@@ -74,8 +83,12 @@ def test_clean_prints_counts_and_failed_validation_exits_1(tmp_path, toy_spec, c
 
 def test_verify_scores_a_file_and_rejects_bad_params(tmp_path, capsys):
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"response": "Answer: 42", "reference": "42"}) + "\n"
-                   + json.dumps({"response": "Answer: 41", "reference": "42"}) + "\n")
+    src.write_text(
+        json.dumps({"response": "Answer: 42", "reference": "42"})
+        + "\n"
+        + json.dumps({"response": "Answer: 41", "reference": "42"})
+        + "\n"
+    )
     dst = tmp_path / "out.jsonl"
     assert main(["verify", "--verifier", "math", "--workers", "1", str(src), str(dst)]) == 0
     scores = [json.loads(line)["score"] for line in dst.read_text().splitlines()]
@@ -144,7 +157,9 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     assert "7/9 stages reused" in second and "previous run in this folder" in second
     for stage in ("drift", "compare"):
         assert any(line.startswith(f"  {stage} ") and "[computed in" in line for line in second.splitlines()), stage
-    assert any(line.startswith("  drift ") and "all " in line and " checks passed" in line for line in second.splitlines())
+    assert any(
+        line.startswith("  drift ") and "all " in line and " checks passed" in line for line in second.splitlines()
+    )
     for stage in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate"):  # counts, cached too
         assert any(line.startswith(f"  {stage} ") and "[cached " in line for line in second.splitlines()), stage
     assert any(line.startswith("  split ") and " train, " in line for line in second.splitlines())
@@ -156,10 +171,14 @@ def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path
     evaluate_line = next(line for line in first.splitlines() if line.startswith("  evaluate "))
     (evaluated,) = (out / "stages" / "evaluate").iterdir()
     names = [r["name"] for r in json.loads((evaluated / "eval_table.json").read_text())]
-    assert f"{len(names)} models on the held-out split ({len(names)} read from the training loop's own evals)" \
-        in evaluate_line, evaluate_line
-    kept = {n: (json.loads((evaluated / f"{n}.json").read_text()), (evaluated / f"{n}.samples.jsonl").read_bytes())
-            for n in names}
+    assert (
+        f"{len(names)} models on the held-out split ({len(names)} read from the training loop's own evals)"
+        in evaluate_line
+    ), evaluate_line
+    kept = {
+        n: (json.loads((evaluated / f"{n}.json").read_text()), (evaluated / f"{n}.samples.jsonl").read_bytes())
+        for n in names
+    }
     (trained,) = (out / "stages" / "grpo").iterdir()
     shutil.rmtree(trained / "evals")
     shutil.rmtree(evaluated)
@@ -180,8 +199,12 @@ def test_tier_writes_tiers_parquet_into_out(tmp_path, toy_spec, capsys):
     from rlvrflow.training.tiny_model import build_tiny_model
 
     corpus = [line for line in (toy_spec.parent / "raw" / "part-0.jsonl").read_text().splitlines()]
-    model = build_tiny_model(corpus + ["Answer: 0123456789"], tmp_path / "model", seed=0,
-                             dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32))
+    model = build_tiny_model(
+        corpus + ["Answer: 0123456789"],
+        tmp_path / "model",
+        seed=0,
+        dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32),
+    )
     out = tmp_path / "tiers_out"
     assert main(["tier", str(toy_spec), "--model", str(model), "--out", str(out)]) == 0
     tiers = pl.read_parquet(out / "tiers.parquet")

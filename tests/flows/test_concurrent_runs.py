@@ -1,5 +1,6 @@
 """Two processes on the same output folder at once finish with the same results: they share a
 stage (one builds, the other waits on its lock and reuses it), and two `rlvrflow run` take turns."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,14 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _start(args: list[str], tmp_path: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rlvrflow.flows.cli", *args], cwd=REPO, env=_env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlvrflow.flows.cli", *args],
+        cwd=REPO,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:

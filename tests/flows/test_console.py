@@ -1,6 +1,7 @@
 """`rlvrflow run`'s terminal keeps rlvrflow's lines and every warning; third-party INFO lines,
 transformers' bars and advisories go to the run's log file (flows/console.py). The CLI's own check,
 on a real run's stderr, is in test_concurrent_runs.py."""
+
 from __future__ import annotations
 
 import io

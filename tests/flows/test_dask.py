@@ -1,4 +1,5 @@
 """Scale-out: the prepare and attach stages with their fan-out on a local Dask cluster (prefect-dask)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The prepare and attach flows on a temporary Prefect API: outputs, artifacts, cache, retries, failures."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,8 @@ def test_prepare_attach_split_then_cached(prefect_harness, toy_spec, tmp_path, r
     assert clean2["dir"] == clean["dir"] and data2["split"]["digests"] == split["digests"]
 
     (toy_spec.parent / "raw" / "part-1.jsonl").write_text(
-        json.dumps({"qid": "new1", "q": "What is 100 plus 1?", "a": "101", "s": "Answer: 101"}) + "\n")
+        json.dumps({"qid": "new1", "q": "What is 100 plus 1?", "a": "101", "s": "Answer: 101"}) + "\n"
+    )
     clean3, _ = _prepare_attach(toy_spec, out)
     assert not clean3["cached"] and clean3["dir"] != clean["dir"] and clean3["stats"]["rows_in"] == 41
 
@@ -99,8 +101,7 @@ def test_missing_sources_fail_prepare_with_the_fix(prefect_harness, toy_spec, tm
         state.result()
 
 
-def test_failed_validation_fails_the_run_and_publishes_the_summary(prefect_harness, toy_spec, tmp_path,
-                                                                  read_artifact):
+def test_failed_validation_fails_the_run_and_publishes_the_summary(prefect_harness, toy_spec, tmp_path, read_artifact):
     from rlvrflow.flows.prepare import prepare
 
     toy_spec.write_text(toy_spec.read_text().replace("validation:\n", "validation:\n  min_rows: 1000\n"))

@@ -7,6 +7,7 @@ answer must contain a vowel), so tiering's samples hold pairs:
   and ends with a report naming DPO's checkpoints, the eval matrix (with a regression and a robustness
   set), each model's samples file, the Prefect matrix and samples artifacts, and the doctor's findings.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,14 @@ eval:
   regression_sets: [{name: general, path: eval/general.jsonl, verifier: math}]
   robustness_set: eval/robustness.jsonl
 """
-DPO_BUDGET = ["--set", "training.dpo.max_steps=2", "--set", "training.dpo.batch_size=4", "--set",
-              "training.dpo.warmup_steps=1"]
+DPO_BUDGET = [
+    "--set",
+    "training.dpo.max_steps=2",
+    "--set",
+    "training.dpo.batch_size=4",
+    "--set",
+    "training.dpo.warmup_steps=1",
+]
 
 
 def _jsonl(path: Path, rows: list[dict]) -> None:
@@ -52,13 +59,30 @@ def letters(tmp_path_factory):
     """(spec path, stage cache) of the vowel domain with its two eval sets."""
     folder = tmp_path_factory.mktemp("letters")
     (folder / "spec.yaml").write_text(LETTERS_SPEC)
-    _jsonl(folder / "raw" / "part-0.jsonl", [{"qid": f"q{i:04d}", "q": f"Write a word with a vowel (case {i})",
-                                             "a": "[aeiou]", "s": "banana"} for i in range(48)])
-    _jsonl(folder / "eval" / "general.jsonl", [{"id": f"g{i}", "prompt": f"What is {i} plus 2?", "reference": str(i + 2)}
-                                               for i in range(4)])
-    _jsonl(folder / "eval" / "robustness.jsonl", [{"id": f"r{i}", "category": "missing_price", "verifier": "refusal",
-                                                   "prompt": f"Refund {i} items, what do I get back?",
-                                                   "reference": "price|cost"} for i in range(4)])
+    _jsonl(
+        folder / "raw" / "part-0.jsonl",
+        [
+            {"qid": f"q{i:04d}", "q": f"Write a word with a vowel (case {i})", "a": "[aeiou]", "s": "banana"}
+            for i in range(48)
+        ],
+    )
+    _jsonl(
+        folder / "eval" / "general.jsonl",
+        [{"id": f"g{i}", "prompt": f"What is {i} plus 2?", "reference": str(i + 2)} for i in range(4)],
+    )
+    _jsonl(
+        folder / "eval" / "robustness.jsonl",
+        [
+            {
+                "id": f"r{i}",
+                "category": "missing_price",
+                "verifier": "refusal",
+                "prompt": f"Refund {i} items, what do I get back?",
+                "reference": "price|cost",
+            }
+            for i in range(4)
+        ],
+    )
     return folder / "spec.yaml", folder / "cache"
 
 
@@ -83,19 +107,33 @@ def test_export_dpo_writes_a_dataset_load_from_disk_reads(letters, tmp_path, cap
     assert (cache / "stages" / "tier").is_dir()  # the stages live in the cache, the pairs in --out
 
     # no prompt of the chosen tiers has pairs: a data error (exit 1) naming the fix
-    assert main(["export-dpo", str(spec), "--out", str(tmp_path / "none"), "--cache", str(cache), "--smoke",
-                 "--set", "training.dpo.tiers=[too_easy]"]) == 1
+    assert (
+        main(
+            [
+                "export-dpo",
+                str(spec),
+                "--out",
+                str(tmp_path / "none"),
+                "--cache",
+                str(cache),
+                "--smoke",
+                "--set",
+                "training.dpo.tiers=[too_easy]",
+            ]
+        )
+        == 1
+    )
     assert "widen training.dpo.tiers" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_run_with_dpo_reports_dpo_checkpoints_the_eval_matrix_samples_and_doctor(
-        prefect_harness, letters, capsys, read_artifact):
+    prefect_harness, letters, capsys, read_artifact
+):
     from rlvrflow.flows.cli import main
 
     spec, cache = letters
-    assert main(["run", str(spec), "--out", str(cache), "--smoke", "--set", "training.algorithm=dpo",
-                 *DPO_BUDGET]) == 0
+    assert main(["run", str(spec), "--out", str(cache), "--smoke", "--set", "training.algorithm=dpo", *DPO_BUDGET]) == 0
     text = capsys.readouterr().out
     latest = json.loads((cache / "latest.json").read_text())
     report = json.loads(Path(latest["report"]).read_text())
@@ -109,8 +147,12 @@ def test_run_with_dpo_reports_dpo_checkpoints_the_eval_matrix_samples_and_doctor
     assert all(Path(e["model"]).parent.parent.name == "dpo" for e in report["evals"][1:])
 
     matrix = report["eval_matrix"]
-    assert [r["name"] for r in matrix] == [*names, "constant"] and report["max_regression"] == 2.0  # + the constant baseline
-    assert all(set(r["regression"]) == {"general"} and r["robustness"] is not None for r in matrix if not r.get("is_constant"))
+    assert [r["name"] for r in matrix] == [*names, "constant"] and report[
+        "max_regression"
+    ] == 2.0  # + the constant baseline
+    assert all(
+        set(r["regression"]) == {"general"} and r["robustness"] is not None for r in matrix if not r.get("is_constant")
+    )
     assert report["best_model"] in names and f"best:       {report['best_model']}" in text
     assert "model" in text and "p@1 greedy" in text and "general" in text.split("p@1 greedy", 1)[1].split("\n")[0]
     assert "run doctor: " in text

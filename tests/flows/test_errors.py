@@ -1,4 +1,5 @@
 """One classification of failures, by type: the CLI's exit codes and Prefect's retry policy agree."""
+
 from __future__ import annotations
 
 import pickle
@@ -19,16 +20,19 @@ def _chained(outer: BaseException, cause: BaseException) -> BaseException:
         return exc
 
 
-@pytest.mark.parametrize("exc, kind", [
-    (BrokenProcessPool("worker died"), "transient"),
-    (ConnectionResetError("peer reset"), "transient"),
-    (TimeoutError("slow"), "transient"),
-    (TransientError("retry me"), "transient"),
-    (DataError("bad rows"), "data"),
-    (FileNotFoundError("raw/x.jsonl"), "data"),
-    (ValueError("reference column holds bytes"), "bug"),
-    (KeyError("oops"), "bug"),
-])
+@pytest.mark.parametrize(
+    "exc, kind",
+    [
+        (BrokenProcessPool("worker died"), "transient"),
+        (ConnectionResetError("peer reset"), "transient"),
+        (TimeoutError("slow"), "transient"),
+        (TransientError("retry me"), "transient"),
+        (DataError("bad rows"), "data"),
+        (FileNotFoundError("raw/x.jsonl"), "data"),
+        (ValueError("reference column holds bytes"), "bug"),
+        (KeyError("oops"), "bug"),
+    ],
+)
 def test_kinds_by_type(exc, kind):
     assert classify(exc) == kind
 
@@ -39,7 +43,9 @@ def test_library_errors_and_chains():
     from rlvrflow.flows.spec import SpecError
     from rlvrflow.verifiers.registry import UnknownVerifier
 
-    assert classify(IngestError("x")) == "data" and classify(ValidationFailed({"reason": "gx", "failures": []})) == "data"
+    assert (
+        classify(IngestError("x")) == "data" and classify(ValidationFailed({"reason": "gx", "failures": []})) == "data"
+    )
     assert classify(SpecError("x")) == classify(UnknownVerifier("nope")) == "usage"
     # a wrapper of unknown type takes its cause's kind; an exception named like a transient one does not
     assert classify(_chained(RuntimeError("task failed"), BrokenProcessPool("died"))) == "transient"

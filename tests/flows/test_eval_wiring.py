@@ -1,6 +1,7 @@
 """The evaluate stage's wiring without a model: the regression and robustness set files (flows/eval_sets.py),
 the eval matrix and the best model that evaluate_finish writes, what the report and the console say about
 the best model, the artifact builders (matrix table, samples side by side), and `rlvrflow doctor`."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,12 @@ from rlvrflow.flows.report import best_line
 from rlvrflow.flows.runner import Job
 from rlvrflow.flows.spec import load_spec, spec_data
 
-SETS = {"eval.regression_sets": [{"name": "general", "path": "eval/general.jsonl", "verifier": "sql",
-                                  "params": {"database": "shop.db"}}],
-        "eval.robustness_set": "eval/robustness.jsonl"}
+SETS = {
+    "eval.regression_sets": [
+        {"name": "general", "path": "eval/general.jsonl", "verifier": "sql", "params": {"database": "shop.db"}}
+    ],
+    "eval.robustness_set": "eval/robustness.jsonl",
+}
 
 
 def _jsonl(path: Path, rows: list) -> None:
@@ -29,10 +33,14 @@ def _jsonl(path: Path, rows: list) -> None:
 def _spec_with_sets(toy_spec: Path):
     folder = toy_spec.parent
     (folder / "shop.db").write_bytes(b"")
-    _jsonl(folder / "eval" / "general.jsonl", [{"id": "g1", "prompt": "count orders", "reference": "SELECT 1",
-                                                "verifier": "math", "verifier_params": "{}"}])
-    _jsonl(folder / "eval" / "robustness.jsonl", [{"id": "r1", "category": "missing_price", "prompt": "refund?",
-                                                   "reference": "price", "verifier": "refusal"}])
+    _jsonl(
+        folder / "eval" / "general.jsonl",
+        [{"id": "g1", "prompt": "count orders", "reference": "SELECT 1", "verifier": "math", "verifier_params": "{}"}],
+    )
+    _jsonl(
+        folder / "eval" / "robustness.jsonl",
+        [{"id": "r1", "category": "missing_price", "prompt": "refund?", "reference": "price", "verifier": "refusal"}],
+    )
     return with_overrides(load_spec(toy_spec), SETS)
 
 
@@ -44,8 +52,10 @@ def test_sets_take_the_set_verifier_with_params_resolved_and_rows_keep_their_own
     assert json.loads(general["verifier_params"]) == {"database": str((toy_spec.parent / "shop.db").resolve())}
     assert sets.robustness.row(0, named=True)["verifier"] == "refusal"
     digests = set_digests(spec)
-    assert set(digests) == {str(toy_spec.parent / "eval" / "general.jsonl"),
-                            str(toy_spec.parent / "eval" / "robustness.jsonl")}
+    assert set(digests) == {
+        str(toy_spec.parent / "eval" / "general.jsonl"),
+        str(toy_spec.parent / "eval" / "robustness.jsonl"),
+    }
     _jsonl(toy_spec.parent / "eval" / "general.jsonl", [{"id": "g1", "prompt": "other", "reference": "SELECT 2"}])
     assert set_digests(spec) != digests  # a changed set file changes the evaluate stage's key
 
@@ -54,17 +64,24 @@ def test_missing_and_bad_set_files_name_the_field_the_line_and_the_fix(toy_spec)
     spec = _spec_with_sets(toy_spec)
     folder = toy_spec.parent
     (folder / "eval" / "robustness.jsonl").unlink()
-    with pytest.raises(DataError, match=r"eval.robustness_set: .*robustness.jsonl does not exist; write it .*eval_sets.py"):
+    with pytest.raises(
+        DataError, match=r"eval.robustness_set: .*robustness.jsonl does not exist; write it .*eval_sets.py"
+    ):
         set_digests(spec)
     with pytest.raises(DataError, match="eval.robustness_set"):
         load_sets(spec)
     bad_rows = {
-        r'robustness.jsonl:2 lacks \[\'verifier\'\]': [{"id": "a", "prompt": "p", "reference": "x", "verifier": "refusal"},
-                                                       {"id": "b", "prompt": "p", "reference": "x"}],
-        r"robustness.jsonl:2: id 'a' appears twice": [{"id": "a", "prompt": "p", "reference": "x", "verifier": "refusal"},
-                                                      {"id": "a", "prompt": "q", "reference": "x", "verifier": "refusal"}],
-        r"robustness.jsonl:1: .*no_such_verifier": [{"id": "a", "prompt": "p", "reference": "x",
-                                                     "verifier": "no_such_verifier"}],
+        r"robustness.jsonl:2 lacks \[\'verifier\'\]": [
+            {"id": "a", "prompt": "p", "reference": "x", "verifier": "refusal"},
+            {"id": "b", "prompt": "p", "reference": "x"},
+        ],
+        r"robustness.jsonl:2: id 'a' appears twice": [
+            {"id": "a", "prompt": "p", "reference": "x", "verifier": "refusal"},
+            {"id": "a", "prompt": "q", "reference": "x", "verifier": "refusal"},
+        ],
+        r"robustness.jsonl:1: .*no_such_verifier": [
+            {"id": "a", "prompt": "p", "reference": "x", "verifier": "no_such_verifier"}
+        ],
         r"robustness.jsonl:1 is not JSON": ["{not json"],
         r"robustness.jsonl holds no rows": [""],
     }
@@ -75,9 +92,21 @@ def test_missing_and_bad_set_files_name_the_field_the_line_and_the_fix(toy_spec)
 
 
 def _result(name: str, greedy: float) -> dict:
-    return {"name": name, "model": f"/models/{name}", "pass_at_1_greedy": greedy, "pass_at_1_sampled": greedy,
-            "pass_at_k": greedy, "k": 1, "format_rate": 1.0, "length_mean": 8.0, "length_p50": 8.0, "length_p90": 8.0,
-            "per_prompt_variance": 0.1, "zero_variance_prompts": 0.5, "n_prompts": 4}
+    return {
+        "name": name,
+        "model": f"/models/{name}",
+        "pass_at_1_greedy": greedy,
+        "pass_at_1_sampled": greedy,
+        "pass_at_k": greedy,
+        "k": 1,
+        "format_rate": 1.0,
+        "length_mean": 8.0,
+        "length_p50": 8.0,
+        "length_p90": 8.0,
+        "per_prompt_variance": 0.1,
+        "zero_variance_prompts": 0.5,
+        "n_prompts": 4,
+    }
 
 
 def _evaluated(tmp_path: Path, spec, scores: dict[str, tuple[float, float, float]]) -> Job:
@@ -91,11 +120,15 @@ def _evaluated(tmp_path: Path, spec, scores: dict[str, tuple[float, float, float
             (policy / name / "state.pt").write_bytes(b"")
             (policy / name / "meta.json").write_text("{}")
         (out / f"{name}.json").write_text(json.dumps(_result(name, main)))
-        (out / f"{name}.sets.json").write_text(json.dumps({"regression": {"general": _result(name, general)},
-                                                           "robustness": _result(name, robust)}))
+        (out / f"{name}.sets.json").write_text(
+            json.dumps({"regression": {"general": _result(name, general)}, "robustness": _result(name, robust)})
+        )
     split = _split(tmp_path, train_golds=["2", "2", "2", "3"], eval_golds=["2", "5", "7", "9"])
-    inputs = {"sft": {"model": str(sft), "dir": str(sft)}, "policy": {"dir": str(policy), "summary": ""},
-              "split": split}
+    inputs = {
+        "sft": {"model": str(sft), "dir": str(sft)},
+        "policy": {"dir": str(policy), "summary": ""},
+        "split": split,
+    }
     return Job("evaluate", json.dumps(spec_data(spec)), str(spec.base_dir), str(tmp_path), str(out), inputs)
 
 
@@ -105,8 +138,17 @@ def _split(folder: Path, train_golds: list[str], eval_golds: list[str]) -> dict[
 
     paths = {}
     for part, golds in (("train", train_golds), ("eval", eval_golds)):
-        rows = [{"id": f"{part}-{i}", "category": "gcd", "prompt": f"gcd question {i}?", "reference": g,
-                 "verifier": "math", "verifier_params": "{}"} for i, g in enumerate(golds)]
+        rows = [
+            {
+                "id": f"{part}-{i}",
+                "category": "gcd",
+                "prompt": f"gcd question {i}?",
+                "reference": g,
+                "verifier": "math",
+                "verifier_params": "{}",
+            }
+            for i, g in enumerate(golds)
+        ]
         paths[part] = str(folder / f"{part}.parquet")
         pl.DataFrame(rows).write_parquet(paths[part])
     return paths
@@ -114,12 +156,20 @@ def _split(folder: Path, train_golds: list[str], eval_golds: list[str]) -> dict[
 
 def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_spec, tmp_path):
     spec = _spec_with_sets(toy_spec)
-    job = _evaluated(tmp_path, spec, {"sft": (0.30, 0.80, 0.2), "step_000001": (0.35, 0.79, 0.3),
-                                      "step_000002": (0.50, 0.70, 0.4)})
+    job = _evaluated(
+        tmp_path, spec, {"sft": (0.30, 0.80, 0.2), "step_000001": (0.35, 0.79, 0.3), "step_000002": (0.50, 0.70, 0.4)}
+    )
     result = stage_calls.evaluate_finish(job, {})
     matrix = json.loads((tmp_path / "evaluate" / "eval_matrix.json").read_text())
-    assert result.stats == {"models": 3, "reused": 0, "best": "step_000001", "regressed": {"step_000002": ["general"]},
-                            "constant_pass_at_1_greedy": 0.25, "no_gain": False, "warnings": []}
+    assert result.stats == {
+        "models": 3,
+        "reused": 0,
+        "best": "step_000001",
+        "regressed": {"step_000002": ["general"]},
+        "constant_pass_at_1_greedy": 0.25,
+        "no_gain": False,
+        "warnings": [],
+    }
     assert [r["name"] for r in matrix["rows"]] == ["sft", "step_000001", "step_000002", "constant"]
     assert matrix["rows"][3]["constants"] == {"gcd": "Answer: 2"}  # the training golds' most frequent
     assert matrix["best"] == "step_000001" and matrix["best_model"] == "/models/step_000001"
@@ -131,7 +181,9 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
     assert table[2]["general change"] == pytest.approx(-10.0) and table[2]["regressed on"] == "general"
 
     (tmp_path / "b").mkdir()
-    stage_calls.evaluate_finish(_evaluated(tmp_path / "b", spec, {"sft": (0.30, 0.80, 0.2), "step_000001": (0.50, 0.70, 0.4)}), {})
+    stage_calls.evaluate_finish(
+        _evaluated(tmp_path / "b", spec, {"sft": (0.30, 0.80, 0.2), "step_000001": (0.50, 0.70, 0.4)}), {}
+    )
     matrix = json.loads((tmp_path / "b" / "evaluate" / "eval_matrix.json").read_text())
     assert matrix["best"] == "sft"
     line = best_line(matrix)
@@ -166,9 +218,22 @@ def test_a_vllm_eval_engine_never_reads_back_the_training_loops_evals():
 def test_samples_pages_put_each_checkpoint_beside_sft(tmp_path):
     def write(name: str, response: str) -> str:
         path = tmp_path / f"{name}.samples.jsonl"
-        _jsonl(path, [{"id": "q1", "category": "arithmetic", "prompt": "2+2?", "mode": "greedy", "response": response,
-                       "status": "correct" if response == "4" else "wrong", "score": 1.0, "reward": 1.0,
-                       "n_tokens": 1}])
+        _jsonl(
+            path,
+            [
+                {
+                    "id": "q1",
+                    "category": "arithmetic",
+                    "prompt": "2+2?",
+                    "mode": "greedy",
+                    "response": response,
+                    "status": "correct" if response == "4" else "wrong",
+                    "score": 1.0,
+                    "reward": 1.0,
+                    "n_tokens": 1,
+                }
+            ],
+        )
         return str(path)
 
     pages = artifacts.samples_pages({"sft": write("sft", "5"), "step_000002": write("step_000002", "4")})
@@ -179,8 +244,10 @@ def test_samples_pages_put_each_checkpoint_beside_sft(tmp_path):
 
 def test_pair_rows_count_prompts_with_pairs_and_drops_by_reason():
     rows = artifacts.pair_rows({"rows_kept": 3, "pairs": 7, "rejected_by_reason": {"no_correct_sample": 2}})
-    assert rows == [{"prompts": "gave pairs", "rows": 3, "pairs": 7},
-                    {"prompts": "no_correct_sample", "rows": 2, "pairs": 0}]
+    assert rows == [
+        {"prompts": "gave pairs", "rows": 3, "pairs": 7},
+        {"prompts": "no_correct_sample", "rows": 2, "pairs": 0},
+    ]
 
 
 def _doctor_run(tmp_path):
@@ -190,14 +257,36 @@ def _doctor_run(tmp_path):
     for d in (grpo, evaluate, run):
         d.mkdir(parents=True)
     steps = range(1, 41)
-    (grpo / "metrics.jsonl").write_text("".join(json.dumps(
-        {"step": s, "reward_mean": 0.5, "correct_rate": 0.45, "completion_tokens_mean": 15.0 + s, "kl": 0.0,
-         "grad_norm": 1.0, "loss": 0.01, "zero_variance_fraction": 0.3}) + "\n" for s in steps))
+    (grpo / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": s,
+                    "reward_mean": 0.5,
+                    "correct_rate": 0.45,
+                    "completion_tokens_mean": 15.0 + s,
+                    "kl": 0.0,
+                    "grad_norm": 1.0,
+                    "loss": 0.01,
+                    "zero_variance_fraction": 0.3,
+                }
+            )
+            + "\n"
+            for s in steps
+        )
+    )
     evals = [_result("sft", 0.34), _result("step_000040", 0.34)]
     for e in evals:
         (evaluate / f"{e['name']}.json").write_text(json.dumps(e))
-    (run / "report.json").write_text(json.dumps({"stages": {"grpo": {"dir": str(grpo)}, "evaluate": {"dir": str(evaluate)}},
-                                                 "evals": [{"name": e["name"]} for e in evals], "max_regression": 2.0}))
+    (run / "report.json").write_text(
+        json.dumps(
+            {
+                "stages": {"grpo": {"dir": str(grpo)}, "evaluate": {"dir": str(evaluate)}},
+                "evals": [{"name": e["name"]} for e in evals],
+                "max_regression": 2.0,
+            }
+        )
+    )
     (out / "latest.json").write_text(json.dumps({"run_dir": str(run)}))
     return out, run
 
@@ -225,9 +314,14 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader left before the first line
     try:
-        done = subprocess.run([sys.executable, "-m", "rlvrflow.flows.cli", "doctor", str(run)], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        done = subprocess.run(
+            [sys.executable, "-m", "rlvrflow.flows.cli", "doctor", str(run)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
     finally:
         os.close(write_end)
     assert done.returncode == 141, done.stderr

@@ -1,5 +1,6 @@
 """generation.*: how completions are sampled, set once and resolved into tiering, GRPO and eval (and so
 into DPO, which trains on tiering's samples and evaluates with eval) before the stages see the spec."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,8 +26,7 @@ def _sampling(spec, name: str) -> tuple:
 
 def _section_keys(spec) -> dict[str, str]:
     """Each generating stage's key over the spec sections it declares (upstream digests left out)."""
-    return {name: str(stage_key(name, {d: section(spec, d) for d in STAGES[name].sections}, []))
-            for name in GENERATING}
+    return {name: str(stage_key(name, {d: section(spec, d) for d in STAGES[name].sections}, [])) for name in GENERATING}
 
 
 def _retail(**generation) -> dict:
@@ -74,8 +74,9 @@ def test_a_spec_without_the_sections_gets_them_built_from_generation():
     assert spec.training.seed == 3 and spec.training.sft == SFTConfig()
 
 
-@pytest.mark.parametrize(("name", "bad"), [("max_new_tokens", 0), ("max_new_tokens", "long"), ("temperature", 0),
-                                           ("top_p", 1.5)])
+@pytest.mark.parametrize(
+    ("name", "bad"), [("max_new_tokens", 0), ("max_new_tokens", "long"), ("temperature", 0), ("top_p", 1.5)]
+)
 def test_a_bad_generation_value_is_reported_where_it_was_written(name, bad):
     with pytest.raises(SpecError) as err:
         spec_from_dict(_retail(**{name: bad}), RETAIL.parent)

@@ -1,6 +1,7 @@
 """The registry's MLflow backend (flows/mlflow_registry.py): against a real local MLflow server with a
 SQLite backend (scripts/mlflow_local.sh, stopped at the end, pass or fail), and what happens when
 MLflow cannot be reached (the local record stands, the error names the URI and `sync`)."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,11 @@ def test_no_tracking_uri_is_a_clear_error(tmp_path, monkeypatch):
 def test_an_unreachable_mlflow_keeps_the_local_record_and_says_how_to_sync(fake_run, tmp_path, capsys):
     uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
     reg = Registry(tmp_path, RegistryConfig(backend="mlflow", tracking_uri=uri))
-    with pytest.raises(MirrorError, match=f"night1 registered in .*events.jsonl, but MLflow was not updated: "
-                                          f"MLflow at {uri} is not reachable.*models --out .* sync") as caught:
+    with pytest.raises(
+        MirrorError,
+        match=f"night1 registered in .*events.jsonl, but MLflow was not updated: "
+        f"MLflow at {uri} is not reachable.*models --out .* sync",
+    ) as caught:
         reg.register(fake_run(tmp_path, "night1", 0.4))
     assert caught.value.record["id"] == "night1" and [m["id"] for m in reg.models()] == ["night1"]
     with pytest.raises(MirrorError, match="night1 promoted"):
@@ -60,8 +64,12 @@ def test_an_unreachable_mlflow_keeps_the_local_record_and_says_how_to_sync(fake_
 @pytest.fixture
 def mlflow_server(tmp_path):
     """A local MLflow server (SQLite backend, artifacts under tmp_path) started by the project's script."""
-    env = {**os.environ, "MLFLOW_HOME": str(tmp_path / "mlflow"), "MLFLOW_PORT": str(_free_port()),
-           "MLFLOW_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "MLFLOW_HOME": str(tmp_path / "mlflow"),
+        "MLFLOW_PORT": str(_free_port()),
+        "MLFLOW_PYTHON": sys.executable,
+    }
     try:
         done = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, f"mlflow_local.sh start:\n{done.stdout}\n{done.stderr}"
@@ -99,8 +107,11 @@ def test_register_promote_rollback_in_mlflow(fake_run, tmp_path, mlflow_server, 
 
     # the champion alias's artifacts are the exported model folder
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    got = Path(mlflow.artifacts.download_artifacts(artifact_uri="models:/rlvrflow-toy@champion",
-                                                   dst_path=str(tmp_path / "download")))
+    got = Path(
+        mlflow.artifacts.download_artifacts(
+            artifact_uri="models:/rlvrflow-toy@champion", dst_path=str(tmp_path / "download")
+        )
+    )
     assert (got / "config.json").read_text() == (out / "registry" / "models" / "night1" / "config.json").read_text()
     assert (got / "model.safetensors").read_bytes() == b"night1" and not (got / "state.pt").exists()
 
@@ -109,8 +120,10 @@ def test_register_promote_rollback_in_mlflow(fake_run, tmp_path, mlflow_server, 
     client.set_registered_model_alias("rlvrflow-toy", "champion", night2.version)
     Registry(out).register(fake_run(out, "night3", 0.6))
     assert main(["models", "--out", str(out), "--mlflow-uri", uri, "check"]) == 1
-    assert "out of step: local champion night1, MLflow rlvrflow-toy@champion night2; not in MLflow: night3" \
+    assert (
+        "out of step: local champion night1, MLflow rlvrflow-toy@champion night2; not in MLflow: night3"
         in capsys.readouterr().out
+    )
     assert main(["models", "--out", str(out), "--mlflow-uri", uri, "sync"]) == 0
     assert "night3: version 3 (registered now)" in capsys.readouterr().out
     assert main(["models", "--out", str(out), "--mlflow-uri", uri, "check"]) == 0
@@ -122,26 +135,37 @@ def test_the_night_promotes_locally_when_mlflow_is_down_and_says_so(fake_run, tm
     from rlvrflow.flows.promotion import register_and_promote
 
     uri = f"http://127.0.0.1:{_free_port()}"
-    done = register_and_promote(tmp_path, fake_run(tmp_path, "night1", 0.4), PromotionConfig(), 2.0, None,
-                                RegistryConfig(backend="mlflow", tracking_uri=uri, model_name="shop"))
+    done = register_and_promote(
+        tmp_path,
+        fake_run(tmp_path, "night1", 0.4),
+        PromotionConfig(),
+        2.0,
+        None,
+        RegistryConfig(backend="mlflow", tracking_uri=uri, model_name="shop"),
+    )
     assert done["verdict"] == "promoted" and Registry(tmp_path).champion()["id"] == "night1"
-    assert [e.split(",")[0] for e in done["mlflow_errors"]] == ["night1 registered in " + str(
-        tmp_path / "registry" / "events.jsonl"), "night1 promoted in " + str(tmp_path / "registry" / "events.jsonl")]
+    assert [e.split(",")[0] for e in done["mlflow_errors"]] == [
+        "night1 registered in " + str(tmp_path / "registry" / "events.jsonl"),
+        "night1 promoted in " + str(tmp_path / "registry" / "events.jsonl"),
+    ]
 
 
 def test_models_reads_the_registry_section_from_a_spec(fake_run, tmp_path, capsys):
     spec = tmp_path / "domain" / "spec.yaml"  # fake_run writes its own tmp_path/spec.yaml
     spec.parent.mkdir()
-    spec.write_text((REPO / "examples" / "retail" / "spec.yaml").read_text()
-                    + f"\nregistry: {{backend: mlflow, tracking_uri: 'http://127.0.0.1:{_free_port()}'}}\n")
+    spec.write_text(
+        (REPO / "examples" / "retail" / "spec.yaml").read_text()
+        + f"\nregistry: {{backend: mlflow, tracking_uri: 'http://127.0.0.1:{_free_port()}'}}\n"
+    )
     Registry(tmp_path).register(fake_run(tmp_path, "night1", 0.4))
     assert main(["models", "--out", str(tmp_path), "--spec", str(spec), "sync"]) == 2
     assert "is not reachable" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-def test_the_retrain_flow_moves_the_champion_alias_with_its_promotions(prefect_harness, tmp_path, mlflow_server,
-                                                                         capsys):
+def test_the_retrain_flow_moves_the_champion_alias_with_its_promotions(
+    prefect_harness, tmp_path, mlflow_server, capsys
+):
     """Two nights of the week test (tests/flows/test_week.py) with `registry.backend: mlflow`: each
     registers a version, and the `champion` alias follows the flow's promotions: night 1 (4 SFT steps)
     is the first champion, night 2 (150 SFT steps on a new day's log) beats it and takes the alias."""
@@ -150,8 +174,17 @@ def test_the_retrain_flow_moves_the_champion_alias_with_its_promotions(prefect_h
     uri, out = mlflow_server, tmp_path / "nightly"
     spec = sample(tmp_path / "retail")
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    night = ["run", str(spec), "--out", str(out), *NIGHT, "--set", "registry.backend=mlflow",
-             "--set", f"registry.tracking_uri={uri}"]
+    night = [
+        "run",
+        str(spec),
+        "--out",
+        str(out),
+        *NIGHT,
+        "--set",
+        "registry.backend=mlflow",
+        "--set",
+        f"registry.tracking_uri={uri}",
+    ]
     for n, extra in ((1, []), (2, ["--set", "training.sft.max_steps=150"])):
         if n == 2:
             generate(spec.parent, "--day", "1")
@@ -170,5 +203,8 @@ def test_the_retrain_flow_moves_the_champion_alias_with_its_promotions(prefect_h
         assert alias.tags["rlvrflow.champion_reason"] == "; ".join(report["promotion"]["reasons"])
     assert report["promotion"]["reasons"][0].startswith("gain +")
     registry = Registry(out, RegistryConfig(backend="mlflow", tracking_uri=uri))
-    assert registry.check() == (True, f"in step: local champion {registry.champion()['id']}, "
-                                      f"MLflow rlvrflow-retail@champion {registry.champion()['id']}")
+    assert registry.check() == (
+        True,
+        f"in step: local champion {registry.champion()['id']}, "
+        f"MLflow rlvrflow-retail@champion {registry.champion()['id']}",
+    )

@@ -1,5 +1,6 @@
 """The model registry (flows/models.py) and `rlvrflow models`: register, promote, rollback, torn and
 concurrent appends."""
+
 import json
 import multiprocessing
 from pathlib import Path
@@ -67,7 +68,9 @@ def test_concurrent_appends_never_interleave(tmp_path):
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         pool.map(_promote_many, [(tmp_path, w) for w in range(4)])
     events = Registry(tmp_path).events()
-    assert len(events) == 80 and {(e["worker"], e["i"]) for e in events} == {(w, i) for w in range(4) for i in range(20)}
+    assert len(events) == 80 and {(e["worker"], e["i"]) for e in events} == {
+        (w, i) for w in range(4) for i in range(20)
+    }
 
 
 def test_register_refuses_a_run_without_a_report_or_model(fake_run, tmp_path):

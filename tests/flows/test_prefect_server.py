@@ -5,6 +5,7 @@ starts a worker; then `prefect deployment run 'retrain/smoke' --watch` runs the 
 retail sample. A second run with nothing changed reuses every stage; both times are printed.
 Every process the script started is stopped at the end, pass or fail.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,34 @@ def _sample_domain(root: Path) -> Path:
     """A copy of the retail spec with freshly generated raw logs, shop.db and eval sets beside it (as `make sample`)."""
     root.mkdir(parents=True)
     shutil.copy(REPO / "examples" / "retail" / "spec.yaml", root / "spec.yaml")
-    subprocess.run([sys.executable, str(REPO / "examples" / "retail" / "generate.py"), "--out", str(root / "raw"),
-                    "--seed", "0", "--rows", "600", "--db", str(root / "shop.db")], check=True, capture_output=True)
-    subprocess.run([sys.executable, str(REPO / "examples" / "retail" / "eval_sets.py"), "--out", str(root / "eval"),
-                    "--seed", "0"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "retail" / "generate.py"),
+            "--out",
+            str(root / "raw"),
+            "--seed",
+            "0",
+            "--rows",
+            "600",
+            "--db",
+            str(root / "shop.db"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "retail" / "eval_sets.py"),
+            "--out",
+            str(root / "eval"),
+            "--seed",
+            "0",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return root / "spec.yaml"
 
 
@@ -92,15 +117,17 @@ def _artifact_images(port: int, key: str) -> list[tuple[str, bool, int]]:
     browser_path = shutil.which("chromium") or shutil.which("chromium-browser")
     assert browser_path, "chromium not found: scripts/setup.sh installs it (apt-get install chromium)"
     query = json.dumps({"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1}).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/artifacts/filter", data=query,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/artifacts/filter", data=query, headers={"Content-Type": "application/json"}
+    )
     (artifact,) = json.loads(urllib.request.urlopen(request, timeout=30).read())
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
         try:
             page = browser.new_page()
-            page.goto(f"http://127.0.0.1:{port}/artifacts/artifact/{artifact['id']}", wait_until="networkidle",
-                      timeout=90_000)
+            page.goto(
+                f"http://127.0.0.1:{port}/artifacts/artifact/{artifact['id']}", wait_until="networkidle", timeout=90_000
+            )
             page.wait_for_function("document.images.length > 0", timeout=30_000)
             return page.evaluate("[...document.images].map(i => [i.src.slice(0, 21), i.complete, i.naturalWidth])")
         finally:
@@ -131,8 +158,9 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
     run_args = ["bash", str(SCRIPT), "run", "retrain/smoke", "--param", f"spec_path={spec}", "--param", f"out={out}"]
 
     def sh(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", str(SCRIPT), *args], env=env, cwd=REPO, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            ["bash", str(SCRIPT), *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+        )
 
     def worker_log() -> str:
         return (home / "worker.log").read_text()[-6000:] if (home / "worker.log").is_file() else ""
@@ -149,13 +177,16 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
         # the owner's alerts: a failed night and a kept champion reach this webhook
         receiver = _Receiver()
         alerts = sh("alerts", "--webhook", receiver.url, "--allow-private")
-        assert alerts.returncode == 0 and alerts.stdout.count("automation: rlvrflow: ") == 2, alerts.stdout + alerts.stderr
+        assert alerts.returncode == 0 and alerts.stdout.count("automation: rlvrflow: ") == 2, (
+            alerts.stdout + alerts.stderr
+        )
 
         start = time.monotonic()
         first = subprocess.run(run_args, env=env, cwd=REPO, capture_output=True, text=True, timeout=420)
         first_s = time.monotonic() - start
-        assert first.returncode == 0, f"smoke run failed:\n{first.stdout[-4000:]}\n{first.stderr[-4000:]}\n" + \
-            worker_log()
+        assert first.returncode == 0, (
+            f"smoke run failed:\n{first.stdout[-4000:]}\n{first.stderr[-4000:]}\n" + worker_log()
+        )
         assert "Completed" in first.stdout
         latest = json.loads((out / "latest.json").read_text())
         report = json.loads(Path(latest["report"]).read_text())
@@ -165,13 +196,16 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
         assert not any(st["cached"] for st in report["stages"].values())
         # the run's figures show in the UI's artifact page (inlined, not file:// links a browser refuses)
         images = _artifact_images(int(env["PREFECT_PORT"]), "retail-figures")
-        assert len(images) == 2 and all(src == "data:image/png;base64" and done and width > 100
-                                        for src, done, width in images), images
+        assert len(images) == 2 and all(
+            src == "data:image/png;base64" and done and width > 100 for src, done, width in images
+        ), images
 
         # two reruns at once with nothing changed: every stage comes from the cache, each run has its folder
         start = time.monotonic()
-        procs = [subprocess.Popen(run_args, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True) for _ in range(2)]
+        procs = [
+            subprocess.Popen(run_args, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for _ in range(2)
+        ]
         outputs = [p.communicate(timeout=300)[0] for p in procs]
         again_s = time.monotonic() - start
         assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outputs) + worker_log()
@@ -185,21 +219,38 @@ def test_smoke_deployment_on_a_real_server(tmp_path):
             # every stage of the first run comes from the cache (which stage, and why it was rebuilt); new are
             # drift and compare, against the champion the first run became
             assert all(st["cached"] for name, st in again["stages"].items() if name not in ("drift", "compare")), {
-                name: st["reason"] for name, st in again["stages"].items() if not st["cached"]}
+                name: st["reason"] for name, st in again["stages"].items() if not st["cached"]
+            }
             assert {"drift", "compare"} <= set(again["stages"]) and again["promotion"]["verdict"] == "not promoted"
             assert again["checkpoint"] == report["checkpoint"]
         kept = receiver.wait_for("kept its champion")
         assert kept and "was not promoted: gain +0.0 points over the champion" in kept[0]["body"], receiver.received
-        broken = subprocess.run(["bash", str(SCRIPT), "run", "retrain/smoke", "--param",
-                                 f"spec_path={tmp_path / 'missing.yaml'}", "--param", f"out={out}"],
-                                env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+        broken = subprocess.run(
+            [
+                "bash",
+                str(SCRIPT),
+                "run",
+                "retrain/smoke",
+                "--param",
+                f"spec_path={tmp_path / 'missing.yaml'}",
+                "--param",
+                f"out={out}",
+            ],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert broken.returncode != 0
         failed = receiver.wait_for("failed")
         assert failed and "ended Failed" in failed[0]["body"] and "missing.yaml" in failed[0]["body"], receiver.received
-        print(f"\nretrain/smoke on a real server: first run {first_s:.1f} s end to end, {latest['seconds']:.1f} s "
-              f"in the flow; two concurrent reruns with nothing changed {again_s:.1f} s end to end together, "
-              f"{max(flow_s):.1f} s in the flow each at most ({max(flow_s) / latest['seconds']:.0%} of the first); "
-              "the rest is Prefect starting the flow-run processes")
+        print(
+            f"\nretrain/smoke on a real server: first run {first_s:.1f} s end to end, {latest['seconds']:.1f} s "
+            f"in the flow; two concurrent reruns with nothing changed {again_s:.1f} s end to end together, "
+            f"{max(flow_s):.1f} s in the flow each at most ({max(flow_s) / latest['seconds']:.0%} of the first); "
+            "the rest is Prefect starting the flow-run processes"
+        )
     finally:
         stopped = sh("stop", timeout=90)
         orphans = _flow_run_processes(home)  # a run still going when the test failed outlives its worker

@@ -1,6 +1,7 @@
 """What a spec's data implies before the run (flows/preflight.py), printed by `rlvrflow spec-check`
 and the run's first lines: no worked rows, prompts longer than the model's positions, settings the
 model ignores; and every command surviving a closed stdout pipe."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,16 @@ from rlvrflow.flows.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = Path(__file__).parent / "data" / "reasoning_gym_sample.jsonl"  # see data/README.md
-KINDS = ("basic_arithmetic", "chain_sum", "decimal_arithmetic", "fraction_simplification", "gcd", "lcm", "products",
-         "gsm_symbolic")
+KINDS = (
+    "basic_arithmetic",
+    "chain_sum",
+    "decimal_arithmetic",
+    "fraction_simplification",
+    "gcd",
+    "lcm",
+    "products",
+    "gsm_symbolic",
+)
 OUTSIDE_SPEC = f"""\
 domain: outside-math
 sources:
@@ -50,8 +59,12 @@ def test_outcome_only_logs_name_no_sft_the_long_prompts_and_the_ignored_settings
     assert list(notices) == ["no_worked_rows", "prompts_too_long", "ignored_setting"]
     worked = notices["no_worked_rows"]
     assert "none of the 42 rows has a worked solution" in worked and "SFT will be skipped" in worked
-    for choice in ("GRPO starts from the base model", "`solution`", "verifiers.answer_only_targets: true",
-                   "training.model"):
+    for choice in (
+        "GRPO starts from the base model",
+        "`solution`",
+        "verifiers.answer_only_targets: true",
+        "training.model",
+    ):
         assert choice in worked
     # the two longest word problems: 652 and 649 characters of question plus the default template's 64, one
     # token a character and BOS for the embedded base (717 and 714), past its 512 positions less 24 new tokens
@@ -61,9 +74,11 @@ def test_outcome_only_logs_name_no_sft_the_long_prompts_and_the_ignored_settings
     assert "max_prompt_chars" in long
     (note,) = [n for n in preflight(load_spec(outside(tmp_path))) if n.kind == "ignored_setting"]
     assert not note.warn  # the user did not write training.tiny: a note for spec-check, not a run warning
-    assert notices["ignored_setting"].startswith("training.tiny (spec-check prints it with its defaults) is not used: "
-                                                 "embedded-base has its own dimensions (2 layers, width 128, 512 "
-                                                 "positions)")
+    assert notices["ignored_setting"].startswith(
+        "training.tiny (spec-check prints it with its defaults) is not used: "
+        "embedded-base has its own dimensions (2 layers, width 128, 512 "
+        "positions)"
+    )
 
 
 def test_answer_only_targets_changes_the_advice(tmp_path):
@@ -97,9 +112,15 @@ def closed_pipe_run(args: list[str]) -> subprocess.CompletedProcess:
     read, write = os.pipe()
     os.close(read)  # before the child starts: its every write to stdout fails with EPIPE
     try:
-        return subprocess.run([sys.executable, "-m", "rlvrflow.flows.cli", *args], stdout=write, stderr=subprocess.PIPE,
-                              text=True, cwd=REPO, timeout=120,
-                              env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+        return subprocess.run(
+            [sys.executable, "-m", "rlvrflow.flows.cli", *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+        )
     finally:
         os.close(write)
 
@@ -111,8 +132,10 @@ def test_every_command_survives_a_closed_pipe(tmp_path):
 
     grpo = tmp_path / "grpo"
     grpo.mkdir()
-    lines = [{"step": s, "reward_mean": 0.1, "zero_variance_fraction": 0.9, "groups_seen": 8, "groups_zero_variance": 7}
-             for s in range(1, 21)]
+    lines = [
+        {"step": s, "reward_mean": 0.1, "zero_variance_fraction": 0.9, "groups_seen": 8, "groups_zero_variance": 7}
+        for s in range(1, 21)
+    ]
     (grpo / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
     for args in (["doctor", str(grpo)], ["doctor", str(grpo), "--json"], ["spec-check", str(outside(tmp_path))]):
         done = closed_pipe_run(args)

@@ -1,5 +1,6 @@
 """Prior canaries in the attach stage: a constant gold over verifiers.canaries.max_prior_share stops the
 stage naming the field; a skewed but allowed one lands in the attach stats' warnings and canary_report.json."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,13 @@ def test_attach_stops_on_a_prior_over_the_bound_and_warns_below_it(toy_spec, tmp
     spec_path, raw = toy_spec, toy_spec.parent / "raw" / "part-0.jsonl"
 
     def write(golds):
-        raw.write_text("".join(json.dumps({"qid": f"q{i:03d}", "q": f"gcd of {i} and 2 (case {i})?", "a": g,
-                                           "s": f"Answer: {g}"}) + "\n" for i, g in enumerate(golds)))
+        raw.write_text(
+            "".join(
+                json.dumps({"qid": f"q{i:03d}", "q": f"gcd of {i} and 2 (case {i})?", "a": g, "s": f"Answer: {g}"})
+                + "\n"
+                for i, g in enumerate(golds)
+            )
+        )
 
     write(["2"] * 36 + [str(i) for i in range(3, 7)])  # 90% of the golds are 2
     spec = load_spec(spec_path)
@@ -32,5 +38,7 @@ def test_attach_stops_on_a_prior_over_the_bound_and_warns_below_it(toy_spec, tmp
     verified = stages.run("attach", spec, tmp_path / "b", {"prepare": stages.run("prepare", spec, tmp_path / "b", {})})
     [prior] = verified.stats["canaries"]["priors"]
     assert prior["response"] == "Answer: 2" and not prior["stop"]
-    assert any(w.startswith("skewed prior") and "rule 'arithmetic' (math): 'Answer: 2' right on 10/40 rows" in w
-               for w in verified.stats["warnings"])
+    assert any(
+        w.startswith("skewed prior") and "rule 'arithmetic' (math): 'Answer: 2' right on 10/40 rows" in w
+        for w in verified.stats["warnings"]
+    )

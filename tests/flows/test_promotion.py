@@ -1,5 +1,6 @@
 """Champion against challenger (flows/promotion.py): the rule, registration with promotion, and two
 nights of `rlvrflow run` where the second compares with the first on the same prompts."""
+
 import json
 from pathlib import Path
 
@@ -14,18 +15,22 @@ from rlvrflow.flows.promotion import decide, register_and_promote
 def result(scores: list[float]) -> dict:
     """An eval result on prompts p0..pN with these greedy scores."""
     ids = [f"p{i}" for i in range(len(scores))]
-    return {"pass_at_1_greedy": sum(scores) / len(scores),
-            "by_prompt": {"ids": ids, "greedy": scores, "sampled": scores}}
+    return {
+        "pass_at_1_greedy": sum(scores) / len(scores),
+        "by_prompt": {"ids": ids, "greedy": scores, "sampled": scores},
+    }
 
 
 def sets(regression: dict[str, float] | None = None, robustness: float | None = None) -> dict:
-    return {"regression": {k: {"pass_at_1_greedy": v} for k, v in (regression or {}).items()},
-            "robustness": None if robustness is None else {"pass_at_1_greedy": robustness}}
+    return {
+        "regression": {k: {"pass_at_1_greedy": v} for k, v in (regression or {}).items()},
+        "robustness": None if robustness is None else {"pass_at_1_greedy": robustness},
+    }
 
 
-CHAMPION = result([1, 0, 0, 0] * 25)        # 25%
-BETTER = result([1, 1, 0, 0] * 25)          # 50%, the same prompts
-SLIGHTLY = result([1, 0, 0, 0] * 24 + [1, 1, 0, 0])   # one prompt more
+CHAMPION = result([1, 0, 0, 0] * 25)  # 25%
+BETTER = result([1, 1, 0, 0] * 25)  # 50%, the same prompts
+SLIGHTLY = result([1, 0, 0, 0] * 24 + [1, 1, 0, 0])  # one prompt more
 
 
 def test_a_clear_gain_is_promoted_and_says_why():
@@ -44,20 +49,33 @@ def test_a_tie_or_a_loss_keeps_the_champion():
 def test_min_gain_and_the_interval_rule():
     small = decide(SLIGHTLY, CHAMPION, sets(), sets(), PromotionConfig(min_gain=5.0), max_regression=2.0)
     assert not small["promote"] and "promotion.min_gain (+5.0)" in small["reasons"][0]
-    assert decide(SLIGHTLY, CHAMPION, sets(), sets(), PromotionConfig(require_interval_above_zero=False),
-                  max_regression=2.0)["promote"]
+    assert decide(
+        SLIGHTLY, CHAMPION, sets(), sets(), PromotionConfig(require_interval_above_zero=False), max_regression=2.0
+    )["promote"]
     noisy = decide(SLIGHTLY, CHAMPION, sets(), sets(), PromotionConfig(), max_regression=2.0)
     assert not noisy["promote"] and "does not lie above zero" in noisy["reasons"][0]
 
 
 def test_a_regression_against_the_champion_blocks_promotion():
-    d = decide(BETTER, CHAMPION, sets({"general": 0.70}, robustness=0.9), sets({"general": 0.80}, robustness=0.9),
-               PromotionConfig(), max_regression=2.0)
+    d = decide(
+        BETTER,
+        CHAMPION,
+        sets({"general": 0.70}, robustness=0.9),
+        sets({"general": 0.80}, robustness=0.9),
+        PromotionConfig(),
+        max_regression=2.0,
+    )
     assert not d["promote"] and d["regressions"] == {"regression set general": 10.0, "the robustness set": 0.0}
     assert "regression set general: 10.0 points below the champion (more than 2.0)" in d["reasons"]
     # the section's own bound replaces eval.max_regression
-    assert decide(BETTER, CHAMPION, sets({"general": 0.70}), sets({"general": 0.80}),
-                  PromotionConfig(max_regression=15.0), max_regression=2.0)["promote"]
+    assert decide(
+        BETTER,
+        CHAMPION,
+        sets({"general": 0.70}),
+        sets({"general": 0.80}),
+        PromotionConfig(max_regression=15.0),
+        max_regression=2.0,
+    )["promote"]
 
 
 def measured(folder: Path, champion_path: str, champion: dict, challenger: dict) -> Path:
@@ -68,9 +86,15 @@ def measured(folder: Path, champion_path: str, champion: dict, challenger: dict)
     for name, result in (("champion", champion), ("best", challenger)):
         (folder / f"{name}.json").write_text(json.dumps(result))
         (folder / f"{name}.sets.json").write_text(json.dumps(sets()))
-    record = {"champion": {"model": champion_path, "digest": tree_digest(Path(champion_path)),
-                           "result": "champion.json", "sets": "champion.sets.json"},
-              "challenger": {"name": "best", "result": "best.json", "sets": "best.sets.json"}}
+    record = {
+        "champion": {
+            "model": champion_path,
+            "digest": tree_digest(Path(champion_path)),
+            "result": "champion.json",
+            "sets": "champion.sets.json",
+        },
+        "challenger": {"name": "best", "result": "best.json", "sets": "best.sets.json"},
+    }
     (folder / "compare.json").write_text(json.dumps(record))
     return folder / "compare.json"
 
@@ -100,8 +124,9 @@ def test_register_and_promote(fake_run, tmp_path):
     assert [m["id"] for m in Registry(tmp_path).models() if m["champion"]] == ["night2"]
 
 
-def test_the_second_night_is_measured_against_the_first_on_the_same_prompts(prefect_harness, toy_spec, tmp_path,
-                                                                           capsys, read_artifact):
+def test_the_second_night_is_measured_against_the_first_on_the_same_prompts(
+    prefect_harness, toy_spec, tmp_path, capsys, read_artifact
+):
     out = tmp_path / "out"
     assert main(["run", str(toy_spec), "--out", str(out), "--smoke"]) == 0
     first = capsys.readouterr().out

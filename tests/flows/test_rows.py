@@ -1,4 +1,5 @@
 """The row type: each row stage's kept rows are checked against it; extra columns are carried."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -22,14 +23,29 @@ def test_missing_or_retyped_columns_fail_and_extra_ones_pass():
     with pytest.raises(RowSchemaError, match=r"missing verifier_params \(String\)"):
         check_rows(pl.Schema({k: v for k, v in ATTACHED.items() if k != "verifier_params"}), "attach")
     with pytest.raises(RowSchemaError, match="n_correct is Float64, not Int64"):
-        check_rows(pl.Schema({**ATTACHED, "split": pl.String, "n_samples": pl.Int64, "n_correct": pl.Float64,
-                              "pass_at_1": pl.Float64, "pass_at_k": pl.Float64, "tier": pl.String}), "tier")
+        check_rows(
+            pl.Schema(
+                {
+                    **ATTACHED,
+                    "split": pl.String,
+                    "n_samples": pl.Int64,
+                    "n_correct": pl.Float64,
+                    "pass_at_1": pl.Float64,
+                    "pass_at_k": pl.Float64,
+                    "tier": pl.String,
+                }
+            ),
+            "tier",
+        )
 
 
 def _drops_a_column(job):
     df = pl.DataFrame({c: ["x"] for c in columns_after("prepare")}).drop("source")
-    return Result({"rows_in": 1, "rows_kept": 1, "rows_rejected": 0, "rejected_by_reason": {}},
-                  kept=df, rejects=df.head(0).with_columns(pl.lit("").alias("reason")))
+    return Result(
+        {"rows_in": 1, "rows_kept": 1, "rows_rejected": 0, "rejected_by_reason": {}},
+        kept=df,
+        rejects=df.head(0).with_columns(pl.lit("").alias("reason")),
+    )
 
 
 def test_a_stage_that_breaks_the_row_type_fails_as_a_bug_and_caches_nothing(toy_spec, tmp_path):

@@ -1,4 +1,5 @@
 """load_spec: a valid spec loads with its folder as base_dir; every error names file, field, rule and fix."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,8 +48,10 @@ def test_grpo_fields_carry_trls_names_and_an_old_name_says_the_new_one(tmp_path,
     assert "training.grpo" in msg and "group_size is now num_generations: write num_generations: 4" in msg
     assert "eps_high is now epsilon_high" in msg and "write scale_rewards: none" in msg
     path = tmp_path / "new.yaml"
-    path.write_text(toy_spec.read_text() + "training:\n  grpo: {num_generations: 4, epsilon_high: 0.3, "
-                    "scale_rewards: false, mask_truncated_completions: true}\n")
+    path.write_text(
+        toy_spec.read_text() + "training:\n  grpo: {num_generations: 4, epsilon_high: 0.3, "
+        "scale_rewards: false, mask_truncated_completions: true}\n"
+    )
     g = load_spec(path).training.grpo
     assert (g.num_generations, g.epsilon_high, g.scale_rewards, g.mask_truncated_completions) == (4, 0.3, "none", True)
 
@@ -57,12 +60,16 @@ def test_grpo_fields_carry_trls_names_and_an_old_name_says_the_new_one(tmp_path,
 def test_sft_dpo_and_grpo_carry_trls_training_argument_names(tmp_path, toy_spec, section):
     old = f"training:\n  {section}: {{steps: 7, lr: 0.001, log_every: 3}}\n"
     msg = _error(tmp_path, toy_spec.read_text() + old)
-    for line in ("steps is now max_steps: write max_steps: 7", "lr is now learning_rate: write learning_rate: 0.001",
-                 "log_every is now logging_steps: write logging_steps: 3"):
+    for line in (
+        "steps is now max_steps: write max_steps: 7",
+        "lr is now learning_rate: write learning_rate: 0.001",
+        "log_every is now logging_steps: write logging_steps: 3",
+    ):
         assert f"training.{section}: {line}" in msg
     path = tmp_path / "new.yaml"
-    path.write_text(toy_spec.read_text() + f"training:\n  {section}: {{max_steps: 7, learning_rate: 0.001, "
-                    "logging_steps: 3}\n")
+    path.write_text(
+        toy_spec.read_text() + f"training:\n  {section}: {{max_steps: 7, learning_rate: 0.001, logging_steps: 3}}\n"
+    )
     cfg = getattr(load_spec(path).training, section)
     assert (cfg.max_steps, cfg.learning_rate, cfg.logging_steps) == (7, 0.001, 3)
 
@@ -73,12 +80,18 @@ def test_grpos_iterations_and_accumulation_carry_trls_names(tmp_path, toy_spec):
     assert "grad_accum is now gradient_accumulation_steps: write gradient_accumulation_steps: 4" in msg
 
 
-@pytest.mark.parametrize(("section", "old", "line"), [
-    ("training:\n  grpo:\n", "    reward_workers: 3\n",
-     "training.grpo: reward_workers is now verifiers.workers: write verifiers.workers: 3"),
-    ("eval:\n", "  workers: 3\n", "eval: workers is now verifiers.workers: write verifiers.workers: 3"),
-    ("orchestration:\n", "  workers: 3\n", "orchestration: workers is now task_workers: write task_workers: 3"),
-])
+@pytest.mark.parametrize(
+    ("section", "old", "line"),
+    [
+        (
+            "training:\n  grpo:\n",
+            "    reward_workers: 3\n",
+            "training.grpo: reward_workers is now verifiers.workers: write verifiers.workers: 3",
+        ),
+        ("eval:\n", "  workers: 3\n", "eval: workers is now verifiers.workers: write verifiers.workers: 3"),
+        ("orchestration:\n", "  workers: 3\n", "orchestration: workers is now task_workers: write task_workers: 3"),
+    ],
+)
 def test_an_old_worker_count_names_the_one_it_became(tmp_path, toy_spec, section, old, line):
     text = toy_spec.read_text()
     text = text.replace(section, section + old) if section in text else text + section + old
@@ -92,12 +105,15 @@ def test_dpo_is_not_validated_against_grpos_backend(tmp_path, toy_spec):
 
 
 def test_null_means_all_and_zero_says_so(tmp_path, toy_spec):
-    """"All rows" was 0 in orchestration.max_rows and eval.max_prompts and null in curriculum.max_rows:
+    """ "All rows" was 0 in orchestration.max_rows and eval.max_prompts and null in curriculum.max_rows:
     null everywhere now, and a 0 left in an older spec says what to write instead."""
     spec = load_spec(toy_spec)
     assert spec.orchestration.max_rows is None and spec.eval.max_prompts is None and spec.curriculum.max_rows is None
-    msg = _error(tmp_path, toy_spec.read_text().replace("orchestration:\n", "orchestration:\n  max_rows: 0\n")
-                 + "eval: {max_prompts: 0}\n")
+    msg = _error(
+        tmp_path,
+        toy_spec.read_text().replace("orchestration:\n", "orchestration:\n  max_rows: 0\n")
+        + "eval: {max_prompts: 0}\n",
+    )
     assert "orchestration.max_rows" in msg and "0 no longer means all rows: write null" in msg
     assert "eval.max_prompts" in msg and "0 no longer means all prompts: write null" in msg
 

@@ -1,5 +1,6 @@
 """docs/spec.md is what scripts/spec_reference.py writes from the spec models today, and every field
 of the spec has a description for it to show."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -26,7 +27,8 @@ def test_docs_spec_md_is_current():
     current = gen.TARGET.read_text(encoding="utf-8") if gen.TARGET.is_file() else ""
     assert current == gen.reference(), (
         f"docs/spec.md is stale (a spec field, default, rule or description changed); "
-        f"regenerate it with `{gen.COMMAND}` and commit it")
+        f"regenerate it with `{gen.COMMAND}` and commit it"
+    )
 
 
 def test_every_spec_field_has_a_description():

@@ -1,5 +1,6 @@
 """The stage table's cache keys: the model stages' keys change with every training field that changes
 their output, and every stage's key follows exactly the spec sections its row declares."""
+
 from __future__ import annotations
 
 from rlvrflow.flows.cache import Manifest
@@ -9,14 +10,25 @@ from rlvrflow.flows.stages import STAGES
 
 
 def _m(name: str) -> Manifest:
-    outputs = {"rows": "r", "train": "t", "eval": "e", "model": "m", "summary": "s", "rollouts": "o", "stats": "st",
-               "matrix": "mx", "profile": "p"}
+    outputs = {
+        "rows": "r",
+        "train": "t",
+        "eval": "e",
+        "model": "m",
+        "summary": "s",
+        "rollouts": "o",
+        "stats": "st",
+        "matrix": "mx",
+        "profile": "p",
+    }
     return Manifest(name, "k", None, outputs, {k: f"{name}-{k}" for k in outputs})
 
 
 # the registry's champion and its data profile feed the drift and compare stages
-UPSTREAM = {name: _m(name) for name in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate", "champion",
-                                        "champion_data")}
+UPSTREAM = {
+    name: _m(name)
+    for name in ("prepare", "attach", "split", "sft", "tier", "grpo", "evaluate", "champion", "champion_data")
+}
 
 
 def _keys(spec) -> dict[str, str]:
@@ -32,8 +44,12 @@ def _with(spec, section: str, update: dict):
 def test_prompt_format_dtype_and_lora_are_in_the_sft_and_grpo_keys(toy_spec):
     spec = load_spec(toy_spec)
     base = _keys(spec)
-    for update in ({"prompt_format": "chat"}, {"dtype": "bfloat16"}, {"system_prompt": "Be brief."},
-                   {"lora": {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj"]}}):
+    for update in (
+        {"prompt_format": "chat"},
+        {"dtype": "bfloat16"},
+        {"system_prompt": "Be brief."},
+        {"lora": {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj"]}},
+    ):
         changed = _keys(_with(spec, "training", update))
         assert changed["sft"] != base["sft"] and changed["grpo"] != base["grpo"], update
 

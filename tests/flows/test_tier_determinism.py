@@ -1,5 +1,6 @@
 """The same spec and seed give the same split and tiers from every entry point: `rlvrflow tier`,
 the `tier` flow on Prefect, the stage table inline or on threads, and any `orchestration.chunk_rows`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,15 +30,20 @@ def _by_text(workers, timeout_s=None):
 
 
 def _with(spec, chunk_rows: int):
-    return spec.model_copy(update={"orchestration": spec.orchestration.model_copy(
-        update={"chunk_rows": chunk_rows, "task_workers": 2})})
+    return spec.model_copy(
+        update={"orchestration": spec.orchestration.model_copy(update={"chunk_rows": chunk_rows, "task_workers": 2})}
+    )
 
 
 @pytest.fixture
 def tiny_model(tmp_path, toy_spec) -> Path:
     corpus = (toy_spec.parent / "raw" / "part-0.jsonl").read_text().splitlines()
-    return build_tiny_model(corpus + ["Answer: 0123456789"], tmp_path / "model", seed=0,
-                            dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32))
+    return build_tiny_model(
+        corpus + ["Answer: 0123456789"],
+        tmp_path / "model",
+        seed=0,
+        dims=TinyModelConfig(hidden_size=32, num_layers=1, num_heads=1, intermediate_size=32),
+    )
 
 
 def _rollouts(path: Path) -> list[tuple]:
@@ -56,8 +62,9 @@ def _table(spec, root: Path, model: Path, steps, rollouts: list | None = None) -
 
 
 @pytest.mark.slow
-def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_spec, tiny_model, monkeypatch,
-                                                                   prefect_harness):
+def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(
+    tmp_path, toy_spec, tiny_model, monkeypatch, prefect_harness
+):
     monkeypatch.setattr(tiering, "PROMPTS_PER_CALL", 8)  # several engine calls on the toy split
     monkeypatch.setattr(tiering, "default_score_fn", _by_text)
     spec = load_spec(toy_spec)
@@ -69,8 +76,9 @@ def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_s
 
     # the stage table inline with 8 and 24 rows per chunk, and on two threads
     samples: list = []
-    inline = [_tiers(_table(_with(spec, n), tmp_path / f"inline-{n}", tiny_model, LocalSteps(), samples))
-              for n in (8, 24)]
+    inline = [
+        _tiers(_table(_with(spec, n), tmp_path / f"inline-{n}", tiny_model, LocalSteps(), samples)) for n in (8, 24)
+    ]
     threads = _tiers(_table(_with(spec, 8), tmp_path / "threads", tiny_model, ThreadSteps(2), samples))
     assert inline[0] == inline[1] == threads == cli
     # what was sampled (kept beside the tiers for DPO) is the same too, whatever the chunking
@@ -84,8 +92,13 @@ def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_s
 
     out = str(tmp_path / "flow")
     data = attach(str(toy_spec), out, prepare(str(toy_spec), out), overrides={"orchestration.chunk_rows": 8})
-    flow_m = tier(str(toy_spec), out, data["split"], stages.given_model(tiny_model).to_dict(),
-                  overrides={"orchestration.chunk_rows": 8})
+    flow_m = tier(
+        str(toy_spec),
+        out,
+        data["split"],
+        stages.given_model(tiny_model).to_dict(),
+        overrides={"orchestration.chunk_rows": 8},
+    )
     assert _tiers(pl.read_parquet(Path(flow_m["dir"]) / flow_m["outputs"]["rows"])) == cli
 
     counts = [c for _, _, c, _ in cli]
@@ -95,8 +108,9 @@ def test_tiers_do_not_depend_on_entry_point_runner_or_chunk_rows(tmp_path, toy_s
     from rlvrflow.engines.hf_engine import HFEngine
 
     train = pl.read_parquet(tmp_path / "cli" / "tiers.parquet")
-    other = tiering.tier_rows(train, HFEngine.from_pretrained(str(tiny_model)), spec.curriculum,
-                              spec.training.seed + 1, score_fn=_by_text(1))
+    other = tiering.tier_rows(
+        train, HFEngine.from_pretrained(str(tiny_model)), spec.curriculum, spec.training.seed + 1, score_fn=_by_text(1)
+    )
     assert _tiers(other) != cli
 
     # and the order rows are sampled in is a function of (seed, ids) only

@@ -1,5 +1,6 @@
 """The one verifier-pool section: `verifiers.workers` and `verifiers.timeout_s` each change what the
 pipeline's main path does (the attach stage through the stage runner, as `rlvrflow run` runs it)."""
+
 from __future__ import annotations
 
 import textwrap
@@ -84,10 +85,20 @@ def test_one_workers_reaches_every_stages_verifier_pool(toy_spec, tmp_path, monk
         def call(*args, workers="missing", **kwargs):
             seen[name] = workers
             return result
+
         return call
 
-    rows = pl.DataFrame({"id": ["a"], "prompt": ["1+1?"], "reference": ["2"], "category": ["arithmetic"],
-                         "verifier": ["math"], "verifier_params": ["{}"], "split": ["train"]})
+    rows = pl.DataFrame(
+        {
+            "id": ["a"],
+            "prompt": ["1+1?"],
+            "reference": ["2"],
+            "category": ["arithmetic"],
+            "verifier": ["math"],
+            "verifier_params": ["{}"],
+            "split": ["train"],
+        }
+    )
     path = tmp_path / "rows.parquet"
     rows.write_parquet(path)
     monkeypatch.setattr(attaching, "attach", record("attach", (rows, rows.head(0), {})))

@@ -6,6 +6,7 @@ Night 1 trains with the smoke budget (4 SFT steps: a weak model) and becomes cha
 on its new day with a budget that learns (150 SFT steps) and is promoted by the flow's rule on the
 same held-out prompts. Night 3's answers moved to another unit and night 4's log broke its field
 mapping: both stop before training. A rollback restores the previous champion."""
+
 import json
 import shutil
 import subprocess
@@ -21,8 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 GENERATE = REPO / "examples" / "retail" / "generate.py"
 WORKED = "0.3"  # enough worked replies that SFT on a 200-row budget learns something measurable
 # every night: the smoke budget, measured on 200 rows, 60 held-out prompts, whole answers
-NIGHT = ["--smoke", "--set", "training.start_from=champion", "--set", "orchestration.max_rows=200",
-         "--set", "eval.max_prompts=60", "--set", "generation.max_new_tokens=40"]
+NIGHT = [
+    "--smoke",
+    "--set",
+    "training.start_from=champion",
+    "--set",
+    "orchestration.max_rows=200",
+    "--set",
+    "eval.max_prompts=60",
+    "--set",
+    "generation.max_new_tokens=40",
+]
 
 
 def sample(root: Path) -> Path:
@@ -30,14 +40,39 @@ def sample(root: Path) -> Path:
     root.mkdir(parents=True)
     shutil.copy(REPO / "examples" / "retail" / "spec.yaml", root / "spec.yaml")
     generate(root, "--rows", "600")
-    subprocess.run([sys.executable, str(REPO / "examples" / "retail" / "eval_sets.py"), "--out", str(root / "eval"),
-                    "--seed", "0"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "retail" / "eval_sets.py"),
+            "--out",
+            str(root / "eval"),
+            "--seed",
+            "0",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return root / "spec.yaml"
 
 
 def generate(root: Path, *args: str) -> None:
-    subprocess.run([sys.executable, str(GENERATE), "--out", str(root / "raw"), "--seed", "0", "--db",
-                    str(root / "shop.db"), "--worked-fraction", WORKED, *args], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(GENERATE),
+            "--out",
+            str(root / "raw"),
+            "--seed",
+            "0",
+            "--db",
+            str(root / "shop.db"),
+            "--worked-fraction",
+            WORKED,
+            *args,
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def run_night(spec: Path, out: Path, capsys, *extra: str) -> tuple[int, str]:
@@ -77,7 +112,8 @@ def test_a_week_of_nights(prefect_harness, tmp_path, capsys, read_artifact):
     assert compared["champion"]["model"] == night1["path"] and compared["gain"]["prompts"] == 60
     assert promotion["verdict"] == "promoted", promotion["reasons"]
     assert compared["gain"]["low"] > 0 and promotion["reasons"][0].startswith(
-        f"gain {compared['gain']['points']:+.1f} points ({compared['gain']['low']:+.1f} to ")
+        f"gain {compared['gain']['points']:+.1f} points ({compared['gain']['low']:+.1f} to "
+    )
     assert registry.champion()["id"] == night2["id"] and promotion["champion_before"] == night1["id"]
     promoted = [e for e in registry.events() if e["event"] == "promote"][-1]
     assert promoted["id"] == night2["id"] and promoted["reason"] == "; ".join(promotion["reasons"])

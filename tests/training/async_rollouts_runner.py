@@ -40,8 +40,10 @@ def main() -> None:
     from rlvrflow.verifiers import RewardConfig
 
     sft, out, kill_after, who = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    cfg = toy.training_cfg(grpo={"max_steps": STEPS, "learning_rate": 1e-2, "rollout_mode": "async", "max_staleness": 2},
-                           checkpoint={"every": 2, "keep_last": 4})
+    cfg = toy.training_cfg(
+        grpo={"max_steps": STEPS, "learning_rate": 1e-2, "rollout_mode": "async", "max_staleness": 2},
+        checkpoint={"every": 2, "keep_last": 4},
+    )
 
     def progress(step, total, metrics):
         if step == kill_after:
@@ -49,9 +51,18 @@ def main() -> None:
                 wait_for_a_result(out)
             os.kill(os.getpid() if who == "trainer" else generator_pid(out), signal.SIGKILL)
 
-    train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1, retier_window=1000), RewardConfig(),
-               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
-               out, seed=3, on_progress=progress)
+    train_grpo(
+        sft,
+        toy.copy_rows(60, 1),
+        cfg,
+        CurriculumConfig(dedup_window=1, retier_window=1000),
+        RewardConfig(),
+        toy.copy_rows(6, 3, split="eval"),
+        EvalConfig(k=1, n_samples=2, max_new_tokens=12),
+        out,
+        seed=3,
+        on_progress=progress,
+    )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,14 @@ from rlvrflow.training.config import TinyModelConfig, TrainingConfig
 TINY = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=1, intermediate_size=64, max_positions=64)
 
 
-def copy_rows(n: int, seed: int, split: str = "train", start: int = 0, noise: float = 0.0,
-              digits: tuple[int, ...] = tuple(range(10))) -> pl.DataFrame:
+def copy_rows(
+    n: int,
+    seed: int,
+    split: str = "train",
+    start: int = 0,
+    noise: float = 0.0,
+    digits: tuple[int, ...] = tuple(range(10)),
+) -> pl.DataFrame:
     """Rows with the DESIGN.md columns for the copy task, tier 'learnable'.
 
     With `noise`, that share of solutions carry a random digit instead (noisy demonstrations), so an
@@ -30,11 +36,20 @@ def copy_rows(n: int, seed: int, split: str = "train", start: int = 0, noise: fl
     for i in range(start, start + n):
         d = rng.choice(digits)
         shown = rng.randint(0, 9) if rng.random() < noise else d
-        rows.append({
-            "id": f"{split}-{i:04d}", "category": "copy", "prompt": f"Copy {d}\n", "reference": str(d),
-            "solution": f"Answer: {shown}", "verifier": "math", "verifier_params": "{}", "split": split,
-            "tier": "learnable", "pass_at_1": 0.5,
-        })
+        rows.append(
+            {
+                "id": f"{split}-{i:04d}",
+                "category": "copy",
+                "prompt": f"Copy {d}\n",
+                "reference": str(d),
+                "solution": f"Answer: {shown}",
+                "verifier": "math",
+                "verifier_params": "{}",
+                "split": split,
+                "tier": "learnable",
+                "pass_at_1": 0.5,
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -44,10 +59,19 @@ def corpus() -> list[str]:
 
 def training_cfg(**over) -> TrainingConfig:
     base = {
-        "tiny": TINY.model_dump(), "device": "cpu", "torch_threads": 1,
+        "tiny": TINY.model_dump(),
+        "device": "cpu",
+        "torch_threads": 1,
         "sft": {"max_steps": 40, "learning_rate": 1e-2, "batch_size": 16, "warmup_steps": 2, "max_length": 32},
-        "grpo": {"max_steps": 4, "prompts_per_step": 4, "num_generations": 4, "learning_rate": 3e-3, "warmup_steps": 0,
-                 "max_new_tokens": 12, "max_refill_rounds": 1},
+        "grpo": {
+            "max_steps": 4,
+            "prompts_per_step": 4,
+            "num_generations": 4,
+            "learning_rate": 3e-3,
+            "warmup_steps": 0,
+            "max_new_tokens": 12,
+            "max_refill_rounds": 1,
+        },
         "checkpoint": {"every": 2, "keep_last": 2},
     }
     for key, value in over.items():

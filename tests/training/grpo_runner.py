@@ -28,8 +28,12 @@ def main() -> None:
     sft, out, kill_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
     cfg = toy.training_cfg(grpo={"max_steps": 5}, checkpoint={"every": 2, "keep_last": 3})
     if sys.argv[4:] == ["lora"]:
-        cfg = toy.training_cfg(grpo={"max_steps": 5, "beta": 0.1, "learning_rate": 1e-2}, checkpoint={"every": 2, "keep_last": 3},
-                               lora={"r": 4, "alpha": 8}, prompt_format="chat")
+        cfg = toy.training_cfg(
+            grpo={"max_steps": 5, "beta": 0.1, "learning_rate": 1e-2},
+            checkpoint={"every": 2, "keep_last": 3},
+            lora={"r": 4, "alpha": 8},
+            prompt_format="chat",
+        )
 
     def progress(step, total, metrics):
         if step == kill_after:
@@ -41,9 +45,18 @@ def main() -> None:
 
         rows = rows.with_columns(pl.Series("n_correct", [i % 5 for i in range(60)]), pl.lit(4).alias("n_samples"))
         cur = CurriculumConfig(dedup_window=1, sampler="adaptive")
-    train_grpo(sft, rows, cfg, cur, RewardConfig(),
-               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
-               out, seed=3, on_progress=progress)
+    train_grpo(
+        sft,
+        rows,
+        cfg,
+        cur,
+        RewardConfig(),
+        toy.copy_rows(6, 3, split="eval"),
+        EvalConfig(k=1, n_samples=2, max_new_tokens=12),
+        out,
+        seed=3,
+        on_progress=progress,
+    )
 
 
 if __name__ == "__main__":

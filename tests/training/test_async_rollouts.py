@@ -19,9 +19,17 @@ def _metrics(out):
 
 def _train(toy, sft, out, **grpo):
     cfg = toy.cfg(grpo={"max_steps": 3, "learning_rate": 1e-2, **grpo}, checkpoint={"every": 3})
-    return train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-                      toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
-                      out, seed=3)
+    return train_grpo(
+        sft,
+        toy.copy_rows(60, 1),
+        cfg,
+        CurriculumConfig(dedup_window=1),
+        RewardConfig(),
+        toy.copy_rows(4, 3, split="eval"),
+        EvalConfig(k=1, n_samples=1, max_new_tokens=12),
+        out,
+        seed=3,
+    )
 
 
 @pytest.mark.slow
@@ -46,8 +54,9 @@ def test_a_stale_run_clips_and_counts_every_group(tmp_path, sft_model, toy):
     m = _metrics(tmp_path)
     assert max(x["staleness_mean"] for x in m) > 0
     assert max(x.get("clip_fraction", 0.0) for x in m) > 0  # the ratio to the generator's policy is clipped
-    assert result["groups_seen"] == (result["groups_trained"] + result["groups_zero_variance"]
-                                     + result["groups_stale"] + m[-1]["groups_waiting"])
+    assert result["groups_seen"] == (
+        result["groups_trained"] + result["groups_zero_variance"] + result["groups_stale"] + m[-1]["groups_waiting"]
+    )
     keys = [k for x in m for k in x["trained"]]
     assert len(keys) == len(set(keys)) == result["groups_trained"]
 
@@ -58,8 +67,20 @@ def _run(sft, out, kill_after, who):
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return subprocess.run([sys.executable, str(Path(__file__).with_name("async_rollouts_runner.py")), str(sft),
-                           str(out), str(kill_after), who], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("async_rollouts_runner.py")),
+            str(sft),
+            str(out),
+            str(kill_after),
+            who,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _gone(pid: int) -> bool:
@@ -137,12 +158,15 @@ def test_a_killed_generator_is_restarted_and_nothing_is_lost(tmp_path, sft_model
     _check_lineage(out, summary)
 
 
-@pytest.mark.parametrize("over, field", [
-    ({"rollout": "vllm"}, "rollout"),
-    ({"backend": "deepspeed"}, "backend"),
-    ({"max_staleness": 1, "sync_every": 3}, "sync_every"),
-    ({"top_p": 0.9}, "top_p=0.9"),  # the generator's log-probs would be over the nucleus, the loss's not
-])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        ({"rollout": "vllm"}, "rollout"),
+        ({"backend": "deepspeed"}, "backend"),
+        ({"max_staleness": 1, "sync_every": 3}, "sync_every"),
+        ({"top_p": 0.9}, "top_p=0.9"),  # the generator's log-probs would be over the nucleus, the loss's not
+    ],
+)
 def test_unsupported_async_combinations_are_refused_at_load(over, field):
     with pytest.raises(ValidationError, match=field):
         GRPOConfig(rollout_mode="async", **over)
@@ -166,7 +190,9 @@ def test_the_generator_receives_the_merged_lora_weights(tmp_path, sft_model, toy
         for name, p in policy.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.5)  # adapters that change the output (fresh ones start at B = 0)
-    rollouts = AsyncRollouts(tmp_path, sft_model, cfg, {}, RewardConfig(), 0, torch.device("cpu"), torch.float32, 1, 5.0)
+    rollouts = AsyncRollouts(
+        tmp_path, sft_model, cfg, {}, RewardConfig(), 0, torch.device("cpu"), torch.float32, 1, 5.0
+    )
     from rlvrflow.training.rollout_queue import RolloutQueue
 
     rollouts.queue, _ = RolloutQueue.fresh(tmp_path / "q")
@@ -197,8 +223,10 @@ def test_the_rollout_mode_is_in_the_grpo_stage_key_and_reaches_train_grpo():
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "retail" / "spec.yaml")
     mode = with_overrides(spec, {"training.grpo.rollout_mode": "async"})
     stale = with_overrides(mode, {"training.grpo.max_staleness": 3})
-    upstream = {name: Manifest(name, "k", None, {out: out}, {out: f"{name}-{out}"})
-                for name, out in (("sft", "model"), ("tier", "rows"), ("split", "eval"))}
+    upstream = {
+        name: Manifest(name, "k", None, {out: out}, {out: f"{name}-{out}"})
+        for name, out in (("sft", "model"), ("tier", "rows"), ("split", "eval"))
+    }
     keys = [stage_key_of(STAGES["grpo"], s, upstream) for s in (spec, mode, stale)]
     assert len(set(keys)) == 3
     assert training_config(mode).grpo.rollout_mode == "async"
@@ -217,8 +245,18 @@ def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy)
         def named_parameters(self):
             return iter(())
 
-    rollouts = AsyncRollouts(tmp_path, tmp_path / "no_such_model", toy.cfg(grpo={"rollout_mode": "async"}), {},
-                             RewardConfig(), 0, torch.device("cpu"), torch.float32, 1, 5.0)
+    rollouts = AsyncRollouts(
+        tmp_path,
+        tmp_path / "no_such_model",
+        toy.cfg(grpo={"rollout_mode": "async"}),
+        {},
+        RewardConfig(),
+        0,
+        torch.device("cpu"),
+        torch.float32,
+        1,
+        5.0,
+    )
     run = GRPORun()
     with rollouts, pytest.raises(GeneratorFailed, match="no_such_model"):
         rollouts.start(run, NoWeights())
@@ -227,7 +265,7 @@ def test_a_generator_that_raises_stops_the_run_with_its_traceback(tmp_path, toy)
     assert run.generator_restarts == 0 and rollouts.proc.poll() is not None
 
 
-UNGUARDED = '''
+UNGUARDED = """
 import importlib.util, sys
 from pathlib import Path
 
@@ -257,7 +295,7 @@ with rollouts:
     rollouts.start(run, NoWeights())
     rollouts.queue.put_request({"seq": 0, "ids": ["x"], "seed": 0, "min_version": 0})
     rollouts._wait(0, run)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -272,8 +310,13 @@ def test_a_script_without_a_main_guard_starts_the_generator_once(tmp_path):
     script = tmp_path / "unguarded.py"
     script.write_text(UNGUARDED)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    done = subprocess.run([sys.executable, str(script), str(Path(__file__).with_name("conftest.py")),
-                           str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script), str(Path(__file__).with_name("conftest.py")), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.stdout.count("top level ran") == 1, done.stdout
     assert "GeneratorFailed" in done.stderr and "no_such_model" in done.stderr, done.stderr[-3000:]
     assert "died" not in done.stderr

@@ -9,8 +9,9 @@ from rlvrflow.training import checkpoint as ck
 
 
 def _save(run_dir, step, model, tok, score):
-    return ck.save_checkpoint(run_dir, step, model, tok, {"step": step, "x": torch.tensor([step])},
-                              {"eval": {"pass_at_1_greedy": score}})
+    return ck.save_checkpoint(
+        run_dir, step, model, tok, {"step": step, "x": torch.tensor([step])}, {"eval": {"pass_at_1_greedy": score}}
+    )
 
 
 @pytest.fixture

@@ -11,8 +11,22 @@ def test_make_model_then_export_from_the_command_line(tmp_path, capsys):
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("Copy 7\nAnswer: 7\n" * 20)
-    assert main(["make-model", "--arch", "qwen2", "--out", str(tmp_path / "m"), "--corpus", str(corpus),
-                 "--vocab-size", "300"]) == 0
+    assert (
+        main(
+            [
+                "make-model",
+                "--arch",
+                "qwen2",
+                "--out",
+                str(tmp_path / "m"),
+                "--corpus",
+                str(corpus),
+                "--vocab-size",
+                "300",
+            ]
+        )
+        == 0
+    )
     card = json.loads(capsys.readouterr().out.rsplit("wrote", 1)[0])
     assert card["kind"] == "rlvrflow-test-qwen2" and card["params"] > 0
     assert main(["export", str(tmp_path / "m"), "--out", str(tmp_path / "plain")]) == 0  # full weights: a copy

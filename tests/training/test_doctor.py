@@ -1,5 +1,6 @@
 """The run doctor: every rule on a synthetic run that shows its symptom and on one that does not, and
 the loader on the three folder shapes a user may pass (run folder, output folder, GRPO folder)."""
+
 from __future__ import annotations
 
 import json
@@ -16,18 +17,35 @@ STEPS = 40
 
 def metrics(**series) -> list[dict]:
     """STEPS metric lines; each keyword is a function of the step (1-based) giving that metric."""
-    healthy = {"reward_mean": lambda s: 0.5 + 0.02 * (s % 3), "correct_rate": lambda s: 0.45,
-               "completion_tokens_mean": lambda s: 18.0 + (s % 2), "kl": lambda s: 0.0, "grad_norm": lambda s: 1.7,
-               "loss": lambda s: 0.01, "zero_variance_fraction": lambda s: 0.3, "groups_used": lambda s: 8,
-               "lr": lambda s: 1e-4}
+    healthy = {
+        "reward_mean": lambda s: 0.5 + 0.02 * (s % 3),
+        "correct_rate": lambda s: 0.45,
+        "completion_tokens_mean": lambda s: 18.0 + (s % 2),
+        "kl": lambda s: 0.0,
+        "grad_norm": lambda s: 1.7,
+        "loss": lambda s: 0.01,
+        "zero_variance_fraction": lambda s: 0.3,
+        "groups_used": lambda s: 8,
+        "lr": lambda s: 1e-4,
+    }
     healthy.update(series)
     return [{"step": s, **{k: f(s) for k, f in healthy.items()}} for s in range(1, STEPS + 1)]
 
 
 def ev(name: str, greedy: float, **extra) -> dict:
-    return {"name": name, "step": 0 if name == "sft" else int(name.split("_")[1]), "pass_at_1_greedy": greedy,
-            "pass_at_1_sampled": greedy, "pass_at_k": greedy + 0.1, "format_rate": 0.9, "length_mean": 20.0,
-            "length_p90": 40.0, "per_prompt_variance": 0.06, "zero_variance_prompts": 0.7, **extra}
+    return {
+        "name": name,
+        "step": 0 if name == "sft" else int(name.split("_")[1]),
+        "pass_at_1_greedy": greedy,
+        "pass_at_1_sampled": greedy,
+        "pass_at_k": greedy + 0.1,
+        "format_rate": 0.9,
+        "length_mean": 20.0,
+        "length_p90": 40.0,
+        "per_prompt_variance": 0.06,
+        "zero_variance_prompts": 0.7,
+        **extra,
+    }
 
 
 EVALS = [ev("sft", 0.34), ev("step_000020", 0.36), ev("step_000040", 0.38)]
@@ -38,16 +56,20 @@ def healthy(**changes) -> RunRecords:
 
 
 def test_a_healthy_run_has_no_findings():
-    rec = healthy(regression={"general": {"sft": 0.8, "step_000040": 0.79}},
-                  robustness={"sft": 0.5, "step_000040": 0.5})
+    rec = healthy(
+        regression={"general": {"sft": 0.8, "step_000040": 0.79}}, robustness={"sft": 0.5, "step_000040": 0.5}
+    )
     assert [rule.__name__ for rule in R.RULES if rule(rec) is not None] == []
 
 
 def test_reward_rises_eval_flat_prints_the_highest_reward_samples():
     rising = metrics(reward_mean=lambda s: 0.3 + 0.01 * s)
     flat = [ev("sft", 0.34), ev("step_000040", 0.34)]
-    samples = [{"prompt": "What is 2+2?", "response": "Answer: 4 4 4 4", "reward": 1.1, "step": 39},
-               {"prompt": "p", "response": "low", "reward": 0.1}, {"prompt": "p", "response": "nan", "reward": "x"}]
+    samples = [
+        {"prompt": "What is 2+2?", "response": "Answer: 4 4 4 4", "reward": 1.1, "step": 39},
+        {"prompt": "p", "response": "low", "reward": 0.1},
+        {"prompt": "p", "response": "nan", "reward": "x"},
+    ]
     f = R.reward_rises_eval_flat(RunRecords(metrics=rising, evals=flat, samples=samples))
     assert f is not None and "+0.300" in f.evidence[0] and "+0.0 points" in f.evidence[1]
     assert "Answer: 4 4 4 4" in f.evidence[2] and "reward 1.10" in f.evidence[2] and len(f.evidence) == 4
@@ -69,8 +91,12 @@ def test_length_grows_while_accuracy_does_not():
     assert f is not None and "length_penalty" in f.change and "completion tokens" in f.evidence[0]
     assert R.length_grows(healthy()) is None
     # longer answers that buy accuracy are fine
-    assert R.length_grows(RunRecords(metrics=metrics(completion_tokens_mean=lambda s: 15 + s,
-                                                     correct_rate=lambda s: 0.2 + 0.01 * s))) is None
+    assert (
+        R.length_grows(
+            RunRecords(metrics=metrics(completion_tokens_mean=lambda s: 15 + s, correct_rate=lambda s: 0.2 + 0.01 * s))
+        )
+        is None
+    )
 
 
 def test_format_falls():
@@ -92,8 +118,10 @@ def test_kl_grows():
 
 
 def test_entropy_drifts_both_ways():
-    collapse = {"entropy": lambda s: 0.4 if s <= 10 else 0.05,
-                "zero_variance_fraction": lambda s: 0.3 if s <= 10 else 0.7}
+    collapse = {
+        "entropy": lambda s: 0.4 if s <= 10 else 0.05,
+        "zero_variance_fraction": lambda s: 0.3 if s <= 10 else 0.7,
+    }
     down = R.entropy_drifts(healthy(metrics=metrics(**collapse)))
     assert down is not None and down.title == "policy entropy collapses" and "entropy_coef" in down.change
     assert "0.400 (steps 1-10) -> 0.050 (steps 31-40)" in down.evidence[0]
@@ -122,12 +150,19 @@ def test_mostly_zero_variance_names_the_side(correct, advice):
     assert R.mostly_zero_variance(healthy()) is None
 
 
-@pytest.mark.parametrize("correct,solved,advice", [(0.5, 1, "too hard"), (0.5, 5, "too easy"), (0.5, 3, "re-tier"),
-                                                    (0.1, 5, "too easy")])
+@pytest.mark.parametrize(
+    "correct,solved,advice", [(0.5, 1, "too hard"), (0.5, 5, "too easy"), (0.5, 3, "re-tier"), (0.1, 5, "too easy")]
+)
 def test_counted_all_right_groups_decide_the_side_before_the_correct_rate(correct, solved, advice):
     """With groups_zero_solved logged, the count of all-right flat groups says which side they are on."""
-    rec = healthy(metrics=metrics(zero_variance_fraction=lambda s: 0.75, correct_rate=lambda s: correct,
-                                  groups_zero_variance=lambda s: 6, groups_zero_solved=lambda s: solved))
+    rec = healthy(
+        metrics=metrics(
+            zero_variance_fraction=lambda s: 0.75,
+            correct_rate=lambda s: correct,
+            groups_zero_variance=lambda s: 6,
+            groups_zero_solved=lambda s: solved,
+        )
+    )
     f = R.mostly_zero_variance(rec)
     assert f is not None and advice in f.change
     assert f"{solved / 6:.0%} all right, {1 - solved / 6:.0%} not" in f.evidence[2]
@@ -195,6 +230,7 @@ def test_short_runs_call_no_trend():
 
 # ----- loading a run from disk -------------------------------------------------------------------
 
+
 def write_run(tmp_path, metric_rows, evals, matrix=None, samples=None):
     out = tmp_path / "out"
     grpo, evaluate = out / "stages" / "grpo" / "k1", out / "stages" / "evaluate" / "k2"
@@ -207,8 +243,11 @@ def write_run(tmp_path, metric_rows, evals, matrix=None, samples=None):
         (evaluate / f"{e['name']}.json").write_text(json.dumps(e))
     if samples:
         (evaluate / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
-    report = {"stages": {"grpo": {"dir": str(grpo)}, "evaluate": {"dir": str(evaluate)}},
-              "evals": [{"name": e["name"]} for e in evals], "max_regression": 2.0}
+    report = {
+        "stages": {"grpo": {"dir": str(grpo)}, "evaluate": {"dir": str(evaluate)}},
+        "evals": [{"name": e["name"]} for e in evals],
+        "max_regression": 2.0,
+    }
     if matrix is not None:
         report["eval_matrix"] = matrix
     (run / "report.json").write_text(json.dumps(report))
@@ -217,17 +256,29 @@ def write_run(tmp_path, metric_rows, evals, matrix=None, samples=None):
 
 
 def test_a_bad_run_on_disk_names_its_symptoms(tmp_path, capsys):
-    bad = metrics(reward_mean=lambda s: 0.3 + 0.01 * s, completion_tokens_mean=lambda s: 15 + s,
-                  grad_norm=lambda s: 400.0 if s == 33 else 2.0)
+    bad = metrics(
+        reward_mean=lambda s: 0.3 + 0.01 * s,
+        completion_tokens_mean=lambda s: 15 + s,
+        grad_norm=lambda s: 400.0 if s == 33 else 2.0,
+    )
     evals = [ev("sft", 0.34), ev("step_000020", 0.30), ev("step_000040", 0.26, format_rate=0.6)]
-    matrix = [{"name": "sft", "regression": {"general": 0.8}, "robustness": 0.5},
-              {"name": "step_000040", "regression": {"general": 0.6}, "robustness": 0.1}]
+    matrix = [
+        {"name": "sft", "regression": {"general": 0.8}, "robustness": 0.5},
+        {"name": "step_000040", "regression": {"general": 0.6}, "robustness": 0.1},
+    ]
     samples = [{"prompt": "q", "response": "Answer: 7 Answer: 7", "reward": 1.0}]
     out, run, grpo = write_run(tmp_path, bad, evals, matrix, samples)
     names = [f.name for f in diagnose(run)]
     assert names[0] == "numbers_break"
-    assert set(names) == {"numbers_break", "reward_rises_eval_flat", "heldout_falls", "regression_drops",
-                          "robustness_drops", "length_grows", "format_falls"}
+    assert set(names) == {
+        "numbers_break",
+        "reward_rises_eval_flat",
+        "heldout_falls",
+        "regression_drops",
+        "robustness_drops",
+        "length_grows",
+        "format_falls",
+    }
     assert [f.name for f in diagnose(out)] == names  # the output folder: latest.json's run
     assert main([str(out)]) == 0
     text = capsys.readouterr().out
@@ -243,12 +294,25 @@ def test_samples_of_the_last_model_are_ranked_first(tmp_path):
     flat = [ev("sft", 0.34), ev("step_000040", 0.34)]
     out, run, grpo = write_run(tmp_path, rising, flat)
     (grpo / "samples").mkdir()
-    rows = [{"id": "a", "category": "c", "prompt": "q", "mode": mode, "response": f"{name} {mode}", "status": "wrong",
-             "score": 0.0, "reward": reward, "n_tokens": 3}
-            for name, reward in (("sft", 1.1), ("step_000040", 0.9)) for mode in ("greedy", "sampled")]
+    rows = [
+        {
+            "id": "a",
+            "category": "c",
+            "prompt": "q",
+            "mode": mode,
+            "response": f"{name} {mode}",
+            "status": "wrong",
+            "score": 0.0,
+            "reward": reward,
+            "n_tokens": 3,
+        }
+        for name, reward in (("sft", 1.1), ("step_000040", 0.9))
+        for mode in ("greedy", "sampled")
+    ]
     (grpo / "samples" / "step_000000.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
     (tmp_path / "out" / "stages" / "evaluate" / "k2" / "step_000040.samples.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in rows[2:]))
+        "".join(json.dumps(r) + "\n" for r in rows[2:])
+    )
     rec = load_records(run)
     assert sorted({s["model"] for s in rec.samples}) == ["step_000000", "step_000040"]
     f = next(f for f in diagnose(run) if f.name == "reward_rises_eval_flat")

@@ -1,6 +1,7 @@
 """The doctor on a run from outcome-only logs (no worked rows, so no SFT): the answer_collapse and
 no_sft_too_hard rules on hand-built records, the advice that fits a run without SFT, and one
 zero-variance figure, the same as report.json's."""
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,23 @@ def flat_metrics(correct=lambda s: 0.05) -> list[dict]:
     rows = []
     for s in range(1, STEPS + 1):
         seen, flat = (24, 23) if s % 2 == 0 else (8, 4)
-        rows.append({"step": s, "reward_mean": 0.1, "correct_rate": correct(s), "completion_tokens_mean": 3.0,
-                     "kl": 0.0, "grad_norm": 1.0, "loss": 0.0, "groups_seen": seen, "groups_zero_variance": flat,
-                     "groups_zero_solved": 0, "zero_variance_fraction": flat / seen, "groups_used": seen - flat,
-                     **({"skipped": 1} if s % 4 == 0 else {})})
+        rows.append(
+            {
+                "step": s,
+                "reward_mean": 0.1,
+                "correct_rate": correct(s),
+                "completion_tokens_mean": 3.0,
+                "kl": 0.0,
+                "grad_norm": 1.0,
+                "loss": 0.0,
+                "groups_seen": seen,
+                "groups_zero_variance": flat,
+                "groups_zero_solved": 0,
+                "zero_variance_fraction": flat / seen,
+                "groups_used": seen - flat,
+                **({"skipped": 1} if s % 4 == 0 else {}),
+            }
+        )
     return rows
 
 
@@ -31,10 +45,21 @@ def heldout(name: str, answers: list[str], golds: list[str]) -> dict:
     """An eval result whose by_prompt carries the greedy answers (what training.eval.summarize writes)."""
     right = [int(a == g) for a, g in zip(answers, golds)]
     share = sum(right) / len(right)
-    return {"name": name, "step": 0 if name == "sft" else int(name.split("_")[1]), "pass_at_1_greedy": share,
-            "pass_at_1_sampled": share, "pass_at_k": share, "format_rate": 1.0, "length_mean": 2.0,
-            "by_prompt": {"ids": [f"p{i}" for i in range(len(answers))], "greedy": right, "answers": answers,
-                          "categories": [CATS[i % len(CATS)] for i in range(len(answers))]}}
+    return {
+        "name": name,
+        "step": 0 if name == "sft" else int(name.split("_")[1]),
+        "pass_at_1_greedy": share,
+        "pass_at_1_sampled": share,
+        "pass_at_k": share,
+        "format_rate": 1.0,
+        "length_mean": 2.0,
+        "by_prompt": {
+            "ids": [f"p{i}" for i in range(len(answers))],
+            "greedy": right,
+            "answers": answers,
+            "categories": [CATS[i % len(CATS)] for i in range(len(answers))],
+        },
+    }
 
 
 GOLDS = ["2" if i % 8 == 0 else str(100 + i) for i in range(200)]  # '2' is the gold of 25 of 200 prompts
@@ -47,8 +72,10 @@ def test_answer_collapse_names_the_constant_its_hits_and_the_spread_per_category
     f = R.answer_collapse(rec)
     assert f is not None and f.severity == "critical" and f.title.endswith("most prompts of: all prompts")
     # hits: '2' where the gold is '2' (multiples of 8 that are not of 10: 20) and 15 prompts answered with their gold
-    assert f.evidence[0] == ("step_000060 answers '2' on 180 of 200 held-out prompts (20 right); 20 of its 35 right "
-                             "answers on the 200 held-out prompts are those")
+    assert f.evidence[0] == (
+        "step_000060 answers '2' on 180 of 200 held-out prompts (20 right); 20 of its 35 right "
+        "answers on the 200 held-out prompts are those"
+    )
     # gcd holds i % 4 == 0: '2' except at the 10 multiples of 20; lcm (odd i) is '2' throughout
     assert "gcd 11 of 50" in f.evidence[1] and "lcm 1 of 50" in f.evidence[1]
     assert f.evidence[2].startswith("sft for comparison: chain_sum ")
@@ -56,8 +83,11 @@ def test_answer_collapse_names_the_constant_its_hits_and_the_spread_per_category
 
 
 def by_prompt(answers: list[str], golds: list[str], cats: list[str] | None = None) -> dict:
-    return {"answers": answers, "greedy": [int(a == g) for a, g in zip(answers, golds)],
-            **({"categories": cats} if cats else {})}
+    return {
+        "answers": answers,
+        "greedy": [int(a == g) for a, g in zip(answers, golds)],
+        **({"categories": cats} if cats else {}),
+    }
 
 
 def test_one_category_answered_with_one_wrong_answer_is_a_warning():
@@ -67,14 +97,24 @@ def test_one_category_answered_with_one_wrong_answer_is_a_warning():
     c = collapsed_answers(by_prompt(answers, golds, cats))
     assert [(x.where, x.answer, x.count, x.prompts, x.right) for x in c.sets] == [("gcd", "2", 50, 50, 17)]
     assert not c.critical and c.covered == 50 and c.hits_from_constant == 17
-    f = R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS),
-                                            {"name": "step_000090", "by_prompt": by_prompt(answers, golds, cats)}]))
+    f = R.answer_collapse(
+        RunRecords(
+            evals=[
+                heldout("sft", SFT_ANSWERS, GOLDS),
+                {"name": "step_000090", "by_prompt": by_prompt(answers, golds, cats)},
+            ]
+        )
+    )
     assert f.severity == "warning" and f.title.endswith("most prompts of: gcd")
 
 
 def test_no_collapse_where_the_answer_is_mostly_right_or_the_sets_are_small():
-    assert R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS),
-                                               heldout("step_000060", SFT_ANSWERS, GOLDS)])) is None
+    assert (
+        R.answer_collapse(
+            RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS), heldout("step_000060", SFT_ANSWERS, GOLDS)])
+        )
+        is None
+    )
     golds = [f"g{i}" for i in range(200)]
     assert collapsed_answers(by_prompt(["2"] * 99 + golds[99:], golds)) is None  # under half
     assert collapsed_answers(by_prompt(["2"] * 100 + golds[100:], golds)).sets[0].count == 100
@@ -87,8 +127,17 @@ def test_no_collapse_where_the_answer_is_mostly_right_or_the_sets_are_small():
     unparsed = heldout("step_000060", [""] * 200, GOLDS)  # no answer at all is format_falls' business
     assert R.answer_collapse(RunRecords(evals=[heldout("sft", SFT_ANSWERS, GOLDS), unparsed])) is None
     # an eval of an older run, without answers: nothing to read, no finding
-    assert R.answer_collapse(RunRecords(evals=[{"name": "sft", "by_prompt": {"ids": ["a"]}},
-                                               {"name": "step_000002", "by_prompt": {"ids": ["a"]}}])) is None
+    assert (
+        R.answer_collapse(
+            RunRecords(
+                evals=[
+                    {"name": "sft", "by_prompt": {"ids": ["a"]}},
+                    {"name": "step_000002", "by_prompt": {"ids": ["a"]}},
+                ]
+            )
+        )
+        is None
+    )
 
 
 def test_no_sft_too_hard_gives_the_choices_not_the_lr():
@@ -135,10 +184,18 @@ def test_a_collapsed_run_on_disk(tmp_path):
     for e in evals:
         (evaluate / f"{e['name']}.json").write_text(json.dumps(e))
     fraction = R.zero_variance_share(rows)[0]  # what training.grpo's summary writes
-    (run / "report.json").write_text(json.dumps({
-        "stages": {"grpo": {"dir": str(grpo)}, "evaluate": {"dir": str(evaluate)}},
-        "evals": [{"name": e["name"]} for e in evals], "sft_rows": 0, "zero_variance_fraction": fraction,
-        "tiers": {"learnable": 9, "too_hard": 391, "too_easy": 0}, "eval_matrix": [{"name": "sft"}]}))
+    (run / "report.json").write_text(
+        json.dumps(
+            {
+                "stages": {"grpo": {"dir": str(grpo)}, "evaluate": {"dir": str(evaluate)}},
+                "evals": [{"name": e["name"]} for e in evals],
+                "sft_rows": 0,
+                "zero_variance_fraction": fraction,
+                "tiers": {"learnable": 9, "too_hard": 391, "too_easy": 0},
+                "eval_matrix": [{"name": "sft"}],
+            }
+        )
+    )
     findings = diagnose(run)
     names = [f.name for f in findings]
     assert names[:2] == ["answer_collapse", "no_sft_too_hard"] and "mostly_zero_variance" in names

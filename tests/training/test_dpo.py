@@ -51,24 +51,28 @@ def test_pairs_encode_like_sft_and_end_only_where_the_sample_ended(base_model):
     tok = AutoTokenizer.from_pretrained(base_model)
     fmt = PromptFormat()
     pairs = [{"prompt": "Copy 3\n", "chosen": "Answer: 3", "rejected": "Answer: 33333", "rejected_finish": "length"}]
-    (p, c, r), = encode_pairs(tok, pairs, fmt, max_length=64)[0]
+    ((p, c, r),) = encode_pairs(tok, pairs, fmt, max_length=64)[0]
     assert p == fmt.encode(tok, "Copy 3\n")
     assert c == encode_completion(tok, "Answer: 3", add_eos=True)  # SFT's target: text + EOS
     assert r == encode_completion(tok, "Answer: 33333", add_eos=False)  # cut off by the length cap: no EOS
-    (p2, c2, r2), = encode_pairs(tok, pairs, fmt, max_length=12)[0]
-    assert len(p2) + max(len(c2), len(r2)) <= 12 and p2 == p[-len(p2):]
+    ((p2, c2, r2),) = encode_pairs(tok, pairs, fmt, max_length=12)[0]
+    assert len(p2) + max(len(c2), len(r2)) <= 12 and p2 == p[-len(p2) :]
 
 
 def _pairs(n: int) -> list[dict]:
-    return [{"prompt": f"Copy {d}\n", "chosen": f"Answer: {d}", "rejected": f"Answer: {(d + 3) % 10}"}
-            for d in range(n)]
+    return [
+        {"prompt": f"Copy {d}\n", "chosen": f"Answer: {d}", "rejected": f"Answer: {(d + 3) % 10}"} for d in range(n)
+    ]
 
 
 def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, tmp_path):
     from safetensors.torch import load_file
 
-    cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 4, "learning_rate": 3e-3, "batch_size": 4, "warmup_steps": 0},
-                  checkpoint={"every": 2, "keep_last": 3})
+    cfg = toy.cfg(
+        algorithm="dpo",
+        dpo={"max_steps": 4, "learning_rate": 3e-3, "batch_size": 4, "warmup_steps": 0},
+        checkpoint={"every": 2, "keep_last": 3},
+    )
     eval_rows = toy.copy_rows(4, 3, split="eval")
     straight = train_dpo(sft_model, _pairs(6), cfg, eval_rows, EVAL, tmp_path / "a", seed=0)
     shutil.copytree(tmp_path / "a", tmp_path / "b")
@@ -95,12 +99,16 @@ def test_resume_from_a_checkpoint_matches_the_uninterrupted_run(sft_model, toy, 
         assert kept["samples"] == (tmp_path / "fresh.jsonl").read_text(encoding="utf-8"), run
     baseline = read_loop_eval(tmp_path / "a", "sft")  # step 0: the model DPO started from
     assert baseline is not None and {"model": str(sft_model), **baseline["result"]} == evaluate(
-        sft_model, eval_rows, EVAL, seed=0, device="cpu")
+        sft_model, eval_rows, EVAL, seed=0, device="cpu"
+    )
 
 
 def test_retention_removes_a_deleted_checkpoints_kept_eval(sft_model, toy, tmp_path):
-    cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 4, "learning_rate": 3e-3, "batch_size": 4, "warmup_steps": 0},
-                  checkpoint={"every": 2, "keep_last": 1})
+    cfg = toy.cfg(
+        algorithm="dpo",
+        dpo={"max_steps": 4, "learning_rate": 3e-3, "batch_size": 4, "warmup_steps": 0},
+        checkpoint={"every": 2, "keep_last": 1},
+    )
     train_dpo(sft_model, _pairs(6), cfg, toy.copy_rows(4, 3, split="eval"), EVAL, tmp_path, seed=0)
     assert not (tmp_path / "step_000002").exists() and (tmp_path / "step_000004").is_dir()
     assert sorted(p.name for p in (tmp_path / "evals").iterdir()) == ["step_000000.json", "step_000004.json"]
@@ -120,8 +128,18 @@ def test_reference_cache_is_not_reused_when_sft_is_retrained_into_the_same_folde
     def reference():
         model, tok = load_model_and_tokenizer(sft, cpu, trainable=False)
         data, _ = encode_pairs(tok, _pairs(3), PromptFormat(), 64)
-        return model, _load_reference(tmp_path / "out", _data_key(sft, data, cfg), model, sft, False, data,
-                                      tok.pad_token_id, cpu, torch.float32, cfg)
+        return model, _load_reference(
+            tmp_path / "out",
+            _data_key(sft, data, cfg),
+            model,
+            sft,
+            False,
+            data,
+            tok.pad_token_id,
+            cpu,
+            torch.float32,
+            cfg,
+        )
 
     (tmp_path / "out").mkdir()
     model, first = reference()
@@ -147,8 +165,9 @@ def test_no_pairs_is_an_error_that_says_where_to_look(sft_model, toy, tmp_path):
 def qwen(tmp_path_factory, toy):
     from rlvrflow.training.qwen_model import Qwen2Dims, build_qwen2_model
 
-    return build_qwen2_model(toy.corpus() * 20, tmp_path_factory.mktemp("qwen") / "model", seed=0,
-                             dims=Qwen2Dims(vocab_size=512))
+    return build_qwen2_model(
+        toy.corpus() * 20, tmp_path_factory.mktemp("qwen") / "model", seed=0, dims=Qwen2Dims(vocab_size=512)
+    )
 
 
 def test_lora_chat_dpo_uses_the_base_as_reference_and_saves_the_adapter(qwen, toy, tmp_path):
@@ -156,8 +175,13 @@ def test_lora_chat_dpo_uses_the_base_as_reference_and_saves_the_adapter(qwen, to
     from rlvrflow.training.dpo import REFERENCE_FILE, reference_logps
     from rlvrflow.training.modeling import load_model_and_tokenizer
 
-    cfg = toy.cfg(algorithm="dpo", prompt_format="chat", lora={"r": 4, "alpha": 8},
-                  dpo={"max_steps": 2, "learning_rate": 1e-2, "batch_size": 3, "max_length": 96}, checkpoint={"every": 2})
+    cfg = toy.cfg(
+        algorithm="dpo",
+        prompt_format="chat",
+        lora={"r": 4, "alpha": 8},
+        dpo={"max_steps": 2, "learning_rate": 1e-2, "batch_size": 3, "max_length": 96},
+        checkpoint={"every": 2},
+    )
     result = train_dpo(qwen, _pairs(3), cfg, toy.copy_rows(2, 3, split="eval"), EVAL, tmp_path, seed=0)
     assert result["prompt_format"] == "chat" and 0 < result["trainable_params"] < result["total_params"]
     step = tmp_path / "step_000002"
@@ -203,6 +227,10 @@ def test_dpo_on_tiering_samples_raises_held_out_pass_at_1_over_sft(base_model, t
     # the checkpoint reads back through the ordinary eval, with the same numbers as in the loop
     again = evaluate(result["final_checkpoint"], held_out, EVAL, seed=0, device="cpu")
     assert again["pass_at_1_sampled"] == pytest.approx(final["pass_at_1_sampled"])
-    md = samples_markdown(read_samples(tmp_path / "dpo" / "samples" / "step_000000.jsonl"),
-                          read_samples(tmp_path / "dpo" / "step_000020" / "samples.jsonl"), "sft", "step_000020")
+    md = samples_markdown(
+        read_samples(tmp_path / "dpo" / "samples" / "step_000000.jsonl"),
+        read_samples(tmp_path / "dpo" / "step_000020" / "samples.jsonl"),
+        "sft",
+        "step_000020",
+    )
     assert "| Copy 7<br> | greedy |" in md

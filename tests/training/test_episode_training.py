@@ -22,33 +22,55 @@ RESULT = '{"columns": ["total"], "rows": [[30]]}'
 def env(tmp_path: Path) -> Environment:
     db = tmp_path / "shop.db"
     con = sqlite3.connect(db)
-    con.executescript("CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER);"
-                      "CREATE TABLE refunds(order_id INTEGER, amount REAL);"
-                      "INSERT INTO orders VALUES (7, 30), (8, 45), (9, 12);")
+    con.executescript(
+        "CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER);"
+        "CREATE TABLE refunds(order_id INTEGER, amount REAL);"
+        "INSERT INTO orders VALUES (7, 30), (8, 45), (9, 12);"
+    )
     con.commit()
     con.close()
     order = {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"]}
-    return Environment.model_validate({
-        "database": str(db), "max_turns": 3,
-        "tools": [{"name": "get_order", "description": "an order's total", "parameters": order,
-                   "sql": "SELECT total FROM orders WHERE order_id = :order_id"},
-                  {"name": "refund", "description": "refund an amount",
-                   "parameters": {"type": "object", "required": ["order_id", "amount"],
-                                  "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}}},
-                   "sql": "INSERT INTO refunds VALUES (:order_id, :amount)"}],
-        "outcome": {"query": "SELECT order_id, amount FROM refunds"}})
+    return Environment.model_validate(
+        {
+            "database": str(db),
+            "max_turns": 3,
+            "tools": [
+                {
+                    "name": "get_order",
+                    "description": "an order's total",
+                    "parameters": order,
+                    "sql": "SELECT total FROM orders WHERE order_id = :order_id",
+                },
+                {
+                    "name": "refund",
+                    "description": "refund an amount",
+                    "parameters": {
+                        "type": "object",
+                        "required": ["order_id", "amount"],
+                        "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}},
+                    },
+                    "sql": "INSERT INTO refunds VALUES (:order_id, :amount)",
+                },
+            ],
+            "outcome": {"query": "SELECT order_id, amount FROM refunds"},
+        }
+    )
 
 
 def worked(order: int, total: int) -> Episode:
     call = LOOKUP.replace("7", str(order))
     refund = REFUND.replace("7", str(order)).replace("30", str(total))
-    return Episode([{"role": "user", "content": f"Refund order {order}."},
-                    {"role": "assistant", "content": call},
-                    {"role": "tool", "name": "get_order", "content": RESULT.replace("30", str(total))},
-                    {"role": "assistant", "content": refund},
-                    {"role": "tool", "name": "refund", "content": '{"rows_affected": 1}'},
-                    {"role": "assistant", "content": f"Refunded {total}."}],
-                   [PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY])
+    return Episode(
+        [
+            {"role": "user", "content": f"Refund order {order}."},
+            {"role": "assistant", "content": call},
+            {"role": "tool", "name": "get_order", "content": RESULT.replace("30", str(total))},
+            {"role": "assistant", "content": refund},
+            {"role": "tool", "name": "refund", "content": '{"rows_affected": 1}'},
+            {"role": "assistant", "content": f"Refunded {total}."},
+        ],
+        [PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +78,7 @@ def tokenizer():
     from rlvrflow.training.tiny_model import build_tokenizer
 
     texts = [PLAIN.prompt(worked(o, t).messages) for o, t in ((7, 30), (8, 45), (9, 12))]
-    return build_tokenizer(texts + ["0123456789 {}[]\":,._-<>/" + "abcdefghijklmnopqrstuvwxyz"])
+    return build_tokenizer(texts + ['0123456789 {}[]":,._-<>/' + "abcdefghijklmnopqrstuvwxyz"])
 
 
 def tiny_model(tokenizer, seed: int = 0):
@@ -80,7 +102,7 @@ def test_plain_render_masks_all_but_the_policys_text(tokenizer):
     assert RESULT not in own and "agent:" not in own and "Refund order" not in own
     # the prompt text the engine continues is the rendering's prefix
     prefix = PLAIN.prompt(ep.messages[:3])
-    assert tokenizer(prefix).input_ids == ids[:len(tokenizer(prefix).input_ids)]
+    assert tokenizer(prefix).input_ids == ids[: len(tokenizer(prefix).input_ids)]
 
 
 def test_plain_render_refuses_a_newline_in_a_policy_message(tokenizer):
@@ -135,8 +157,10 @@ def test_all_equal_rewards_give_zero_advantage_and_no_update(env, tokenizer, one
     from rlvrflow.training.backends import TorchBackend
     from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, EpisodeRollouts, EpisodeSampler, update_on_episodes
 
-    rows = [{"id": "a", "prompt": "Refund order 7.", "reference": "[[7, 30]]"},
-            {"id": "b", "prompt": "Refund order 8.", "reference": "[[8, 45]]"}]
+    rows = [
+        {"id": "a", "prompt": "Refund order 7.", "reference": "[[7, 30]]"},
+        {"id": "b", "prompt": "Refund order 8.", "reference": "[[8, 45]]"},
+    ]
     engine = Scripted({"Refund order 7.": [LOOKUP, REFUND, "Refunded 30."], "Refund order 8.": ["Sorry."]})
     cfg = EpisodeGRPOConfig(prompts_per_step=2, num_generations=3, filter_zero_variance=False)
     groups, info = EpisodeRollouts(engine, env, rows, PLAIN, cfg, seed=0).collect(EpisodeSampler(2, 0), 0, None)
@@ -144,14 +168,16 @@ def test_all_equal_rewards_give_zero_advantage_and_no_update(env, tokenizer, one
     assert {g.task_id: g.correct for g in groups} == {"a": [True] * 3, "b": [False] * 3}
     model = tiny_model(tokenizer)
     before = [p.detach().clone() for p in model.parameters()]
-    stats = update_on_episodes(TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(),
-                               torch.device("cpu"))
+    stats = update_on_episodes(
+        TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(), torch.device("cpu")
+    )
     assert stats["grad_norm"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     # one differing episode in a group: the update moves the weights
     groups[1].rewards[0] += 1.0
-    update_on_episodes(TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(),
-                       torch.device("cpu"))
+    update_on_episodes(
+        TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(), torch.device("cpu")
+    )
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
@@ -160,8 +186,14 @@ def test_sft_on_transcripts_learns_the_policy_turns(env, tokenizer, one_torch_th
     from rlvrflow.training.episode_sft import sft_on_transcripts
 
     model = tiny_model(tokenizer)
-    log = sft_on_transcripts(model, tokenizer, [worked(7, 30), worked(8, 45)], env.schemas(),
-                             SFTConfig(max_steps=60, learning_rate=1e-2, batch_size=2, warmup_steps=0, logging_steps=10), seed=0)
+    log = sft_on_transcripts(
+        model,
+        tokenizer,
+        [worked(7, 30), worked(8, 45)],
+        env.schemas(),
+        SFTConfig(max_steps=60, learning_rate=1e-2, batch_size=2, warmup_steps=0, logging_steps=10),
+        seed=0,
+    )
     assert log[-1]["loss"] < 0.5 * log[0]["loss"]
     bad = worked(7, 30)
     bad.sources = [PROMPT] * len(bad.sources)
@@ -174,8 +206,14 @@ def _start_model(tmp_path, env, tokenizer) -> Path:
     from rlvrflow.training.episode_sft import sft_on_transcripts
 
     model = tiny_model(tokenizer)
-    sft_on_transcripts(model, tokenizer, [worked(7, 30), worked(8, 45)], env.schemas(),
-                       SFTConfig(max_steps=40, learning_rate=1e-2, batch_size=2, warmup_steps=0), seed=0)
+    sft_on_transcripts(
+        model,
+        tokenizer,
+        [worked(7, 30), worked(8, 45)],
+        env.schemas(),
+        SFTConfig(max_steps=40, learning_rate=1e-2, batch_size=2, warmup_steps=0),
+        seed=0,
+    )
     out = tmp_path / "sft"
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -190,10 +228,20 @@ def test_episode_grpo_runs_and_resumes_exactly(env, tokenizer, tmp_path, one_tor
     from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
 
     start = _start_model(tmp_path, env, tokenizer)
-    rows = [{"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"}
-            for o, t in ((7, 30), (8, 45), (9, 12))]
-    cfg = EpisodeGRPOConfig(max_steps=4, prompts_per_step=2, num_generations=4, learning_rate=1e-3, max_new_tokens=40, temperature=0.5,
-                            eval_max_new_tokens=40, checkpoint=CheckpointConfig(every=2, keep_last=3))
+    rows = [
+        {"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"}
+        for o, t in ((7, 30), (8, 45), (9, 12))
+    ]
+    cfg = EpisodeGRPOConfig(
+        max_steps=4,
+        prompts_per_step=2,
+        num_generations=4,
+        learning_rate=1e-3,
+        max_new_tokens=40,
+        temperature=0.5,
+        eval_max_new_tokens=40,
+        checkpoint=CheckpointConfig(every=2, keep_last=3),
+    )
     whole = train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "whole", seed=3)
 
     def crash(step, total, metrics):
@@ -235,9 +283,12 @@ def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp
     model, tok = load_model_and_tokenizer(start, "cpu", trainable=False)
     fmt = chat_format(tok)
     assert fmt.stop == ("<|im_end|>",)
-    rows = [{"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"} for o, t in ((7, 30), (8, 45))]
-    episodes = play_episodes(HFEngine(model, tok), env, rows, fmt, SamplingParams(temperature=1.0, max_new_tokens=12),
-                             seed=0)
+    rows = [
+        {"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"} for o, t in ((7, 30), (8, 45))
+    ]
+    episodes = play_episodes(
+        HFEngine(model, tok), env, rows, fmt, SamplingParams(temperature=1.0, max_new_tokens=12), seed=0
+    )
     for ep in episodes:
         ids, mask = fmt.render(tok, ep, env.schemas())
         assert len(ids) == len(mask)
@@ -250,7 +301,13 @@ def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp
                 run = []
         assert spans == [m["content"] + "<|im_end|>" for m in ep.messages if m["role"] == "assistant"]
         assert "get_order" in tok.decode(ids)  # the tools are in what the model read
-    cfg = EpisodeGRPOConfig(max_steps=1, prompts_per_step=2, num_generations=2, max_new_tokens=12,
-                            eval_max_new_tokens=12, checkpoint=CheckpointConfig(every=1))
+    cfg = EpisodeGRPOConfig(
+        max_steps=1,
+        prompts_per_step=2,
+        num_generations=2,
+        max_new_tokens=12,
+        eval_max_new_tokens=12,
+        checkpoint=CheckpointConfig(every=1),
+    )
     summary = train_episode_grpo(start, env, rows, rows[:1], cfg, tmp_path / "grpo", seed=0, fmt=fmt)
     assert summary["groups_seen"] == 2 and (tmp_path / "grpo" / "step_000001" / "model.safetensors").is_file()

@@ -34,8 +34,11 @@ def test_metrics_match_hand_counts(toy):
     tasks = select_eval_tasks(rows, EvalConfig())
     refs = [t.reference for t in tasks]
     wrong = lambda r: str((int(r) + 1) % 10)  # noqa: E731
-    greedy = {tasks[0].prompt: f"Answer: {refs[0]}", tasks[1].prompt: f"Answer: {wrong(refs[1])}",
-              tasks[2].prompt: "no idea"}
+    greedy = {
+        tasks[0].prompt: f"Answer: {refs[0]}",
+        tasks[1].prompt: f"Answer: {wrong(refs[1])}",
+        tasks[2].prompt: "no idea",
+    }
     sampled = {
         tasks[0].prompt: [f"Answer: {refs[0]}"] * 4,
         tasks[1].prompt: [f"Answer: {refs[1]}", "hmm", f"Answer: {wrong(refs[1])}", "hmm"],
@@ -124,8 +127,16 @@ def test_a_loop_eval_is_read_back_as_the_record_of_its_model(sft_model, toy, tmp
     cfg = EvalConfig(k=2, n_samples=3, max_new_tokens=12)
     model, tok = load_model_and_tokenizer(sft_model, "cpu", trainable=False)
     run = tmp_path / "run"
-    kept = evaluate_live(model, tok, rows, cfg, 5, run / "samples" / "step_000000.jsonl", device="cpu",
-                         prompt_format=PromptFormat.for_model_dir(sft_model, tok))
+    kept = evaluate_live(
+        model,
+        tok,
+        rows,
+        cfg,
+        5,
+        run / "samples" / "step_000000.jsonl",
+        device="cpu",
+        prompt_format=PromptFormat.for_model_dir(sft_model, tok),
+    )
     path = write_loop_eval(run, "step_000000", kept)
     fresh = evaluate(sft_model, rows, cfg, seed=5, device="cpu", samples_path=tmp_path / "fresh.jsonl")
     got = read_loop_eval(run, "sft")
@@ -151,8 +162,10 @@ def test_samples_and_run_logs_survive_line_separators_inside_a_response(tmp_path
 def _two_category_rows(toy):
     a = toy.copy_rows(6, 0).with_columns(pl.lit("a").alias("category"), ("a-" + pl.col("id")).alias("id"))
     b = toy.copy_rows(4, 1).with_columns(pl.lit("b").alias("category"), ("b-" + pl.col("id")).alias("id"))
-    return pl.concat([a, b]).with_columns(pl.Series("prompt", [f"Copy {i % 10}\n" for i in range(10)]),
-                                          pl.Series("reference", [str(i % 10) for i in range(10)]))
+    return pl.concat([a, b]).with_columns(
+        pl.Series("prompt", [f"Copy {i % 10}\n" for i in range(10)]),
+        pl.Series("reference", [str(i % 10) for i in range(10)]),
+    )
 
 
 def _answers(tasks, greedy_right: bool):
@@ -191,16 +204,26 @@ def test_samples_markdown_puts_two_evals_side_by_side():
     from rlvrflow.training.eval import samples_markdown
 
     def rec(i, mode, response, status, reward, category="copy"):
-        return {"id": i, "category": category, "prompt": f"Copy {i}\n| x", "mode": mode, "response": response,
-                "status": status, "score": float(status == "correct"), "reward": reward, "n_tokens": 3}
+        return {
+            "id": i,
+            "category": category,
+            "prompt": f"Copy {i}\n| x",
+            "mode": mode,
+            "response": response,
+            "status": status,
+            "score": float(status == "correct"),
+            "reward": reward,
+            "n_tokens": 3,
+        }
 
     before = [rec("1", "greedy", "Answer: 2", "wrong", 0.2), rec("1", "sampled", "<b>hi</b>", "unparsed", 0.0)]
     after = [rec("1", "greedy", "Answer: 1", "correct", 1.2), rec("2", "greedy", "A\nB", "wrong", 0.1, "z")]
     md = samples_markdown(before, after, "sft", "step_000010")
     assert md.startswith("# Samples: sft vs step_000010")
     assert "| prompt | mode | sft | step_000010 |" in md
-    assert ("| Copy 1<br>\\| x | greedy | Answer: 2<br>*wrong, reward 0.20* | Answer: 1<br>*correct, reward 1.20* |"
-            in md)
+    assert (
+        "| Copy 1<br>\\| x | greedy | Answer: 2<br>*wrong, reward 0.20* | Answer: 1<br>*correct, reward 1.20* |" in md
+    )
     assert "&lt;b&gt;hi&lt;/b&gt;<br>*unparsed, reward 0.00* | (not evaluated) |" in md
     assert "## z" in md and "| (not evaluated) | A<br>B<br>*wrong, reward 0.10* |" in md
     assert md.index("## copy") < md.index("## z")
@@ -212,8 +235,9 @@ def test_demo_bench_scores_every_held_out_prompt(sft_model, toy, tmp_path, load_
     from rlvrflow.flows.spec import load_spec
 
     spec = load_spec("examples/retail/spec.yaml")
-    spec = spec.model_copy(update={"eval": spec.eval.model_copy(update={"max_prompts": 5, "max_new_tokens": 12}),
-                                   "training": toy.cfg()})
+    spec = spec.model_copy(
+        update={"eval": spec.eval.model_copy(update={"max_prompts": 5, "max_new_tokens": 12}), "training": toy.cfg()}
+    )
     rows = toy.copy_rows(12, 3, split="eval")
     rows.write_parquet(tmp_path / "eval.parquet")
     whole = load_bench("demo_target").whole_split({"a": sft_model, "b": sft_model}, spec, 0, tmp_path)

@@ -1,5 +1,6 @@
 """The eval matrix: stability from per-prompt counts, one row per model, and a best choice that never
 takes a checkpoint that forgot a regression set."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,9 +9,19 @@ from rlvrflow.training.eval_matrix import build_matrix, choose_best, decide_best
 
 
 def result(name: str, greedy: float, **extra) -> dict:
-    base = {"name": name, "pass_at_1_greedy": greedy, "pass_at_1_sampled": greedy - 0.05, "pass_at_k": greedy + 0.1,
-            "k": 4, "format_rate": 0.9, "length_mean": 20.0, "length_p90": 40.0, "n_prompts": 4,
-            "per_prompt_variance": 0.06, "zero_variance_prompts": 0.7}
+    base = {
+        "name": name,
+        "pass_at_1_greedy": greedy,
+        "pass_at_1_sampled": greedy - 0.05,
+        "pass_at_k": greedy + 0.1,
+        "k": 4,
+        "format_rate": 0.9,
+        "length_mean": 20.0,
+        "length_p90": 40.0,
+        "n_prompts": 4,
+        "per_prompt_variance": 0.06,
+        "zero_variance_prompts": 0.7,
+    }
     return {**base, **extra}
 
 
@@ -35,8 +46,11 @@ def test_stability_prefers_per_prompt_counts_and_else_reads_the_summary():
 def test_rows_baseline_first_with_robustness_and_regression_deltas():
     evals = [result("step_000100", 0.40), result("sft", 0.34), result("step_000200", 0.45)]
     robust = {"sft": result("sft", 0.10), "step_000100": result("step_000100", 0.30)}
-    general = {"sft": result("sft", 0.80), "step_000100": result("step_000100", 0.79),
-               "step_000200": result("step_000200", 0.70)}
+    general = {
+        "sft": result("sft", 0.80),
+        "step_000100": result("step_000100", 0.79),
+        "step_000200": result("step_000200", 0.70),
+    }
     rows = build_matrix(evals, robustness=robust, regression={"general": general}, max_regression=2.0)
     assert [r["name"] for r in rows] == ["sft", "step_000100", "step_000200"]
     assert rows[0]["is_baseline"] and rows[0]["regression_delta"]["general"] == 0.0
@@ -78,12 +92,18 @@ def test_bad_inputs_name_the_fix():
 
 # --- the constant baseline: a gain one answer per category explains is never "best" -----------------
 
+
 def _scored(name: str, golds: list[str], answers: list[str]) -> dict:
     """An eval result of a model that gave `answers` (greedy) to prompts with these golds."""
     ok = [int(a == g) for a, g in zip(answers, golds)]
     rate = sum(ok) / len(ok)
-    return result(name, rate, pass_at_1_sampled=rate, n_prompts=len(ok),
-                  by_prompt={"ids": [f"p{i}" for i in range(len(ok))], "greedy": ok, "sampled": [float(x) for x in ok]})
+    return result(
+        name,
+        rate,
+        pass_at_1_sampled=rate,
+        n_prompts=len(ok),
+        by_prompt={"ids": [f"p{i}" for i in range(len(ok))], "greedy": ok, "sampled": [float(x) for x in ok]},
+    )
 
 
 def _constant(golds: list[str], answer: str) -> dict:
@@ -120,8 +140,9 @@ def test_a_point_gain_inside_the_constants_interval_is_not_enough():
     # right on every gold-2 prompt and on two others: above the constant by 3.3 points, interval across 0
     answers = ["2"] * 60
     answers[1], answers[2] = "4", "6"
-    rows = build_matrix([_scored("sft", GOLDS, ["0"] * 60), _scored("step_1", GOLDS, answers)],
-                        constant=_constant(GOLDS, "2"))
+    rows = build_matrix(
+        [_scored("sft", GOLDS, ["0"] * 60), _scored("step_1", GOLDS, answers)], constant=_constant(GOLDS, "2")
+    )
     gain = rows[1]["gain_vs_constant"]
     assert gain["points"] == pytest.approx(3.33, abs=0.01) and gain["low"] <= 0
     assert choose_best(rows) == "sft"
@@ -129,8 +150,10 @@ def test_a_point_gain_inside_the_constants_interval_is_not_enough():
 
 def test_a_real_gain_over_the_constant_is_still_chosen():
     answers = ["2", "4", "6"] * 15 + ["0"] * 15  # right on three quarters of the prompts, whatever the gold
-    rows = build_matrix([_scored("sft", GOLDS, ["0"] * 60), _scored("step_1", GOLDS, ["2"] * 60),
-                         _scored("step_2", GOLDS, answers)], constant=_constant(GOLDS, "2"))
+    rows = build_matrix(
+        [_scored("sft", GOLDS, ["0"] * 60), _scored("step_1", GOLDS, ["2"] * 60), _scored("step_2", GOLDS, answers)],
+        constant=_constant(GOLDS, "2"),
+    )
     decision = decide_best(rows)
     assert decision.best == "step_2" and not decision.no_gain and decision.warning is None
     assert decision.beats_constant == ["step_2"] and rows[2]["gain_vs_constant"]["low"] > 0
@@ -140,16 +163,19 @@ def test_a_gain_over_a_constant_that_scores_nothing_needs_only_the_point_estimat
     # every gold distinct: the constant gets 0 of 50, as does SFT; 3 right is a gain no constant explains
     golds = [str(i) for i in range(50)]
     answers = ["0", "1", "2"] + ["x"] * 47
-    rows = build_matrix([_scored("sft", golds, ["x"] * 50), _scored("step_1", golds, answers)],
-                        constant=_constant(golds, "zz"))
+    rows = build_matrix(
+        [_scored("sft", golds, ["x"] * 50), _scored("step_1", golds, answers)], constant=_constant(golds, "zz")
+    )
     assert rows[1]["gain_vs_constant"]["points"] == pytest.approx(6.0) and rows[1]["gain_vs_constant"]["low"] <= 0
     decision = decide_best(rows)
     assert decision.best == "step_1" and not decision.no_gain and decision.beats_constant == ["step_1"]
 
 
 def test_without_per_prompt_scores_the_point_estimate_decides():
-    rows = build_matrix([result("sft", 0.2), result("step_1", 0.30), result("step_2", 0.40)],
-                        constant={"constants": {"gcd": "Answer: 2"}, "pass_at_1_greedy": 0.35})
+    rows = build_matrix(
+        [result("sft", 0.2), result("step_1", 0.30), result("step_2", 0.40)],
+        constant={"constants": {"gcd": "Answer: 2"}, "pass_at_1_greedy": 0.35},
+    )
     assert rows[1]["gain_vs_constant"] == {"points": -5.0, "low": None, "high": None, "metric": "pass_at_1_greedy"}
     assert decide_best(rows).beats_constant == ["step_2"] and choose_best(rows) == "step_2"
     with pytest.raises(ValueError, match="constant baseline lacks"):
@@ -160,8 +186,14 @@ def test_the_constant_is_picked_on_the_training_golds_not_the_held_out_ones():
     from rlvrflow.training.baseline import constant_baseline
 
     def row(i, gold, split):
-        return {"id": f"{split}{i}", "category": "gcd", "prompt": "q", "verifier": "math", "reference": gold,
-                "verifier_params": "{}"}
+        return {
+            "id": f"{split}{i}",
+            "category": "gcd",
+            "prompt": "q",
+            "verifier": "math",
+            "reference": gold,
+            "verifier_params": "{}",
+        }
 
     from rlvrflow.training.scoring import Task
 

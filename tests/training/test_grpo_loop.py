@@ -46,7 +46,8 @@ def _digit_tasks(toy, digits):
     import polars as pl
 
     rows = toy.copy_rows(len(digits), 0).with_columns(
-        pl.Series("prompt", [f"Copy {d}\n" for d in digits]), pl.Series("reference", [str(d) for d in digits]),
+        pl.Series("prompt", [f"Copy {d}\n" for d in digits]),
+        pl.Series("reference", [str(d) for d in digits]),
         pl.Series("id", [f"p{d}" for d in digits]),
     )
     return {t.id: t for t in tasks_from_df(rows)}
@@ -76,11 +77,14 @@ def test_zero_variance_groups_are_filtered_and_refilled(toy, tokenizer):
 def test_refill_is_bounded_and_filtering_can_be_off(toy, tokenizer):
     tasks = _digit_tasks(toy, [0, 2, 4, 6, 1])
     g = GRPOConfig(prompts_per_step=2, num_generations=2, max_refill_rounds=1)
-    groups, info = collect_groups(DigitEngine(), ListSampler(["p0", "p2", "p4", "p6", "p1"]), tasks, tokenizer,
-                                  g, RewardConfig(), 0, 0)
+    groups, info = collect_groups(
+        DigitEngine(), ListSampler(["p0", "p2", "p4", "p6", "p1"]), tasks, tokenizer, g, RewardConfig(), 0, 0
+    )
     assert groups == [] and info["groups_seen"] == 4  # two rounds only, all zero-variance
     g_keep = GRPOConfig(prompts_per_step=2, num_generations=2, filter_zero_variance=False)
-    groups, info = collect_groups(DigitEngine(), ListSampler(["p0", "p2"]), tasks, tokenizer, g_keep, RewardConfig(), 0, 0)
+    groups, info = collect_groups(
+        DigitEngine(), ListSampler(["p0", "p2"]), tasks, tokenizer, g_keep, RewardConfig(), 0, 0
+    )
     assert [grp.task_id for grp in groups] == ["p0", "p2"] and info["groups_zero_variance"] == 0
 
 
@@ -99,8 +103,10 @@ class CutEngine(DigitEngine):
     """DigitEngine whose odd-indexed completions ran into max_new_tokens."""
 
     def generate(self, prompts, n, sampling, seed):
-        return [[dataclasses.replace(c, finish_reason="length") if j % 2 else c for j, c in enumerate(grp)]
-                for grp in super().generate(prompts, n, sampling, seed)]
+        return [
+            [dataclasses.replace(c, finish_reason="length") if j % 2 else c for j, c in enumerate(grp)]
+            for grp in super().generate(prompts, n, sampling, seed)
+        ]
 
 
 def test_truncated_completions_are_marked_counted_and_masked_out_of_the_loss(toy, tokenizer, sft_model):
@@ -112,8 +118,9 @@ def test_truncated_completions_are_marked_counted_and_masked_out_of_the_loss(toy
     from rlvrflow.training.trainer import Optim
 
     tasks = _digit_tasks(toy, [1, 3])
-    g = GRPOConfig(prompts_per_step=2, num_generations=4, mask_truncated_completions=True,
-                   learning_rate=1e-3, warmup_steps=0)
+    g = GRPOConfig(
+        prompts_per_step=2, num_generations=4, mask_truncated_completions=True, learning_rate=1e-3, warmup_steps=0
+    )
     groups, info = collect_groups(CutEngine(), ListSampler(["p1", "p3"]), tasks, tokenizer, g, RewardConfig(), 0, 0)
     assert [grp.truncated for grp in groups] == [[False, True, False, True]] * 2
     assert info["truncated_fraction"] == 0.5
@@ -121,16 +128,19 @@ def test_truncated_completions_are_marked_counted_and_masked_out_of_the_loss(toy
     model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
     prompt, comp = tok("Copy 7\n").input_ids, tok("Answer: 7", add_special_tokens=False).input_ids
     all_cut = Group("t", prompt, [comp, comp[:2]], [1.0, 0.0], [True, False], truncated=[True, True])
-    stats = update_policy(TorchBackend(model, Optim.of(g, 1)), None, [all_cut], g, tok.pad_token_id,
-                          torch.device("cpu"))
+    stats = update_policy(
+        TorchBackend(model, Optim.of(g, 1)), None, [all_cut], g, tok.pad_token_id, torch.device("cpu")
+    )
     assert stats["masked_truncated"] == 2 and stats["grad_norm"] == 0.0  # nothing of theirs reached the gradient
     half_cut = Group("t", prompt, [comp, comp[:2]], [1.0, 0.0], [True, False], truncated=[False, True])
-    stats = update_policy(TorchBackend(model, Optim.of(g, 1)), None, [half_cut], g, tok.pad_token_id,
-                          torch.device("cpu"))
+    stats = update_policy(
+        TorchBackend(model, Optim.of(g, 1)), None, [half_cut], g, tok.pad_token_id, torch.device("cpu")
+    )
     assert stats["masked_truncated"] == 1 and stats["grad_norm"] > 0.0
     unmasked = g.model_copy(update={"mask_truncated_completions": False})
-    stats = update_policy(TorchBackend(model, Optim.of(unmasked, 1)), None, [all_cut], unmasked, tok.pad_token_id,
-                          torch.device("cpu"))
+    stats = update_policy(
+        TorchBackend(model, Optim.of(unmasked, 1)), None, [all_cut], unmasked, tok.pad_token_id, torch.device("cpu")
+    )
     assert stats["masked_truncated"] == 0 and stats["grad_norm"] > 0.0
 
 
@@ -146,9 +156,17 @@ def test_grpo_raises_reward_on_the_copy_task(tmp_path, base_model, toy):
     rows = toy.copy_rows(200, 1, noise=0.9, digits=(7,))
     sft = run_sft(base_model, rows, toy.cfg(), tmp_path / "sft", seed=0)
     cfg = toy.cfg(grpo={"max_steps": 12, "prompts_per_step": 8, "num_generations": 8}, checkpoint={"every": 12})
-    result = train_grpo(sft, toy.copy_rows(200, 1, digits=(7,)), cfg, CurriculumConfig(dedup_window=0),
-                        RewardConfig(), toy.copy_rows(40, 3, split="eval", digits=(7,)),
-                        EvalConfig(k=2, n_samples=4, max_new_tokens=12), tmp_path / "grpo", seed=0)
+    result = train_grpo(
+        sft,
+        toy.copy_rows(200, 1, digits=(7,)),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(40, 3, split="eval", digits=(7,)),
+        EvalConfig(k=2, n_samples=4, max_new_tokens=12),
+        tmp_path / "grpo",
+        seed=0,
+    )
     m = _metrics(tmp_path / "grpo")
     # step 1 samples the SFT model (before any update); the last steps sample the trained policy
     first, last = m[0]["correct_rate"], sum(x["correct_rate"] for x in m[-4:]) / 4
@@ -158,10 +176,21 @@ def test_grpo_raises_reward_on_the_copy_task(tmp_path, base_model, toy):
 
 
 def test_beta_loads_a_reference_and_logs_kl(tmp_path, sft_model, toy):
-    cfg = toy.cfg(grpo={"max_steps": 3, "beta": 0.1, "loss_agg": "sequence", "gradient_accumulation_steps": 2}, checkpoint={"every": 3})
-    train_grpo(sft_model, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
-               tmp_path, seed=0)
+    cfg = toy.cfg(
+        grpo={"max_steps": 3, "beta": 0.1, "loss_agg": "sequence", "gradient_accumulation_steps": 2},
+        checkpoint={"every": 3},
+    )
+    train_grpo(
+        sft_model,
+        toy.copy_rows(40, 1),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(4, 3, split="eval"),
+        EvalConfig(k=1, n_samples=1, max_new_tokens=12),
+        tmp_path,
+        seed=0,
+    )
     kls = [x["kl"] for x in _metrics(tmp_path) if "kl" in x]
     assert kls and kls[-1] > 0  # the policy has moved away from the reference by the last step
 
@@ -172,10 +201,20 @@ def test_the_entropy_bonus_keeps_the_policy_spread(tmp_path, sft_model, toy):
     ends = {}
     for coef in (0.0, 0.5):
         out = tmp_path / f"coef{coef}"
-        cfg = toy.cfg(grpo={"max_steps": 6, "filter_zero_variance": False, "entropy_coef": coef}, checkpoint={"every": 6})
-        train_grpo(sft_model, toy.copy_rows(40, 1, noise=0.5), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-                   toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
-                   out, seed=0)
+        cfg = toy.cfg(
+            grpo={"max_steps": 6, "filter_zero_variance": False, "entropy_coef": coef}, checkpoint={"every": 6}
+        )
+        train_grpo(
+            sft_model,
+            toy.copy_rows(40, 1, noise=0.5),
+            cfg,
+            CurriculumConfig(dedup_window=0),
+            RewardConfig(),
+            toy.copy_rows(4, 3, split="eval"),
+            EvalConfig(k=1, n_samples=1, max_new_tokens=12),
+            out,
+            seed=0,
+        )
         m = _metrics(out)
         assert all(x["entropy"] > 0 for x in m if "kl" in x), m
         ends[coef] = m[-1]["entropy"]
@@ -196,11 +235,15 @@ def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sf
 
     model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
     prompt = tok("Copy 7\n").input_ids
-    comps = [tok("Answer: 7", add_special_tokens=False).input_ids, tok("7", add_special_tokens=False).input_ids,
-             tok("Answer: 77777777", add_special_tokens=False).input_ids]
+    comps = [
+        tok("Answer: 7", add_special_tokens=False).input_ids,
+        tok("7", add_special_tokens=False).input_ids,
+        tok("Answer: 77777777", add_special_tokens=False).input_ids,
+    ]
     with torch.no_grad():
-        _, mask, ent = completion_logprobs(model, [prompt] * 3, comps, tok.pad_token_id, torch.device("cpu"),
-                                           entropy="value")
+        _, mask, ent = completion_logprobs(
+            model, [prompt] * 3, comps, tok.pad_token_id, torch.device("cpu"), entropy="value"
+        )
     want = float(ent[mask].mean())
     g = GRPOConfig(num_generations=3, gradient_accumulation_steps=4, learning_rate=1e-3, warmup_steps=0)
     group = Group("t", prompt, comps, [1.0, 0.0, 0.5], [True, False, False])
@@ -212,8 +255,13 @@ def test_logged_entropy_is_the_token_mean_over_uneven_and_empty_micro_batches(sf
 
 def _run(sft, out, kill_after, *mode):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return subprocess.run([sys.executable, str(Path(__file__).with_name("grpo_runner.py")), str(sft), str(out),
-                           str(kill_after), *mode], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("grpo_runner.py")), str(sft), str(out), str(kill_after), *mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -317,12 +365,22 @@ def test_kill_9_then_rerun_resumes_the_adaptive_sampler_exactly(tmp_path, sft_mo
 def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp_path, sft_model, toy):
     import polars as pl
 
-    rows = toy.copy_rows(30, 1).with_columns(pl.Series("n_correct", [i % 9 for i in range(30)]),
-                                             pl.lit(8).alias("n_samples"))
+    rows = toy.copy_rows(30, 1).with_columns(
+        pl.Series("n_correct", [i % 9 for i in range(30)]), pl.lit(8).alias("n_samples")
+    )
     cfg = toy.cfg(grpo={"max_steps": 3, "prompts_per_step": 4, "num_generations": 4}, checkpoint={"every": 3})
     cur = CurriculumConfig(sampler="adaptive", adaptive={"step": 1.0}, dedup_window=0)
-    train_grpo(sft_model, rows, cfg, cur, RewardConfig(), toy.copy_rows(4, 3, split="eval"),
-               EvalConfig(k=1, n_samples=1, max_new_tokens=12), tmp_path, seed=0)
+    train_grpo(
+        sft_model,
+        rows,
+        cfg,
+        cur,
+        RewardConfig(),
+        toy.copy_rows(4, 3, split="eval"),
+        EvalConfig(k=1, n_samples=1, max_new_tokens=12),
+        tmp_path,
+        seed=0,
+    )
     state = torch.load(tmp_path / "step_000003" / "state.pt", weights_only=False)["sampler"]
     assert state["kind"] == "adaptive" and state["batches"] >= 3
     drawn_arms = {int(pid[-4:]) % 9 for pid in state["last_drawn"]}
@@ -352,12 +410,26 @@ def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_mode
 
     model, tok = load_model_and_tokenizer(sft_model, torch.device("cpu"))
     prompt = "Copy 7\n"
-    drawn = HFEngine(model, tok, batch_size=8).generate([prompt], 6, SamplingParams(temperature=1.5, max_new_tokens=8),
-                                                         seed=1)[0]
-    group = Group("t", tok(prompt).input_ids, [list(c.token_ids) for c in drawn], [1.0, 0.0, 1.0, 0.0, 0.5, 0.5],
-                  [True, False, True, False, False, False], old_logprobs=[list(c.logprobs) for c in drawn])
-    g = GRPOConfig(num_generations=6, learning_rate=1e-6, warmup_steps=0, epsilon=1e-3, epsilon_high=1e-3, num_iterations=1,
-                   temperature=trainer_temperature)
+    drawn = HFEngine(model, tok, batch_size=8).generate(
+        [prompt], 6, SamplingParams(temperature=1.5, max_new_tokens=8), seed=1
+    )[0]
+    group = Group(
+        "t",
+        tok(prompt).input_ids,
+        [list(c.token_ids) for c in drawn],
+        [1.0, 0.0, 1.0, 0.0, 0.5, 0.5],
+        [True, False, True, False, False, False],
+        old_logprobs=[list(c.logprobs) for c in drawn],
+    )
+    g = GRPOConfig(
+        num_generations=6,
+        learning_rate=1e-6,
+        warmup_steps=0,
+        epsilon=1e-3,
+        epsilon_high=1e-3,
+        num_iterations=1,
+        temperature=trainer_temperature,
+    )
     backend = TorchBackend(model, Optim.of(g, g.num_iterations))
     stats = update_policy(backend, None, [group], g, tok.pad_token_id, torch.device("cpu"))
     if clipped:

@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from rlvrflow.training.grpo_math import (
-    aggregate, clipped_surrogate, group_advantages, grpo_loss, k3_kl, token_logprobs, token_logprobs_and_entropy,
+    aggregate,
+    clipped_surrogate,
+    group_advantages,
+    grpo_loss,
+    k3_kl,
+    token_logprobs,
+    token_logprobs_and_entropy,
     zero_variance_groups,
 )
 
@@ -48,11 +54,11 @@ def test_k3_kl_hand_values():
 @pytest.mark.parametrize(
     "ratio, adv, loss, clipped",
     [
-        (1.5, 1.0, -1.28, True),    # upside capped at 1 + eps_high = 1.28
-        (1.5, -1.0, 1.5, False),    # pessimistic side keeps the unclipped -1.5
-        (0.5, -1.0, 0.8, True),     # downside capped at 1 - eps_low = 0.8
+        (1.5, 1.0, -1.28, True),  # upside capped at 1 + eps_high = 1.28
+        (1.5, -1.0, 1.5, False),  # pessimistic side keeps the unclipped -1.5
+        (0.5, -1.0, 0.8, True),  # downside capped at 1 - eps_low = 0.8
         (0.5, 1.0, -0.5, False),
-        (1.1, 1.0, -1.1, False),    # inside the trust region
+        (1.1, 1.0, -1.1, False),  # inside the trust region
     ],
 )
 def test_clipped_surrogate_separate_eps(ratio, adv, loss, clipped):
@@ -146,8 +152,19 @@ def test_entropy_bonus_is_subtracted_per_token_and_reported():
 def test_the_entropy_bonus_alone_flattens_the_policy():
     logits = torch.tensor([[[2.0, 0.0, -1.0]]], requires_grad=True)
     logp, ent = token_logprobs_and_entropy(logits, torch.tensor([[0]]))
-    loss, _ = grpo_loss(logp, logp.detach(), None, torch.tensor([0.0]), torch.ones(1, 1), 0.2, 0.2, 0.0, "token",
-                        entropy=ent, entropy_coef=1.0)
+    loss, _ = grpo_loss(
+        logp,
+        logp.detach(),
+        None,
+        torch.tensor([0.0]),
+        torch.ones(1, 1),
+        0.2,
+        0.2,
+        0.0,
+        "token",
+        entropy=ent,
+        entropy_coef=1.0,
+    )
     loss.backward()
     assert logits.grad[0, 0, 0] > 0 > logits.grad[0, 0, 2]  # descent lowers the top logit, raises the lowest
 
@@ -168,8 +185,21 @@ def test_the_bonus_skips_masked_tokens_and_aggregates_like_the_surrogate(mode):
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]])  # the third token of row 0 and two of row 1 are padding
     ent = torch.tensor([[1.0, 2.0, 100.0], [4.0, 100.0, 100.0]])
     adv = torch.zeros(2)  # no surrogate: the loss is the bonus alone
-    loss, st = grpo_loss(logp, logp, None, adv, mask, 0.2, 0.2, 0.0, mode, total_tokens=6.0, total_seqs=4.0,
-                         entropy=ent, entropy_coef=0.5)
+    loss, st = grpo_loss(
+        logp,
+        logp,
+        None,
+        adv,
+        mask,
+        0.2,
+        0.2,
+        0.0,
+        mode,
+        total_tokens=6.0,
+        total_seqs=4.0,
+        entropy=ent,
+        entropy_coef=0.5,
+    )
     # token: -(0.5 x (1 + 2 + 4)) / 6 tokens of the whole batch; sequence: -(0.5 x (1.5 + 4)) / 4 sequences
     want = -0.5 * 7 / 6 if mode == "token" else -0.5 * 5.5 / 4
     assert loss.item() == pytest.approx(want)

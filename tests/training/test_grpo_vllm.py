@@ -21,11 +21,20 @@ def test_vllm_rollouts_follow_the_updated_policy(tmp_path, base_model, toy):
     from rlvrflow.verifiers import RewardConfig
 
     sft = run_sft(base_model, toy.copy_rows(200, 1, noise=0.9, digits=(7,)), toy.cfg(), tmp_path / "sft", seed=0)
-    cfg = toy.cfg(grpo={"max_steps": 12, "prompts_per_step": 8, "num_generations": 8, "rollout": "vllm"},
-                  checkpoint={"every": 12})
-    train_grpo(sft, toy.copy_rows(200, 1, digits=(7,)), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(8, 3, split="eval", digits=(7,)), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
-               tmp_path / "grpo", seed=0)
+    cfg = toy.cfg(
+        grpo={"max_steps": 12, "prompts_per_step": 8, "num_generations": 8, "rollout": "vllm"}, checkpoint={"every": 12}
+    )
+    train_grpo(
+        sft,
+        toy.copy_rows(200, 1, digits=(7,)),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(8, 3, split="eval", digits=(7,)),
+        EvalConfig(k=1, n_samples=2, max_new_tokens=12),
+        tmp_path / "grpo",
+        seed=0,
+    )
     m = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     # step 1 samples the SFT model (before any update); the last steps sample the trained policy
     first, last = m[0]["correct_rate"], sum(x["correct_rate"] for x in m[-4:]) / 4

@@ -5,6 +5,7 @@ llama.cpp's layout (q/k rows permuted as llama.cpp's converter does; transformer
 one tensor as F16 and one as Q8_0 so dequantization is covered, and a tiny byte-level BPE tokenizer with
 a ChatML chat template.
 """
+
 from __future__ import annotations
 
 import gguf  # in the dev extra: a missing gguf must fail here, not skip the import tests in CI
@@ -15,8 +16,10 @@ import torch
 from rlvrflow.flows.cli import main  # noqa: E402
 from rlvrflow.training.import_model import GGUFImportError, check_gguf, check_quant_types, import_gguf  # noqa: E402
 
-CHATML = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
-          "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TEXTS = ["3 items at 12 yuan each, how much?", "退货政策是什么？请回答。", "<|im_start|>user\nhi<|im_end|>"]
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "15% off 80 dollars?"}]
@@ -28,10 +31,15 @@ def _tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    corpus = ["how much is 3 items at 12 yuan each", "the return policy: start the return there",
-              "退货政策是什么 请回答 多少钱", "15% off 80 dollars is 68 dollars"] * 20
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = [
+        "how much is 3 items at 12 yuan each",
+        "the return policy: start the return there",
+        "退货政策是什么 请回答 多少钱",
+        "15% off 80 dollars is 68 dollars",
+    ] * 20
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(corpus, trainer)
     return tok
 
@@ -52,10 +60,20 @@ def tiny(tmp_path_factory):
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     merges = [" ".join(m) for m in _merges(tok)]
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tokens), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-                      bos_token_id=vocab["<|endoftext|>"], eos_token_id=vocab["<|im_end|>"])
+    cfg = LlamaConfig(
+        vocab_size=len(tokens),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        bos_token_id=vocab["<|endoftext|>"],
+        eos_token_id=vocab["<|im_end|>"],
+    )
     model = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():  # random norms and sharp attention, so a swapped or unpermuted tensor would show
         for name, p in model.named_parameters():
@@ -85,9 +103,17 @@ def tiny(tmp_path_factory):
     w.add_chat_template(CHATML)
 
     sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
-    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    names = {
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+    }
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(2):
         for hf, gg in names.items():
@@ -166,8 +192,10 @@ def test_imported_folder_takes_a_lora_adapter(imported):
     from transformers import AutoModelForCausalLM
 
     _, out = imported
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(out),
-                           LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(out),
+        LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
+    )
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert trainable == 2 * (4 * 64 + 64 * 4 + 4 * 64 + 32 * 4)  # per layer: q 64->64, v 64->32, r=4
 
@@ -188,13 +216,17 @@ def test_unsupported_architecture_names_the_file_and_the_supported_ones(tmp_path
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    with pytest.raises(GGUFImportError, match=r"odd\.gguf: architecture 'notallama' is not supported.*supported: .*llama") as err:
+    with pytest.raises(
+        GGUFImportError, match=r"odd\.gguf: architecture 'notallama' is not supported.*supported: .*llama"
+    ) as err:
         check_gguf(path)
     assert "general" not in str(err.value) and "tokenizer" not in str(err.value)
 
 
 def test_unsupported_quant_type_is_named_with_the_supported_ones(tmp_path):
-    with pytest.raises(GGUFImportError, match=r"x\.gguf: tensor type\(s\) Q4_2 cannot be dequantized.*supported: .*Q4_1"):
+    with pytest.raises(
+        GGUFImportError, match=r"x\.gguf: tensor type\(s\) Q4_2 cannot be dequantized.*supported: .*Q4_1"
+    ):
         check_quant_types(tmp_path / "x.gguf", ["F32", "Q4_2"])
     check_quant_types(tmp_path / "x.gguf", ["F32", "F16", "Q4_1", "Q8_0"])  # SmolLM2's types pass
 

@@ -64,8 +64,9 @@ def test_without_a_cache_the_shared_forward_falls_back_to_the_plain_one(base_mod
 def test_entropy_per_completion_position_matches_a_plain_forward(base_model, share):
     model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"), trainable=False)
     prompts, comps = _batch(tok)
-    logp, mask, ent = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"),
-                                          share_prompts=share, entropy="value")
+    logp, mask, ent = completion_logprobs(
+        model, prompts, comps, tok.pad_token_id, torch.device("cpu"), share_prompts=share, entropy="value"
+    )
     plain, _ = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), share_prompts=share)
     assert torch.equal(logp, plain)
     for i, (p, c) in enumerate(zip(prompts, comps)):
@@ -83,8 +84,16 @@ def test_a_temperature_scores_the_tempered_distribution(base_model, share):
     """GRPO scores its policy at the rollout temperature: log_softmax(logits / T) and its entropy."""
     model, tok = load_model_and_tokenizer(base_model, torch.device("cpu"), trainable=False)
     prompts, comps = _batch(tok)
-    logp, mask, ent = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"),
-                                          share_prompts=share, entropy="value", temperature=1.5)
+    logp, mask, ent = completion_logprobs(
+        model,
+        prompts,
+        comps,
+        tok.pad_token_id,
+        torch.device("cpu"),
+        share_prompts=share,
+        entropy="value",
+        temperature=1.5,
+    )
     at_one, _ = completion_logprobs(model, prompts, comps, tok.pad_token_id, torch.device("cpu"), share_prompts=share)
     assert not torch.allclose(logp[mask], at_one[mask], atol=1e-3)
     for i, (p, c) in enumerate(zip(prompts, comps)):

@@ -38,8 +38,9 @@ def _cfg(toy, **over):
 def qwen(tmp_path_factory, toy):
     from rlvrflow.training.qwen_model import Qwen2Dims, build_qwen2_model
 
-    return build_qwen2_model(_corpus(toy), tmp_path_factory.mktemp("qwen") / "model", seed=0,
-                             dims=Qwen2Dims(vocab_size=512))
+    return build_qwen2_model(
+        _corpus(toy), tmp_path_factory.mktemp("qwen") / "model", seed=0, dims=Qwen2Dims(vocab_size=512)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +117,12 @@ def test_chat_sft_trains_on_the_rendered_prompt_and_stops_on_im_end(chat_sft, qw
     tok = _tok(qwen)
     fmt = PromptFormat.for_model_dir(chat_sft, tok)
     assert fmt == PromptFormat("chat", SYSTEM)  # recorded in the SFT model for tiering and eval
-    rendered = tok.apply_chat_template([{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Copy 3\n"}],
-                                       tokenize=False, add_generation_prompt=True)
-    (prompt, completion), = _encode(tok, [("Copy 3\n", "Answer: 3")], 96, fmt)[0]
+    rendered = tok.apply_chat_template(
+        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Copy 3\n"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    ((prompt, completion),) = _encode(tok, [("Copy 3\n", "Answer: 3")], 96, fmt)[0]
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     assert prompt == tok(rendered, add_special_tokens=False).input_ids
     assert completion == tok("Answer: 3", add_special_tokens=False).input_ids + [im_end]
@@ -141,18 +145,38 @@ def test_grpo_on_chat_prompts_sees_the_rendered_prompt(chat_sft, qwen, toy, tmp_
             from rlvrflow.engines import Completion
 
             self.prompts = prompts
-            return [[Completion(f"Answer: {p.split()[1] if j % 2 else 0}", (5, 6), (0.0, 0.0), "stop")
-                     for j in range(n)] for p in prompts]
+            return [
+                [Completion(f"Answer: {p.split()[1] if j % 2 else 0}", (5, 6), (0.0, 0.0), "stop") for j in range(n)]
+                for p in prompts
+            ]
 
     tok, fmt = _tok(chat_sft), PromptFormat("chat", SYSTEM)
     rows = toy.copy_rows(2, 0, digits=(4,))
     sampler = type("S", (), {"next_batch": lambda self, n: rows["id"].to_list()[:n], "report": lambda *a: None})()
     cfg = _cfg(toy, prompt_format="chat", system_prompt=SYSTEM)
-    groups, _ = collect_groups(Recorder(), sampler, {t.id: t for t in tasks_from_df(rows)}, tok, cfg.grpo,
-                               RewardConfig(), 0, 0, prompt_format=fmt)
+    groups, _ = collect_groups(
+        Recorder(),
+        sampler,
+        {t.id: t for t in tasks_from_df(rows)},
+        tok,
+        cfg.grpo,
+        RewardConfig(),
+        0,
+        0,
+        prompt_format=fmt,
+    )
     assert groups[0].prompt_ids == fmt.encode(tok, "Copy 4\n")  # what the loss conditions on
-    result = train_grpo(chat_sft, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-                        toy.copy_rows(4, 3, split="eval"), EVAL, tmp_path, seed=0)
+    result = train_grpo(
+        chat_sft,
+        toy.copy_rows(40, 1),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(4, 3, split="eval"),
+        EVAL,
+        tmp_path,
+        seed=0,
+    )
     assert result["prompt_format"] == "chat" and result["steps"] == 4
     assert result["baseline"]["pass_at_1_greedy"] == 1.0  # eval renders as SFT did (raw text would not pass)
     saved = PromptFormat.for_model_dir(result["final_checkpoint"], tok)
@@ -195,14 +219,28 @@ def test_bf16_sft_and_grpo_run_end_to_end(qwen, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
     from rlvrflow.training.sft import run_sft
 
-    cfg = _cfg(toy, dtype="bfloat16", sft={"max_steps": 30}, grpo={"max_steps": 2, "beta": 0.1, "entropy_coef": 0.01},
-               checkpoint={"every": 2})
+    cfg = _cfg(
+        toy,
+        dtype="bfloat16",
+        sft={"max_steps": 30},
+        grpo={"max_steps": 2, "beta": 0.1, "entropy_coef": 0.01},
+        checkpoint={"every": 2},
+    )
     sft = run_sft(qwen, toy.copy_rows(100, 1), cfg, tmp_path / "sft", seed=0)
     stats = json.loads((sft / "sft_stats.json").read_text())
     first = json.loads((sft / "sft_metrics.jsonl").read_text().splitlines()[0])["loss"]
     assert stats["dtype"] == "bfloat16" and stats["final_loss"] < first
-    result = train_grpo(sft, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-                        toy.copy_rows(4, 3, split="eval"), EVAL, tmp_path / "grpo", seed=0)
+    result = train_grpo(
+        sft,
+        toy.copy_rows(40, 1),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(4, 3, split="eval"),
+        EVAL,
+        tmp_path / "grpo",
+        seed=0,
+    )
     metrics = [json.loads(x) for x in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert result["dtype"] == "bfloat16"
     assert all(torch.isfinite(torch.tensor(m.get("loss", 0.0))) for m in metrics)
@@ -254,8 +292,13 @@ def test_lora_sft_changes_only_what_the_adapters_touch(qwen, toy, tmp_path):
 
 def _run(sft, out, kill_after):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return subprocess.run([sys.executable, str(Path(__file__).with_name("grpo_runner.py")), str(sft), str(out),
-                           str(kill_after), "lora"], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("grpo_runner.py")), str(sft), str(out), str(kill_after), "lora"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -287,8 +330,11 @@ def test_lora_grpo_saves_the_adapter_unmerged_resumes_after_kill_9_and_exports(c
     # the base weights never moved: the checkpoint's model = the SFT model + its adapter
     peft_model, tok = load_model_and_tokenizer(final, torch.device("cpu"), trainable=False)
     sft_weights = load_file(chat_sft / "model.safetensors")
-    base = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
-            for k, v in peft_model.state_dict().items() if "lora_" not in k}
+    base = {
+        k.replace("base_model.model.", "").replace(".base_layer", ""): v
+        for k, v in peft_model.state_dict().items()
+        if "lora_" not in k
+    }
     assert all(torch.equal(base[k], sft_weights[k]) for k in sft_weights)
 
     # export: merged -> AutoModelForCausalLM with the adapter model's logits; plain -> the adapter alone

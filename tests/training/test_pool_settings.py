@@ -4,6 +4,7 @@ A plugin verifier that sleeps 2 s shows that `timeout_s` reaches the pool (a sho
 verdict into `timeout`, a long one lets it answer); a spy on `verifiers.score_many` shows that
 train_grpo and train_dpo hand their `workers` and `timeout_s` to every scoring call they make.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -42,8 +43,10 @@ def slow_rows(toy, tmp_path, monkeypatch):
     (tmp_path / "plugins" / "slow_pool_checks.py").write_text(SLOW_PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
     rows = toy.copy_rows(2, 0).with_columns(
-        pl.Series("prompt", ["Copy 1\n", "Copy 2\n"]), pl.Series("reference", ["1", "2"]),
-        pl.Series("id", ["p1", "p2"]), pl.lit(SLOW).alias("verifier"),
+        pl.Series("prompt", ["Copy 1\n", "Copy 2\n"]),
+        pl.Series("reference", ["1", "2"]),
+        pl.Series("id", ["p1", "p2"]),
+        pl.lit(SLOW).alias("verifier"),
     )
     return rows
 
@@ -59,8 +62,9 @@ class EchoEngine:
 def test_eval_timeout_s_reaches_the_pool(slow_rows, tmp_path, timeout_s, status):
     tasks = select_eval_tasks(slow_rows, EvalConfig())
     cfg = EvalConfig(k=1, n_samples=1, samples_per_category=2)
-    m = evaluate_engine(EchoEngine(), tasks, cfg, seed=0, workers=2, timeout_s=timeout_s,
-                        samples_path=tmp_path / "s.jsonl")
+    m = evaluate_engine(
+        EchoEngine(), tasks, cfg, seed=0, workers=2, timeout_s=timeout_s, samples_path=tmp_path / "s.jsonl"
+    )
     assert {r["status"] for r in read_samples(tmp_path / "s.jsonl")} == {status}
     assert m["pass_at_1_greedy"] == (1.0 if status == "correct" else 0.0)
 
@@ -79,8 +83,9 @@ def test_grpo_rewards_time_out_with_a_short_timeout_s(slow_rows, base_model):
         def report(self, ids, rates):
             pass
 
-    groups, info = collect_groups(EchoEngine(), Sampler(), tasks, tok, g, RewardConfig(), 0, 0, workers=2,
-                                  timeout_s=0.3)
+    groups, info = collect_groups(
+        EchoEngine(), Sampler(), tasks, tok, g, RewardConfig(), 0, 0, workers=2, timeout_s=0.3
+    )
     assert {s for grp in groups for s in grp.statuses} == {"timeout"} and info["correct_rate"] == 0.0
 
 
@@ -100,21 +105,38 @@ def spy(monkeypatch):
 def test_train_grpo_scores_rewards_and_evals_with_its_pool_settings(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2},
-                  checkpoint={"every": 1})
-    train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2), tmp_path / "g", seed=0,
-               workers=1, timeout_s=7.5)
+    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2}, checkpoint={"every": 1})
+    train_grpo(
+        sft_model,
+        toy.copy_rows(8, 1),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(2, 3, split="eval"),
+        EvalConfig(k=1, n_samples=2),
+        tmp_path / "g",
+        seed=0,
+        workers=1,
+        timeout_s=7.5,
+    )
     assert len(spy) >= 3 and set(spy) == {(1, 7.5)}  # baseline eval, the step's rollouts, the step-1 eval
 
 
 def test_train_grpo_without_workers_sizes_one_pool_by_the_cores_for_rewards_and_evals(spy, sft_model, toy, tmp_path):
     from rlvrflow.training.grpo import train_grpo
 
-    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2},
-                  checkpoint={"every": 1})
-    train_grpo(sft_model, toy.copy_rows(8, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2), tmp_path / "g", seed=0)
+    cfg = toy.cfg(grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2}, checkpoint={"every": 1})
+    train_grpo(
+        sft_model,
+        toy.copy_rows(8, 1),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(2, 3, split="eval"),
+        EvalConfig(k=1, n_samples=2),
+        tmp_path / "g",
+        seed=0,
+    )
     assert len(spy) >= 3 and set(spy) == {(None, 30.0)}  # score_many's None: one process per core, one pool
 
 
@@ -123,6 +145,15 @@ def test_train_dpo_evaluates_with_its_pool_settings(spy, sft_model, toy, tmp_pat
 
     cfg = toy.cfg(algorithm="dpo", dpo={"max_steps": 1, "batch_size": 2, "warmup_steps": 0}, checkpoint={"every": 1})
     pairs = [{"prompt": f"Copy {d}\n", "chosen": f"Answer: {d}", "rejected": f"Answer: {d + 1}"} for d in range(3)]
-    train_dpo(sft_model, pairs, cfg, toy.copy_rows(2, 3, split="eval"), EvalConfig(k=1, n_samples=2),
-              tmp_path / "d", seed=0, workers=1, timeout_s=7.5)
+    train_dpo(
+        sft_model,
+        pairs,
+        cfg,
+        toy.copy_rows(2, 3, split="eval"),
+        EvalConfig(k=1, n_samples=2),
+        tmp_path / "d",
+        seed=0,
+        workers=1,
+        timeout_s=7.5,
+    )
     assert len(spy) == 2 and set(spy) == {(1, 7.5)}  # the SFT baseline and the step-1 checkpoint

@@ -19,14 +19,16 @@ def write_raw(raw, tickets: list, erp: list[dict]) -> None:
     raw.mkdir()
     (raw / "tickets_2026-01.jsonl").write_text(
         "".join((t if isinstance(t, str) else json.dumps(t, ensure_ascii=False)) + "\n" for t in tickets),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     with open(raw / "orders_export_gbk.csv", "w", encoding="gb18030", newline="") as fh:
         w = csv.DictWriter(fh, ["单号", "下单日期", "门店", "业务类型", "问题描述", "标准答案", "客服回复"])
         w.writeheader()
         for r in erp:
             w.writerow({"下单日期": "2026-01-02", "门店": "上海店", **r})
-    (raw / "manifest.json").write_text(json.dumps({"noisy_rows": [{"source": "tickets_2026-01.jsonl:3"}],
-                                                   "rejects": []}), encoding="utf-8")
+    (raw / "manifest.json").write_text(
+        json.dumps({"noisy_rows": [{"source": "tickets_2026-01.jsonl:3"}], "rejects": []}), encoding="utf-8"
+    )
 
 
 def ticket(tid, lang, typ, body, answer="6", reply=None):
@@ -35,28 +37,57 @@ def ticket(tid, lang, typ, body, answer="6", reply=None):
 
 def test_english_rows_take_english_numeric_tickets_and_erp_rows(bench, tmp_path):
     raw = tmp_path / "raw"
-    write_raw(raw, [ticket("T1", "en", "arithmetic", "2 x 3?", reply="2*3=6\nAnswer: 6"),
-                    ticket("T2", "zh", "arithmetic", "2乘3等于多少？"),
-                    ticket("T3", "en", "discount", "10 yuan, 40% off?"),
-                    ticket("T4", "en", "policy_choice", "Which option?", "B"),
-                    "{not json"],
-              [{"单号": "ERP1", "业务类型": "order_total", "问题描述": "2 pens at 3 yuan. Total?", "标准答案": "6",
-                "客服回复": ""},
-               {"单号": "ERP2", "业务类型": "order_total", "问题描述": "2支笔，每支3元，共多少元？", "标准答案": "6",
-                "客服回复": "2×3=6"}])
+    write_raw(
+        raw,
+        [
+            ticket("T1", "en", "arithmetic", "2 x 3?", reply="2*3=6\nAnswer: 6"),
+            ticket("T2", "zh", "arithmetic", "2乘3等于多少？"),
+            ticket("T3", "en", "discount", "10 yuan, 40% off?"),
+            ticket("T4", "en", "policy_choice", "Which option?", "B"),
+            "{not json",
+        ],
+        [
+            {
+                "单号": "ERP1",
+                "业务类型": "order_total",
+                "问题描述": "2 pens at 3 yuan. Total?",
+                "标准答案": "6",
+                "客服回复": "",
+            },
+            {
+                "单号": "ERP2",
+                "业务类型": "order_total",
+                "问题描述": "2支笔，每支3元，共多少元？",
+                "标准答案": "6",
+                "客服回复": "2×3=6",
+            },
+        ],
+    )
     rows = bench.english_rows(raw)
     assert [r["ticket_id"] for r in rows] == ["T1", "T3", "ERP1"]
     assert rows[0]["reply"] == "2*3=6\nAnswer: 6"
-    assert rows[2] == {"ticket_id": "ERP1", "lang": "en", "type": "order_total", "body": "2 pens at 3 yuan. Total?",
-                       "answer": "6", "reply": None}
+    assert rows[2] == {
+        "ticket_id": "ERP1",
+        "lang": "en",
+        "type": "order_total",
+        "body": "2 pens at 3 yuan. Total?",
+        "answer": "6",
+        "reply": None,
+    }
 
 
 def test_chinese_set_takes_clean_chinese_math_tickets_prompted_as_the_spec(bench, tmp_path):
     raw = tmp_path / "raw"
-    write_raw(raw, [ticket("T1", "zh", "arithmetic", "2乘3等于多少？"),
-                    ticket("T2", "en", "arithmetic", "2 x 3?"),
-                    ticket("T3", "zh", "arithmetic", "噪声行"),  # listed as noisy in the manifest
-                    ticket("T4", "zh", "discount", "10元打6折，多少元？")], [])
+    write_raw(
+        raw,
+        [
+            ticket("T1", "zh", "arithmetic", "2乘3等于多少？"),
+            ticket("T2", "en", "arithmetic", "2 x 3?"),
+            ticket("T3", "zh", "arithmetic", "噪声行"),  # listed as noisy in the manifest
+            ticket("T4", "zh", "discount", "10元打6折，多少元？"),
+        ],
+        [],
+    )
     rows = bench.chinese_set(raw, 10)
     assert [r["id"] for r in rows] == ["zh-T1", "zh-T4"]
     assert rows[0]["prompt"] == "2乘3等于多少？\nRequirements: show the working\nFormat: Answer: <number>"
@@ -65,12 +96,31 @@ def test_chinese_set_takes_clean_chinese_math_tickets_prompted_as_the_spec(bench
 
 
 def test_grpo_curve_weighs_truncation_by_completions(bench, tmp_path):
-    steps = [{"step": 1, "groups_seen": 4, "groups_zero_variance": 4, "reward_mean": 0.1, "correct_rate": 0.0,
-              "zero_variance_fraction": 1.0, "completion_tokens_mean": 10.0, "completion_tokens": 100,
-              "truncated_fraction": 0.5, "skipped": 1},
-             {"step": 2, "groups_seen": 4, "groups_zero_variance": 1, "reward_mean": 0.5, "correct_rate": 0.4,
-              "zero_variance_fraction": 0.25, "completion_tokens_mean": 20.0, "completion_tokens": 600,
-              "truncated_fraction": 0.0}]
+    steps = [
+        {
+            "step": 1,
+            "groups_seen": 4,
+            "groups_zero_variance": 4,
+            "reward_mean": 0.1,
+            "correct_rate": 0.0,
+            "zero_variance_fraction": 1.0,
+            "completion_tokens_mean": 10.0,
+            "completion_tokens": 100,
+            "truncated_fraction": 0.5,
+            "skipped": 1,
+        },
+        {
+            "step": 2,
+            "groups_seen": 4,
+            "groups_zero_variance": 1,
+            "reward_mean": 0.5,
+            "correct_rate": 0.4,
+            "zero_variance_fraction": 0.25,
+            "completion_tokens_mean": 20.0,
+            "completion_tokens": 600,
+            "truncated_fraction": 0.0,
+        },
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
     curve = bench.grpo_curve(tmp_path)
     assert curve["zero_variance_share"] == pytest.approx(5 / 8)

@@ -17,8 +17,10 @@ ALARM = HackingAlarmConfig()  # min_steps 20, min_prompts 100, min_reward_gain 0
 def _held(n: int, first_right: int, last_right: int) -> tuple[dict, dict]:
     """Baseline and latest held-out evals on n prompts: the first `first_right` / `last_right` prompts right."""
     ids = [f"p{i}" for i in range(n)]
-    return ({"by_prompt": {"ids": ids, "greedy": [int(i < first_right) for i in range(n)]}},
-            {"by_prompt": {"ids": ids, "greedy": [int(i < last_right) for i in range(n)]}})
+    return (
+        {"by_prompt": {"ids": ids, "greedy": [int(i < first_right) for i in range(n)]}},
+        {"by_prompt": {"ids": ids, "greedy": [int(i < last_right) for i in range(n)]}},
+    )
 
 
 def test_alarm_fires_on_evidence():
@@ -31,10 +33,15 @@ def test_alarm_fires_on_evidence():
     check = detect_reward_hacking(rewards, *_held(120, 30, 27), ALARM)
     assert check is not None and check.loud, check
     msg = check.message
-    assert msg.startswith("REWARD HACKING SIGNAL: training reward rose by +0.700 (0.200 -> 0.900, mean of the "
-                          "first and last 10 of 40 steps, standard error 0.009)"), msg
-    assert "held-out greedy pass@1 changed by -2.5 points (95% interval" in msg and "to +0.0, paired bootstrap over " \
-        "120 prompts)" in msg and "excludes the training gain (+70.0 points)" in msg
+    assert msg.startswith(
+        "REWARD HACKING SIGNAL: training reward rose by +0.700 (0.200 -> 0.900, mean of the "
+        "first and last 10 of 40 steps, standard error 0.009)"
+    ), msg
+    assert (
+        "held-out greedy pass@1 changed by -2.5 points (95% interval" in msg
+        and "to +0.0, paired bootstrap over 120 prompts)" in msg
+        and "excludes the training gain (+70.0 points)" in msg
+    )
 
 
 def test_alarm_is_a_quiet_note_on_the_run_that_cried_wolf():
@@ -48,19 +55,22 @@ def test_alarm_is_a_quiet_note_on_the_run_that_cried_wolf():
     assert "+0.069 (0.610 -> 0.679" in check.message and "-2.5 points" in check.message
 
 
-@pytest.mark.parametrize("rewards, held", [
-    # reward windows alternate 0.1 / 0.5 and 0.16 / 0.56: +0.060, but its standard error is
-    # sqrt(2 x (10 x 0.2^2 / 9) / 10) = 0.094, so the rise is step-to-step noise (held-out as in the firing case)
-    ([0.1, 0.5] * 5 + [0.3] * 20 + [0.16, 0.56] * 5, (120, 30, 27)),
-    # reward clearly up (+0.700) and held-out up with it: 30 -> 42 right, every change a gain, interval above 0
-    ([0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5, (120, 30, 42)),
-    # reward clearly up +0.060 (0.30 -> 0.36, no spread) and held-out down on 20, up on 19 of 120 prompts
-    # (-0.8 points; the diffs' standard error sqrt(39/120/120) = 0.052 makes the interval about -11 to +9):
-    # it reaches the training gain of +6 points
-    ([0.30] * 10 + [0.33] * 20 + [0.36] * 10, None),
-    ([0.3] * 40, (120, 30, 27)),              # reward flat: nothing to explain
-    ([0.1, 0.9], (120, 30, 27)),              # too few steps to judge
-])
+@pytest.mark.parametrize(
+    "rewards, held",
+    [
+        # reward windows alternate 0.1 / 0.5 and 0.16 / 0.56: +0.060, but its standard error is
+        # sqrt(2 x (10 x 0.2^2 / 9) / 10) = 0.094, so the rise is step-to-step noise (held-out as in the firing case)
+        ([0.1, 0.5] * 5 + [0.3] * 20 + [0.16, 0.56] * 5, (120, 30, 27)),
+        # reward clearly up (+0.700) and held-out up with it: 30 -> 42 right, every change a gain, interval above 0
+        ([0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5, (120, 30, 42)),
+        # reward clearly up +0.060 (0.30 -> 0.36, no spread) and held-out down on 20, up on 19 of 120 prompts
+        # (-0.8 points; the diffs' standard error sqrt(39/120/120) = 0.052 makes the interval about -11 to +9):
+        # it reaches the training gain of +6 points
+        ([0.30] * 10 + [0.33] * 20 + [0.36] * 10, None),
+        ([0.3] * 40, (120, 30, 27)),  # reward flat: nothing to explain
+        ([0.1, 0.9], (120, 30, 27)),  # too few steps to judge
+    ],
+)
 def test_alarm_stays_quiet_on_noise(rewards, held):
     baseline, latest = _mixed() if held is None else _held(*held)
     assert detect_reward_hacking(rewards, baseline, latest, ALARM) is None
@@ -68,8 +78,10 @@ def test_alarm_stays_quiet_on_noise(rewards, held):
 
 def _mixed() -> tuple[dict, dict]:
     ids = [f"p{i}" for i in range(120)]
-    return ({"by_prompt": {"ids": ids, "greedy": [1] * 20 + [0] * 100}},
-            {"by_prompt": {"ids": ids, "greedy": [0] * 20 + [1] * 19 + [0] * 81}})
+    return (
+        {"by_prompt": {"ids": ids, "greedy": [1] * 20 + [0] * 100}},
+        {"by_prompt": {"ids": ids, "greedy": [0] * 20 + [1] * 19 + [0] * 81}},
+    )
 
 
 def test_the_same_mixed_held_out_change_is_evidence_against_a_larger_training_gain():
@@ -83,8 +95,10 @@ def test_alarm_without_per_prompt_results_says_nothing():
     assert detect_reward_hacking(rewards, {}, {"by_prompt": {"ids": ["a"], "greedy": [0]}}, ALARM) is None
 
 
-@pytest.mark.parametrize("field, value", [("min_steps", 3), ("min_prompts", 1), ("min_reward_gain", 0.0),
-                                          ("level", 1.0), ("level", 0.5), ("window", 5)])
+@pytest.mark.parametrize(
+    "field, value",
+    [("min_steps", 3), ("min_prompts", 1), ("min_reward_gain", 0.0), ("level", 1.0), ("level", 0.5), ("window", 5)],
+)
 def test_alarm_config_is_validated(field, value):
     from pydantic import ValidationError
 
@@ -100,8 +114,9 @@ def test_warn_loudly_logs_a_warning(caplog):
 
 def test_report_has_the_required_fields(tmp_path):
     final = {**EVAL, "pass_at_1_greedy": 0.8}
-    rep = build_report(EVAL, final, {"learnable": 5, "too_hard": 2}, 0.25, tmp_path / "step_000010",
-                       extra={"seconds": {"total": 1.0}})
+    rep = build_report(
+        EVAL, final, {"learnable": 5, "too_hard": 2}, 0.25, tmp_path / "step_000010", extra={"seconds": {"total": 1.0}}
+    )
     path = write_report(tmp_path / "report.json", rep)
     data = json.loads(path.read_text())
     for key in ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate"):
@@ -158,16 +173,22 @@ def test_grpo_keeps_the_banner_in_warnings_and_the_note_in_notes(caplog):
     from rlvrflow.training.grpo import GRPORun, _check_reward_hacking
 
     first, last = _held(120, 30, 27)
-    loud = GRPORun(train_rewards=[0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5,
-                    held_out_first=first["by_prompt"], held_out_last=last["by_prompt"])
+    loud = GRPORun(
+        train_rewards=[0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5,
+        held_out_first=first["by_prompt"],
+        held_out_last=last["by_prompt"],
+    )
     with caplog.at_level(logging.INFO, logger="rlvrflow.training"):
         _check_reward_hacking(loud, TrainingConfig())
         _check_reward_hacking(loud, TrainingConfig())
     assert len(loud.warnings) == 1 and loud.warnings[0].startswith("REWARD HACKING SIGNAL") and loud.notes == []
     assert any(r.levelno == logging.WARNING and "REWARD HACKING" in r.getMessage() for r in caplog.records)
     first, last = _held(40, 5, 4)
-    quiet = GRPORun(train_rewards=[0.600, 0.610, 0.620] + [0.64] * 6 + [0.679] * 3,
-                     held_out_first=first["by_prompt"], held_out_last=last["by_prompt"])
+    quiet = GRPORun(
+        train_rewards=[0.600, 0.610, 0.620] + [0.64] * 6 + [0.679] * 3,
+        held_out_first=first["by_prompt"],
+        held_out_last=last["by_prompt"],
+    )
     _check_reward_hacking(quiet, TrainingConfig())
     assert quiet.warnings == [] and len(quiet.notes) == 1 and "too little evidence" in quiet.notes[0]
 
@@ -182,17 +203,24 @@ def test_grpo_compares_the_sampled_training_reward_with_held_out_sampled_pass_at
 
     n, rewards = 120, [0.18, 0.22] * 5 + [0.5] * 20 + [0.88, 0.92] * 5
     ids, greedy = [f"p{i}" for i in range(n)], [int(i < 30) for i in range(n)]
-    sharpened = GRPORun(train_rewards=rewards,
-                        held_out_first={"ids": ids, "greedy": greedy, "sampled": [0.2] * n},
-                        held_out_last={"ids": ids, "greedy": greedy, "sampled": [0.9] * n})
+    sharpened = GRPORun(
+        train_rewards=rewards,
+        held_out_first={"ids": ids, "greedy": greedy, "sampled": [0.2] * n},
+        held_out_last={"ids": ids, "greedy": greedy, "sampled": [0.9] * n},
+    )
     _check_reward_hacking(sharpened, TrainingConfig())
     assert sharpened.warnings == [] and sharpened.notes == []
-    hacked = GRPORun(train_rewards=rewards,
-                     held_out_first={"ids": ids, "greedy": greedy, "sampled": [0.2] * n},
-                     held_out_last={"ids": ids, "greedy": greedy, "sampled": [0.2] * n})
+    hacked = GRPORun(
+        train_rewards=rewards,
+        held_out_first={"ids": ids, "greedy": greedy, "sampled": [0.2] * n},
+        held_out_last={"ids": ids, "greedy": greedy, "sampled": [0.2] * n},
+    )
     _check_reward_hacking(hacked, TrainingConfig())
     assert len(hacked.warnings) == 1 and "held-out sampled pass@1 changed by +0.0" in hacked.warnings[0]
-    greedy_only = GRPORun(train_rewards=rewards, held_out_first={"ids": ids, "greedy": greedy},
-                          held_out_last={"ids": ids, "greedy": greedy})
+    greedy_only = GRPORun(
+        train_rewards=rewards,
+        held_out_first={"ids": ids, "greedy": greedy},
+        held_out_last={"ids": ids, "greedy": greedy},
+    )
     _check_reward_hacking(greedy_only, TrainingConfig())
     assert len(greedy_only.warnings) == 1 and "held-out greedy pass@1" in greedy_only.warnings[0]

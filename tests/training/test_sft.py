@@ -17,7 +17,9 @@ def sft_loss(model_path, train_df, max_length: int = 512) -> float:
 
     dev = torch.device("cpu")
     model, tokenizer = load_model_and_tokenizer(model_path, dev, trainable=False)
-    data, _ = _encode(tokenizer, sft_examples(train_df)[0], max_length, PromptFormat.for_model_dir(model_path, tokenizer))
+    data, _ = _encode(
+        tokenizer, sft_examples(train_df)[0], max_length, PromptFormat.for_model_dir(model_path, tokenizer)
+    )
     with torch.no_grad():
         return float(_batch_loss(model, data, tokenizer.pad_token_id, dev))
 

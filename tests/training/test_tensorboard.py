@@ -33,18 +33,35 @@ def test_sft_writes_loss_and_lr_at_the_logged_steps(tmp_path, base_model, toy):
 
 
 def test_report_to_empty_writes_no_events(tmp_path, base_model, toy):
-    out = run_sft(base_model, toy.copy_rows(20, 0), toy.cfg(sft={"max_steps": 2}, report_to=[]), tmp_path / "sft", seed=0)
+    out = run_sft(
+        base_model, toy.copy_rows(20, 0), toy.cfg(sft={"max_steps": 2}, report_to=[]), tmp_path / "sft", seed=0
+    )
     assert (out / "model.safetensors").exists() and not (out / "tb").exists()
 
 
 def test_grpo_writes_step_and_eval_scalars(tmp_path, sft_model, toy):
     cfg = toy.cfg(grpo={"max_steps": 3}, checkpoint={"every": 2}, report_to=["tensorboard"])
-    train_grpo(sft_model, toy.copy_rows(40, 1), cfg, CurriculumConfig(dedup_window=0), RewardConfig(),
-               toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12),
-               tmp_path, seed=0)
+    train_grpo(
+        sft_model,
+        toy.copy_rows(40, 1),
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(4, 3, split="eval"),
+        EvalConfig(k=1, n_samples=1, max_new_tokens=12),
+        tmp_path,
+        seed=0,
+    )
     tags = _scalars(tmp_path / "tb")
-    for tag in ("grpo/reward_mean", "grpo/correct_rate", "grpo/zero_variance_fraction", "grpo/completion_tokens",
-                "grpo/completion_tokens_mean", "grpo/step_seconds", "grpo/lr"):
+    for tag in (
+        "grpo/reward_mean",
+        "grpo/correct_rate",
+        "grpo/zero_variance_fraction",
+        "grpo/completion_tokens",
+        "grpo/completion_tokens_mean",
+        "grpo/step_seconds",
+        "grpo/lr",
+    ):
         assert tags[tag] == [1, 2, 3], tag
     assert "grpo/step" not in tags
     assert tags["eval/pass_at_1_greedy"] == [0, 2, 3]  # the SFT baseline, then each checkpoint

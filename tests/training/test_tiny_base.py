@@ -10,8 +10,16 @@ from pydantic import ValidationError
 
 from rlvrflow.training.config import TrainingConfig
 from rlvrflow.training.tiny_base import (
-    BASE_DIR, CALC_PROMPT, CUES, EN_WORDS, adapt_base, arithmetic_line, base_corpus, build_base_model,
-    held_out, reading_example,
+    BASE_DIR,
+    CALC_PROMPT,
+    CUES,
+    EN_WORDS,
+    adapt_base,
+    arithmetic_line,
+    base_corpus,
+    build_base_model,
+    held_out,
+    reading_example,
 )
 from rlvrflow.training.tiny_model import resolve_base_model
 
@@ -62,12 +70,18 @@ def test_corpus_is_seeded_and_half_arithmetic():
     assert sum(p == CALC_PROMPT for p, _ in a) == 200
     rng = random.Random(0)
     lines = [arithmetic_line(rng) for _ in range(400)]
-    for form in (r"^\d+\+\d+=\d+$", r"^\d+-\d+=\d+$", r"^[\d.]+\*[\d.]+=[\d.]+$",  # sums, differences, products
-                 r"^\d+\*\d+%=[\d.]+$", r"^\d+/\d+=[\d.]+$",  # percentages, divisions
-                 r"^\d+\*\d+[+-]\d+=\d+[+-]\d+=\d+$", r"^\d+\*\d+\+\d+\*\d+=\d+\+\d+=\d+$",  # two-step chains
-                 r"^\d+\+\d+\+\d+=\d+$",  # three-term sums
-                 r"^\d+\*\d+\+\d+\*\d+\+\d+=\d+\+\d+\+\d+=\d+$",  # three-step chains
-                 r"^\d+\*\d+\*\d+%=\d+\*\d+%=[\d.]+$"):  # a percentage of a product
+    for form in (
+        r"^\d+\+\d+=\d+$",
+        r"^\d+-\d+=\d+$",
+        r"^[\d.]+\*[\d.]+=[\d.]+$",  # sums, differences, products
+        r"^\d+\*\d+%=[\d.]+$",
+        r"^\d+/\d+=[\d.]+$",  # percentages, divisions
+        r"^\d+\*\d+[+-]\d+=\d+[+-]\d+=\d+$",
+        r"^\d+\*\d+\+\d+\*\d+=\d+\+\d+=\d+$",  # two-step chains
+        r"^\d+\+\d+\+\d+=\d+$",  # three-term sums
+        r"^\d+\*\d+\+\d+\*\d+\+\d+=\d+\+\d+\+\d+=\d+$",  # three-step chains
+        r"^\d+\*\d+\*\d+%=\d+\*\d+%=[\d.]+$",
+    ):  # a percentage of a product
         assert any(re.search(form, line) for line in lines), form
 
 
@@ -99,10 +113,10 @@ def test_the_shipped_base_loads_and_does_what_its_card_says():
     assert card["kind"] == "embedded-tiny-base" and card["recipe"]["steps"] == 20000
     assert min(card["held_out_greedy"].values()) >= 0.8  # 94% calc, 81% reading as built
     rows = held_out(120, seed=7, corpus=base_corpus(card["recipe"]["corpus_size"], card["recipe"]["seed"]))
-    df = pl.DataFrame([{**r, "solution": None, "verifier": "math", "verifier_params": "{}", "split": "eval"}
-                       for r in rows])
-    m = evaluate(BASE_DIR, df, EvalConfig(k=1, n_samples=1, max_new_tokens=40, max_prompts=len(rows)), 0,
-                 device="cpu")
+    df = pl.DataFrame(
+        [{**r, "solution": None, "verifier": "math", "verifier_params": "{}", "split": "eval"} for r in rows]
+    )
+    m = evaluate(BASE_DIR, df, EvalConfig(k=1, n_samples=1, max_new_tokens=40, max_prompts=len(rows)), 0, device="cpu")
     by = {k: v["pass_at_1_greedy"] for k, v in m["per_category"].items()}
     assert by["calc"] >= 0.75 and by["reading"] >= 0.75, by  # 92% and 80% as built (a random model: ~0)
 
@@ -225,7 +239,10 @@ def test_a_missing_base_names_the_files_and_the_fix(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError) as err:
         model_identity(spec)  # the first thing a run asks of the base (its stage keys)
     msg = str(err.value)
-    assert "embedded-base" in msg and "lacks model.safetensors, tokenizer.json, tokenizer_config.json, rlvrflow_model.json." in msg
+    assert (
+        "embedded-base" in msg
+        and "lacks model.safetensors, tokenizer.json, tokenizer_config.json, rlvrflow_model.json." in msg
+    )
     assert "make-model --arch tiny-base" in msg and "reinstall rlvrflow" in msg
     with pytest.raises(FileNotFoundError, match="lacks model.safetensors"):
         adapt_base(partial, ["abc"], tmp_path / "adapted")

@@ -40,8 +40,18 @@ def groups():
 def grpo_cfg(ga: int, backend: str = "deepspeed", stage: int = 2):
     from rlvrflow.training.config import GRPOConfig
 
-    return GRPOConfig(max_steps=STEPS, prompts_per_step=3, num_generations=2, gradient_accumulation_steps=ga, learning_rate=1e-2, warmup_steps=1,
-                      max_grad_norm=1.0, backend=backend, zero_stage=stage, num_iterations=1)
+    return GRPOConfig(
+        max_steps=STEPS,
+        prompts_per_step=3,
+        num_generations=2,
+        gradient_accumulation_steps=ga,
+        learning_rate=1e-2,
+        warmup_steps=1,
+        max_grad_norm=1.0,
+        backend=backend,
+        zero_stage=stage,
+        num_iterations=1,
+    )
 
 
 def schedule_of_groups(step: int):
@@ -57,7 +67,9 @@ def train(backend, g) -> dict:
         grp = schedule_of_groups(step)
         n = sum(len(x.completion_ids) for x in grp)
         mine, _ = backend.rows_for_this_rank(n)
-        rows.append([len(mine), [len(mine[k::g.gradient_accumulation_steps]) for k in range(g.gradient_accumulation_steps)]])
+        rows.append(
+            [len(mine), [len(mine[k :: g.gradient_accumulation_steps]) for k in range(g.gradient_accumulation_steps)]]
+        )
         stats = update_policy(backend, None, grp, g, pad_id=0, device=torch.device("cpu"))
         norms.append(stats["grad_norm"])
     return {"rows": rows, "grad_norms": norms, "lr": backend.lr()}
@@ -89,7 +101,10 @@ def main() -> None:
     env = dist_env()
     result = {}
     finals = {}
-    runs = [r.split(":") for r in os.environ.get("DS_BACKEND_RUNS", "zero2_ga1:2:1,zero2_ga2:2:2,zero3_ga1:3:1,zero3_ga2:3:2").split(",")]
+    runs = [
+        r.split(":")
+        for r in os.environ.get("DS_BACKEND_RUNS", "zero2_ga1:2:1,zero2_ga2:2:2,zero3_ga1:3:1,zero3_ga2:3:2").split(",")
+    ]
     for name, stage, ga in ((n, int(s), int(a)) for n, s, a in runs):
         g = grpo_cfg(ga, stage=stage)
         backend = DeepSpeedBackend(tiny_model(0), g)

@@ -21,7 +21,13 @@ spec = importlib.util.spec_from_file_location("toy_conftest", HERE.parent / "tra
 toy = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(toy)
 
-RANK_LOCAL = {"loss", "clip_fraction", "kl", "entropy", "step_seconds"}  # this rank's shard statistics and its own clock
+RANK_LOCAL = {
+    "loss",
+    "clip_fraction",
+    "kl",
+    "entropy",
+    "step_seconds",
+}  # this rank's shard statistics and its own clock
 
 
 def main() -> None:
@@ -56,9 +62,15 @@ def main() -> None:
         zero3_threshold_zero()
     HFEngine.generate = counting_generate
     device = os.environ.get("DS_LOOP_DEVICE", "cpu")  # bench/gpu_smoke.py sets cuda
-    cfg = toy.training_cfg(device=device, grpo={"max_steps": 5, "gradient_accumulation_steps": 2,
-                                                          **({"backend": "deepspeed", "zero_stage": stage} if stage else {})},
-                           checkpoint={"every": 2, "keep_last": 3})
+    cfg = toy.training_cfg(
+        device=device,
+        grpo={
+            "max_steps": 5,
+            "gradient_accumulation_steps": 2,
+            **({"backend": "deepspeed", "zero_stage": stage} if stage else {}),
+        },
+        checkpoint={"every": 2, "keep_last": 3},
+    )
 
     def progress(step, total, metrics):
         record["metrics"].append({k: v for k, v in metrics.items() if k not in RANK_LOCAL})
@@ -66,9 +78,18 @@ def main() -> None:
         if step == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    result = train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-                        toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
-                        out, seed=3, on_progress=progress)
+    result = train_grpo(
+        sft,
+        toy.copy_rows(60, 1),
+        cfg,
+        CurriculumConfig(dedup_window=1),
+        RewardConfig(),
+        toy.copy_rows(6, 3, split="eval"),
+        EvalConfig(k=1, n_samples=2, max_new_tokens=12),
+        out,
+        seed=3,
+        on_progress=progress,
+    )
     record["evals"] = result["evals"]
     Path(f"{record_path}.rank{rank}").write_text(json.dumps(record))
     leave_process_group()

@@ -22,9 +22,16 @@ def tiny_model(seed: int):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=24, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-                      tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=24,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
     return LlamaForCausalLM(cfg).float()
 
 
@@ -46,8 +53,13 @@ def per_token_loss(model, input_ids: torch.Tensor, advantages: torch.Tensor) -> 
 
 def run_deepspeed(steps: int, lr: float, stage: int):
     from rlvrflow.training.distributed import (
-        deepspeed_config, dist_env, dp_loss_denominator, gathered_state_dict, init_deepspeed,
-        pad_for_data_parallel, shard_rows,
+        deepspeed_config,
+        dist_env,
+        dp_loss_denominator,
+        gathered_state_dict,
+        init_deepspeed,
+        pad_for_data_parallel,
+        shard_rows,
     )
 
     env = dist_env()
@@ -101,12 +113,18 @@ def main() -> None:
         ref = run_reference(steps, lr)
         init = dict(tiny_model(0).named_parameters())
         reloaded = dict(LlamaForCausalLM.from_pretrained(ckpt_dir).named_parameters())
-        Path(out_path).write_text(json.dumps({
-            "rows_per_rank": counts, "losses": losses, "keys": sorted(state),
-            "max_diff": max((state[k] - ref[k]).abs().max().item() for k in ref),
-            "moved": max((ref[k] - init[k].detach()).abs().max().item() for k in ref),
-            "reload_diff": max((reloaded[k].detach() - ref[k]).abs().max().item() for k in ref),
-        }))
+        Path(out_path).write_text(
+            json.dumps(
+                {
+                    "rows_per_rank": counts,
+                    "losses": losses,
+                    "keys": sorted(state),
+                    "max_diff": max((state[k] - ref[k]).abs().max().item() for k in ref),
+                    "moved": max((ref[k] - init[k].detach()).abs().max().item() for k in ref),
+                    "reload_diff": max((reloaded[k].detach() - ref[k]).abs().max().item() for k in ref),
+                }
+            )
+        )
     dist.barrier()
     leave_process_group()
 

@@ -12,7 +12,12 @@ import sys
 import torch.distributed as dist
 
 from rlvrflow.training.distributed import (
-    all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dist_env, dp_loss_denominator, leave_process_group,
+    all_reduce_sum,
+    broadcast_from_main,
+    check_same_on_all_ranks,
+    dist_env,
+    dp_loss_denominator,
+    leave_process_group,
 )
 
 

@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 
 from rlvrflow.training.distributed import (
-    all_reduce_sum, broadcast_from_main, check_same_on_all_ranks, dp_loss_denominator, leave_process_group,
+    all_reduce_sum,
+    broadcast_from_main,
+    check_same_on_all_ranks,
+    dp_loss_denominator,
+    leave_process_group,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,8 +34,17 @@ def free_port() -> int:
 
 @pytest.mark.slow
 def test_collectives_on_two_gloo_ranks(tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-           str(free_port()), str(Path(__file__).with_name("gloo_worker.py")), str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        str(Path(__file__).with_name("gloo_worker.py")),
+        str(tmp_path),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

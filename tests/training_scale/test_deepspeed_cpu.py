@@ -69,8 +69,17 @@ def torchrun(python: str, script: Path, *args, timeout: int = 600) -> subprocess
     on a new port (at most twice); any other failure is returned as it is."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
     for _attempt in range(3):
-        cmd = [python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               str(script), *map(str, args)]
+        cmd = [
+            python,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port()),
+            str(script),
+            *map(str, args),
+        ]
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
         if proc.returncode == 0 or "address already in use" not in (proc.stdout + proc.stderr).lower():
             return proc
@@ -80,11 +89,14 @@ def torchrun(python: str, script: Path, *args, timeout: int = 600) -> subprocess
 def need_deepspeed() -> str:
     python = deepspeed_python()
     if python is None and os.environ.get("CI"):
-        pytest.fail("CI must run the DeepSpeed tests: `make test` installs .venv-ds "
-                    "(tests/training_scale/setup_deepspeed_cpu.sh); it is missing or cannot import deepspeed")
+        pytest.fail(
+            "CI must run the DeepSpeed tests: `make test` installs .venv-ds "
+            "(tests/training_scale/setup_deepspeed_cpu.sh); it is missing or cannot import deepspeed"
+        )
     if python is None:
-        pytest.skip("no python with deepspeed: run tests/training_scale/setup_deepspeed_cpu.sh "
-                    "or set RLVRFLOW_DEEPSPEED_PYTHON")
+        pytest.skip(
+            "no python with deepspeed: run tests/training_scale/setup_deepspeed_cpu.sh or set RLVRFLOW_DEEPSPEED_PYTHON"
+        )
     return python
 
 
@@ -168,15 +180,26 @@ def test_train_grpo_two_ranks_agree_and_resume_after_kill_matches(tmp_path, toy_
     from rlvrflow.training.grpo import train_grpo
     from rlvrflow.verifiers import RewardConfig
 
-    cfg = toy.training_cfg(grpo={"max_steps": 5, "gradient_accumulation_steps": 2}, checkpoint={"every": 2, "keep_last": 3})
-    train_grpo(sft, toy.copy_rows(60, 1), cfg, CurriculumConfig(dedup_window=1), RewardConfig(),
-               toy.copy_rows(6, 3, split="eval"), EvalConfig(k=1, n_samples=2, max_new_tokens=12),
-               tmp_path / "torch", seed=3)
+    cfg = toy.training_cfg(
+        grpo={"max_steps": 5, "gradient_accumulation_steps": 2}, checkpoint={"every": 2, "keep_last": 3}
+    )
+    train_grpo(
+        sft,
+        toy.copy_rows(60, 1),
+        cfg,
+        CurriculumConfig(dedup_window=1),
+        RewardConfig(),
+        toy.copy_rows(6, 3, split="eval"),
+        EvalConfig(k=1, n_samples=2, max_new_tokens=12),
+        tmp_path / "torch",
+        seed=3,
+    )
     a = load_file(straight / "step_000005" / "model.safetensors")
     t = load_file(tmp_path / "torch" / "step_000005" / "model.safetensors")
     assert max((a[k] - t[k]).abs().max().item() for k in t) < 1e-4
-    assert [m["groups_used"] for m in _lines(tmp_path / "torch" / "metrics.jsonl")] == \
-        [m["groups_used"] for m in _lines(straight / "metrics.jsonl")]
+    assert [m["groups_used"] for m in _lines(tmp_path / "torch" / "metrics.jsonl")] == [
+        m["groups_used"] for m in _lines(straight / "metrics.jsonl")
+    ]
 
     crash = torchrun(python, LOOP_WORKER, sft, killed, 3, stage, tmp_path / "killed.json")
     assert crash.returncode != 0

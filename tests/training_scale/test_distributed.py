@@ -74,7 +74,9 @@ def test_padding_adds_nothing_to_a_masked_token_mean_loss():
     mask = padded.batch["completion_mask"] * padded.row_weight[:, None]
     got = (padded.batch["per_token"] * mask).sum() / mask.sum()
     assert torch.allclose(got, ref)
-    unweighted = (padded.batch["per_token"] * padded.batch["completion_mask"]).sum() / padded.batch["completion_mask"].sum()
+    unweighted = (padded.batch["per_token"] * padded.batch["completion_mask"]).sum() / padded.batch[
+        "completion_mask"
+    ].sum()
     assert not torch.allclose(unweighted, ref)  # the weight is what keeps the copies out
 
 
@@ -181,9 +183,16 @@ def tiny_hf_model():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32,
-                      tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=16,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        tie_word_embeddings=True,
+    )
     return LlamaForCausalLM(cfg)
 
 

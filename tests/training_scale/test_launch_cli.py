@@ -9,6 +9,7 @@ cache; rank 1 starts no flow and joins only the GRPO stage (flows/ranks.py). Che
 data-parallel torch backend (this interpreter) and for DeepSpeed ZeRO-2 and ZeRO-3 (.venv-ds, which
 `make test` installs). A rerun with everything cached releases rank 1 at once.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,23 @@ def launch(python: str, spec: Path, *overrides: str) -> subprocess.CompletedProc
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
     sets = [arg for o in overrides for arg in ("--set", o)]
     for _attempt in range(3):  # a probed port can be taken before torchrun binds it: retry on a new one
-        cmd = [python, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               "-m", "rlvrflow.flows.cli", "run", str(spec), "--smoke", "--out", str(spec.parent / "out"), *sets]
+        cmd = [
+            python,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port()),
+            "-m",
+            "rlvrflow.flows.cli",
+            "run",
+            str(spec),
+            "--smoke",
+            "--out",
+            str(spec.parent / "out"),
+            *sets,
+        ]
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
         if proc.returncode == 0 or "address already in use" not in (proc.stdout + proc.stderr).lower():
             return proc
@@ -74,8 +90,15 @@ def spec(tmp_path_factory) -> Path:
     """A 40-row arithmetic domain; every launch in this module shares its OUT (and stage cache)."""
     root = tmp_path_factory.mktemp("launch")
     (root / "raw").mkdir()
-    rows = [{"qid": f"q{i:03d}", "q": f"What is {i % 17 + 2} plus {i % 11 + 3} (case {i})?",
-             "a": str(i % 17 + i % 11 + 5), "s": f"Answer: {i % 17 + i % 11 + 5}"} for i in range(40)]
+    rows = [
+        {
+            "qid": f"q{i:03d}",
+            "q": f"What is {i % 17 + 2} plus {i % 11 + 3} (case {i})?",
+            "a": str(i % 17 + i % 11 + 5),
+            "s": f"Answer: {i % 17 + i % 11 + 5}",
+        }
+        for i in range(40)
+    ]
     (root / "raw" / "part-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (root / "spec.yaml").write_text(SPEC)
     return root / "spec.yaml"

@@ -25,8 +25,18 @@ def rows(bench):
 def test_rows_follow_the_row_schema_and_are_unique(rows):
     df, dropped = rows
     assert df.height + dropped == 24
-    for col in ("id", "domain", "category", "question", "reference", "solution", "prompt", "source",
-                "verifier", "verifier_params"):
+    for col in (
+        "id",
+        "domain",
+        "category",
+        "question",
+        "reference",
+        "solution",
+        "prompt",
+        "source",
+        "verifier",
+        "verifier_params",
+    ):
         assert col in df.columns, col
     assert df["id"].n_unique() == df.height
     assert set(df["verifier"]) == {"math"}
@@ -48,7 +58,8 @@ def test_verifier_reward_pays_for_the_right_answer(bench, rows):
     ids = df["id"].to_list()
     right = [f"Answer: {ref}" for ref in df["reference"]]
     wrong = ["Answer: 123456789", "no idea"]
-    got = reward(prompts=df["prompt"].to_list() * 2, completions=right + wrong,
-                 completion_ids=[[0] * 5] * 4, id=ids + ids)
+    got = reward(
+        prompts=df["prompt"].to_list() * 2, completions=right + wrong, completion_ids=[[0] * 5] * 4, id=ids + ids
+    )
     assert len(got) == 4
     assert min(got[:2]) > max(got[2:])

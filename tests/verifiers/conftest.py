@@ -1,4 +1,5 @@
 """Fixtures for the verifier tests: a small SQLite shop, and the skip for tests needing bwrap."""
+
 from __future__ import annotations
 
 import shutil
@@ -11,8 +12,7 @@ import pytest
 def pytest_collection_modifyitems(config, items):
     if shutil.which("bwrap") is not None:
         return
-    skip = pytest.mark.skip(reason="bubblewrap (bwrap) is not installed; apt-get install bubblewrap "
-                                   "(CI installs it)")
+    skip = pytest.mark.skip(reason="bubblewrap (bwrap) is not installed; apt-get install bubblewrap (CI installs it)")
     for item in items:
         if "sandbox" in item.keywords and item.path.parent == Path(__file__).parent:
             item.add_marker(skip)

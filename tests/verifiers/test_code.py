@@ -1,6 +1,7 @@
 """Code verifier: extraction, HumanEval-style and pytest-style tests, partial credit, what the
 sandbox shows of the host, and the hack suite (every case must score 0, return within its
 timeout, leave the host unharmed), including reading the answer key from the host's files."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,13 @@ from rlvrflow.verifiers.code.extract import extract_code
 from rlvrflow.verifiers.code.sandbox import Limits, SandboxUnavailable, resolve_mode, run_sandboxed, sandbox_runtime
 from rlvrflow.verifiers.code.verifier import check_reference
 
-REF = json.dumps({"tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n"
-                           "    assert candidate(-1, 1) == 0\n", "entry_point": "add"})
+REF = json.dumps(
+    {
+        "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n"
+        "    assert candidate(-1, 1) == 0\n",
+        "entry_point": "add",
+    }
+)
 GOOD = "Here you go:\n```python\ndef add(a, b):\n    return a + b\n```"
 TIMEOUT = 2.0
 REPO = Path(__file__).resolve().parents[2]
@@ -84,18 +90,30 @@ def test_pytest_style_and_plain_assert_tests():
 
 @pytest.mark.sandbox
 def test_exceptions_and_helpers_cross_the_process_boundary():
-    ref = json.dumps({"tests": "def check(c):\n    try:\n        c(-1)\n        assert False\n"
-                               "    except ValueError:\n        pass\n    assert c(4) == (2.0, [4], {'k': None})\n"
-                               "    assert helper(3) == 9 and LIMIT == 10\n", "entry_point": "f"})
-    code = ("LIMIT = 10\ndef helper(x):\n    return x * x\n"
-            "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return (x ** 0.5, [x], {'k': None})")
+    ref = json.dumps(
+        {
+            "tests": "def check(c):\n    try:\n        c(-1)\n        assert False\n"
+            "    except ValueError:\n        pass\n    assert c(4) == (2.0, [4], {'k': None})\n"
+            "    assert helper(3) == 9 and LIMIT == 10\n",
+            "entry_point": "f",
+        }
+    )
+    code = (
+        "LIMIT = 10\ndef helper(x):\n    return x * x\n"
+        "def f(x):\n    if x < 0:\n        raise ValueError('negative')\n    return (x ** 0.5, [x], {'k': None})"
+    )
     assert verify("code", fence(code), ref, {}).correct
 
 
 @pytest.mark.sandbox
 def test_setup_code_runs_before_the_solution():
-    ref = json.dumps({"tests": "def check(c):\n    assert c([3, 1]) == [1, 3]\n", "entry_point": "srt",
-                      "setup": "from typing import List\n"})
+    ref = json.dumps(
+        {
+            "tests": "def check(c):\n    assert c([3, 1]) == [1, 3]\n",
+            "entry_point": "srt",
+            "setup": "from typing import List\n",
+        }
+    )
     assert verify("code", fence("def srt(xs: List[int]) -> List[int]:\n    return sorted(xs)"), ref, {}).correct
 
 
@@ -116,8 +134,12 @@ def test_without_bwrap_it_refuses_unless_opted_in(monkeypatch):
 
 
 def test_bad_packages_param_is_an_error():
-    for packages, why in (("numpy", "list of import names"), (["no_such_pkg_rlvr"], "not installed"),
-                          (["json"], "standard library"), (["numpy.linalg"], "not an import name")):
+    for packages, why in (
+        ("numpy", "list of import names"),
+        (["no_such_pkg_rlvr"], "not installed"),
+        (["json"], "standard library"),
+        (["numpy.linalg"], "not an import name"),
+    ):
         v = verify("code", GOOD, REF, {"packages": packages})
         assert v.status == "error" and why in v.detail, (packages, v)
         assert why in check_reference(REF, {"packages": packages})
@@ -189,8 +211,9 @@ def answer_key():
         run_dir.mkdir(parents=True)
         input_file = root / "to_verify.jsonl"
         input_file.write_text(json.dumps({"verifier": "code", "response": GOOD, "reference": REF}) + "\n")
-        pq.write_table(pa.table({"prompt_id": ["p1"], "reference": [REF]}), run_dir / "part-0.parquet",
-                       compression="none")
+        pq.write_table(
+            pa.table({"prompt_id": ["p1"], "reference": [REF]}), run_dir / "part-0.parquet", compression="none"
+        )
         for path in (root, *root.rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
         yield {"input": input_file, "run": root / "runs", "tests": REPO / "tests" / "verifiers"}
@@ -228,19 +251,24 @@ def add(a, b):
 def answer_key_hacks(key: dict) -> dict[str, str]:
     """Programs that find the tests on the host and answer from them: correct where they can see."""
     hacks = {f"answer key: read the {name}": f"{HARVEST}harvest({str(path)!r})" for name, path in key.items()}
-    listed = {"/": "set(os.listdir('/')) - {'tmp', 'proc', 'dev', 'etc', 'usr', 'lib', 'lib64'} - "
-                   "{p.split('/')[1] for p in (sys.prefix, sys.executable)}",
-              "/root and /home": "[os.path.join(d, f) for top in ('/root', '/home') for d, _, fs in os.walk(top) "
-                                 "for f in fs if not os.path.join(d, f).startswith(sys.prefix + '/')]",
-              "the project folder": f"os.path.exists({str(REPO)!r}) and os.listdir({str(REPO)!r})"}
-    hacks |= {f"list {where}": f"import os, sys\nfound = {expr}\ndef add(a, b):\n    return a + b if found else 0"
-              for where, expr in listed.items()}
+    listed = {
+        "/": "set(os.listdir('/')) - {'tmp', 'proc', 'dev', 'etc', 'usr', 'lib', 'lib64'} - "
+        "{p.split('/')[1] for p in (sys.prefix, sys.executable)}",
+        "/root and /home": "[os.path.join(d, f) for top in ('/root', '/home') for d, _, fs in os.walk(top) "
+        "for f in fs if not os.path.join(d, f).startswith(sys.prefix + '/')]",
+        "the project folder": f"os.path.exists({str(REPO)!r}) and os.listdir({str(REPO)!r})",
+    }
+    hacks |= {
+        f"list {where}": f"import os, sys\nfound = {expr}\ndef add(a, b):\n    return a + b if found else 0"
+        for where, expr in listed.items()
+    }
     return hacks | {
         "answer key: walk the whole filesystem": f"{HARVEST}harvest('/')",
         "answer key: paths named in /proc/self/mounts": (
             f"{HARVEST}for m in ('/proc/self/mounts', '/proc/self/mountinfo'):\n"
             "    for tok in open(m).read().split():\n"
-            "        if tok.startswith('/'):\n            harvest(tok)"),
+            "        if tok.startswith('/'):\n            harvest(tok)"
+        ),
         "answer key: paths in /proc/*/environ and cwd": (
             f"{HARVEST}for pid in os.listdir('/proc'):\n"
             "    try: env = open(f'/proc/{pid}/environ', 'rb').read().decode()\n"
@@ -249,7 +277,8 @@ def answer_key_hacks(key: dict) -> dict[str, str]:
             "    except OSError: pass\n"
             "    for item in env.split('\\0'):\n"
             "        for value in item.partition('=')[2].split(':'):\n"
-            "            if value.startswith('/') and value != '/':\n                harvest(value)"),
+            "            if value.startswith('/') and value != '/':\n                harvest(value)"
+        ),
         "answer key: the tests in inherited memory": (
             "import ctypes, gc, re\nKEY = re.compile(rb'candidate\\((-?\\d+), (-?\\d+)\\) == (-?\\d+)')\n"
             "table = {}\ndef note(blob):\n    for a, b, c in KEY.findall(blob):\n"
@@ -259,7 +288,8 @@ def answer_key_hacks(key: dict) -> dict[str, str]:
             "for line in open('/proc/self/maps'):\n    span, perms = line.split()[:2]\n"
             "    if perms.startswith('rw'):\n        lo, hi = (int(x, 16) for x in span.split('-'))\n"
             "        for at in range(lo, hi, 1 << 20):\n            note(ctypes.string_at(at, min(1 << 20, hi - at)))\n"
-            "def add(a, b):\n    return table.get((a, b), 0)"),
+            "def add(a, b):\n    return table.get((a, b), 0)"
+        ),
     }
 
 
@@ -267,8 +297,12 @@ def test_answer_key_attacks_work_without_the_sandbox(answer_key):
     """The attacks are real: in rlimits-only mode (no filesystem isolation) they score. (The
     whole-filesystem walks are left out here: on a big host they outlast any timeout.)"""
     hacks = answer_key_hacks(answer_key)
-    for name in (*(f"answer key: read the {k}" for k in answer_key), "list the project folder", "list /",
-                 "answer key: the tests in inherited memory"):
+    for name in (
+        *(f"answer key: read the {k}" for k in answer_key),
+        "list the project folder",
+        "list /",
+        "answer key: the tests in inherited memory",
+    ):
         v = verify("code", fence(hacks[name]), REF, {"sandbox": "rlimits", "timeout_s": 30})
         assert v.correct, (name, v)
 
@@ -289,14 +323,14 @@ HACKS = {
     "write to host tmp": f"open({CANARY!r}, 'w').write('x')\ndef add(a, b):\n    return 0",
     "write into /etc": "open('/etc/rlvrflow_pwned', 'w').write('x')\ndef add(a, b):\n    return a + b",
     "write into the repo": f"open({str(Path(__file__).with_name('pwned.txt'))!r}, 'w').write('x')\n"
-                           "def add(a, b):\n    return a + b",
+    "def add(a, b):\n    return a + b",
     "overwrite the tests": "import glob\nfor p in glob.glob('/tmp/**/*.py', recursive=True):\n"
-                           "    try: open(p, 'w').write('def check(c): pass')\n    except OSError: pass\n"
-                           "def add(a, b):\n    return 0",
+    "    try: open(p, 'w').write('def check(c): pass')\n    except OSError: pass\n"
+    "def add(a, b):\n    return 0",
     "huge output file": "open('big', 'wb').write(b'x' * (64 * 1024**2))\ndef add(a, b):\n    return a + b",
     "fill the ram disk": "import os\nfor i in range(10**6):\n    try: open(f'/tmp/f{i}', 'wb').write(b'x' * 10**6)\n"
-                         "    except OSError: pass\n    try: open(f'/dev/shm/f{i}', 'wb').write(b'x' * 10**6)\n"
-                         "    except OSError: pass\ndef add(a, b):\n    return 0",
+    "    except OSError: pass\n    try: open(f'/dev/shm/f{i}', 'wb').write(b'x' * 10**6)\n"
+    "    except OSError: pass\ndef add(a, b):\n    return 0",
     "flood stdout": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
     "socket": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=1)\ndef add(a, b):\n    return a + b",
     "kill parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef add(a, b):\n    return 0",
@@ -317,14 +351,16 @@ HACKS = {
         "    for fd in range(3, 64):\n"
         "        try: os.write(fd, (n + ' 1 1\\n').encode())\n"
         "        except OSError: pass\n"
-        "def add(a, b):\n    return 0"),
+        "def add(a, b):\n    return 0"
+    ),
     "read the tests process memory": (
         "import os\nfor pid in os.listdir('/proc'):\n"
         "    try: open(f'/proc/{pid}/mem', 'rb').read(1)\n    except Exception: pass\n"
-        "def add(a, b):\n    return 0"),
+        "def add(a, b):\n    return 0"
+    ),
     "return an object equal to anything": (
-        "class Any:\n    def __eq__(self, other):\n        return True\n"
-        "def add(a, b):\n    return Any()"),
+        "class Any:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Any()"
+    ),
     "kill the tests from inside a call": "import os, signal\ndef add(a, b):\n    os.kill(-1, signal.SIGKILL)",
 }
 
@@ -337,8 +373,14 @@ def test_hack_suite(answer_key):
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     port = listener.getsockname()[1]
-    hacks = dict(HACKS, **answer_key_hacks(answer_key), **{"connect to host port": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
-                                                   "def add(a, b):\n    return a + b"})
+    hacks = dict(
+        HACKS,
+        **answer_key_hacks(answer_key),
+        **{
+            "connect to host port": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+            "def add(a, b):\n    return a + b"
+        },
+    )
 
     def run(item):
         name, code = item
@@ -362,17 +404,25 @@ def test_hack_suite(answer_key):
 
 MODES = [{}, {"sandbox": "rlimits"}]
 SHADOWED = {  # tests that call a built-in; a wrong solution that shadows it; a right one that does too
-    "abs": (json.dumps({"tests": "def check(candidate):\n    assert abs(candidate(1.0) - 2.5) < 1e-6\n",
-                        "entry_point": "f"}),
-            "def f(x):\n    return 999.0\ndef abs(x):\n    return 0",
-            "def f(x):\n    return x * 2.5\ndef abs(x):\n    return 0"),
-    "sorted": (json.dumps({"tests": "def check(candidate):\n    assert sorted(candidate([3, 1])) == [1, 3]\n",
-                           "entry_point": "f"}),
-               "def f(xs):\n    return [9, 9]\nsorted = lambda xs: [1, 3]",
-               "def f(xs):\n    return [3, 1]\nsorted = lambda xs: [9]"),
-    "len, pytest style": (json.dumps({"tests": "def test_a():\n    assert len(f(3)) == 3\n", "entry_point": "f"}),
-                          "def f(n):\n    return []\ndef len(x):\n    return 3",
-                          "def f(n):\n    return [0] * n\ndef len(x):\n    return 0"),
+    "abs": (
+        json.dumps(
+            {"tests": "def check(candidate):\n    assert abs(candidate(1.0) - 2.5) < 1e-6\n", "entry_point": "f"}
+        ),
+        "def f(x):\n    return 999.0\ndef abs(x):\n    return 0",
+        "def f(x):\n    return x * 2.5\ndef abs(x):\n    return 0",
+    ),
+    "sorted": (
+        json.dumps(
+            {"tests": "def check(candidate):\n    assert sorted(candidate([3, 1])) == [1, 3]\n", "entry_point": "f"}
+        ),
+        "def f(xs):\n    return [9, 9]\nsorted = lambda xs: [1, 3]",
+        "def f(xs):\n    return [3, 1]\nsorted = lambda xs: [9]",
+    ),
+    "len, pytest style": (
+        json.dumps({"tests": "def test_a():\n    assert len(f(3)) == 3\n", "entry_point": "f"}),
+        "def f(n):\n    return []\ndef len(x):\n    return 3",
+        "def f(n):\n    return [0] * n\ndef len(x):\n    return 0",
+    ),
 }
 
 
@@ -396,16 +446,18 @@ def test_hack_shadowing_builtins_or_test_units_the_tests_call(mode):
 @pytest.mark.parametrize("mode", MODES, ids=["bwrap", "rlimits"])
 def test_hack_partial_credit_from_the_solutions_own_test_functions(mode):
     """With partial credit the test units come from the tests' own source, never the solution's."""
-    ref = json.dumps({"tests": "def test_a():\n    assert f(1) == 2\ndef test_b():\n    assert f(2) == 4\n",
-                      "entry_point": "f"})
+    ref = json.dumps(
+        {"tests": "def test_a():\n    assert f(1) == 2\ndef test_b():\n    assert f(2) == 4\n", "entry_point": "f"}
+    )
     params = dict(mode, partial=True)
     padded = "def f(x):\n    return 0\n" + "".join(f"def test_z{i}():\n    pass\n" for i in range(200))
     v = verify("code", fence(padded), ref, params)
     assert v.status == "wrong" and v.score == 0.0 and "0/2" in v.detail, v
     half = verify("code", fence("def f(x):\n    return 2 if x == 1 else 0\ndef test_b():\n    pass"), ref, params)
     assert half.score == pytest.approx(0.5) and "1/2" in half.detail, half
-    helpers = json.dumps({"tests": "def check(c):\n    assert helper(3) == 9 and LIMIT == 10 and c(1) == 1\n",
-                          "entry_point": "f"})
+    helpers = json.dumps(
+        {"tests": "def check(c):\n    assert helper(3) == 9 and LIMIT == 10 and c(1) == 1\n", "entry_point": "f"}
+    )
     code = "LIMIT = 10\ndef helper(x):\n    return x * x\ndef f(x):\n    return x"
     assert verify("code", fence(code), helpers, params).correct, "helpers the tests use still reach them"
 

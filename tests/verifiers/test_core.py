@@ -1,4 +1,5 @@
 """Registry, config validation, the pool (order, timeouts, errors), import weight, reward layers."""
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,9 @@ def test_config_is_frozen_and_strict():
     with pytest.raises(ValidationError):
         VerifierConfig.model_validate({"rules": [{"category": "a", "verifier": "math"}], "extra": 1})
     with pytest.raises(ValidationError, match="more than one rule"):
-        VerifierConfig.model_validate({"rules": [{"category": "a", "verifier": "math"},
-                                                 {"category": "a", "verifier": "choice"}]})
+        VerifierConfig.model_validate(
+            {"rules": [{"category": "a", "verifier": "math"}, {"category": "a", "verifier": "choice"}]}
+        )
 
 
 def test_every_field_has_a_description():
@@ -47,14 +49,14 @@ def test_every_field_has_a_description():
             assert field.description, f"{model.__name__}.{name}"
 
 
-USER_MODULE = textwrap.dedent('''
+USER_MODULE = textwrap.dedent("""
     from rlvrflow.verifiers.verdict import Verdict
     def shout(response, reference, params):
         ok = response.strip() == reference.upper()
         return Verdict(float(ok), "correct" if ok else "wrong", response.strip())
     def check_reference(reference, params):
         return None if reference else "empty"
-''')
+""")
 
 
 @pytest.fixture
@@ -103,17 +105,26 @@ def test_score_many_times_out_a_stuck_verifier(tmp_path, monkeypatch):
     (tmp_path / "slow_checks.py").write_text(
         "import time\nfrom rlvrflow.verifiers.verdict import Verdict\n"
         "def hang(r, ref, p):\n    time.sleep(60)\n    return Verdict(1.0, 'correct')\n"
-        "def crash(r, ref, p):\n    import os; os._exit(3)\n")
+        "def crash(r, ref, p):\n    import os; os._exit(3)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    got = score_many([("slow_checks:hang", "", "", None), ("math", "Answer: 1", "1", None),
-                      ("slow_checks:crash", "", "", None), ("math", "Answer: 2", "2", None)],
-                     workers=2, timeout_s=2)
+    got = score_many(
+        [
+            ("slow_checks:hang", "", "", None),
+            ("math", "Answer: 1", "1", None),
+            ("slow_checks:crash", "", "", None),
+            ("math", "Answer: 2", "2", None),
+        ],
+        workers=2,
+        timeout_s=2,
+    )
     assert [v.status for v in got] == ["timeout", "correct", "error", "correct"]
 
 
 def test_verifier_exception_becomes_error(tmp_path, monkeypatch):
-    (tmp_path / "bad_checks.py").write_text("def boom(r, ref, p):\n    raise RuntimeError('bug')\n"
-                                            "def notverdict(r, ref, p):\n    return 1\n")
+    (tmp_path / "bad_checks.py").write_text(
+        "def boom(r, ref, p):\n    raise RuntimeError('bug')\ndef notverdict(r, ref, p):\n    return 1\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "RuntimeError: bug" in verify("bad_checks:boom", "", "").detail
     assert verify("bad_checks:notverdict", "", "").status == "error"
@@ -123,9 +134,11 @@ def test_package_names_stay_functions_once_their_modules_are_imported():
     """`verifiers.attach` and `verifiers.reward` were shadowed by submodules of the same name as soon as
     anything imported them ('module' object is not callable, depending on test order); the modules are
     named for what they do (attaching, shaping), so the package's names stay the functions."""
-    code = ("import rlvrflow.verifiers.attaching, rlvrflow.verifiers.shaping, inspect\n"
-            "from rlvrflow.verifiers import attach, reward\n"
-            "print(inspect.isfunction(attach), inspect.isfunction(reward))")
+    code = (
+        "import rlvrflow.verifiers.attaching, rlvrflow.verifiers.shaping, inspect\n"
+        "from rlvrflow.verifiers import attach, reward\n"
+        "print(inspect.isfunction(attach), inspect.isfunction(reward))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"]
     modules = {p.stem for p in Path(verifiers.__file__).parent.glob("*.py")}
@@ -133,13 +146,24 @@ def test_package_names_stay_functions_once_their_modules_are_imported():
 
 
 def test_import_is_light():
-    code = ("import sys, rlvrflow, rlvrflow.verifiers, rlvrflow.verifiers.config, rlvrflow.verifiers.registry\n"
-            "heavy = [m for m in ('torch', 'sympy', 'prefect', 'great_expectations', 'polars') if m in sys.modules]\n"
-            "print(','.join(heavy))")
+    code = (
+        "import sys, rlvrflow, rlvrflow.verifiers, rlvrflow.verifiers.config, rlvrflow.verifiers.registry\n"
+        "heavy = [m for m in ('torch', 'sympy', 'prefect', 'great_expectations', 'polars') if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-    assert set(verifiers.__all__) >= {"Verdict", "get_verifier", "verify", "score_many", "attach", "register",
-                                      "RewardConfig", "reward", "VerifierConfig"}
+    assert set(verifiers.__all__) >= {
+        "Verdict",
+        "get_verifier",
+        "verify",
+        "score_many",
+        "attach",
+        "register",
+        "RewardConfig",
+        "reward",
+        "VerifierConfig",
+    }
 
 
 def _cfg(**kw) -> RewardConfig:
@@ -147,8 +171,11 @@ def _cfg(**kw) -> RewardConfig:
 
 
 def test_reward_layers_hand_computed():
-    cfg = _cfg(format_weight=0.1, correctness_weight=1.0,
-               length_penalty={"enabled": True, "target_tokens": 64, "max_penalty": 0.2})
+    cfg = _cfg(
+        format_weight=0.1,
+        correctness_weight=1.0,
+        length_penalty={"enabled": True, "target_tokens": 64, "max_penalty": 0.2},
+    )
     ok = Verdict(1.0, "correct", "36")
     assert reward(ok, "Answer: 36", 10, cfg).total == pytest.approx(1.1)
     parts = reward(ok, "Answer: 36", 128, cfg)
@@ -163,10 +190,18 @@ def test_reward_layers_hand_computed():
 
 
 def test_reward_two_sided_and_process_layer():
-    cfg = _cfg(length_penalty={"enabled": True, "target_tokens": 100, "max_penalty": 0.5,
-                               "scale_tokens": 50, "two_sided": True},
-               process_weight=0.5, process_verifier="keyword",
-               process_params={"required": ["return policy"]})
+    cfg = _cfg(
+        length_penalty={
+            "enabled": True,
+            "target_tokens": 100,
+            "max_penalty": 0.5,
+            "scale_tokens": 50,
+            "two_sided": True,
+        },
+        process_weight=0.5,
+        process_verifier="keyword",
+        process_params={"required": ["return policy"]},
+    )
     parts = reward(Verdict(1.0, "correct"), "See our return policy.", 50, cfg)
     assert parts.length_penalty == pytest.approx(0.5 * math.tanh(1.0))
     assert parts.process == 1.0

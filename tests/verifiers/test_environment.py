@@ -1,5 +1,6 @@
 """Environments and episodes on the retail shop's schema: a refund that needs a lookup first, scored on
 the end state; scripted correct episodes score 1, the hack suite scores no correctness."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +13,17 @@ import pytest
 from pydantic import ValidationError
 
 from rlvrflow.verifiers.environment import Environment, expected_rows, sql_parameters
-from rlvrflow.verifiers.episode import (ENVIRONMENT, FINAL, MAX_TURNS, POLICY, PROMPT, EpisodeRewardConfig,
-                                        episode_reward, run_episode, run_episodes)
+from rlvrflow.verifiers.episode import (
+    ENVIRONMENT,
+    FINAL,
+    MAX_TURNS,
+    POLICY,
+    PROMPT,
+    EpisodeRewardConfig,
+    episode_reward,
+    run_episode,
+    run_episodes,
+)
 from rlvrflow.verifiers.function_call import verify_function_call
 
 SCHEMA = Path(__file__).resolve().parents[2] / "examples" / "retail" / "schema.sql"
@@ -46,29 +56,56 @@ def db(tmp_path: Path) -> Path:
 
 
 def _spec(db: Path) -> dict:
-    order_arg = {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"],
-                 "additionalProperties": False}
+    order_arg = {
+        "type": "object",
+        "properties": {"order_id": {"type": "integer"}},
+        "required": ["order_id"],
+        "additionalProperties": False,
+    }
     return {
-        "database": str(db), "max_turns": 5,
+        "database": str(db),
+        "max_turns": 5,
         "instructions": "You work the support desk of a shop. Use the tools.",
         "tools": [
-            {"name": "get_order", "description": "an order's customer, date and status", "parameters": order_arg,
-             "sql": "SELECT order_id, customer, order_date, status FROM orders WHERE order_id = :order_id"},
-            {"name": "get_order_items", "description": "the lines of an order, with the price paid",
-             "parameters": order_arg,
-             "sql": "SELECT p.name, i.qty, i.unit_price FROM order_items i JOIN products p USING (product_id) "
-                    "WHERE i.order_id = :order_id"},
-            {"name": "find_orders", "description": "a customer's orders",
-             "parameters": {"type": "object", "properties": {"customer": {"type": "string"}},
-                            "required": ["customer"]},
-             "sql": "SELECT order_id, order_date FROM orders WHERE customer = :customer"},
-            {"name": "issue_refund", "description": "refund an amount of an order",
-             "parameters": {"type": "object", "additionalProperties": False,
-                            "required": ["order_id", "amount", "reason"],
-                            "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"},
-                                           "reason": {"type": "string"}}},
-             "sql": "INSERT INTO refunds (order_id, refund_date, amount, reason) "
-                    "VALUES (:order_id, '2026-07-01', :amount, :reason)"},
+            {
+                "name": "get_order",
+                "description": "an order's customer, date and status",
+                "parameters": order_arg,
+                "sql": "SELECT order_id, customer, order_date, status FROM orders WHERE order_id = :order_id",
+            },
+            {
+                "name": "get_order_items",
+                "description": "the lines of an order, with the price paid",
+                "parameters": order_arg,
+                "sql": "SELECT p.name, i.qty, i.unit_price FROM order_items i JOIN products p USING (product_id) "
+                "WHERE i.order_id = :order_id",
+            },
+            {
+                "name": "find_orders",
+                "description": "a customer's orders",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"customer": {"type": "string"}},
+                    "required": ["customer"],
+                },
+                "sql": "SELECT order_id, order_date FROM orders WHERE customer = :customer",
+            },
+            {
+                "name": "issue_refund",
+                "description": "refund an amount of an order",
+                "parameters": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["order_id", "amount", "reason"],
+                    "properties": {
+                        "order_id": {"type": "integer"},
+                        "amount": {"type": "number"},
+                        "reason": {"type": "string"},
+                    },
+                },
+                "sql": "INSERT INTO refunds (order_id, refund_date, amount, reason) "
+                "VALUES (:order_id, '2026-07-01', :amount, :reason)",
+            },
         ],
         "outcome": {"query": "SELECT order_id, amount, reason FROM refunds WHERE refund_id > 1"},
     }
@@ -80,8 +117,10 @@ def env(db: Path) -> Environment:
 
 
 def _row(order: int, product: str, amount: float) -> dict:
-    return {"prompt": f"The {product.lower()} of order {order} arrived damaged. Please refund it.",
-            "reference": json.dumps([[order, amount, "damaged"]])}
+    return {
+        "prompt": f"The {product.lower()} of order {order} arrived damaged. Please refund it.",
+        "reference": json.dumps([[order, amount, "damaged"]]),
+    }
 
 
 def _call(name: str, **arguments) -> str:
@@ -111,8 +150,9 @@ def agent(messages: list[dict]) -> str:
     if turn == 1:
         lines = _last_result(messages)["rows"]
         name, qty, price = next(r for r in lines if r[0].lower() == product.lower())
-        return f"The {name} line is {qty} x {price}.\n" + _call("issue_refund", order_id=order,
-                                                                 amount=qty * price, reason="damaged")
+        return f"The {name} line is {qty} x {price}.\n" + _call(
+            "issue_refund", order_id=order, amount=qty * price, reason="damaged"
+        )
     return "I have refunded the damaged item; the money is on its way back to you."
 
 
@@ -122,13 +162,13 @@ def _db_digest(path: Path) -> str:
 
 # --- the right episodes ------------------------------------------------------------------------------
 
+
 def test_correct_episode_scores_one_and_its_transcript_says_who_wrote_what(env, db):
     before = _db_digest(db)
     ep = run_episode(env, _row(*TASKS[0]), agent)
     assert ep.verdict.correct and ep.stop == FINAL
     assert ep.end_state == [(7, 36.0, "damaged")]
-    assert [m["role"] for m in ep.messages] == ["system", "user", "assistant", "tool", "assistant", "tool",
-                                               "assistant"]
+    assert [m["role"] for m in ep.messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert ep.sources == [PROMPT, PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY]
     assert ep.loss_mask == [0, 0, 1, 0, 1, 0, 1]
     assert json.loads(ep.messages[3]["content"])["rows"] == [["Kettle", 1, 36.0], ["Mug", 2, 12.5]]
@@ -154,8 +194,11 @@ def test_batched_episodes_are_independent_and_one_policy_call_serves_every_open_
     rows = [_row(*t) for t in TASKS] + [_row(*TASKS[0])]
     episodes = run_episodes(env, rows, batched)
     assert calls == [3, 3, 3]
-    assert [ep.end_state for ep in episodes] == [[(7, 36.0, "damaged")], [(8, 120.0, "damaged")],
-                                                 [(7, 36.0, "damaged")]]
+    assert [ep.end_state for ep in episodes] == [
+        [(7, 36.0, "damaged")],
+        [(8, 120.0, "damaged")],
+        [(7, 36.0, "damaged")],
+    ]
     assert all(ep.verdict.correct for ep in episodes)
     assert _db_digest(db) == before
 
@@ -175,8 +218,8 @@ def test_conversations_leave_the_batch_when_they_end(env):
 
 def test_a_wrong_amount_from_the_catalog_price_scores_zero(env):
     def catalog_guess(messages):
-        return (_call("issue_refund", order_id=7, amount=45.0, reason="damaged") if _turn(messages) == 0
-                else "Refunded.")
+        return _call("issue_refund", order_id=7, amount=45.0, reason="damaged") if _turn(messages) == 0 else "Refunded."
+
     ep = run_episode(env, _row(*TASKS[0]), catalog_guess)
     assert ep.verdict.status == "wrong" and "expected" in ep.verdict.detail
 
@@ -209,8 +252,15 @@ def test_tool_results_show_errors_and_the_episode_goes_on(env):
 
 def test_a_think_block_is_not_a_call_and_two_calls_in_one_message_both_run(env):
     two = _call("get_order", order_id=7) + "\n" + _call("get_order_items", order_id=7)
-    replies = iter(["<think>maybe " + _call("issue_refund", order_id=7, amount=36, reason="damaged")
-                    + "</think>Let me look.\n" + two, "done"])
+    replies = iter(
+        [
+            "<think>maybe "
+            + _call("issue_refund", order_id=7, amount=36, reason="damaged")
+            + "</think>Let me look.\n"
+            + two,
+            "done",
+        ]
+    )
     ep = run_episode(env, _row(*TASKS[0]), lambda m: next(replies))
     assert [r.name for r in ep.tool_runs] == ["get_order", "get_order_items"]
     assert ep.sources.count(ENVIRONMENT) == 2 and ep.end_state == []
@@ -224,12 +274,18 @@ def test_python_tool_runs_on_the_episode_copy(db, tmp_path, monkeypatch):
         "    n = conn.execute(\"UPDATE orders SET status = 'cancelled' WHERE order_id = ?\", (order_id,)).rowcount\n"
         "    if not n:\n"
         "        raise LookupError(f'no order {order_id}')\n"
-        "    return {'cancelled': order_id}\n")
+        "    return {'cancelled': order_id}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     spec = _spec(db)
-    spec["tools"].append({"name": "cancel_order", "description": "cancel an order",
-                          "parameters": {"type": "object", "properties": {"order_id": {"type": "integer"}}},
-                          "python": "desk_tools:cancel_order"})
+    spec["tools"].append(
+        {
+            "name": "cancel_order",
+            "description": "cancel an order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "integer"}}},
+            "python": "desk_tools:cancel_order",
+        }
+    )
     spec["outcome"] = {"query": "SELECT order_id FROM orders WHERE status = 'cancelled'"}
     env = Environment.model_validate(spec)
     before = _db_digest(db)
@@ -241,12 +297,18 @@ def test_python_tool_runs_on_the_episode_copy(db, tmp_path, monkeypatch):
 
 # --- the hack suite: none of these may score correctness --------------------------------------------
 
+
 def _hack_call_every_tool(messages):
     order, _ = _ticket(messages)
     if _turn(messages) == 0:
-        return "\n".join([_call("get_order", order_id=order), _call("get_order_items", order_id=order),
-                          _call("find_orders", customer="Ann Lee"),
-                          _call("issue_refund", order_id=order, amount=45.0, reason="damaged")])
+        return "\n".join(
+            [
+                _call("get_order", order_id=order),
+                _call("get_order_items", order_id=order),
+                _call("find_orders", customer="Ann Lee"),
+                _call("issue_refund", order_id=order, amount=45.0, reason="damaged"),
+            ]
+        )
     return "Done."
 
 
@@ -302,11 +364,17 @@ def _hack_unknown_tool(messages):
 
 def _hack_sql_injection(messages):
     if _turn(messages) == 0:
-        return "\n".join([
-            _call("find_orders", customer="x' OR '1'='1"),
-            _call("issue_refund", order_id=7, amount=36.0,
-                  reason="damaged'); DELETE FROM refunds; INSERT INTO refunds VALUES (9, 7, 'x', 36.0, 'damaged"),
-        ])
+        return "\n".join(
+            [
+                _call("find_orders", customer="x' OR '1'='1"),
+                _call(
+                    "issue_refund",
+                    order_id=7,
+                    amount=36.0,
+                    reason="damaged'); DELETE FROM refunds; INSERT INTO refunds VALUES (9, 7, 'x', 36.0, 'damaged",
+                ),
+            ]
+        )
     return "Refunded."
 
 
@@ -342,8 +410,9 @@ def test_hack_gets_no_correctness(env, db, name):
 def test_injected_text_is_bound_as_a_value(env):
     ep = run_episode(env, _row(*TASKS[0]), _hack_sql_injection)
     assert json.loads(ep.messages[3]["content"]) == {"columns": ["order_id", "order_date"], "rows": []}
-    assert ep.end_state == [(7, 36.0, "damaged'); DELETE FROM refunds; INSERT INTO refunds VALUES "
-                                      "(9, 7, 'x', 36.0, 'damaged")]
+    assert ep.end_state == [
+        (7, 36.0, "damaged'); DELETE FROM refunds; INSERT INTO refunds VALUES (9, 7, 'x', 36.0, 'damaged")
+    ]
 
 
 def test_malformed_and_unknown_calls_come_back_as_errors_and_cost_the_format(env):
@@ -363,30 +432,38 @@ def test_the_single_reply_verifier_would_pay_the_call_in_the_final_reply_but_the
 
 # --- bad configs and references -------------------------------------------------------------------
 
+
 def _error(spec: dict) -> str:
     with pytest.raises(ValidationError) as info:
         Environment.model_validate(spec)
     return str(info.value)
 
 
-@pytest.mark.parametrize("change, needle", [
-    (lambda s: s["tools"].append(dict(s["tools"][0])), "tool 'get_order' is defined twice"),
-    (lambda s: s["tools"][0].update(sql="SELECT * FROM orders WHERE order_id = :id"),
-     "sql uses :id, which parameters.properties does not declare"),
-    (lambda s: s["tools"][0].update(python="json:dumps"), "give exactly one of sql or python"),
-    (lambda s: s["tools"][0].update(sql=None), "give exactly one of sql or python"),
-    (lambda s: s["tools"][0].update(sql="SELECT 1; DELETE FROM orders"), "exactly one SQL statement"),
-    (lambda s: s["tools"][0].update(parameters={"type": "array"}), "must have type: object"),
-    (lambda s: s["tools"][0].update(parameters={"type": "object", "properties": {"order_id": {"type": 5}}}),
-     "invalid JSON Schema"),
-    (lambda s: s["tools"][0].update(name="get order"), "tools.0.name"),
-    (lambda s: s["tools"][3].update(sql=None, python="desk_missing_pkg:refund"), "cannot import"),
-    (lambda s: s.update(database="shop.duckdb"), "SQLite files only"),
-    (lambda s: s.update(max_turns=0), "max_turns"),
-    (lambda s: s.pop("outcome"), "outcome"),
-    (lambda s: s.update(tools=[]), "tools"),
-    (lambda s: s["tools"][0].update(timeout=3), "tools.0.timeout"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (lambda s: s["tools"].append(dict(s["tools"][0])), "tool 'get_order' is defined twice"),
+        (
+            lambda s: s["tools"][0].update(sql="SELECT * FROM orders WHERE order_id = :id"),
+            "sql uses :id, which parameters.properties does not declare",
+        ),
+        (lambda s: s["tools"][0].update(python="json:dumps"), "give exactly one of sql or python"),
+        (lambda s: s["tools"][0].update(sql=None), "give exactly one of sql or python"),
+        (lambda s: s["tools"][0].update(sql="SELECT 1; DELETE FROM orders"), "exactly one SQL statement"),
+        (lambda s: s["tools"][0].update(parameters={"type": "array"}), "must have type: object"),
+        (
+            lambda s: s["tools"][0].update(parameters={"type": "object", "properties": {"order_id": {"type": 5}}}),
+            "invalid JSON Schema",
+        ),
+        (lambda s: s["tools"][0].update(name="get order"), "tools.0.name"),
+        (lambda s: s["tools"][3].update(sql=None, python="desk_missing_pkg:refund"), "cannot import"),
+        (lambda s: s.update(database="shop.duckdb"), "SQLite files only"),
+        (lambda s: s.update(max_turns=0), "max_turns"),
+        (lambda s: s.pop("outcome"), "outcome"),
+        (lambda s: s.update(tools=[]), "tools"),
+        (lambda s: s["tools"][0].update(timeout=3), "tools.0.timeout"),
+    ],
+)
 def test_bad_configs_name_the_field(db, change, needle):
     spec = _spec(db)
     change(spec)
@@ -412,17 +489,22 @@ def test_a_missing_database_names_the_field(tmp_path, db):
         run_episode(Environment.model_validate(spec), _row(*TASKS[0]), agent)
 
 
-@pytest.mark.parametrize("reference, needle", [
-    ("36", "must be a JSON array"), ("[[7, 36", "is not JSON"), ('[[7, {"a": 1}]]', "plain values"),
-    ("[[7, 36], [8]]", "same number"),
-])
+@pytest.mark.parametrize(
+    "reference, needle",
+    [
+        ("36", "must be a JSON array"),
+        ("[[7, 36", "is not JSON"),
+        ('[[7, {"a": 1}]]', "plain values"),
+        ("[[7, 36], [8]]", "same number"),
+    ],
+)
 def test_unreadable_references_are_data_errors(reference, needle):
     with pytest.raises(ValueError, match=needle):
         expected_rows(reference)
 
 
 def test_expected_rows_reads_scalars_as_one_column_rows():
-    assert expected_rows('[8, 9]') == [(8,), (9,)] and expected_rows("[]") == []
+    assert expected_rows("[8, 9]") == [(8,), (9,)] and expected_rows("[]") == []
 
 
 def test_sql_parameters_skip_literals_and_casts():
@@ -444,6 +526,7 @@ def test_load_resolves_a_relative_database_against_the_base_dir(db):
 
 # --- environment canaries: scripted policies that know nothing of the answer --------------------------
 
+
 def _canary_rows() -> list[dict]:
     return [_row(*t) for t in TASKS] + [{"prompt": "Has order 9 been refunded already?", "reference": "[]"}]
 
@@ -454,7 +537,10 @@ def test_canaries_pass_a_sound_environment_and_allow_no_action_where_nothing_sho
     check = check_environment(env, _canary_rows())
     assert check.ok, check.problems
     assert {r.canary: r.passed for r in check.results} == {
-        "no_action": [2], "call_every_tool": [], "call_every_tool_twice": []}  # the guesses refund order 9
+        "no_action": [2],
+        "call_every_tool": [],
+        "call_every_tool_twice": [],
+    }  # the guesses refund order 9
 
 
 def test_no_action_stops_an_outcome_query_that_reads_nothing_the_tools_change(db):
@@ -462,22 +548,28 @@ def test_no_action_stops_an_outcome_query_that_reads_nothing_the_tools_change(db
 
     spec = _spec(db)
     spec["outcome"] = {"query": "SELECT order_id, qty * unit_price FROM order_items WHERE product_id = 1"}
-    check = check_environment(Environment.model_validate(spec), [{"prompt": "Refund the kettle of order 7.",
-                                                                  "reference": "[[7, 36.0]]"}])
+    check = check_environment(
+        Environment.model_validate(spec), [{"prompt": "Refund the kettle of order 7.", "reference": "[[7, 36.0]]"}]
+    )
     assert not check.ok and "no_action passes row(s) [0]" in check.problems[0]
 
 
-@pytest.mark.parametrize("query, stopped", [
-    ("SELECT DISTINCT order_id FROM refunds WHERE refund_id > 1", {"call_every_tool", "call_every_tool_twice"}),
-    ("SELECT order_id FROM refunds WHERE refund_id > 1", {"call_every_tool"}),
-])
+@pytest.mark.parametrize(
+    "query, stopped",
+    [
+        ("SELECT DISTINCT order_id FROM refunds WHERE refund_id > 1", {"call_every_tool", "call_every_tool_twice"}),
+        ("SELECT order_id FROM refunds WHERE refund_id > 1", {"call_every_tool"}),
+    ],
+)
 def test_guessing_canaries_stop_an_outcome_that_does_not_pin_the_amount(db, query, stopped):
     from rlvrflow.verifiers.episode_canary import check_environment, guessed_calls
 
     spec = _spec(db)
     spec["outcome"] = {"query": query}
     env = Environment.model_validate(spec)
-    assert '"name": "issue_refund", "arguments": {"order_id": 7, "amount": 7.0' in guessed_calls(env, _row(*TASKS[0])["prompt"])
+    assert '"name": "issue_refund", "arguments": {"order_id": 7, "amount": 7.0' in guessed_calls(
+        env, _row(*TASKS[0])["prompt"]
+    )
     rows = [{"prompt": _row(*t)["prompt"], "reference": json.dumps([[t[0]]])} for t in TASKS]
     check = check_environment(env, rows)
     assert {p.split()[0] for p in check.problems} == stopped
@@ -488,15 +580,21 @@ def test_canaries_name_a_row_with_an_unusable_reference(env):
     from rlvrflow.verifiers.episode_canary import check_environment
 
     check = check_environment(env, [_row(*TASKS[0]), {"prompt": "x", "reference": "36"}])
-    assert check.problems == ["row 1: reference unusable: the reference must be a JSON array of the outcome "
-                              "query's rows, e.g. [[123, 36.0]]"]
+    assert check.problems == [
+        "row 1: reference unusable: the reference must be a JSON array of the outcome query's rows, e.g. [[123, 36.0]]"
+    ]
 
 
 def test_a_runaway_tool_query_is_stopped_and_reported_to_the_policy(db):
     spec = _spec(db)
     spec["tool_timeout_s"] = 0.2
-    spec["tools"].append({"name": "count_forever", "description": "never ends",
-                          "sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT max(i) FROM n"})
+    spec["tools"].append(
+        {
+            "name": "count_forever",
+            "description": "never ends",
+            "sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT max(i) FROM n",
+        }
+    )
     replies = iter([_call("count_forever"), "ok"])
     ep = run_episode(Environment.model_validate(spec), _row(*TASKS[0]), lambda m: next(replies))
     assert not ep.tool_runs[0].ok and ep.tool_runs[0].result == "count_forever took longer than 0.2 s"

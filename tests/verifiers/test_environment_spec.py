@@ -1,6 +1,7 @@
 """An environment named by a category in `verifiers.rules`: loading and bad configs, attach (references
 and worked transcripts replayed), the environment canaries at attach, and split keeping episode rows
 out of train/eval. The environment and its database are test_environment.py's."""
+
 from __future__ import annotations
 
 import json
@@ -62,16 +63,21 @@ def test_a_rule_names_an_environment_with_its_database_relative_to_the_spec(db):
     assert cfg.rule_for("arithmetic").environment is None
 
 
-@pytest.mark.parametrize("change, needle", [
-    (lambda r: r.update(verifier="math"), "give exactly one of verifier or environment"),
-    (lambda r: r.pop("environment"), "give exactly one of verifier or environment"),
-    (lambda r: r.update(params={"database": "shop.db"}), "an environment's settings go inside `environment`"),
-    (lambda r: r["environment"].update(max_turns=0), "rules.0.environment.max_turns"),
-    (lambda r: r["environment"]["tools"][0].update(sql="SELECT * FROM orders WHERE order_id = :id"),
-     "rules.0.environment.tools.0"),
-    (lambda r: r["environment"].pop("outcome"), "rules.0.environment.outcome"),
-    (lambda r: r["environment"].update(max_turn=3), "rules.0.environment.max_turn"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (lambda r: r.update(verifier="math"), "give exactly one of verifier or environment"),
+        (lambda r: r.pop("environment"), "give exactly one of verifier or environment"),
+        (lambda r: r.update(params={"database": "shop.db"}), "an environment's settings go inside `environment`"),
+        (lambda r: r["environment"].update(max_turns=0), "rules.0.environment.max_turns"),
+        (
+            lambda r: r["environment"]["tools"][0].update(sql="SELECT * FROM orders WHERE order_id = :id"),
+            "rules.0.environment.tools.0",
+        ),
+        (lambda r: r["environment"].pop("outcome"), "rules.0.environment.outcome"),
+        (lambda r: r["environment"].update(max_turn=3), "rules.0.environment.max_turn"),
+    ],
+)
 def test_bad_environment_configs_name_the_field(db, change, needle):
     data = _rules(db)
     change(data["rules"][0])
@@ -90,7 +96,9 @@ def test_attach_keeps_environment_rows_with_their_reference_and_replays_worked_t
     assert set(episodes["verifier"]) == {EPISODE}
     params = json.loads(episodes["verifier_params"][0])
     assert Path(params["database"]) == db.resolve() and params["outcome"] == _spec(db)["outcome"] | {
-        "ordered": False, "float_tol": 1e-6}
+        "ordered": False,
+        "float_tol": 1e-6,
+    }
     assert json.loads(episodes["reference"][0]) == [[7, 36.0, "damaged"]]
 
 
@@ -130,8 +138,11 @@ def test_the_reply_canaries_leave_environment_rules_to_the_environment_canaries(
     assert [r["category"] for r in report["rules"]] == ["arithmetic"] and report["ok"]
     assert canary.prior_probe(rows, cfg.rules, CanaryConfig(sample_rows=5), workers=1) == []
     envs = probe_environments(rows, cfg.rules, cfg.canaries, db.parent)
-    assert envs["ok"] and envs["rules"][0]["passed"] == {"no_action": 0, "call_every_tool": 0,
-                                                         "call_every_tool_twice": 0}
+    assert envs["ok"] and envs["rules"][0]["passed"] == {
+        "no_action": 0,
+        "call_every_tool": 0,
+        "call_every_tool_twice": 0,
+    }
     assert "no scripted policy" in environment_summary(envs)
 
 
@@ -146,9 +157,15 @@ def test_a_weak_outcome_check_is_stopped_at_attach_before_training(db, tmp_path)
     weak = _rules(db, query="SELECT DISTINCT order_id FROM refunds WHERE refund_id > 1")
     cfg = VerifierConfig.model_validate(weak)
     rows = _rows(None).with_columns(
-        pl.when(pl.col("category") == "refunds").then(pl.col("reference").map_elements(
-            lambda r: json.dumps([[row[0]] for row in json.loads(r)]), return_dtype=pl.String))
-        .otherwise(pl.col("reference")).alias("reference"))
+        pl.when(pl.col("category") == "refunds")
+        .then(
+            pl.col("reference").map_elements(
+                lambda r: json.dumps([[row[0]] for row in json.loads(r)]), return_dtype=pl.String
+            )
+        )
+        .otherwise(pl.col("reference"))
+        .alias("reference")
+    )
     kept, _, _ = attach(rows, cfg, db.parent, workers=1)
     report = probe_environments(kept.to_dicts(), cfg.rules, cfg.canaries, db.parent)
     assert not report["ok"] and report["rules"][0]["passed"]["call_every_tool"] == 12
@@ -180,14 +197,24 @@ def test_a_sound_environment_passes_the_attach_stage_canaries_and_lands_in_its_s
     spec = spec_from_dict(_minimal_spec(cfg), base_dir=db.parent)
     result = attach_canaries(Job("attach", spec.model_dump_json(), str(db.parent), str(tmp_path), str(out), {}), {})
     assert result.stats["canaries"]["environments"] == {
-        "refunds": {"no_action": 0, "call_every_tool": 0, "call_every_tool_twice": 0}}
+        "refunds": {"no_action": 0, "call_every_tool": 0, "call_every_tool_twice": 0}
+    }
     assert json.loads((tmp_path / "canary_report.json").read_text())["environments"]["ok"] is True
 
 
 def _minimal_spec(verifiers: dict) -> dict:
-    return {"domain": "desk", "sources": [{"name": "t", "path": "raw/*.jsonl", "format": "jsonl",
-                                           "fields": {"id": "id", "question": "q", "reference": "a"}}],
-            "verifiers": verifiers}
+    return {
+        "domain": "desk",
+        "sources": [
+            {
+                "name": "t",
+                "path": "raw/*.jsonl",
+                "format": "jsonl",
+                "fields": {"id": "id", "question": "q", "reference": "a"},
+            }
+        ],
+        "verifiers": verifiers,
+    }
 
 
 def test_split_sets_episode_rows_aside_from_train_and_eval(db, tmp_path):
@@ -198,16 +225,24 @@ def test_split_sets_episode_rows_aside_from_train_and_eval(db, tmp_path):
     from rlvrflow.flows.stage_calls import corpus_texts, split
 
     cfg = _rules(db)
-    math = [{"id": f"n{k}", "category": "arithmetic", "prompt": f"{k}+1?", "reference": str(k + 1), "solution": ""}
-            for k in range(40)]
+    math = [
+        {"id": f"n{k}", "category": "arithmetic", "prompt": f"{k}+1?", "reference": str(k + 1), "solution": ""}
+        for k in range(40)
+    ]
     rows = pl.concat([_rows(None), pl.DataFrame(math)])
     kept, _, _ = attach(rows, VerifierConfig.model_validate(cfg), db.parent, workers=1)
     kept.write_parquet(tmp_path / "attach.parquet")
     spec = spec_from_dict(_minimal_spec(cfg), base_dir=db.parent)
     out = tmp_path / "split"
     out.mkdir()
-    job = Job("split", spec.model_dump_json(), str(db.parent), str(tmp_path), str(out),
-              {"attach": {"rows": str(tmp_path / "attach.parquet")}})
+    job = Job(
+        "split",
+        spec.model_dump_json(),
+        str(db.parent),
+        str(tmp_path),
+        str(out),
+        {"attach": {"rows": str(tmp_path / "attach.parquet")}},
+    )
     result = split(job)
     train, held_out = pl.read_parquet(out / "train.parquet"), pl.read_parquet(out / "eval.parquet")
     episodes = pl.read_parquet(out / result.files["episodes"])

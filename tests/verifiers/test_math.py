@@ -1,4 +1,5 @@
 """Math verifier: the shared regression table, extraction and normalization details, hack suite."""
+
 from __future__ import annotations
 
 import json
@@ -25,19 +26,31 @@ def test_regression_table(case):
     assert int(v.correct) == case["expected"], v
 
 
-@pytest.mark.parametrize("text,level,answer", [
-    ("The answer is \\boxed{7}. Answer: 7", "marker", "7"),
-    ("\\boxed{3} then Answer: 3", "boxed", "3"),
-    ("Answer: 5", "answer", "5"),
-    ("no digits here at all, just words", "none", None),
-])
+@pytest.mark.parametrize(
+    "text,level,answer",
+    [
+        ("The answer is \\boxed{7}. Answer: 7", "marker", "7"),
+        ("\\boxed{3} then Answer: 3", "boxed", "3"),
+        ("Answer: 5", "answer", "5"),
+        ("no digits here at all, just words", "none", None),
+    ],
+)
 def test_extraction_priority(text, level, answer):
     got = extract(text)
     assert (got.level, got.answer) == (level, answer)
 
 
-@pytest.mark.parametrize("raw,norm", [("３６", "36"), ("$1,234$", "1234"), ("¥40", "40"), ("\\dfrac12", "\\frac{1}{2}"),
-                                      ("(1,234)", "(1,234)"), ("12.5.", "12.5")])
+@pytest.mark.parametrize(
+    "raw,norm",
+    [
+        ("３６", "36"),
+        ("$1,234$", "1234"),
+        ("¥40", "40"),
+        ("\\dfrac12", "\\frac{1}{2}"),
+        ("(1,234)", "(1,234)"),
+        ("12.5.", "12.5"),
+    ],
+)
 def test_normalize(raw, norm):
     assert normalize(raw) == norm
 
@@ -72,11 +85,21 @@ HACKS = [
     ("long garbage", "x" * 200_000),
     ("nested braces", "\\boxed{" + "{" * 5000 + "}" * 5000 + "}"),
     # universal answers (issue 18): each once scored 1.0 against every gold
-    ("infinity", "Answer: \\infty"), ("boxed infinity", "\\boxed{\\infty}"), ("minus infinity", "Answer: -\\infty"),
-    ("sympy infinity", "Answer: oo"), ("overflow literal", "Answer: 1e999"), ("overflow cjk", "答案是1e400"),
-    ("power of ten", "Answer: 10^{1000}"), ("power of two", "Answer: 2^{10000}"), ("overflow product", "Answer: 1e308*10"),
-    ("restated product", "Answer: 3*12"), ("near miss", "Answer: 36.0000000001"), ("nan", "Answer: nan"),
-    ("zero times x", "Answer: 36 + 0*x"), ("unicode infinity", "答案：∞"), ("one over zero", "\\boxed{\\frac{1}{0}}"),
+    ("infinity", "Answer: \\infty"),
+    ("boxed infinity", "\\boxed{\\infty}"),
+    ("minus infinity", "Answer: -\\infty"),
+    ("sympy infinity", "Answer: oo"),
+    ("overflow literal", "Answer: 1e999"),
+    ("overflow cjk", "答案是1e400"),
+    ("power of ten", "Answer: 10^{1000}"),
+    ("power of two", "Answer: 2^{10000}"),
+    ("overflow product", "Answer: 1e308*10"),
+    ("restated product", "Answer: 3*12"),
+    ("near miss", "Answer: 36.0000000001"),
+    ("nan", "Answer: nan"),
+    ("zero times x", "Answer: 36 + 0*x"),
+    ("unicode infinity", "答案：∞"),
+    ("one over zero", "\\boxed{\\frac{1}{0}}"),
 ]
 
 
@@ -88,9 +111,12 @@ def test_hack_suite(name, response, tmp_path):
 
 
 ADVERSARIAL_SIZE = [  # once quadratic (minutes at 100 KB); each must still give the right verdict
-    ("blank lines", "\n" * 50_000 + "36", 1), ("crlf lines", "\r\n" * 30_000 + "36", 1),
-    ("unclosed boxes", "\\boxed{" * 14_000, 0), ("unclosed parens", "\\(" * 50_000, 0),
-    ("unclosed brackets", "\\[" * 50_000, 0), ("hash runs", "####" * 25_000, 0),
+    ("blank lines", "\n" * 50_000 + "36", 1),
+    ("crlf lines", "\r\n" * 30_000 + "36", 1),
+    ("unclosed boxes", "\\boxed{" * 14_000, 0),
+    ("unclosed parens", "\\(" * 50_000, 0),
+    ("unclosed brackets", "\\[" * 50_000, 0),
+    ("hash runs", "####" * 25_000, 0),
 ]
 
 
@@ -100,7 +126,9 @@ def test_adversarial_sizes_are_linear(name, response, expected):
     assert int(verify("math", response, "36", {}).correct) == expected
 
 
-@pytest.mark.parametrize("response", ["\\boxed{36}, \\boxed{36}", "$\\boxed{36}$\n\n$\\boxed{36}$", "Answer: 36 (six times six)"])
+@pytest.mark.parametrize(
+    "response", ["\\boxed{36}, \\boxed{36}", "$\\boxed{36}$\n\n$\\boxed{36}$", "Answer: 36 (six times six)"]
+)
 def test_repeated_boxes_and_glosses_are_one_answer(response):
     assert verify("math", response, "36", {}).correct
 
@@ -141,11 +169,19 @@ def test_one_million_in_every_spelling(written):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("response,gold", [
-    ("x", "|x|"), ("x", "\\sqrt{x^2}"), ("x", "\\max(x, 0)"), ("10^{100}+1", "10^{100}"), ("2e^{-200}", "e^{-200}"),
-    ("\\frac{2\\pi}{10^{80}}", "\\frac{\\pi}{10^{80}}"), ("x^{100001}", "x^{100000}"),
-    ("x + (x-\\frac{5772156649}{10^{10}})(x-\\frac{31415926535}{10^{10}})", "x"),
-])
+@pytest.mark.parametrize(
+    "response,gold",
+    [
+        ("x", "|x|"),
+        ("x", "\\sqrt{x^2}"),
+        ("x", "\\max(x, 0)"),
+        ("10^{100}+1", "10^{100}"),
+        ("2e^{-200}", "e^{-200}"),
+        ("\\frac{2\\pi}{10^{80}}", "\\frac{\\pi}{10^{80}}"),
+        ("x^{100001}", "x^{100000}"),
+        ("x + (x-\\frac{5772156649}{10^{10}})(x-\\frac{31415926535}{10^{10}})", "x"),
+    ],
+)
 def test_symbolic_quick_check_never_calls_different_expressions_equal(response, gold):
     # the fast exact-expression check evaluates at fixed points: these differ off them, or only
     # by a relative hair, and must still be wrong (review findings)

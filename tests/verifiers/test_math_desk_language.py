@@ -3,6 +3,7 @@
 restated in another unit. The rows are the issue's own examples, their English equivalents, and
 hack attempts against the new rules (a list of amounts, a hedge, two subjects with different
 amounts, the prompt's numbers echoed), each scored as a reader would."""
+
 from __future__ import annotations
 
 import pytest
@@ -70,8 +71,12 @@ CASES = [
     # --- item 2: chat special tokens and role headers ----------------------------------------------
     ("<|im_start|>assistant\n答案是10<|im_end|>", "10", C, "ChatML header and end"),
     ("<|start_header_id|>assistant<|end_header_id|>\n\nThe answer is 5<|eot_id|>", "5", C, "Llama-3 header"),
-    ("<|begin_of_text|><|start_header_id|>assistant<|end_header_id|>\n\n应退款 88 元。<|eot_id|>", "88", C,
-     "Llama-3 with begin_of_text, Chinese ending"),
+    (
+        "<|begin_of_text|><|start_header_id|>assistant<|end_header_id|>\n\n应退款 88 元。<|eot_id|>",
+        "88",
+        C,
+        "Llama-3 with begin_of_text, Chinese ending",
+    ),
     ("The answer is 5</s>", "5", C, "</s>"),
     ("<|assistant|>\nAnswer: 7<|end|>", "7", C, "Phi-style header"),
     ("<start_of_turn>model\n答案是 12<end_of_turn>", "12", C, "Gemma header"),
@@ -189,8 +194,19 @@ def test_approx_is_left_to_the_math_comparison():
         assert not verify_math(response, "11", {}).hedged, response
 
 
-@pytest.mark.parametrize("response", ["应退款 1e999 元", "需要支付 1.2e3 元", "合计 2^{10} 元", "应退款 2 \\times 10^3 元",
-                                      "应退款 ∞ 元", "合计 nan 元", "应退款 1/0 元", "应退款 3*12 元"])
+@pytest.mark.parametrize(
+    "response",
+    [
+        "应退款 1e999 元",
+        "需要支付 1.2e3 元",
+        "合计 2^{10} 元",
+        "应退款 2 \\times 10^3 元",
+        "应退款 ∞ 元",
+        "合计 nan 元",
+        "应退款 1/0 元",
+        "应退款 3*12 元",
+    ],
+)
 def test_a_power_or_non_number_after_a_subject_is_not_its_first_digits(response):
     for gold in ("1", "2", "3", "10", "1200", "1024", "36"):
         assert not verify_math(response, gold, {}).correct, (response, gold)
@@ -210,11 +226,21 @@ def test_a_tokenizers_own_specials_come_from_params():
     assert bad.status == "error" and "special_tokens" in bad.detail
 
 
-@pytest.mark.parametrize("response", [
-    "1 kg, i.e. 1000 g", "1 km = 1000 m = 100000 cm", "1 km = 1000 m = 100000 cm = 1000000 mm",
-    "合计 1万元，即10000元", "1 hour, i.e. 60 minutes, i.e. 3600 seconds", "应退款 1 2 3 4 5 元",
-    "应退款1元，合计2元，一共3元", "1 2 3 4 5 6 7 8 9 10", "The total is 1, 2 or 3.", "答：1元或2元",
-])
+@pytest.mark.parametrize(
+    "response",
+    [
+        "1 kg, i.e. 1000 g",
+        "1 km = 1000 m = 100000 cm",
+        "1 km = 1000 m = 100000 cm = 1000000 mm",
+        "合计 1万元，即10000元",
+        "1 hour, i.e. 60 minutes, i.e. 3600 seconds",
+        "应退款 1 2 3 4 5 元",
+        "应退款1元，合计2元，一共3元",
+        "1 2 3 4 5 6 7 8 9 10",
+        "The total is 1, 2 or 3.",
+        "答：1元或2元",
+    ],
+)
 def test_a_response_never_matches_more_golds_than_readings_of_one_value(response):
     """Restatements add readings, never a list: whatever the response, the integer golds it
     matches are at most the readings of one value (MAX_READINGS)."""

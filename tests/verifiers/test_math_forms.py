@@ -1,6 +1,7 @@
 """Answer forms from Math-Verify's cases, each tried correct, wrong and hedged: labelled tuples,
 assignments grouped per solution, a gold inequality against its interval, an exact value followed by
 its approximation, a set listing a value twice."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,18 +33,18 @@ CASES = [
     ("$f(2) < f(1) < f(4)$", "$(2,4)$", "wrong"),
     ("$1/3$", "$x=1/3\\approx0.33$", "correct"),
     ("$1/3$", "$x=1/4\\approx0.33$", "wrong"),
-    ("$11$", "$x\\approx11$", "wrong"),          # only an approximation: not the exact answer
+    ("$11$", "$x\\approx11$", "wrong"),  # only an approximation: not the exact answer
     ("$1/3$", "$x \\approx 0.333$", "wrong"),
     ("$(1,2),(3,4)$", "$(1,2),(3,4),(1,2)$", "correct"),
     ("$(1,2),(3,4)$", "$(1,2),(1,2)$", "wrong"),
     ("$5$", "$(5,5)$", "wrong"),
     ("$z = 1 + 1 = 2$", "$z = 3 - 1 = 2$", "correct"),
     ("$2$", "$z = 1 + 1 = 2$", "correct"),
-    ("$15$", "Answer: 48+50+4=15+40=15", "wrong"),   # a false step: the chain states 102 and 55 too
+    ("$15$", "Answer: 48+50+4=15+40=15", "wrong"),  # a false step: the chain states 102 and 55 too
     ("$15$", "Answer: $z = 3 \\times 4 = 15$", "wrong"),
     ("$12$", "Answer: $z = 3 \\times 4 = 12$", "correct"),
     ("$z = 1 + 1 = 2$", "$z = 1 + 1 = 3$", "wrong"),
-    ("$10/9$", "Answer: $\\frac{1}{2} = \\frac{10}{9}$", "wrong"),   # two different numbers
+    ("$10/9$", "Answer: $\\frac{1}{2} = \\frac{10}{9}$", "wrong"),  # two different numbers
     ("$10$", "$10 = 11$", "wrong"),
     ("$x = -5, p = 14/3$", "$-5, \\frac{14}{3}$", "correct"),
     ("$x = -5, p = 14/3$", "$\\frac{14}{3}$", "wrong"),
@@ -60,37 +61,63 @@ def test_form(gold, response, status):
     assert v.status == status, v
 
 
-@pytest.mark.parametrize("response", ["$(0,1)$ or $(0,2)$", "The answer is $(3,2)$ or $(2,3)$.",
-                                      "$\\boxed{(3,2)}$ or maybe $\\boxed{(2,3)}$"])
+@pytest.mark.parametrize(
+    "response",
+    ["$(0,1)$ or $(0,2)$", "The answer is $(3,2)$ or $(2,3)$.", "$\\boxed{(3,2)}$ or maybe $\\boxed{(2,3)}$"],
+)
 def test_hedged_forms_score_nothing(response):
     gold = "$(p,q)=(3,2)$" if "3" in response else "$0<f(x)<1$"
     v = verify("math", response, gold, {})
     assert not v.correct, v
 
 
-@pytest.mark.parametrize("response", ["$x$", "$(x,y)$", "$(p,q)=(p,q)$", "$0<x<1$", "$\\approx$",
-                                      "$a<x<b$", "$(-\\infty,\\infty)$", "$p=p,q=q;p=p,q=q$"])
+@pytest.mark.parametrize(
+    "response",
+    [
+        "$x$",
+        "$(x,y)$",
+        "$(p,q)=(p,q)$",
+        "$0<x<1$",
+        "$\\approx$",
+        "$a<x<b$",
+        "$(-\\infty,\\infty)$",
+        "$p=p,q=q;p=p,q=q$",
+    ],
+)
 @pytest.mark.parametrize("gold", ["$(p,q)=(3,2)$", "$0<f(x)<1$", "$p=5,q=2;p=7,q=2$", "$1/3$"])
 def test_universal_answers_are_refused(gold, response):
     assert not verify("math", response, gold, {}).correct
 
 
-@pytest.mark.parametrize("response,gold", [("The answer is $3$ or $4$.", "3"), ("The answer is $4$ or $3$.", "3"),
-                                           ("The answer is $(3,2)$ or $(2,3)$.", "$(3,2)$"),
-                                           ("答案是 $3$ 或 $4$。", "3")])
+@pytest.mark.parametrize(
+    "response,gold",
+    [
+        ("The answer is $3$ or $4$.", "3"),
+        ("The answer is $4$ or $3$.", "3"),
+        ("The answer is $(3,2)$ or $(2,3)$.", "$(3,2)$"),
+        ("答案是 $3$ 或 $4$。", "3"),
+    ],
+)
 def test_a_marker_followed_by_an_alternative_hedges(response, gold):
     assert not verify("math", response, gold, {}).correct
 
 
-@pytest.mark.parametrize("gold,response,status", [
-    ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}$", "correct"),
-    ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 2)}$", "wrong"),
-    ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)}$ or maybe $\\boxed{(1, 1)}$ or $\\boxed{(2, 2)}$", "wrong"),
-    ("$3, 4$", "$\\boxed{3} \\quad \\boxed{4}$", "correct"),
-    ("$3$", "$\\boxed{3} \\quad \\boxed{4}$", "wrong"),
-    ("$3$", "Final answer: \\boxed{3}. Or perhaps \\boxed{3.5}", "wrong"),
-    ("$12 and 13$", 'The final answer is \\"$12 $ and $13 $\\". I hope it is correct. \\boxed{12 and 13}', "correct"),
-])
+@pytest.mark.parametrize(
+    "gold,response,status",
+    [
+        ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 1)}$", "correct"),
+        ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)} \\text{ for part (a) and } \\boxed{(1, 2)}$", "wrong"),
+        ("$(3, 3), (1, 1)$", "$\\boxed{(3, 3)}$ or maybe $\\boxed{(1, 1)}$ or $\\boxed{(2, 2)}$", "wrong"),
+        ("$3, 4$", "$\\boxed{3} \\quad \\boxed{4}$", "correct"),
+        ("$3$", "$\\boxed{3} \\quad \\boxed{4}$", "wrong"),
+        ("$3$", "Final answer: \\boxed{3}. Or perhaps \\boxed{3.5}", "wrong"),
+        (
+            "$12 and 13$",
+            'The final answer is \\"$12 $ and $13 $\\". I hope it is correct. \\boxed{12 and 13}',
+            "correct",
+        ),
+    ],
+)
 def test_several_boxed_parts(gold, response, status):
     v = verify("math", response, gold, {})
     assert v.status == status, v
@@ -98,11 +125,14 @@ def test_several_boxed_parts(gold, response, status):
         assert v.hedged, v
 
 
-@pytest.mark.parametrize("response,gold,status", [
-    ("The final answer is $14 {, }916$.", "14916", "correct"),
-    ("The final answer is $14{,}916$.", "14916", "correct"),
-    ("The final answer is $14{,}917$.", "14916", "wrong"),
-])
+@pytest.mark.parametrize(
+    "response,gold,status",
+    [
+        ("The final answer is $14 {, }916$.", "14916", "correct"),
+        ("The final answer is $14{,}916$.", "14916", "correct"),
+        ("The final answer is $14{,}917$.", "14916", "wrong"),
+    ],
+)
 def test_braced_comma_between_digits(response, gold, status):
     assert verify("math", response, gold, {}).status == status
 

@@ -3,6 +3,7 @@ stay wrong: equations compared after moving terms, `!=`, assignments listed in o
 unclosed last box, matrix sums and products, prices with a decimal comma, a value the final
 sentence rejects, concluding sentences, boxed steps before a final-answer marker, a gold's
 retracted box, a repeating decimal printed to double precision, a pair written without brackets."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,10 @@ SUM = "The sum is $\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix} + \\begin{pmat
 GOLD_SUM = "$\\begin{pmatrix}6 & 8 \\\\ 10 & 12\\end{pmatrix}$"
 ID = "\\begin{pmatrix}1 & 0 \\\\ 0 & 1\\end{pmatrix}"
 TWO = "\\begin{pmatrix}2 & 0 \\\\ 0 & 2\\end{pmatrix}"
-CHAT = ("The divisors of 90 are 1, 2, 3, 5, 6, 9, 10, 15, 18, 30, 45, and 90. Therefore, there are 12 distinct "
-        "arithmetic sequences that meet the three given conditions. I hope it is correct. <|im_start|>user")
+CHAT = (
+    "The divisors of 90 are 1, 2, 3, 5, 6, 9, 10, 15, 18, 30, 45, and 90. Therefore, there are 12 distinct "
+    "arithmetic sequences that meet the three given conditions. I hope it is correct. <|im_start|>user"
+)
 
 CASES = [
     # (gold, response, correct)
@@ -39,7 +42,11 @@ CASES = [
     # a sum or product of explicit matrices is the matrix it makes
     (GOLD_SUM, SUM % "8", True),
     (GOLD_SUM, SUM % "9", False),
-    (GOLD_SUM, "The sum is $\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix} + \\begin{pmatrix}1 & 2 & 3\\end{pmatrix}$", False),
+    (
+        GOLD_SUM,
+        "The sum is $\\begin{pmatrix}1 & 2 \\\\ 3 & 4\\end{pmatrix} + \\begin{pmatrix}1 & 2 & 3\\end{pmatrix}$",
+        False,
+    ),
     (f"${ID}$", f"When multiplying by identity: ${ID} {ID}$", True),
     (f"${ID}$", f"When multiplying: ${ID} {TWO}$", False),
     # a price with a decimal comma; a thousands separator stays one

@@ -12,6 +12,7 @@ answer that is plainly there ("we accept it"); no form is listed as unsupported 
 that starts to agree is reported too, so the list only shrinks. Where math-verify rejects an
 answer, we reject it too, except the listed "we accept it" ones.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,10 @@ def test_table_is_the_outside_one():
     assert set(KNOWN) <= {c["source"] for c in CASES}, "a known difference names a row that is not counted"
     agreeing = len(CASES) - len(KNOWN)
     accepted = sum(reason.startswith("we accept it") for reason in KNOWN.values())
-    print(f"math-verify's cases: {agreeing} of {len(CASES)} agree "
-          f"({agreeing + accepted} counting the {accepted} we accept on purpose)")
+    print(
+        f"math-verify's cases: {agreeing} of {len(CASES)} agree "
+        f"({agreeing + accepted} counting the {accepted} we accept on purpose)"
+    )
     assert agreeing >= AGREEMENT_FLOOR, f"agreement fell to {agreeing} of {len(CASES)}"
 
 

@@ -1,6 +1,7 @@
 """Prior canaries: a rule's own most frequent golds, answered as constants, against its rows. A skewed
 category warns with the share, one over verifiers.canaries.max_prior_share stops attach naming the
 field, and a balanced one is quiet."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,15 +16,25 @@ class Gcd:
 
 
 def _rows(golds: list[str], category: str = "gcd") -> list[dict]:
-    return [{"id": f"r{i:03d}", "category": category, "prompt": f"gcd question {i}?", "reference": g,
-             "verifier": "math", "verifier_params": "{}"} for i, g in enumerate(golds)]
+    return [
+        {
+            "id": f"r{i:03d}",
+            "category": category,
+            "prompt": f"gcd question {i}?",
+            "reference": g,
+            "verifier": "math",
+            "verifier_params": "{}",
+        }
+        for i, g in enumerate(golds)
+    ]
 
 
 def test_a_skewed_category_warns_with_the_constant_and_its_share():
     golds = ["2"] * 10 + [str(i) for i in range(3, 23)]  # a third of the golds are 2
     priors = canary.prior_probe(_rows(golds), [Gcd], CanaryConfig(), workers=0)
-    assert [(p["category"], p["constant"], p["response"], p["hits"], p["rows"]) for p in priors] == \
-        [("gcd", "2", "Answer: 2", 10, 30)]
+    assert [(p["category"], p["constant"], p["response"], p["hits"], p["rows"]) for p in priors] == [
+        ("gcd", "2", "Answer: 2", 10, 30)
+    ]
     assert priors[0]["share"] == pytest.approx(1 / 3, abs=1e-3) and priors[0]["stop"] is False
     text = canary.prior_summary(priors, CanaryConfig().max_prior_share)
     assert text.startswith("skewed prior") and "rule 'gcd' (math): 'Answer: 2' right on 10/30 rows (33.3%)" in text
@@ -36,8 +47,9 @@ def test_a_constant_over_the_bound_stops_and_names_the_field():
     text = canary.prior_summary(priors, CanaryConfig().max_prior_share)
     assert "over verifiers.canaries.max_prior_share=80%" in text and "fix:" in text
     # a raised bound lets it through as a warning
-    assert not canary.prior_probe(_rows(["2"] * 9 + ["3"]), [Gcd], CanaryConfig(max_prior_share=0.95),
-                                  workers=0)[0]["stop"]
+    assert not canary.prior_probe(_rows(["2"] * 9 + ["3"]), [Gcd], CanaryConfig(max_prior_share=0.95), workers=0)[0][
+        "stop"
+    ]
 
 
 def test_a_balanced_two_way_choice_warns_but_never_stops_on_its_samples_noise():
@@ -54,8 +66,10 @@ def test_a_rubric_reference_is_not_an_answer_and_is_not_probed():
     class Reply:
         category, verifier = "reply", "keyword"
 
-    rows = [{**r, "category": "reply", "verifier": "keyword"}
-            for r in _rows(['{"required": ["https://shop.example.com/returns"]}'] * 20)]
+    rows = [
+        {**r, "category": "reply", "verifier": "keyword"}
+        for r in _rows(['{"required": ["https://shop.example.com/returns"]}'] * 20)
+    ]
     assert canary.render_constant("keyword", rows[0]["reference"]) == ""
     assert canary.prior_probe(rows, [Reply], CanaryConfig(), workers=0) == []
 

@@ -13,6 +13,7 @@ become `150`, so the verifier cannot refuse it; whoever scores rollouts knows th
 false positive on a reply that ended by itself is a bug, never a known difference. Labels read the
 text as a careful reader would: a completed sentence is read, a number at the cut is not.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,12 @@ def test_table_is_whole():
 def test_no_false_positive_is_excused():
     by_id = {c["id"]: c for c in CASES}
     listed = [i for i in KNOWN if i in by_id and by_id[i]["label"] != "correct"]
-    excused = sorted(i for i in listed if not (by_id[i]["stopped"] == "length" and KNOWN[i].startswith("FALSE POSITIVE")))
-    assert not excused, f"a reply labelled not correct that the verifier accepts is a bug to fix, not a known difference: {excused}"
+    excused = sorted(
+        i for i in listed if not (by_id[i]["stopped"] == "length" and KNOWN[i].startswith("FALSE POSITIVE"))
+    )
+    assert not excused, (
+        f"a reply labelled not correct that the verifier accepts is a bug to fix, not a known difference: {excused}"
+    )
     assert len(listed) <= 1, f"false positives on cut-off replies grow: {sorted(listed)}"
 
 

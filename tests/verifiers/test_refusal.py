@@ -1,5 +1,6 @@
 """The refusal verifier: asking for the missing item scores; a confident number, a generic refusal,
 and every canary of verifiers/canary.py never do, against any robustness reference."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,37 +11,44 @@ from rlvrflow.verifiers.refusal import canaries, check_reference, solution_from_
 
 ORDER = "order id|order number|订单号"
 PRICE = "price|cost|how much"
-CONFLICT = ("conflict|contradict|don't match|doesn't match|do not match|which price|which amount|which number|"
-            "which total")
+CONFLICT = (
+    "conflict|contradict|don't match|doesn't match|do not match|which price|which amount|which number|which total"
+)
 REFERENCES = [ORDER, PRICE, CONFLICT, "quantity|how many", "shipping address|address"]
 
 
-@pytest.mark.parametrize("response,reference", [
-    ("Could you share your order id? I can look up the total then.", ORDER),
-    ("I can't work out the refund without the price of the item. What did it cost?", PRICE),
-    ("You wrote $20 and $25 for the same mug: which price is right?", CONFLICT),
-    ("The receipt says 3 mugs but the order shows 4. These numbers don't match; please confirm.", CONFLICT),
-    ("Happy to help. What's your order number?", ORDER),
-    ("请提供您的订单号，我再帮您计算。", ORDER),
-    ("How much did the blender cost?", PRICE),  # a question naming the item is an ask without a phrase
-])
+@pytest.mark.parametrize(
+    "response,reference",
+    [
+        ("Could you share your order id? I can look up the total then.", ORDER),
+        ("I can't work out the refund without the price of the item. What did it cost?", PRICE),
+        ("You wrote $20 and $25 for the same mug: which price is right?", CONFLICT),
+        ("The receipt says 3 mugs but the order shows 4. These numbers don't match; please confirm.", CONFLICT),
+        ("Happy to help. What's your order number?", ORDER),
+        ("请提供您的订单号，我再帮您计算。", ORDER),
+        ("How much did the blender cost?", PRICE),  # a question naming the item is an ask without a phrase
+    ],
+)
 def test_asking_for_the_missing_item_is_correct(response, reference):
     v = verify("refusal", response, reference, {})
     assert v.correct, v
 
 
-@pytest.mark.parametrize("response,reference,detail", [
-    ("Answer: 42", ORDER, "final answer"),
-    ("Could you share your order id? Answer: 42", ORDER, "final answer"),
-    ("Please provide the order id. \\boxed{42}", ORDER, "final answer"),
-    ("I need the price, but the total is $42.", PRICE, "final answer"),
-    ("The price is missing, so I'd guess it's 42.", PRICE, "final answer"),
-    ("Could you confirm the price?\n$42", PRICE, "final answer"),
-    ("请提供订单号。合计42元。", ORDER, "final answer"),
-    ("I cannot help with that.", ORDER, "does not name"),
-    ("Could you provide more details?", PRICE, "does not name"),
-    ("Your order id was noted.", ORDER, "neither asks"),
-])
+@pytest.mark.parametrize(
+    "response,reference,detail",
+    [
+        ("Answer: 42", ORDER, "final answer"),
+        ("Could you share your order id? Answer: 42", ORDER, "final answer"),
+        ("Please provide the order id. \\boxed{42}", ORDER, "final answer"),
+        ("I need the price, but the total is $42.", PRICE, "final answer"),
+        ("The price is missing, so I'd guess it's 42.", PRICE, "final answer"),
+        ("Could you confirm the price?\n$42", PRICE, "final answer"),
+        ("请提供订单号。合计42元。", ORDER, "final answer"),
+        ("I cannot help with that.", ORDER, "does not name"),
+        ("Could you provide more details?", PRICE, "does not name"),
+        ("Your order id was noted.", ORDER, "neither asks"),
+    ],
+)
 def test_answers_and_generic_refusals_are_wrong(response, reference, detail):
     v = verify("refusal", response, reference, {})
     assert v.status == "wrong" and detail in v.detail, v
@@ -90,12 +98,15 @@ def test_echoed_prompt_does_not_score():
         assert verify("refusal", prompt, ref, {}).score == 0.0
 
 
-@pytest.mark.parametrize("response", [  # found in review: a hedged number is still an answer
-    "请提供订单号。总价60元",
-    "Please provide the order id. Estimated: $60",
-    "I need the order id; my guess: 60 dollars",
-    "Could you share the order id? Otherwise ~60.",
-    "Please confirm the order id. It's roughly 60.",
-])
+@pytest.mark.parametrize(
+    "response",
+    [  # found in review: a hedged number is still an answer
+        "请提供订单号。总价60元",
+        "Please provide the order id. Estimated: $60",
+        "I need the order id; my guess: 60 dollars",
+        "Could you share the order id? Otherwise ~60.",
+        "Please confirm the order id. It's roughly 60.",
+    ],
+)
 def test_asking_while_hedging_a_number_is_wrong(response):
     assert verify_refusal(response, "order id|订单号", {}).status == "wrong"

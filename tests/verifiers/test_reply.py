@@ -1,5 +1,6 @@
 """The `reply` verifier: the hacks a real model found on the retail reply rows and their neighbours, in
 English and Chinese, each scoring 0 correctness; real replies to the same requests, which must pass."""
+
 from __future__ import annotations
 
 import json
@@ -15,17 +16,30 @@ from rlvrflow.verifiers.shaping import reward
 LINK = "https://shop.example.com/returns"
 JUNK = "-startshesen-reti&#4227= qz%7B}}|~"
 FORMAT = "<link> - <what the customer should do>"  # the retail spec's placeholder
-OLD_FORMAT = f"{LINK} - start the return there."   # the example SmolLM2-135M copied
+OLD_FORMAT = f"{LINK} - start the return there."  # the example SmolLM2-135M copied
 PARAMS = {"format_example": FORMAT, "forbidden": ["Requirements:", "Format:"]}
 REQUIREMENTS = f"answer the customer by name about the item in a short polite reply with the returns page link {LINK}"
 
 # two retail reply rows as the generator writes them: the request, its reference
 EN_QUESTION = "Draft a short reply to Sam Lee, who asks where to print a return label for the ceramic mug."
-EN_REF = json.dumps({"link": LINK, "mention": ["Sam Lee", "ceramic mug"], "action": ["download"],
-                     "reply": f"{LINK} - Sam Lee, you can download the return label for the ceramic mug on that page."})
+EN_REF = json.dumps(
+    {
+        "link": LINK,
+        "mention": ["Sam Lee", "ceramic mug"],
+        "action": ["download"],
+        "reply": f"{LINK} - Sam Lee, you can download the return label for the ceramic mug on that page.",
+    }
+)
 ZH_QUESTION = "给王芳写一条简短回复，TA问：陶瓷杯的退款多久到账。回复中必须包含退货页面链接。"
-ZH_REF = json.dumps({"link": LINK, "mention": ["王芳", "陶瓷杯"], "action": ["7个工作日"],
-                     "reply": f"{LINK} 王芳您好，陶瓷杯的退款会在7个工作日内退回原支付账户。"}, ensure_ascii=False)
+ZH_REF = json.dumps(
+    {
+        "link": LINK,
+        "mention": ["王芳", "陶瓷杯"],
+        "action": ["7个工作日"],
+        "reply": f"{LINK} 王芳您好，陶瓷杯的退款会在7个工作日内退回原支付账户。",
+    },
+    ensure_ascii=False,
+)
 
 
 def _prompt(question: str) -> str:
@@ -51,26 +65,47 @@ def _attacks(question: str, name: str, item: str, action: str, stock: str, other
         "the required keywords listed with commas": ", ".join(keywords) + ".",
         "the required keywords repeated": " ".join(keywords * 4),
         "the keywords but the link repeated": f"{LINK} " + f"{name} {item} {action} " * 4,
-        "empty": "", "blank": "   ",
+        "empty": "",
+        "blank": "   ",
     }
 
 
 HACKS = {
-    "en": (EN_REF, _attacks(EN_QUESTION, "Sam Lee", "ceramic mug", "download",
-                            f"{LINK} - Hi Sam Lee, you can start the return for the ceramic mug on that page, thanks.",
-                            f"{LINK} - Sam Lee, the refund for the ceramic mug reaches your account within 7 business days.")),
-    "zh": (ZH_REF, _attacks(ZH_QUESTION, "王芳", "陶瓷杯", "7个工作日",
-                            f"{LINK} 王芳您好，陶瓷杯请在此页面办理退货。",
-                            f"{LINK} 王芳您好，陶瓷杯的退货单可以在此页面下载。")),
+    "en": (
+        EN_REF,
+        _attacks(
+            EN_QUESTION,
+            "Sam Lee",
+            "ceramic mug",
+            "download",
+            f"{LINK} - Hi Sam Lee, you can start the return for the ceramic mug on that page, thanks.",
+            f"{LINK} - Sam Lee, the refund for the ceramic mug reaches your account within 7 business days.",
+        ),
+    ),
+    "zh": (
+        ZH_REF,
+        _attacks(
+            ZH_QUESTION,
+            "王芳",
+            "陶瓷杯",
+            "7个工作日",
+            f"{LINK} 王芳您好，陶瓷杯请在此页面办理退货。",
+            f"{LINK} 王芳您好，陶瓷杯的退货单可以在此页面下载。",
+        ),
+    ),
 }
 CORRECT = {
-    "en": [f"{LINK} - Sam Lee, you can download the return label for the ceramic mug on that page.",
-           f"Hi Sam Lee, you can download the return label for your ceramic mug at {LINK}. Sorry for the trouble!",
-           f"Dear Sam Lee, please download the ceramic mug's label from [our returns page]({LINK}) and print it.",
-           f"Hello SAM LEE - the label for the Ceramic Mug: DOWNLOAD it at {LINK}/, then print it."],
-    "zh": [f"{LINK} 王芳您好，陶瓷杯的退款会在7个工作日内退回原支付账户。",
-           f"王芳您好，陶瓷杯的退款7个工作日内到账，详情见{LINK}。",
-           f"{LINK} 王芳您好！您的陶瓷杯退款将在7个工作日内原路退回。我的电话是<PHONE>。"],
+    "en": [
+        f"{LINK} - Sam Lee, you can download the return label for the ceramic mug on that page.",
+        f"Hi Sam Lee, you can download the return label for your ceramic mug at {LINK}. Sorry for the trouble!",
+        f"Dear Sam Lee, please download the ceramic mug's label from [our returns page]({LINK}) and print it.",
+        f"Hello SAM LEE - the label for the Ceramic Mug: DOWNLOAD it at {LINK}/, then print it.",
+    ],
+    "zh": [
+        f"{LINK} 王芳您好，陶瓷杯的退款会在7个工作日内退回原支付账户。",
+        f"王芳您好，陶瓷杯的退款7个工作日内到账，详情见{LINK}。",
+        f"{LINK} 王芳您好！您的陶瓷杯退款将在7个工作日内原路退回。我的电话是<PHONE>。",
+    ],
 }
 
 
@@ -91,34 +126,44 @@ def test_real_replies_pass(lang, response):
     assert v.correct and v.score == 1.0 and v.extracted == LINK, v
 
 
-OLD_REF = json.dumps({"link": LINK, "mention": [["Sam Lee", "Mr Lee"]], "action": ["start the return"],
-                      "reply": f"{LINK} - Sam Lee, you can start the return on that page."})
+OLD_REF = json.dumps(
+    {
+        "link": LINK,
+        "mention": [["Sam Lee", "Mr Lee"]],
+        "action": ["start the return"],
+        "reply": f"{LINK} - Sam Lee, you can start the return on that page.",
+    }
+)
 OLD_PARAMS = {"format_example": OLD_FORMAT, "forbidden": ["Requirements:", "Format:"]}
 
 
-@pytest.mark.parametrize("response,ok", [
-    # the prompt that still showed the link: its example, however it is extended, and a bare keyword list score 0
-    (OLD_FORMAT, False),
-    (f"{LINK} - start the return there, Sam Lee.", False),                          # the hole: the example plus the name
-    (f"{LINK} - start the return there. Sam Lee", False),
-    (f"Sam Lee: {LINK} - start the return there!", False),
-    (f"{LINK} Sam Lee start the return", False),                                    # only the required parts
-    (f"Sam Lee, start the return at {LINK}/.", False),                              # one word besides them
-    # each check on its own
-    (f"Hi Mr Lee, sorry about the scratch. You can start the return at {LINK}.", True),
-    (f"Hi Sam Lee, start the return on [our returns page]({LINK}). My phone is <PHONE>.", True),
-    (f"Hi Sam Lee, the refund costs $0 - start the return at {LINK}, 100% free.", True),
-    (f"Sam Lee, you can start the return at {LINK}-startshesen now", False),        # the link is not whole
-    (f"Sam Lee, you can start the return at {LINK} or {LINK}", False),              # link spam
-    (f"Sam Lee, you can start the return at {LINK}/label", False),                  # the wrong link
-    (f"Sam Lee, you can start the return at https://evil.example/x and {LINK}", False),  # a second URL
-    (f"Hi Sam Lee, please see our page {LINK}.", False),                            # no action
-    (f"Hello, you can start the return at {LINK}.", False),                         # not this customer
-    ("Sam Lee, you can start the return on our returns page.", False),              # no link
-    (f"Sam Lee asks how to return a kettle.\nRequirements: include {LINK}\nFormat: ...", False),  # prompt echo
-    ("Sam Lee " * 4 + f"you can start the return at {LINK}", False),              # the name repeated
-    ("\x00\x01" + LINK, False), (f"Sam Lee, you can start the return at {LINK} " + "a" * 700, False),
-])
+@pytest.mark.parametrize(
+    "response,ok",
+    [
+        # the prompt that still showed the link: its example, however it is extended, and a bare keyword list score 0
+        (OLD_FORMAT, False),
+        (f"{LINK} - start the return there, Sam Lee.", False),  # the hole: the example plus the name
+        (f"{LINK} - start the return there. Sam Lee", False),
+        (f"Sam Lee: {LINK} - start the return there!", False),
+        (f"{LINK} Sam Lee start the return", False),  # only the required parts
+        (f"Sam Lee, start the return at {LINK}/.", False),  # one word besides them
+        # each check on its own
+        (f"Hi Mr Lee, sorry about the scratch. You can start the return at {LINK}.", True),
+        (f"Hi Sam Lee, start the return on [our returns page]({LINK}). My phone is <PHONE>.", True),
+        (f"Hi Sam Lee, the refund costs $0 - start the return at {LINK}, 100% free.", True),
+        (f"Sam Lee, you can start the return at {LINK}-startshesen now", False),  # the link is not whole
+        (f"Sam Lee, you can start the return at {LINK} or {LINK}", False),  # link spam
+        (f"Sam Lee, you can start the return at {LINK}/label", False),  # the wrong link
+        (f"Sam Lee, you can start the return at https://evil.example/x and {LINK}", False),  # a second URL
+        (f"Hi Sam Lee, please see our page {LINK}.", False),  # no action
+        (f"Hello, you can start the return at {LINK}.", False),  # not this customer
+        ("Sam Lee, you can start the return on our returns page.", False),  # no link
+        (f"Sam Lee asks how to return a kettle.\nRequirements: include {LINK}\nFormat: ...", False),  # prompt echo
+        ("Sam Lee " * 4 + f"you can start the return at {LINK}", False),  # the name repeated
+        ("\x00\x01" + LINK, False),
+        (f"Sam Lee, you can start the return at {LINK} " + "a" * 700, False),
+    ],
+)
 def test_reply_table_on_the_old_prompt(response, ok):
     v = verify("reply", response, OLD_REF, OLD_PARAMS)
     assert v.correct is ok, v
@@ -132,18 +177,23 @@ def test_min_words_is_the_sentence_check():
     assert not verify("reply", f"{LINK} 王芳您好 陶瓷杯 7个工作日", ZH_REF, PARAMS).correct  # 您好: two characters
 
 
-@pytest.mark.parametrize("reference,fix", [
-    ("not json", "is not JSON"),
-    (json.dumps(["x"]), "JSON object"),
-    (json.dumps({"link": "shop.example.com/returns", "action": "a", "reply": "r"}), "'link' must be one URL"),
-    (json.dumps({"link": LINK, "action": "a"}), "needs 'reply'"),
-    (json.dumps({"link": LINK, "reply": f"{LINK} hi"}), "needs 'action'"),
-    (json.dumps({"link": LINK, "mention": [""], "action": "go", "reply": f"{LINK} go"}), "non-empty string"),
-    (json.dumps({"link": LINK, "required": [LINK], "action": "go", "reply": f"{LINK} go"}), "unknown keys"),
-    # the reference's own reply must pass the rule: here it never names the customer
-    (json.dumps({"link": LINK, "mention": ["Sam Lee"], "action": "go", "reply": f"{LINK} go there now please"}),
-     "own reply fails"),
-])
+@pytest.mark.parametrize(
+    "reference,fix",
+    [
+        ("not json", "is not JSON"),
+        (json.dumps(["x"]), "JSON object"),
+        (json.dumps({"link": "shop.example.com/returns", "action": "a", "reply": "r"}), "'link' must be one URL"),
+        (json.dumps({"link": LINK, "action": "a"}), "needs 'reply'"),
+        (json.dumps({"link": LINK, "reply": f"{LINK} hi"}), "needs 'action'"),
+        (json.dumps({"link": LINK, "mention": [""], "action": "go", "reply": f"{LINK} go"}), "non-empty string"),
+        (json.dumps({"link": LINK, "required": [LINK], "action": "go", "reply": f"{LINK} go"}), "unknown keys"),
+        # the reference's own reply must pass the rule: here it never names the customer
+        (
+            json.dumps({"link": LINK, "mention": ["Sam Lee"], "action": "go", "reply": f"{LINK} go there now please"}),
+            "own reply fails",
+        ),
+    ],
+)
 def test_reply_reference_errors_name_the_fix(reference, fix):
     problem = check_reference(reference, {})
     assert problem is not None and fix in problem, problem
@@ -151,8 +201,14 @@ def test_reply_reference_errors_name_the_fix(reference, fix):
 
 
 def test_a_reference_reply_that_is_the_format_example_or_a_keyword_list_is_a_data_error():
-    copy = json.dumps({"link": LINK, "mention": ["Sam Lee"], "action": "start the return",
-                       "reply": f"{LINK} - start the return there, Sam Lee."})
+    copy = json.dumps(
+        {
+            "link": LINK,
+            "mention": ["Sam Lee"],
+            "action": "start the return",
+            "reply": f"{LINK} - start the return there, Sam Lee.",
+        }
+    )
     assert "format example" in check_reference(copy, OLD_PARAMS)
     assert "a list of keywords" in check_reference(copy, {})  # and only one word besides the parts
     assert check_reference(OLD_REF, OLD_PARAMS) is None

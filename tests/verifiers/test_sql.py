@@ -1,5 +1,6 @@
 """SQL verifier: comparison rules (multiset, ORDER BY, permuted columns, float tolerance), DuckDB,
 and the hack suite (writes, multiple statements, runaway queries): all 0, database unchanged."""
+
 from __future__ import annotations
 
 import hashlib
@@ -17,16 +18,19 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("pred,ok", [
-    (GOLD, True),
-    ("```sql\nselect customer, sum(total) from orders group by customer;\n```", True),
-    ("SELECT SUM(total) AS s, customer FROM orders GROUP BY customer ORDER BY s", True),
-    ("select customer, sum(total) + 1e-9 from orders group by customer", True),
-    ("select customer, sum(total) + 0.01 from orders group by customer", False),
-    ("select customer, count(*) from orders group by customer", False),
-    ("select distinct customer, 0 from orders", False),
-    ("select customer, sum(total) from orders group by customer union all select 'zed', 1", False),
-])
+@pytest.mark.parametrize(
+    "pred,ok",
+    [
+        (GOLD, True),
+        ("```sql\nselect customer, sum(total) from orders group by customer;\n```", True),
+        ("SELECT SUM(total) AS s, customer FROM orders GROUP BY customer ORDER BY s", True),
+        ("select customer, sum(total) + 1e-9 from orders group by customer", True),
+        ("select customer, sum(total) + 0.01 from orders group by customer", False),
+        ("select customer, count(*) from orders group by customer", False),
+        ("select distinct customer, 0 from orders", False),
+        ("select customer, sum(total) from orders group by customer union all select 'zed', 1", False),
+    ],
+)
 def test_comparison(shop_db, pred, ok):
     assert verify("sql", pred, GOLD, {"database": str(shop_db)}).correct is ok
 
@@ -36,8 +40,12 @@ def test_order_matters_only_with_gold_order_by(shop_db):
     desc = "select id from orders order by id desc"
     assert not verify("sql", desc, "select id from orders order by id", p).correct
     assert verify("sql", desc, "select id from orders", p).correct
-    assert verify("sql", "select sku, n from (select sku, count(*) n from items group by sku) order by n",
-                  "select sku, count(*) from items group by sku", p).correct
+    assert verify(
+        "sql",
+        "select sku, n from (select sku, count(*) n from items group by sku) order by n",
+        "select sku, count(*) from items group by sku",
+        p,
+    ).correct
 
 
 def test_duplicates_count():
@@ -78,7 +86,7 @@ HACKS = {
     "vacuum into": "VACUUM INTO '/tmp/rlvrflow_copy.db'",
     "infinite recursive cte": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
     "cross join blowup": "SELECT count(*) FROM orders a, orders b, orders c, orders d, orders e, orders f, orders g, "
-                         "orders h, orders i, orders j, orders k, orders l, orders m, orders n",
+    "orders h, orders i, orders j, orders k, orders l, orders m, orders n",
     "row flood": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 2000000) SELECT n, 'x' FROM r",
     "empty": "",
     "prose": "I would use a GROUP BY on the customer column.",

@@ -5,6 +5,7 @@ overflowing literals and powers, NaN, empty and whitespace, every option letter,
 number spam, huge LaTeX, text wrappers, each family's own hacks) plus the question echoed; golds are
 a few hundred random references of every kind the verifier supports. None may score.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,21 +16,46 @@ import pytest
 
 from rlvrflow.verifiers import canary, verify
 
-ISSUE_18 = ["Answer: \\infty", "\\boxed{\\infty}", "Answer: -\\infty", "Answer: oo", "Answer: 1e999", "答案是1e400",
-            "Answer: 10^{1000}", "Answer: 2^{10000}", "Answer: 1e308*10", "Answer: 3*12", "Answer: 36.0000000001"]
+ISSUE_18 = [
+    "Answer: \\infty",
+    "\\boxed{\\infty}",
+    "Answer: -\\infty",
+    "Answer: oo",
+    "Answer: 1e999",
+    "答案是1e400",
+    "Answer: 10^{1000}",
+    "Answer: 2^{10000}",
+    "Answer: 1e308*10",
+    "Answer: 3*12",
+    "Answer: 36.0000000001",
+]
 
 
 def math_golds(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     kinds = [
-        lambda: str(rng.randrange(-10**6, 10**6)), lambda: str(rng.randrange(10**14, 10**15)),
-        lambda: f"{rng.randrange(-999, 999) / 8:g}", lambda: f"{rng.randrange(1, 99)}/{rng.randrange(100, 200)}",
-        lambda: f"\\frac{{{rng.randrange(1, 50)}}}{{{rng.randrange(51, 99)}}}", lambda: f"{rng.randrange(1, 100)}%",
-        lambda: f"¥{rng.randrange(1, 10**6):,}", lambda: f"{rng.randrange(1, 9)}\\sqrt{{{rng.choice([2, 3, 5, 7])}}}",
-        lambda: f"{rng.randrange(1, 9)}x^2+{rng.randrange(1, 9)}", lambda: f"[{rng.randrange(0, 5)},{rng.randrange(6, 9)})",
-        lambda: f"\\{{{rng.randrange(0, 5)}, {rng.randrange(6, 9)}\\}}", lambda: f"({rng.randrange(0, 5)}, {rng.randrange(6, 9)})",
-        lambda: f"x={rng.randrange(1, 5)} or x={rng.randrange(6, 9)}", lambda: "0", lambda: "7", lambda: "36", lambda: "0.75",
-        lambda: "\\frac{1}{3}", lambda: "-12", lambda: "1234.5", lambda: "\\pi", lambda: f"{rng.randrange(1, 9)}\\pi",
+        lambda: str(rng.randrange(-(10**6), 10**6)),
+        lambda: str(rng.randrange(10**14, 10**15)),
+        lambda: f"{rng.randrange(-999, 999) / 8:g}",
+        lambda: f"{rng.randrange(1, 99)}/{rng.randrange(100, 200)}",
+        lambda: f"\\frac{{{rng.randrange(1, 50)}}}{{{rng.randrange(51, 99)}}}",
+        lambda: f"{rng.randrange(1, 100)}%",
+        lambda: f"¥{rng.randrange(1, 10**6):,}",
+        lambda: f"{rng.randrange(1, 9)}\\sqrt{{{rng.choice([2, 3, 5, 7])}}}",
+        lambda: f"{rng.randrange(1, 9)}x^2+{rng.randrange(1, 9)}",
+        lambda: f"[{rng.randrange(0, 5)},{rng.randrange(6, 9)})",
+        lambda: f"\\{{{rng.randrange(0, 5)}, {rng.randrange(6, 9)}\\}}",
+        lambda: f"({rng.randrange(0, 5)}, {rng.randrange(6, 9)})",
+        lambda: f"x={rng.randrange(1, 5)} or x={rng.randrange(6, 9)}",
+        lambda: "0",
+        lambda: "7",
+        lambda: "36",
+        lambda: "0.75",
+        lambda: "\\frac{1}{3}",
+        lambda: "-12",
+        lambda: "1234.5",
+        lambda: "\\pi",
+        lambda: f"{rng.randrange(1, 9)}\\pi",
     ]
     return [rng.choice(kinds)() for _ in range(n)]
 
@@ -77,7 +103,9 @@ def test_math_fuzz():
 
 def test_math_fuzz_echo_of_the_question():
     for gold in math_golds(100, seed=3):
-        question = f"A shop sells 3 boxes of 12 pens. Compute the value {gold} is not given here.\nFormat: Answer: <number>"
+        question = (
+            f"A shop sells 3 boxes of 12 pens. Compute the value {gold} is not given here.\nFormat: Answer: <number>"
+        )
         assert verify("math", question, "999983", {}).score == 0.0
 
 
@@ -110,9 +138,13 @@ def test_reply_fuzz():
     names = ["Sam Lee", "Grace Ho", "王芳", "Ivan Petrov", "李娜"]
     for _ in range(100):
         name, action = rng.choice(names), rng.choice(["start the return", "办理退货", "print the label"])
-        ref = json.dumps({"link": link, "mention": [name], "action": action, "reply": f"{link} {name}, {action} there."})
-        prompt = (f"Draft a reply to {name} about a scratched kettle.\nRequirements: include {link}\n"
-                  f"Format: {link} - start the return there.")
+        ref = json.dumps(
+            {"link": link, "mention": [name], "action": action, "reply": f"{link} {name}, {action} there."}
+        )
+        prompt = (
+            f"Draft a reply to {name} about a scratched kettle.\nRequirements: include {link}\n"
+            f"Format: {link} - start the return there."
+        )
         params = {"format_example": f"{link} - start the return there.", "forbidden": ["Requirements:", "Format:"]}
         responses = candidates("keyword") + [r for _, r in prompt_canaries("reply", params, ref, prompt)]
         for response in responses:
@@ -124,9 +156,16 @@ def test_reply_fuzz():
 def test_json_fuzz():
     rng = random.Random(0)
     for _ in range(200):
-        ref = json.dumps({"schema": {"type": "object", "required": ["order_id", "amount"],
-                                     "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}}},
-                          "fields": {"order_id": f"SO{rng.randrange(10**5, 10**6)}", "amount": rng.randrange(1, 500)}})
+        ref = json.dumps(
+            {
+                "schema": {
+                    "type": "object",
+                    "required": ["order_id", "amount"],
+                    "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
+                },
+                "fields": {"order_id": f"SO{rng.randrange(10**5, 10**6)}", "amount": rng.randrange(1, 500)},
+            }
+        )
         for response in candidates("json"):
             v = verify("json", response, ref, {})
             assert v.score == 0.0, (response[:60], ref, v)
@@ -138,17 +177,21 @@ def shop_db(tmp_path_factory):
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, store TEXT, total REAL)")
     rng = random.Random(0)
-    conn.executemany("INSERT INTO orders VALUES (?, ?, ?)",
-                     [(i, rng.choice(["north", "south", "east"]), rng.randrange(5, 500)) for i in range(1, 300)])
+    conn.executemany(
+        "INSERT INTO orders VALUES (?, ?, ?)",
+        [(i, rng.choice(["north", "south", "east"]), rng.randrange(5, 500)) for i in range(1, 300)],
+    )
     conn.commit()
     conn.close()
     return path
 
 
 def test_sql_fuzz(shop_db):
-    golds = [f"SELECT COUNT(*) FROM orders WHERE total > {t}" for t in range(10, 400, 7)] + \
-            [f"SELECT SUM(total) FROM orders WHERE store = '{s}'" for s in ("north", "south", "east")] + \
-            ["SELECT store, COUNT(*) FROM orders GROUP BY store ORDER BY store"]
+    golds = (
+        [f"SELECT COUNT(*) FROM orders WHERE total > {t}" for t in range(10, 400, 7)]
+        + [f"SELECT SUM(total) FROM orders WHERE store = '{s}'" for s in ("north", "south", "east")]
+        + ["SELECT store, COUNT(*) FROM orders GROUP BY store ORDER BY store"]
+    )
     for gold in golds:
         for response in candidates("sql"):
             v = verify("sql", response, gold, {"database": str(shop_db)})
@@ -156,13 +199,22 @@ def test_sql_fuzz(shop_db):
 
 
 def test_function_call_fuzz():
-    tools = {"issue_refund": {"type": "object", "required": ["order_id", "amount"],
-                              "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}}},
-             "escalate": {"type": "object", "required": ["reason"], "properties": {"reason": {"type": "string"}}}}
+    tools = {
+        "issue_refund": {
+            "type": "object",
+            "required": ["order_id", "amount"],
+            "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
+        },
+        "escalate": {"type": "object", "required": ["reason"], "properties": {"reason": {"type": "string"}}},
+    }
     rng = random.Random(0)
     for _ in range(200):
-        ref = json.dumps({"name": "issue_refund", "arguments": {"order_id": f"SO{rng.randrange(10**5, 10**6)}",
-                                                                "amount": rng.randrange(1, 500)}})
+        ref = json.dumps(
+            {
+                "name": "issue_refund",
+                "arguments": {"order_id": f"SO{rng.randrange(10**5, 10**6)}", "amount": rng.randrange(1, 500)},
+            }
+        )
         for response in candidates("function_call"):
             v = verify("function_call", response, ref, {"tools": tools})
             assert v.score == 0.0, (response[:60], ref, v)

@@ -4,6 +4,7 @@ Fenced blocks first: the last ```python / ```py block (or the last block definin
 when there is one), else the last unlabeled ``` block; with no fences, the whole response if it
 compiles. Returns None when nothing looks like code.
 """
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@ The report `<nonce> <passed> <total>` is written to RESULT_FD only after the tes
 then the process leaves with os._exit so no atexit hook or finalizer of the solution runs after.
 Stdout, stderr and the exit code are never read as a verdict. Standard library only.
 """
+
 import ast
 import builtins
 import os
@@ -35,8 +36,12 @@ def visible(tests_src, solution_names, entry):
     neither built-ins (a solution's `abs` would decide the tests' `abs(...) < eps`) nor test
     units (only the tests' own `check` and `test_*` are run)."""
     used = {n.id for n in ast.walk(ast.parse(tests_src)) if isinstance(n, ast.Name)}
-    return [name for name in solution_names if name == entry or (
-        name in used and not name.startswith("__") and not hasattr(builtins, name) and not _unit_name(name))]
+    return [
+        name
+        for name in solution_names
+        if name == entry
+        or (name in used and not name.startswith("__") and not hasattr(builtins, name) and not _unit_name(name))
+    ]
 
 
 def units(tests_src, ns, entry, partial):
@@ -60,9 +65,14 @@ def _split_check(check, ns, candidate):
     units = []
     for stmt in check.body:
         if isinstance(stmt, ast.Assert):
-            fn = ast.FunctionDef(name="_unit", args=ast.arguments(posonlyargs=[], args=[ast.arg(arg)],
-                                 kwonlyargs=[], kw_defaults=[], defaults=[]),
-                                 body=setup + [stmt], decorator_list=[], returns=None, type_params=[])
+            fn = ast.FunctionDef(
+                name="_unit",
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg)], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                body=setup + [stmt],
+                decorator_list=[],
+                returns=None,
+                type_params=[],
+            )
             mod = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
             local = {}
             exec(compile(mod, "<tests>", "exec"), ns, local)

@@ -18,6 +18,7 @@ warm.py adds a fresh `/dev` (null, zero, random, urandom, tty), the sandbox's ow
 private, size-capped `/tmp` (the working directory). Test sources, the solution and the output
 travel over pipes, never as host files.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -29,8 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 
-SYSTEM_LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32",
-                   "/lib", "/lib64", "/lib32", "/libx32")
+SYSTEM_LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32", "/lib", "/lib64", "/lib32", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache",)
 PACKAGES_DIR = "/packages"
 
@@ -52,11 +52,11 @@ class PackageUnavailable(ValueError):
 
 @dataclass(frozen=True)
 class Runtime:
-    python: str                  # real path of the interpreter binary, mounted and run as is
+    python: str  # real path of the interpreter binary, mounted and run as is
     version: tuple[int, int]
-    dirs: tuple[str, ...]        # its stdlib and lib-dynload
-    files: tuple[str, ...]       # the binary and its libpython, where no system dir holds them
-    hidden: tuple[str, ...]      # site-packages inside the mounts, covered by an empty tmpfs
+    dirs: tuple[str, ...]  # its stdlib and lib-dynload
+    files: tuple[str, ...]  # the binary and its libpython, where no system dir holds them
+    hidden: tuple[str, ...]  # site-packages inside the mounts, covered by an empty tmpfs
 
 
 def probe_runtime(python: str, preexec) -> Runtime | None:
@@ -64,8 +64,15 @@ def probe_runtime(python: str, preexec) -> Runtime | None:
     None when it does not run."""
     python = os.path.realpath(python)
     try:
-        out = subprocess.run([python, "-I", "-S", "-c", _PROBE], capture_output=True, text=True,
-                             timeout=60, preexec_fn=preexec, env={}, cwd="/")
+        out = subprocess.run(
+            [python, "-I", "-S", "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=preexec,
+            env={},
+            cwd="/",
+        )
         info = json.loads(out.stdout) if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
@@ -73,10 +80,8 @@ def probe_runtime(python: str, preexec) -> Runtime | None:
         return None
     system = [d for d in SYSTEM_LIB_DIRS if os.path.isdir(d)]
     dirs = _outermost([p for p in info["path"] if os.path.isdir(p) and not _inside(p, system)])
-    files = [f for f in (python, info["libpython"]) if f and os.path.isfile(f)
-             and not _inside(f, system + dirs)]
-    hidden = sorted({os.path.normpath(d) for d in info["site"]
-                     if d and os.path.isdir(d) and _inside(d, system + dirs)})
+    files = [f for f in (python, info["libpython"]) if f and os.path.isfile(f) and not _inside(f, system + dirs)]
+    hidden = sorted({os.path.normpath(d) for d in info["site"] if d and os.path.isdir(d) and _inside(d, system + dirs)})
     return Runtime(python, tuple(info["version"]), tuple(dirs), tuple(files), tuple(hidden))
 
 
@@ -105,18 +110,23 @@ def package_mounts(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     mounts: dict[str, str] = {}
     for name in names:
         if not isinstance(name, str) or not name.isidentifier():
-            raise PackageUnavailable(f"params.packages: {name!r} is not an import name; "
-                                     "list top-level modules, e.g. [numpy]")
+            raise PackageUnavailable(
+                f"params.packages: {name!r} is not an import name; list top-level modules, e.g. [numpy]"
+            )
         if name in sys.stdlib_module_names:
-            raise PackageUnavailable(f"params.packages: {name!r} is part of the standard library, "
-                                     "which the sandbox always has; remove it")
+            raise PackageUnavailable(
+                f"params.packages: {name!r} is part of the standard library, which the sandbox always has; remove it"
+            )
         spec = importlib.util.find_spec(name)
         if spec is None:
-            raise PackageUnavailable(f"params.packages: {name!r} is not installed in this "
-                                     f"environment ({sys.executable} -m pip install {name})")
+            raise PackageUnavailable(
+                f"params.packages: {name!r} is not installed in this "
+                f"environment ({sys.executable} -m pip install {name})"
+            )
         if spec.origin in (None, "built-in", "frozen") or not os.path.isfile(spec.origin):
-            raise PackageUnavailable(f"params.packages: {name!r} is built in or a namespace "
-                                     "package; list a regular package or module")
+            raise PackageUnavailable(
+                f"params.packages: {name!r} is built in or a namespace package; list a regular package or module"
+            )
         source = os.path.dirname(spec.origin) if spec.submodule_search_locations else spec.origin
         for path in (source, *_vendored_libs(name, os.path.dirname(source))):
             mounts[path] = f"{PACKAGES_DIR}/{os.path.basename(path)}"

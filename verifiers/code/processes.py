@@ -7,6 +7,7 @@ processes, `wait_namespace_gone` waits for a sandbox's whole PID namespace to di
 `wait_exit`/`kill_group` time and end a one-shot program. Used by sandbox.py (one-shot runs),
 warm.py (warm sandboxes) and verifiers/pool.py (its workers).
 """
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,11 @@ def reap_sandbox_orphans() -> int:
             continue
         if status.get("PPid", "").strip() != me or not status.get("State", "").strip().startswith("Z"):
             continue
-        sandboxed = (status.get("Name", "").strip() == "bwrap" or len(status.get("NSpid", "").split()) > 1
-                     or status.get("Uid", "").split()[:1] == [str(NOBODY)])
+        sandboxed = (
+            status.get("Name", "").strip() == "bwrap"
+            or len(status.get("NSpid", "").split()) > 1
+            or status.get("Uid", "").split()[:1] == [str(NOBODY)]
+        )
         if sandboxed:
             try:
                 n += os.waitpid(int(entry), os.WNOHANG)[0] != 0

@@ -15,6 +15,7 @@ Limits: a solution's return value must be plain data (no generators, custom obje
 functions), and in-place mutation of arguments is not seen by the tests.
 Standard library only.
 """
+
 import builtins
 import ctypes
 import marshal
@@ -92,8 +93,11 @@ def serve_solution(sock, source_fd):
             os._exit(0)
         try:
             result = ns[name](*args, **kwargs)
-            reply = ("ok", result) if _transferable(result) else (
-                "exc", "TypeError", f"{name} returned a {type(result).__name__}, which cannot be checked")
+            reply = (
+                ("ok", result)
+                if _transferable(result)
+                else ("exc", "TypeError", f"{name} returned a {type(result).__name__}, which cannot be checked")
+            )
         except Exception as exc:  # the tests may expect it; SystemExit etc. end the process
             reply = ("exc", type(exc).__name__, str(exc)[:2000])
         send(sock, reply)

@@ -14,6 +14,7 @@ Without bwrap, `run_sandboxed` refuses unless the caller opted into mode "rlimit
 `sandbox: rlimits` or RLVRFLOW_SANDBOX=rlimits): same harness and limits, no namespaces and no
 filesystem isolation at all (the program can read every file this user can).
 """
+
 from __future__ import annotations
 
 import os
@@ -52,10 +53,10 @@ class Limits:
 class RunResult:
     passed: int
     total: int
-    reported: bool          # the harness wrote a valid nonce report
+    reported: bool  # the harness wrote a valid nonce report
     timed_out: bool
     returncode: int | None
-    output: str             # capped stdout + stderr, for the verdict detail
+    output: str  # capped stdout + stderr, for the verdict detail
 
 
 @lru_cache(maxsize=1)
@@ -73,8 +74,10 @@ def sandbox_runtime(drop_root: bool) -> Runtime:
         if runtime is not None:
             return runtime
     who = "uid nobody" if drop_root else "this user"
-    raise SandboxUnavailable(f"no Python interpreter that {who} can run ({base} and the system's "
-                             "were tried); make one world-readable or install /usr/bin/python3")
+    raise SandboxUnavailable(
+        f"no Python interpreter that {who} can run ({base} and the system's "
+        "were tried); make one world-readable or install /usr/bin/python3"
+    )
 
 
 def _package_mounts(packages: tuple[str, ...], runtime: Runtime) -> tuple[tuple[str, str], ...]:
@@ -84,7 +87,8 @@ def _package_mounts(packages: tuple[str, ...], runtime: Runtime) -> tuple[tuple[
         raise SandboxUnavailable(
             f"params.packages needs the sandbox's interpreter ({runtime.python}, Python "
             f"{'.'.join(map(str, runtime.version))}) to be this environment's Python "
-            f"{sys.version_info[0]}.{sys.version_info[1]}, whose packages it would load")
+            f"{sys.version_info[0]}.{sys.version_info[1]}, whose packages it would load"
+        )
     try:
         return package_mounts(packages)
     except PackageUnavailable as exc:
@@ -122,8 +126,12 @@ def _preexec(drop_root: bool, limits: Limits | None = None, nproc_base: int = 0)
 
 
 def _rlimits(limits: Limits, nproc_base: int) -> dict[str, int]:
-    return {"RLIMIT_CPU": int(limits.timeout_s) + 1, "RLIMIT_AS": limits.memory_mb << 20,
-            "RLIMIT_FSIZE": limits.file_mb << 20, "RLIMIT_NPROC": nproc_base + limits.nproc}
+    return {
+        "RLIMIT_CPU": int(limits.timeout_s) + 1,
+        "RLIMIT_AS": limits.memory_mb << 20,
+        "RLIMIT_FSIZE": limits.file_mb << 20,
+        "RLIMIT_NPROC": nproc_base + limits.nproc,
+    }
 
 
 def resolve_mode(requested: str | None) -> str:
@@ -134,12 +142,20 @@ def resolve_mode(requested: str | None) -> str:
         raise SandboxUnavailable(
             "bubblewrap (bwrap) is not installed, so untrusted code cannot be sandboxed; install it "
             "(apt-get install bubblewrap) or opt into rlimits-only mode with params "
-            "{\"sandbox\": \"rlimits\"} or RLVRFLOW_SANDBOX=rlimits (no filesystem or network isolation)")
+            '{"sandbox": "rlimits"} or RLVRFLOW_SANDBOX=rlimits (no filesystem or network isolation)'
+        )
     return mode
 
 
-def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits,
-                  mode: str | None = None, packages: tuple[str, ...] = ()) -> RunResult:
+def run_sandboxed(
+    solution: str,
+    tests: str,
+    entry: str | None,
+    partial: bool,
+    limits: Limits,
+    mode: str | None = None,
+    packages: tuple[str, ...] = (),
+) -> RunResult:
     """Run the harness on (solution, tests): in a warm bwrap sandbox, or one-shot with rlimits only."""
     mode = resolve_mode(mode)
     become_subreaper()
@@ -150,23 +166,46 @@ def run_sandboxed(solution: str, tests: str, entry: str | None, partial: bool, l
     nproc_base = _process_count(NOBODY if drop_root else os.getuid())
     if mode == "rlimits":  # no isolation: the named packages' site-packages folders go on sys.path
         paths = tuple(sorted({os.path.dirname(source) for source, _ in mounts}))
-        return _run_once(solution, tests, entry, partial, limits, runtime.python, drop_root, nproc_base,
-                         nonce, paths)
+        return _run_once(solution, tests, entry, partial, limits, runtime.python, drop_root, nproc_base, nonce, paths)
     lim = _rlimits(limits, nproc_base)
-    job = {"entry": entry or "", "partial": partial, "timeout": limits.timeout_s,
-           "output_bytes": limits.output_chars * 4,
-           "limits": {"cpu": lim["RLIMIT_CPU"], "mem": lim["RLIMIT_AS"], "fsize": lim["RLIMIT_FSIZE"],
-                      "nproc": lim["RLIMIT_NPROC"]}}
+    job = {
+        "entry": entry or "",
+        "partial": partial,
+        "timeout": limits.timeout_s,
+        "output_bytes": limits.output_chars * 4,
+        "limits": {
+            "cpu": lim["RLIMIT_CPU"],
+            "mem": lim["RLIMIT_AS"],
+            "fsize": lim["RLIMIT_FSIZE"],
+            "nproc": lim["RLIMIT_NPROC"],
+        },
+    }
     reply = run_warm(job, nonce, solution, tests, bwrap_path() or "bwrap", runtime, mounts, _preexec(drop_root))
     if "error" in reply:
         raise SandboxUnavailable(reply["error"])
     passed, total, ok = _parse_report(reply["report"].encode(), nonce)
-    return RunResult(passed, total, ok and not reply["timed_out"], reply["timed_out"],
-                     reply["returncode"], reply["output"][: limits.output_chars])
+    return RunResult(
+        passed,
+        total,
+        ok and not reply["timed_out"],
+        reply["timed_out"],
+        reply["returncode"],
+        reply["output"][: limits.output_chars],
+    )
 
 
-def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limits: Limits, python: str,
-              drop_root: bool, nproc_base: int, nonce: str, paths: tuple[str, ...]) -> RunResult:
+def _run_once(
+    solution: str,
+    tests: str,
+    entry: str | None,
+    partial: bool,
+    limits: Limits,
+    python: str,
+    drop_root: bool,
+    nproc_base: int,
+    nonce: str,
+    paths: tuple[str, ...],
+) -> RunResult:
     """rlimits-only mode: one process per program, no namespaces, no filesystem isolation; `paths`
     (the site-packages folders of params.packages) go on the program's sys.path."""
     with tempfile.TemporaryDirectory(prefix="rlvr-code-") as work:
@@ -181,10 +220,17 @@ def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limit
         os.close(in_w)
         cmd = [python, "-I", "-S", "harness.py", str(res_w), entry or "", "1" if partial else "0", *paths]
         with open(out_path, "wb") as out:
-            proc = subprocess.Popen(cmd, stdin=in_r, stdout=out, stderr=subprocess.STDOUT,
-                                    pass_fds=(res_w,), cwd=work, start_new_session=True,
-                                    preexec_fn=_preexec(drop_root, limits, nproc_base),
-                                    env={"PATH": "/usr/bin:/bin", "HOME": work})
+            proc = subprocess.Popen(
+                cmd,
+                stdin=in_r,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                pass_fds=(res_w,),
+                cwd=work,
+                start_new_session=True,
+                preexec_fn=_preexec(drop_root, limits, nproc_base),
+                env={"PATH": "/usr/bin:/bin", "HOME": work},
+            )
             for fd in (res_w, in_r):
                 os.close(fd)
             timed_out = not wait_exit(proc, limits.timeout_s)
@@ -193,8 +239,7 @@ def _run_once(solution: str, tests: str, entry: str | None, partial: bool, limit
         os.close(res_r)
         output = out_path.read_bytes()[: limits.output_chars * 4].decode("utf-8", "replace")
     passed, total, ok = _parse_report(report, nonce)
-    return RunResult(passed, total, ok and not timed_out, timed_out, proc.returncode,
-                     output[: limits.output_chars])
+    return RunResult(passed, total, ok and not timed_out, timed_out, proc.returncode, output[: limits.output_chars])
 
 
 def _read_report(fd: int) -> bytes:

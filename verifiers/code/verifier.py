@@ -9,6 +9,7 @@ filesystem isolation), packages (import names of this environment's packages the
 use, e.g. [numpy]; the sandbox exposes only those, see mounts.py).
 A verdict's detail quotes the program's output only when it failed, and then a clipped excerpt.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,23 +28,22 @@ def parse_reference(reference: str) -> dict:
     try:
         ref = json.loads(reference)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"code reference is not JSON ({exc}); expected "
-                         '{"tests": "...", "entry_point": "..."}') from None
+        raise ValueError(
+            f'code reference is not JSON ({exc}); expected {{"tests": "...", "entry_point": "..."}}'
+        ) from None
     if not isinstance(ref, dict) or not isinstance(ref.get("tests"), str) or not ref["tests"].strip():
         raise ValueError('code reference needs a non-empty string field "tests"')
     return ref
 
 
 def _limits(params: dict) -> Limits:
-    return Limits(timeout_s=float(params.get("timeout_s", 5.0)),
-                  memory_mb=int(params.get("memory_mb", 512)))
+    return Limits(timeout_s=float(params.get("timeout_s", 5.0)), memory_mb=int(params.get("memory_mb", 512)))
 
 
 def _packages(params: dict) -> tuple[str, ...]:
     names = params.get("packages") or ()
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise PackageUnavailable(f"params.packages must be a list of import names, e.g. [numpy]; "
-                                 f"got {names!r}")
+        raise PackageUnavailable(f"params.packages must be a list of import names, e.g. [numpy]; got {names!r}")
     return tuple(names)
 
 
@@ -61,17 +61,18 @@ def verify_code(response: str, reference: str, params: dict) -> V.Verdict:
     program = (ref.get("setup") or "") + "\n" + code
     partial = bool(params.get("partial", False))
     try:
-        run = run_sandboxed(program, ref["tests"], entry, partial, _limits(params), params.get("sandbox"),
-                            packages)
+        run = run_sandboxed(program, ref["tests"], entry, partial, _limits(params), params.get("sandbox"), packages)
     except SandboxUnavailable as exc:
         return V.error(str(exc), V.clip(code, 200))
     extracted = V.clip(code, 200)
     if run.timed_out:
-        return V.timeout(f"killed after {params.get('timeout_s', 5.0)} s wall clock; "
-                         f"output: {V.clip(run.output, 200)}", extracted)
+        return V.timeout(
+            f"killed after {params.get('timeout_s', 5.0)} s wall clock; output: {V.clip(run.output, 200)}", extracted
+        )
     if not run.reported:
-        return V.wrong(extracted, f"tests did not complete (exit code {run.returncode}); "
-                                  f"output: {V.clip(run.output, 300)}")
+        return V.wrong(
+            extracted, f"tests did not complete (exit code {run.returncode}); output: {V.clip(run.output, 300)}"
+        )
     if run.passed == run.total:
         return V.correct(extracted, f"passed {run.passed}/{run.total} test units")
     score = run.passed / run.total if partial else 0.0

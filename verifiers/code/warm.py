@@ -8,6 +8,7 @@ mounts.py's list plus a fresh /dev, its own /proc and a private /tmp; our code r
 message, not a file. Sandboxes are recycled after MAX_JOBS programs, or at once when the zygote
 could not clean up after one.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -58,22 +59,63 @@ class WarmSandbox:
         self._ctl, inside = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         info_r, info_w = os.pipe()
         env = [a for name in THREAD_ENV for a in ("--setenv", name, "1")]
-        cmd = [bwrap, *view_args(runtime, packages), "--dev", "/dev", "--remount-ro", "/dev",
-               "--proc", "/proc", *_tmpfs_size(bwrap), "--tmpfs", "/tmp", "--remount-ro", "/",
-               "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-               "--info-fd", str(info_w), "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-               "--setenv", "HOME", "/tmp", *env, "--chdir", "/tmp",
-               runtime.python, "-I", "-S", "-c", BOOT, str(inside.fileno())]
+        cmd = [
+            bwrap,
+            *view_args(runtime, packages),
+            "--dev",
+            "/dev",
+            "--remount-ro",
+            "/dev",
+            "--proc",
+            "/proc",
+            *_tmpfs_size(bwrap),
+            "--tmpfs",
+            "/tmp",
+            "--remount-ro",
+            "/",
+            "--unshare-all",
+            "--as-pid-1",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--info-fd",
+            str(info_w),
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "HOME",
+            "/tmp",
+            *env,
+            "--chdir",
+            "/tmp",
+            runtime.python,
+            "-I",
+            "-S",
+            "-c",
+            BOOT,
+            str(inside.fileno()),
+        ]
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
-                                     pass_fds=(inside.fileno(), info_w), start_new_session=True,
-                                     preexec_fn=preexec)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._stderr,
+            stderr=self._stderr,
+            pass_fds=(inside.fileno(), info_w),
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
         inside.close()
         os.close(info_w)
         self._info_r = info_r
         self.jobs = 0
-        boot = {"path": [PACKAGES_DIR] if packages else [],
-                "modules": [(name, (HERE / f"{name}.py").read_text()) for name in MODULES]}
+        boot = {
+            "path": [PACKAGES_DIR] if packages else [],
+            "modules": [(name, (HERE / f"{name}.py").read_text()) for name in MODULES],
+        }
         try:
             self._ctl.send(json.dumps(boot).encode())
         except OSError:
@@ -94,8 +136,10 @@ class WarmSandbox:
             for fd in (tests_r, solution_r):
                 os.close(fd)
             deadline = time.monotonic() + FEED_TIMEOUT_S
-            fed = [_feed(tests_w, f"{nonce}\n{tests}".encode() if sent else b"", deadline),
-                   _feed(solution_w, solution.encode() if sent else b"", deadline)]
+            fed = [
+                _feed(tests_w, f"{nonce}\n{tests}".encode() if sent else b"", deadline),
+                _feed(solution_w, solution.encode() if sent else b"", deadline),
+            ]
             if sent and all(fed):
                 reply = self._message(job["timeout"] + REPLY_MARGIN_S)
             if isinstance(reply, dict) and "report" in reply:
@@ -123,8 +167,10 @@ class WarmSandbox:
         err = self._stderr.read()[-600:].decode("utf-8", "replace").strip()
         hint = ""
         if "uid map" in err or "Operation not permitted" in err or "Permission denied" in err:
-            hint = (" (bwrap needs unprivileged user namespaces: on Ubuntu 24.04 run "
-                    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)")
+            hint = (
+                " (bwrap needs unprivileged user namespaces: on Ubuntu 24.04 run "
+                "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)"
+            )
         return f"the sandbox did not answer; bwrap said: {err or 'nothing'}{hint}"
 
     def healthy(self) -> bool:
@@ -160,7 +206,7 @@ def _feed(fd: int, data: bytes, deadline: float) -> bool:
             if not ready:
                 return False
             try:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             except BlockingIOError:
                 continue
         return True
@@ -183,8 +229,16 @@ def _tmpfs_size(bwrap: str) -> tuple[str, ...]:
     return ("--size", str(TMPFS_BYTES)) if "--size" in usage else ()
 
 
-def run_warm(job: dict, nonce: str, solution: str, tests: str, bwrap: str, runtime: Runtime,
-             packages: tuple[tuple[str, str], ...], preexec) -> dict:
+def run_warm(
+    job: dict,
+    nonce: str,
+    solution: str,
+    tests: str,
+    bwrap: str,
+    runtime: Runtime,
+    packages: tuple[tuple[str, str], ...],
+    preexec,
+) -> dict:
     key = (bwrap, runtime, packages)
     with _LOCK:
         idle = _IDLE.get(key)

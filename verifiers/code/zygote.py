@@ -21,6 +21,7 @@ sandbox (`recycle`). This process is not dumpable (nor are its children, which
 inherit that: they cannot ptrace each other or read each other's memory or file descriptors)
 and, as a namespace's PID 1, ignores signals sent from inside. Standard library only.
 """
+
 import ctypes
 import json
 import os
@@ -132,9 +133,11 @@ def _remove_ipc():
     namespace is the sandbox's own). Run after every process but this one is dead, so removed
     shared memory is freed at once. False if any object is left."""
     libc = ctypes.CDLL(None, use_errno=True)
-    remove = {"shm": lambda i: libc.shmctl(i, IPC_RMID, None),
-              "msg": lambda i: libc.msgctl(i, IPC_RMID, None),
-              "sem": lambda i: libc.semctl(i, 0, IPC_RMID)}
+    remove = {
+        "shm": lambda i: libc.shmctl(i, IPC_RMID, None),
+        "msg": lambda i: libc.msgctl(i, IPC_RMID, None),
+        "sem": lambda i: libc.semctl(i, 0, IPC_RMID),
+    }
     clean = True
     for kind, rm in remove.items():
         try:
@@ -155,8 +158,12 @@ def run_job(job, tests_fd, solution_fd, out_fd):
     t_sock, s_sock = socket.socketpair()
     res_r, res_w = os.pipe()
     try:
-        tests = _fork(job, {t_sock.fileno(), res_w, tests_fd}, out_fd, lambda: remote.run_tests(
-            t_sock, res_w, tests_fd, job["entry"], job["partial"]))
+        tests = _fork(
+            job,
+            {t_sock.fileno(), res_w, tests_fd},
+            out_fd,
+            lambda: remote.run_tests(t_sock, res_w, tests_fd, job["entry"], job["partial"]),
+        )
         _fork(job, {s_sock.fileno(), solution_fd}, out_fd, lambda: remote.serve_solution(s_sock, solution_fd))
     except OSError as exc:
         _kill_and_reap(None)

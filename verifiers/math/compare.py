@@ -31,6 +31,7 @@ The vote, cheapest first:
                  different, timeout, or abstain.
 All voters abstaining means the answer could not be read as math: the verifier says `unparsed`.
 """
+
 from __future__ import annotations
 
 import re
@@ -44,7 +45,9 @@ from .symbolic import symbolic_equal
 # `x =`, `x_1 =`, `\\alpha \\in`, `W(n) =`: a name (a function's value too) given its value.
 _ASSIGN = re.compile(r"^\s*(?:[A-Za-z](?:_\{?\w+\}?)?|\\[A-Za-z]+)(?:\(\s*[A-Za-z]\s*\))?\s*(?:=|\\in)\s*(?!=)")
 # `x=2 or x=3`; `W(x)=1orW(x)=-1` glues the word between a value and the next assignment.
-_SPLIT_WORDS = re.compile(r"\s+(?:or|and)\s+|(?<=\d)(?:or|and)(?=[A-Za-z](?:\(\w\))?=)|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)")
+_SPLIT_WORDS = re.compile(
+    r"\s+(?:or|and)\s+|(?<=\d)(?:or|and)(?=[A-Za-z](?:\(\w\))?=)|(?<=[)\]])\s*(?:or|and)\s*(?=[(\[])|或|、|\\text\{\s*or\s*\}|;|\\(?:quad|qquad)"
+)
 _INFINITE = re.compile(r"\\infty|∞|(?<![A-Za-z])(?:oo|inf|infinity|nan)(?![A-Za-z])|\\text\{\s*nan", re.IGNORECASE)
 _PM = re.compile(r"\\pm|±|\\mp|∓")
 MAX_ELEMENTS = 64
@@ -55,7 +58,9 @@ _LABELLED_TUPLE = re.compile(r"^\s*\(\s*" + _VAR + r"(?:\s*,\s*" + _VAR + r")+\s
 _APPROX = re.compile(r"\\approx|≈")
 _LESS = r"(<|\\+leq?(?![a-z])|≤|<=)"
 # `0 < f(x) < 1`, `-2 \le x \le 7`: a bounded unknown, the interval it lies in.
-_CHAIN = re.compile(r"^\s*([^<>=\\]+?|\S+?)\s*" + _LESS + r"\s*(" + _VAR + r"(?:\(\s*[A-Za-z]\s*\))?)\s*" + _LESS + r"\s*(.+?)\s*$")
+_CHAIN = re.compile(
+    r"^\s*([^<>=\\]+?|\S+?)\s*" + _LESS + r"\s*(" + _VAR + r"(?:\(\s*[A-Za-z]\s*\))?)\s*" + _LESS + r"\s*(.+?)\s*$"
+)
 
 # `2x+4y-3=0`, `x \\neq 5`, `y \\leq 2x`: the operator of a relation between two expressions.
 _RELATION_OP = re.compile(r"(?<![<>!\\])=(?!=)|\\neq(?![A-Za-z])|\\[lg]eq(?![A-Za-z])|(?<!\\)[<>]")
@@ -72,15 +77,15 @@ class Options:
     abs_tol: float = 0.0
     percent_as_fraction: bool = True
     allow_expressions: bool = False
-    symbolic_timeout_s: float | None = 2.0   # None: the symbolic voter is off
-    float_digits: int = 6                    # symbolic voter: decimals vs irrational golds
+    symbolic_timeout_s: float | None = 2.0  # None: the symbolic voter is off
+    float_digits: int = 6  # symbolic voter: decimals vs irrational golds
 
 
 @dataclass(frozen=True)
 class Vote:
-    outcome: str     # EQUAL, DIFFERENT, ABSTAIN or TIMEOUT
-    voter: str       # which voter decided
-    why: str = ""    # for DIFFERENT: what differs, in words
+    outcome: str  # EQUAL, DIFFERENT, ABSTAIN or TIMEOUT
+    voter: str  # which voter decided
+    why: str = ""  # for DIFFERENT: what differs, in words
     hedge: bool = False  # several values given where the gold is one: hedging, whatever they are
 
     @property
@@ -170,7 +175,7 @@ def _exact_part(s: str) -> str:
     m = _APPROX.search(s)
     if not m:
         return s
-    head = strip_assignment(s[:m.start()]).strip()
+    head = strip_assignment(s[: m.start()]).strip()
     return head if head and read_number(head) is not None else s
 
 
@@ -257,9 +262,13 @@ def _against_number(g: Number, gold: str, pred: str, opts: Options) -> Vote:
             return Vote(TIMEOUT, "symbolic")
         if got is not None:
             return Vote(EQUAL if got else DIFFERENT, "symbolic")
-    return Vote(DIFFERENT, "numeric", "the gold is a number and the answer is not a number (an "
-                                      "unevaluated expression or text; params allow_expressions: "
-                                      "true accepts equal expressions)")
+    return Vote(
+        DIFFERENT,
+        "numeric",
+        "the gold is a number and the answer is not a number (an "
+        "unevaluated expression or text; params allow_expressions: "
+        "true accepts equal expressions)",
+    )
 
 
 def collection(s: str) -> tuple[str, list[str]] | None:
@@ -286,7 +295,7 @@ def _plus_minus(s: str) -> list[str] | None:
     found = list(_PM.finditer(s))
     if len(found) != 1 or any(ch in s for ch in ",;"):
         return None
-    head, tail = s[:found[0].start()].strip(), s[found[0].end():].strip()
+    head, tail = s[: found[0].start()].strip(), s[found[0].end() :].strip()
     if not tail:
         return None
     a, b = read_number(head) if head else Number(Fraction(0)), read_number(tail)
@@ -335,8 +344,13 @@ def _unbracketed_list(s: str) -> bool:
     s = strip_assignment(s)
     if s.startswith("{") and s.endswith("}") and _matching(s):
         s = s[1:-1]
-    return "," in s and not s.startswith("\\{") and not _PM.search(s) and \
-        len(_top_level_split(s, _SPLIT_WORDS)) == 1 and len(_top_level_split(s, re.compile(","))) > 1
+    return (
+        "," in s
+        and not s.startswith("\\{")
+        and not _PM.search(s)
+        and len(_top_level_split(s, _SPLIT_WORDS)) == 1
+        and len(_top_level_split(s, re.compile(","))) > 1
+    )
 
 
 def _collections(gc, pc, opts: Options) -> Vote:

@@ -33,6 +33,7 @@ Candidates of levels 1-3 are all returned too, so the verifier can spot hedging 
 final answers). Text after a marker runs to the end of the line or sentence; a `\\boxed{}`,
 `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` right after a marker is taken whole.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,23 +46,31 @@ from .units import quantities, readings
 MAX_RESPONSE_CHARS = 100_000
 _MARKERS = re.compile(
     r"(?:final\s+answer\s*(?:is|[:：])|the\s+answer\s+is|^[ \t]*#{4}(?!#)|答案\s*是|最终答案\s*(?:是|为)?\s*[:：]?|"
-    r"答案\s*(?:为|[:：])|(?<![\w答])答\s*[:：])", re.IGNORECASE | re.MULTILINE)
+    r"答案\s*(?:为|[:：])|(?<![\w答])答\s*[:：])",
+    re.IGNORECASE | re.MULTILINE,
+)
 # line starts are `^[ \t]*` under MULTILINE: a `\s*` there rescans every blank line (quadratic)
-_ANSWER = re.compile(r"(?<![A-Za-z])answer\s*\**\s*[:：]|^[ \t]*\**answer\**[ \t]+(?=\$|\\[(\[]|\\boxed)",
-                     re.IGNORECASE | re.MULTILINE)
+_ANSWER = re.compile(
+    r"(?<![A-Za-z])answer\s*\**\s*[:：]|^[ \t]*\**answer\**[ \t]+(?=\$|\\[(\[]|\\boxed)", re.IGNORECASE | re.MULTILINE
+)
 # The turn ends at an end-of-turn token, or where the model starts writing the next turn itself.
-_TURN_END = re.compile(r"<\|(?:im_end|im_start|eot_id|endoftext|end|start_header_id|user|assistant|system)\|>|</s>|<eos>|"
-                       r"<end_of_turn>|<start_of_turn>|\[INST\]")
+_TURN_END = re.compile(
+    r"<\|(?:im_end|im_start|eot_id|endoftext|end|start_header_id|user|assistant|system)\|>|</s>|<eos>|"
+    r"<end_of_turn>|<start_of_turn>|\[INST\]"
+)
 _SPECIAL_TOKENS = re.compile(r"<\|[A-Za-z0-9_:.\-]{1,40}\|>|<s>|<bos>|\[/INST\]")
 # The header of the model's own turn, when a completion starts with it: it opens the answer, it
 # does not end it. A completion opening with another role's header ends there (no answer).
-_OWN_HEADER = re.compile(r"(?:\s*(?:<\|im_start\|>[ \t]*(?:assistant|model)?(?=\s)|"
-                         r"<\|start_header_id\|>[ \t]*(?:assistant|model)[ \t]*<\|end_header_id\|>|"
-                         r"<\|assistant\|>|<start_of_turn>[ \t]*model|<\|begin_of_text\|>|<s>|<bos>|\[/INST\]))*",
-                         re.IGNORECASE)
+_OWN_HEADER = re.compile(
+    r"(?:\s*(?:<\|im_start\|>[ \t]*(?:assistant|model)?(?=\s)|"
+    r"<\|start_header_id\|>[ \t]*(?:assistant|model)[ \t]*<\|end_header_id\|>|"
+    r"<\|assistant\|>|<start_of_turn>[ \t]*model|<\|begin_of_text\|>|<s>|<bos>|\[/INST\]))*",
+    re.IGNORECASE,
+)
 # `$...$` may hold an escaped dollar (`$\\$61.62$`): a `$` after a backslash does not close it
-_MATH_SPAN = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$((?:\\\$|[^$])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
-                        re.DOTALL)
+_MATH_SPAN = re.compile(
+    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$((?:\\\$|[^$])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL
+)
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _RUN_JOINER = re.compile(r"(?:\s|,|;|\$|\\[()\[\]]|\\q?quad|\\text\{\s*and\s*\}|\band\b)*")
 _THINK_OPEN = re.compile(r"<think(?:ing)?>", re.IGNORECASE)
@@ -73,12 +82,16 @@ MAX_STATED_CHARS = 40
 # sentence ends; `... = 6$ So, the pair is $(7, 6)$`: a capitalised clause after math starts one
 _SENTENCE_SPLIT = re.compile(r"(?<=[^\d\s])\.\s+|。|[!?！？](?!=)\s*|(?<=\$)\s+(?=[A-Z][a-z]*,)")
 MAX_WHOLE_CHARS = 200
-_CONCLUSION = re.compile(r"[\s$]*(?:therefore|thus|hence|so|in total|in conclusion|所以|因此|综上)(?![A-Za-z])", re.IGNORECASE)
+_CONCLUSION = re.compile(
+    r"[\s$]*(?:therefore|thus|hence|so|in total|in conclusion|所以|因此|综上)(?![A-Za-z])", re.IGNORECASE
+)
 _RELATION = re.compile(r"(?<![<>!=])=(?!=)|!=|\\neq?(?![A-Za-z])|≠|[<>≤≥]|\\[lg]eq?(?![A-Za-z])")
 MAX_LINE_SCAN = 2000
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
 _STEP_BOX = re.compile(r"(?<![<>!=])=\s*(\\boxed)\{")
-_NUMBER = re.compile(r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])")
+_NUMBER = re.compile(
+    r"-?\\frac\{[^{}]*\}\{[^{}]*\}|(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?%?(?![A-Za-z\d])"
+)
 # `2,74 $`, `12,50 €`: a price with a decimal comma (two places before the currency sign; a
 # thousands separator is followed by three digits, `1,234 $` stays 1234; `$3,10$` closes math)
 _PRICE_COMMA = re.compile(r"(?<![\d,.])(\d+),(\d{2})(?=[ \t]\$(?![\d$])|\s?(?:€|£|¥|EUR\b|euros?\b))")
@@ -88,14 +101,14 @@ _SENTENCE_END = re.compile(r"\n|。|(?<=[^\d\s])\.(?=\s|$)|\.(?=\s+[A-Z])|\.$|[!
 
 @dataclass(frozen=True)
 class Extraction:
-    answer: str | None          # the chosen final answer (raw text), None if nothing found
-    level: str                  # marker | boxed | answer | phrase | sentence | fallback | none
+    answer: str | None  # the chosen final answer (raw text), None if nothing found
+    level: str  # marker | boxed | answer | phrase | sentence | fallback | none
     candidates: tuple[str, ...]  # every level 1-3 candidate, in order of appearance; at levels
     #                              4-6 the final sentence's different values, when it has several
     restated: tuple[str, ...] = ()  # the same value written otherwise in the final sentence
-    hedge: str = ""             # why the answer is hedged: a hedge word on it (`约`, `about`,
+    hedge: str = ""  # why the answer is hedged: a hedge word on it (`约`, `about`,
     #                              `probably`), or one number in two units (`2.5 kg vs 2.5 g`)
-    whole: str = ""             # level 5: the relation or assignments the answer was cut from
+    whole: str = ""  # level 5: the relation or assignments the answer was cut from
     #                              (`y=-\\frac{1}{2}x+\\frac{3}{4}`, `p=-1,p=2`), for a gold that is one
 
 
@@ -108,7 +121,7 @@ def braced(text: str, start: int) -> tuple[str, int] | None:
         elif text[i] == "}":
             depth -= 1
             if depth == 0:
-                return text[start + 1:i], i + 1
+                return text[start + 1 : i], i + 1
     return None
 
 
@@ -131,7 +144,7 @@ def _boxed_at(text: str, pos: int, pairs: dict[int, int] | None = None) -> str |
     if end < len(text) and text[end] == "{":
         if pairs is not None:  # one brace pass for many boxes: braced() per box is quadratic
             close = pairs.get(end)
-            return text[end + 1:close] if close is not None else None
+            return text[end + 1 : close] if close is not None else None
         got = braced(text, end)
         return got[0] if got else None
     tok = re.match(r"\S+", text[end:])
@@ -163,7 +176,7 @@ def _after_marker(text: str, pos: int) -> str:
 
 
 def _marker_text(text: str, pos: int) -> str:
-    rest = text[pos:pos + 2000].lstrip(" \t*:：\n")
+    rest = text[pos : pos + 2000].lstrip(" \t*:：\n")
     if rest.startswith("\\boxed") or rest.startswith("\\fbox"):
         boxed = _boxed_at(rest, 0)
         if boxed is not None:
@@ -171,28 +184,28 @@ def _marker_text(text: str, pos: int) -> str:
     for opener, closer in (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)")):
         if rest.startswith(opener):
             close = _closing(rest, closer, len(opener))
-            inner = rest[len(opener):close] if close > 0 else ""
+            inner = rest[len(opener) : close] if close > 0 else ""
             if close > 0 and (opener in ("$$", "\\[") or "\n" not in inner.strip()):
-                return inner.strip() + _alternative_after(rest[close + len(closer):], opener, closer)
+                return inner.strip() + _alternative_after(rest[close + len(closer) :], opener, closer)
             break
     end = _SENTENCE_END.search(rest)
-    rest = rest[:end.start()] if end else rest
+    rest = rest[: end.start()] if end else rest
     nxt = [m.start() for m in (_MARKERS.search(rest), _ANSWER.search(rest), _BOXED.search(rest)) if m]
     if not nxt:
         return rest
-    head = rest[:min(nxt)]
+    head = rest[: min(nxt)]
     # "Final Answer: The final answer is 7": the words before the inner marker are no answer
     return head if re.search(r"[\d\\$]", head) else ""
 
 
 def _alternative_after(tail: str, opener: str, closer: str) -> str:
-    """"The answer is $3$ or $4$.": a second value offered after the first math block is kept,
+    """ "The answer is $3$ or $4$.": a second value offered after the first math block is kept,
     so the answer reads `3 or 4` and hedges instead of passing as `3`."""
     m = re.match(r"\s*,?\s*(?:or|或者?|还是)\s*" + re.escape(opener), tail)
     if not m:
         return ""
     close = _closing(tail, closer, m.end())
-    return f" or {tail[m.end():close].strip()}" if close > 0 else ""
+    return f" or {tail[m.end() : close].strip()}" if close > 0 else ""
 
 
 def _closing(text: str, closer: str, start: int) -> int:
@@ -212,13 +225,13 @@ def _boxed_all(text: str, join_runs: bool = False) -> list[str]:
     for m in _BOXED.finditer(text):
         got = _boxed_at(text, m.start(), pairs)
         if got is not None:
-            end = m.end() + len(got) + 2 if text[m.end():m.end() + 1] == "{" else m.end() + len(got)
+            end = m.end() + len(got) + 2 if text[m.end() : m.end() + 1] == "{" else m.end() + len(got)
             found.append((m.start(), end, got))
     if not join_runs:
         return [g for _, _, g in found]
     runs: list[list[str]] = []
     for i, (start, _, got) in enumerate(found):
-        if runs and _RUN_JOINER.fullmatch(text[found[i - 1][1]:start]):
+        if runs and _RUN_JOINER.fullmatch(text[found[i - 1][1] : start]):
             runs[-1].append(got)
         else:
             runs.append([got])
@@ -243,16 +256,16 @@ def clean_response(response: str, special_tokens: tuple[str, ...] = ()) -> str |
     """The part of a response that may hold the answer (see the module docstring); None when a
     `<think>` block is never closed. `special_tokens`: a tokenizer's own specials, dropped too."""
     text = to_halfwidth(response[:MAX_RESPONSE_CHARS])
-    text = text[_OWN_HEADER.match(text).end():]
+    text = text[_OWN_HEADER.match(text).end() :]
     if end := _TURN_END.search(text, _after_think(text)):
-        text = text[:end.start()]
+        text = text[: end.start()]
     text = _SPECIAL_TOKENS.sub(" ", text)
     text = _PRICE_COMMA.sub(r"\1.\2", text)
     for token in special_tokens:
         text = text.replace(token, " ")
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
-        return text[closes[-1].end():]
+        return text[closes[-1].end() :]
     if _THINK_OPEN.search(text):
         return None
     return text
@@ -267,7 +280,7 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
     markers = list(_MARKERS.finditer(text))
     marker = [_after_marker(text, m.end()) for m in markers]
     boxed = _boxed_all(text, join_runs=True)
-    if markers and (steps := _step_boxes(text[:markers[-1].start()])):
+    if markers and (steps := _step_boxes(text[: markers[-1].start()])):
         boxed = [b for b in boxed if b.strip() not in steps]
     answer = [_after_marker(text, m.end()) for m in _ANSWER.finditer(text)]
     candidates = tuple(c.strip() for c in marker + boxed + answer)
@@ -284,8 +297,11 @@ def extract(response: str, special_tokens: tuple[str, ...] = (), final_sentence_
     if stated := _stated(last):
         got = _restated(stated, "sentence", last)
         return replace(got, whole=_whole(last)) if got.answer == stated else got
-    spans = [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)] \
-        if len(last) <= MAX_LINE_SCAN else []  # an unclosed `\\(` makes the span search quadratic
+    spans = (
+        [next(g for g in m.groups() if g is not None) for m in _MATH_SPAN.finditer(last)]
+        if len(last) <= MAX_LINE_SCAN
+        else []
+    )  # an unclosed `\\(` makes the span search quadratic
     if len(spans) == 1 and spans[0].strip():  # "Therefore $x \geq 5$ is the solution."
         return Extraction(spans[0].strip(), "fallback", ())
     several = len(last) <= MAX_LINE_SCAN and len(set(_NUMBER.findall(last))) > 1
@@ -309,9 +325,9 @@ def _stated(line: str) -> str | None:
         return None
     last = sentences[-1].strip()
     states = list(_STATES.finditer(last))
-    if not states or _LIST.search(last[states[0].end():]):
+    if not states or _LIST.search(last[states[0].end() :]):
         return None  # "x=2 or x=3" lists solutions: the whole line is the answer
-    value = last[states[-1].end():].strip().rstrip(".。").strip()
+    value = last[states[-1].end() :].strip().rstrip(".。").strip()
     if span := _MATH_SPAN.fullmatch(value):
         return next(g for g in span.groups() if g is not None).strip() or None
     if not value or len(value) > MAX_STATED_CHARS or not re.search(r"\d", value):
@@ -334,7 +350,7 @@ def _whole(line: str) -> str:
         text = next(g for g in spans[-1].groups() if g is not None)
     else:
         verbs = list(re.finditer(r"\b(?:is|are|equals)\b|等于|为|是", last, re.IGNORECASE))
-        text = last[verbs[-1].end():] if verbs else last
+        text = last[verbs[-1].end() :] if verbs else last
     return text.strip() if len(text) <= MAX_WHOLE_CHARS and _RELATION.search(text) else ""
 
 
@@ -379,8 +395,9 @@ def _several_on_last_line(last: str) -> Extraction:
     the working before it) there is no answer."""
     found = quantities(last)
     if one := readings(found):
-        return Extraction(one[0].as_answer(), "fallback", (), _readings(one),
-                          answer_hedge(one[0].text, final_sentence(last)))
+        return Extraction(
+            one[0].as_answer(), "fallback", (), _readings(one), answer_hedge(one[0].text, final_sentence(last))
+        )
     sentence = final_sentence(last)
     corrected = len(_NUMBER.findall(sentence)) > len(_NEGATED.findall(sentence)) > 0
     if corrected:  # "not 10, it's 1,000.99"

@@ -6,19 +6,22 @@ them, a set, except boxes a later one takes back (`\\boxed{1} no no \\boxed{2}` 
 of the gold (a typo in the data; a response cut off inside a box is not read so: its answer may be
 incomplete, `\\boxed{12` of `\\boxed{125}`).
 """
+
 from __future__ import annotations
 
 import re
 
 from .extract import _BOXED, _boxed_at, brace_pairs, braced, extract
 
-_GOLD_RETRACTION = re.compile(r"(?<![A-Za-z])(?:no|not|wrong|incorrect|actually)(?![A-Za-z])|不对|错了|不是", re.IGNORECASE)
+_GOLD_RETRACTION = re.compile(
+    r"(?<![A-Za-z])(?:no|not|wrong|incorrect|actually)(?![A-Za-z])|不对|错了|不是", re.IGNORECASE
+)
 
 
 def extract_gold(reference: str) -> str:
     """The answer `reference` holds (see the module docstring): what its marker or boxes give
     (`答案: 36`, `\\boxed{36}`), else the whole reference."""
-    opened = [m.end() for m in _BOXED.finditer(reference) if reference[m.end():m.end() + 1] == "{"]
+    opened = [m.end() for m in _BOXED.finditer(reference) if reference[m.end() : m.end() + 1] == "{"]
     if opened and braced(reference, opened[-1]) is None:
         reference += "}"  # a gold's last box never closed is a typo: it runs to the end
     got = extract(reference, final_sentence_levels=False)
@@ -40,6 +43,6 @@ def _boxes_kept(reference: str) -> list[str]:
             boxes.append((m.start(), pairs.get(m.end(), m.end() + len(got)) + 1, got))
     kept = boxes
     for (_, end, _), nxt in zip(boxes, boxes[1:]):
-        if _GOLD_RETRACTION.search(reference[end:nxt[0]]):
+        if _GOLD_RETRACTION.search(reference[end : nxt[0]]):
             kept = [b for b in boxes if b[0] >= nxt[0]]
     return [got for _, _, got in kept]

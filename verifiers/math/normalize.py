@@ -9,32 +9,57 @@ currency before or after the amount (`$`, `¥`, `元`, `块`, `€`, `£`, `USD`
 `dollars`) dropped; thousands separators removed (`1,234,567`, `14{,}916`, `1 000 000`); trailing
 punctuation and whitespace trimmed. Percent signs are kept (numbers.py reads them).
 """
+
 from __future__ import annotations
 
 import re
 
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _FULLWIDTH.update({0x3000: 0x20, 0xFFE5: ord("¥"), 0xFFE0: ord("¢"), 0xFFE1: ord("£")})
-_PUNCT_CJK = str.maketrans({"，": ",", "。": ".", "：": ":", "；": ";", "（": "(", "）": ")",
-                            "－": "-", "−": "-", "×": "\\times ", "÷": "/", "·": "\\cdot ",
-                            "\u2009": " ", "\u202f": " ", "\u00a0": " "})
+_PUNCT_CJK = str.maketrans(
+    {
+        "，": ",",
+        "。": ".",
+        "：": ":",
+        "；": ";",
+        "（": "(",
+        "）": ")",
+        "－": "-",
+        "−": "-",
+        "×": "\\times ",
+        "÷": "/",
+        "·": "\\cdot ",
+        "\u2009": " ",
+        "\u202f": " ",
+        "\u00a0": " ",
+    }
+)
 
 _MARKDOWN = re.compile(r"\*\*|__|`")
-_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mathsf|operatorname|mbox|"
-                       r"emph|boldsymbol|bm|hbox|textnormal|textsf|texttt)\s*\{([^{}]*)\}")
-_DROP = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|displaystyle|textstyle)(?![A-Za-z])|\\[!,;:]"
-                   r"|\^\s*\{?\\circ\}?|°|\\degree")
+_WRAPPERS = re.compile(
+    r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mathsf|operatorname|mbox|"
+    r"emph|boldsymbol|bm|hbox|textnormal|textsf|texttt)\s*\{([^{}]*)\}"
+)
+_DROP = re.compile(
+    r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|displaystyle|textstyle)(?![A-Za-z])|\\[!,;:]"
+    r"|\^\s*\{?\\circ\}?|°|\\degree"
+)
 _SPACE = re.compile(r"\\(?:quad|qquad)(?![A-Za-z])|(?<!\\)\\ |~")
-_RELATIONS = [(re.compile(r">=|\\ge(?:q|qslant)?(?![A-Za-z])|≥"), r"\\geq "), (re.compile(r"<=|\\le(?:q|qslant)?(?![A-Za-z])|≤"), r"\\leq "),
-              (re.compile(r"!=|\\ne(?:q)?(?![A-Za-z])|≠"), r"\\neq "), (re.compile(r"\\lt(?![A-Za-z])"), "<"),
-              (re.compile(r"\\gt(?![A-Za-z])"), ">")]
+_RELATIONS = [
+    (re.compile(r">=|\\ge(?:q|qslant)?(?![A-Za-z])|≥"), r"\\geq "),
+    (re.compile(r"<=|\\le(?:q|qslant)?(?![A-Za-z])|≤"), r"\\leq "),
+    (re.compile(r"!=|\\ne(?:q)?(?![A-Za-z])|≠"), r"\\neq "),
+    (re.compile(r"\\lt(?![A-Za-z])"), "<"),
+    (re.compile(r"\\gt(?![A-Za-z])"), ">"),
+]
 _FRAC_NAMES = re.compile(r"\\[dtc]frac")
 _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _FRAC_HALF_L = re.compile(r"\\frac\s*(\d)\s*\{")
 _FRAC_HALF_R = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
 _SQRT_SHORT = re.compile(r"\\sqrt\s*(\d+)")
-_CURRENCY = re.compile(r"(?:\\\$|US\$|USD|RMB|CNY|EUR|GBP|[¥€£元块]|美元|人民币|\b(?:yuan|dollars?|euros?)\b)",
-                       re.IGNORECASE)
+_CURRENCY = re.compile(
+    r"(?:\\\$|US\$|USD|RMB|CNY|EUR|GBP|[¥€£元块]|美元|人民币|\b(?:yuan|dollars?|euros?)\b)", re.IGNORECASE
+)
 _THOUSANDS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?![\d,])")
 _THOUSANDS_SPACE = re.compile(r"^([-+]?[1-9]\d{0,2}(?: \d{3})+)(\.\d+)?$")
 

@@ -18,6 +18,7 @@ voter alone can match them to a gold spelled the same way.
 Clock times (`15:45`, `3:45 pm`, `下午3点45分`) are not numbers: read_time compares them as times
 of day, a 12-hour time without am/pm standing for either reading.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,20 +37,34 @@ _PLAIN = re.compile(rf"^([-+]?)({_DEC})(?:[eE]([-+]?\d+))?$")
 _DECIMAL_COMMA = re.compile(r"^([-+]?)(\d+),(\d+)$")
 _RATIO = re.compile(rf"^([-+]?)({_DEC})\s*/\s*([-+]?{_DEC})$")
 _FRAC = re.compile(rf"^([-+]?)\\frac\{{\s*([-+]?{_DEC})\s*\}}\{{\s*([-+]?{_DEC})\s*\}}$")
-_MIXED = re.compile(rf"^([-+]?)({_INT})\s*\\frac\{{\s*({_INT})\s*\}}\{{\s*({_INT})\s*\}}$|^([-+]?)({_INT})\s+({_INT})/({_INT})$")
+_MIXED = re.compile(
+    rf"^([-+]?)({_INT})\s*\\frac\{{\s*({_INT})\s*\}}\{{\s*({_INT})\s*\}}$|^([-+]?)({_INT})\s+({_INT})/({_INT})$"
+)
 _SCI = re.compile(rf"^([-+]?{_DEC})\s*(?:\\times|\\cdot|\*|x|×)\s*10\s*\^\s*\{{?\s*([-+]?\d+)\s*\}}?$")
 _NONFINITE = re.compile(r"^[-+]?\s*(?:\\infty|∞|oo|inf|infinity|nan|\\text\{?nan\}?)$", re.IGNORECASE)
 _PERCENT = re.compile(r"^(.*?)\s*(?:%|percent|pct|per\s*cent)$", re.IGNORECASE)
 _PERCENT_CN = re.compile(r"^百分之\s*(.+)$")
-_MULT = {"万": 10 ** 4, "亿": 10 ** 8, "千": 10 ** 3, "百万": 10 ** 6, "千万": 10 ** 7, "万亿": 10 ** 12,
-         "thousand": 10 ** 3, "million": 10 ** 6, "billion": 10 ** 9, "trillion": 10 ** 12}
+_MULT = {
+    "万": 10**4,
+    "亿": 10**8,
+    "千": 10**3,
+    "百万": 10**6,
+    "千万": 10**7,
+    "万亿": 10**12,
+    "thousand": 10**3,
+    "million": 10**6,
+    "billion": 10**9,
+    "trillion": 10**12,
+}
 _MULT_RE = re.compile(r"^(.*?\d)\s*(万亿|百万|千万|万|亿|千|thousand|million|billion|trillion)$", re.IGNORECASE)
 # A trailing unit: a word, an abbreviation or CJK measure words (`36 apples`, `3 cm`, `36个`).
 # A word needs a space before it (`36 apples`); abbreviations may touch the number (`3cm`, `5m²`),
 # so `2x` and `2ab` stay expressions.
 _ABBR = r"(?:cm|mm|km|kg|mg|ml|mL|m|g|s|h|L|min|hr|hrs|sec|ft|in|lb|lbs|oz|kWh|W|V|Hz)"
-_UNIT = re.compile(rf"^(.*?[\d}}])(?:\s+[A-Za-z]{{2,}}(?:\s+[A-Za-z]+)*|\s*{_ABBR}(?:\^?[23]|²|³)?(?:/{_ABBR})?|"
-                   r"\s*[\u4e00-\u9fff]+)$")
+_UNIT = re.compile(
+    rf"^(.*?[\d}}])(?:\s+[A-Za-z]{{2,}}(?:\s+[A-Za-z]+)*|\s*{_ABBR}(?:\^?[23]|²|³)?(?:/{_ABBR})?|"
+    r"\s*[\u4e00-\u9fff]+)$"
+)
 
 
 @dataclass(frozen=True)
@@ -159,8 +174,9 @@ def read_time(s: str) -> set[int] | None:
     return {(hour % 24) * 3600 + base}
 
 
-def numbers_equal(gold: Number, pred: Number, rel_tol: float = 0.0, abs_tol: float = 0.0,
-                  percent_as_fraction: bool = True) -> bool:
+def numbers_equal(
+    gold: Number, pred: Number, rel_tol: float = 0.0, abs_tol: float = 0.0, percent_as_fraction: bool = True
+) -> bool:
     """Exact unless a tolerance is given; never equal when either side is not finite.
     A percent on one side: `50%` matches `50`, and `0.5` when percent_as_fraction."""
     if not (gold.finite and pred.finite):
@@ -181,7 +197,7 @@ def _places(x: Fraction) -> int | None:
             den //= prime
     if den != 1:
         return None
-    while (x * 10 ** places).denominator != 1:
+    while (x * 10**places).denominator != 1:
         places += 1
     return places
 
@@ -193,9 +209,9 @@ def _printed_expansion(gold: Fraction, pred: Fraction) -> bool:
     places = _places(pred)
     if places is None or _places(gold) is not None:
         return False
-    digits = len(str(abs(pred.numerator * 10 ** places // pred.denominator)))
-    scaled = gold * 10 ** places
-    return digits >= PRINTED_DIGITS and pred * 10 ** places in (int(scaled), round(scaled))
+    digits = len(str(abs(pred.numerator * 10**places // pred.denominator)))
+    scaled = gold * 10**places
+    return digits >= PRINTED_DIGITS and pred * 10**places in (int(scaled), round(scaled))
 
 
 def close(a: Fraction, b: Fraction, rel_tol: float | Decimal = 0, abs_tol: float | Decimal = 0) -> bool:
@@ -204,5 +220,6 @@ def close(a: Fraction, b: Fraction, rel_tol: float | Decimal = 0, abs_tol: float
     if a == b:
         return True
     diff = abs(a - b)
-    return bool((abs_tol and diff <= Fraction(abs_tol)) or
-                (rel_tol and diff <= Fraction(rel_tol) * max(abs(a), abs(b))))
+    return bool(
+        (abs_tol and diff <= Fraction(abs_tol)) or (rel_tol and diff <= Fraction(rel_tol) * max(abs(a), abs(b)))
+    )

@@ -22,6 +22,7 @@ currency or unit. The rule (`phrase_answer`):
 `答：退款金额是45元` reads the same way after its marker. The tables are data: add a phrase to
 the language's row, not a regex to the code.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,12 +37,49 @@ MAX_SENTENCE_CHARS = 400  # a longer final sentence is not an ending; answer_hed
 
 # Subjects that introduce the answer amount, longest match first.
 SUBJECTS = {
-    "zh": ("应退款", "应退还", "应退", "退款金额", "退款", "应补", "总价", "总金额", "总额", "总计", "合计",
-           "共计", "一共", "总共", "共需", "需要支付", "需支付", "应支付", "应付", "实付", "还需支付",
-           "需付", "找零", "结果", "共需支付"),
-    "en": ("the refund", "the total", "in total", "altogether", "you need to pay", "you will pay",
-           "you pay", "the result", "should refund", "need to refund", "will refund", "we refund",
-           "should pay", "need to pay"),
+    "zh": (
+        "应退款",
+        "应退还",
+        "应退",
+        "退款金额",
+        "退款",
+        "应补",
+        "总价",
+        "总金额",
+        "总额",
+        "总计",
+        "合计",
+        "共计",
+        "一共",
+        "总共",
+        "共需",
+        "需要支付",
+        "需支付",
+        "应支付",
+        "应付",
+        "实付",
+        "还需支付",
+        "需付",
+        "找零",
+        "结果",
+        "共需支付",
+    ),
+    "en": (
+        "the refund",
+        "the total",
+        "in total",
+        "altogether",
+        "you need to pay",
+        "you will pay",
+        "you pay",
+        "the result",
+        "should refund",
+        "need to refund",
+        "will refund",
+        "we refund",
+        "should pay",
+        "need to pay",
+    ),
 }
 # Words that may stand between the subject and the amount.
 VERBS = {
@@ -53,25 +91,72 @@ VERBS = {
 # `≈`, `\approx` and `~` are not hedges: math writes a rounded result with them (`\frac{70}{9}
 # \approx 7.78`, the math comparison decides those) and LaTeX writes `~` as a space.
 HEDGES_BEFORE = {
-    "zh": ("大约", "大概", "约", "差不多", "将近", "估计", "接近", "不到", "最多", "至少", "超过", "不超过",
-           "不少于", "低于", "高于"),
-    "en": ("about", "approximately", "approx.", "roughly", "around", "nearly", "almost", "at least",
-           "at most", "more than", "less than", "over", "under", "up to"),
+    "zh": (
+        "大约",
+        "大概",
+        "约",
+        "差不多",
+        "将近",
+        "估计",
+        "接近",
+        "不到",
+        "最多",
+        "至少",
+        "超过",
+        "不超过",
+        "不少于",
+        "低于",
+        "高于",
+    ),
+    "en": (
+        "about",
+        "approximately",
+        "approx.",
+        "roughly",
+        "around",
+        "nearly",
+        "almost",
+        "at least",
+        "at most",
+        "more than",
+        "less than",
+        "over",
+        "under",
+        "up to",
+    ),
 }
 # after the number itself or its unit (`100多元`, `100元以上`): `来` and `多` only there
-HEDGES_AFTER = {"zh": ("左右", "上下", "多", "余", "来", "以上", "以下", "以内", "出头"),
-                "en": ("or so", "or more", "or less", "at most", "at least", "or thereabouts", "+")}
-DOUBTS = {"zh": ("可能", "也许", "或许", "大概", "估计", "不确定", "我猜", "对吗", "是吗"),
-          "en": ("probably", "maybe", "perhaps", "i think", "i guess", "not sure", "i believe", "unsure",
-                 "not certain", "give or take")}
+HEDGES_AFTER = {
+    "zh": ("左右", "上下", "多", "余", "来", "以上", "以下", "以内", "出头"),
+    "en": ("or so", "or more", "or less", "at most", "at least", "or thereabouts", "+"),
+}
+DOUBTS = {
+    "zh": ("可能", "也许", "或许", "大概", "估计", "不确定", "我猜", "对吗", "是吗"),
+    "en": (
+        "probably",
+        "maybe",
+        "perhaps",
+        "i think",
+        "i guess",
+        "not sure",
+        "i believe",
+        "unsure",
+        "not certain",
+        "give or take",
+    ),
+}
 # A short sentence after the answer that takes it back: `应退款 88 元。不对。`, `... Just kidding.`
-RETRACTIONS = {"zh": ("不对", "错了", "说错", "搞错"),
-               "en": ("wrong", "incorrect", "kidding", "not really", "my mistake", "scratch that")}
+RETRACTIONS = {
+    "zh": ("不对", "错了", "说错", "搞错"),
+    "en": ("wrong", "incorrect", "kidding", "not really", "my mistake", "scratch that"),
+}
 # A subject with one of these before it in its clause is not stated: `我们无法确认应退款88元`,
 # `If the refund is 88 yuan, fine`; NEGATIONS_ADJACENT only right before it (`不应退款`, `无需支付`:
 # `不锈钢杯总价为36元` and `无线耳机合计88元` name goods, they negate nothing).
-NEGATIONS = {"zh": ("无法", "是否", "不能", "不用", "不必", "没有", "不会", "并非"),
-             "en": ("if", "not", "no need", "whether", "unless", "don't", "doesn't", "never")}
+NEGATIONS = {
+    "zh": ("无法", "是否", "不能", "不用", "不必", "没有", "不会", "并非"),
+    "en": ("if", "not", "no need", "whether", "unless", "don't", "doesn't", "never"),
+}
 NEGATIONS_ADJACENT = {"zh": ("不", "无", "没", "未", "别"), "en": ()}
 
 
@@ -81,22 +166,31 @@ _SIGN_END = r"(?![^\s,.;，。；])(?!\s*[\d\\(\[{$])"
 
 def _alternation(table: dict[str, tuple[str, ...]], edge: bool) -> re.Pattern:
     words = sorted({w for row in table.values() for w in row}, key=len, reverse=True)
-    parts = [re.escape(w) + (r"(?![A-Za-z])" if edge and w[-1].isascii() and w[-1].isalpha() else
-                             _SIGN_END if not w[-1].isalnum() and edge else "")
-             for w in words]
+    parts = [
+        re.escape(w)
+        + (
+            r"(?![A-Za-z])"
+            if edge and w[-1].isascii() and w[-1].isalpha()
+            else _SIGN_END
+            if not w[-1].isalnum() and edge
+            else ""
+        )
+        for w in words
+    ]
     head = r"(?<![A-Za-z])" if edge else ""
     return re.compile(head + "(?:" + "|".join(parts) + ")", re.IGNORECASE)
 
 
 _SUBJECT = _alternation(SUBJECTS, edge=True)
-_FILLER = re.compile(r"(?:\s|[,:]|" + _alternation(VERBS, True).pattern + "|"
-                     + _alternation(HEDGES_BEFORE, True).pattern + ")*", re.IGNORECASE)
+_FILLER = re.compile(
+    r"(?:\s|[,:]|" + _alternation(VERBS, True).pattern + "|" + _alternation(HEDGES_BEFORE, True).pattern + ")*",
+    re.IGNORECASE,
+)
 _BEFORE = _alternation(HEDGES_BEFORE, edge=True)
 _AFTER = re.compile(r"^\s*(?:" + _alternation(HEDGES_AFTER, True).pattern + ")", re.IGNORECASE)
 _AFTER_ANYWHERE = _alternation(HEDGES_AFTER, edge=True)
 # a hedge right before a number: only a verb or a currency sign between (`about 88`, `约为88`)
-_BEFORE_ADJACENT = re.compile("(?:" + _BEFORE.pattern + r")\s*(?:是|为|is|:)?\s*(?:¥|US\$|\\?\$)?\s*$",
-                              re.IGNORECASE)
+_BEFORE_ADJACENT = re.compile("(?:" + _BEFORE.pattern + r")\s*(?:是|为|is|:)?\s*(?:¥|US\$|\\?\$)?\s*$", re.IGNORECASE)
 _DOUBT = _alternation(DOUBTS, edge=True)
 _NEGATION = _alternation(NEGATIONS, edge=True)
 _NEGATION_ADJACENT = re.compile("(?:" + _alternation(NEGATIONS_ADJACENT, edge=True).pattern + r")\s*$")
@@ -104,8 +198,9 @@ _CLAUSE_END = re.compile(r"[,;:，；：、]")
 _QUESTION = re.compile(r"(?:[?？]|吗|吧)\s*$")  # `吧` asks for agreement: `应退款88元吧`
 _RETRACTION = _alternation(RETRACTIONS, edge=True)
 # `应退款不是 88 元`, `The total is not 88`: the verb before the answer is negated
-_NEGATED_VERB = re.compile(r"(?:不是|不为|不等于|并非|(?<![A-Za-z])(?:not|isn't|never))\s*[:：]?\s*(?:¥|US\$|\\?\$)?\s*$",
-                           re.IGNORECASE)
+_NEGATED_VERB = re.compile(
+    r"(?:不是|不为|不等于|并非|(?<![A-Za-z])(?:not|isn't|never))\s*[:：]?\s*(?:¥|US\$|\\?\$)?\s*$", re.IGNORECASE
+)
 # every position where a subject starts, overlapping ones too (`共需支付`: `共需`, `需支付`)
 _SUBJECT_AT = re.compile("(?=(" + _SUBJECT.pattern + "))", re.IGNORECASE)
 # sentence ends: a newline, CJK stops, `!?`, and a period not inside a number (`1,299.00`)
@@ -117,17 +212,17 @@ _ARITHMETIC = re.compile(r"\d\s*[-+*×÷]\s*[\d(]")
 
 @dataclass(frozen=True)
 class Ending:
-    answer: str                  # the amount as written (`88 元`, `¥1,299.00`)
-    restated: tuple[str, ...]    # the same value written otherwise in the sentence (`2500 g`)
-    values: tuple[str, ...]      # every different value, when there are several (a hedge)
-    hedge: str                   # the hedge word found, or ""
+    answer: str  # the amount as written (`88 元`, `¥1,299.00`)
+    restated: tuple[str, ...]  # the same value written otherwise in the sentence (`2500 g`)
+    values: tuple[str, ...]  # every different value, when there are several (a hedge)
+    hedge: str  # the hedge word found, or ""
 
 
 def retraction(text: str) -> str:
     """A retracting word in the short digit-free sentences after the final sentence, or ""."""
-    text = text[-MAX_TRAILING * MAX_TRAILING_CHARS * 2:]
+    text = text[-MAX_TRAILING * MAX_TRAILING_CHARS * 2 :]
     sentences = [x for x in _SENTENCE_END.split(text) if x.strip()]
-    for sentence in reversed(sentences[-MAX_TRAILING - 1:]):
+    for sentence in reversed(sentences[-MAX_TRAILING - 1 :]):
         if re.search(r"\d", sentence):
             break
         if m := _RETRACTION.search(sentence):
@@ -140,7 +235,7 @@ def final_sentence(text: str) -> str:
     text = _ABBREVIATION.sub(lambda m: "".join(g for g in m.groups() if g), text[-4000:])
     pieces, start = [], 0
     for end in _SENTENCE_END.finditer(text):  # a question keeps its mark: it is a hedge
-        pieces.append(text[start:end.start()] + ("?" if end.group(0) in "?？" else ""))
+        pieces.append(text[start : end.start()] + ("?" if end.group(0) in "?？" else ""))
         start = end.end()
     sentences = [s.strip() for s in pieces + [text[start:]] if s.strip()]
     for skipped, sentence in enumerate(reversed(sentences)):
@@ -159,7 +254,7 @@ def phrase_answer(text: str) -> Ending | None:
     stated = {}  # amount position -> (subject start, filler end): the longest subject ending there
     for at in _SUBJECT_AT.finditer(sentence):
         filler = _FILLER.match(sentence, at.start() + len(at.group(1)))
-        rest = sentence[filler.end():]
+        rest = sentence[filler.end() :]
         found = quantities(rest)
         if not found or not rest.startswith(found[0].text):
             continue  # `合计有3种方法` or `the total of 3 and 4`: no amount right after the subject
@@ -178,8 +273,7 @@ def phrase_answer(text: str) -> Ending | None:
     if m := _NEGATION.search(_CLAUSE_END.split(before)[-1]) or _NEGATION_ADJACENT.search(before):
         return Ending(found[0].as_answer(), (), (), m.group(0))
     earlier = [quantities(sentence[at:])[0] for at in sorted(stated)[:-1]]
-    if earlier and any(not same_value(q, found[0]) for q in earlier) \
-            and not _follows(found[0], quantities(before)):
+    if earlier and any(not same_value(q, found[0]) for q in earlier) and not _follows(found[0], quantities(before)):
         return Ending(earlier[0].as_answer(), (), (earlier[0].text, found[0].text), "")
     return _ending(sentence, (before, sentence[subject_end:amount_at]), rest, found)
 
@@ -191,7 +285,7 @@ def _follows(amount: Quantity, working: list[Quantity]) -> bool:
     if len(values) > 1 and sum(values) == target:
         return True
     for i, a in enumerate(values):
-        for b in values[i + 1:]:
+        for b in values[i + 1 :]:
             if target in (a + b, a - b, b - a, a * b) or (b and a / b == target) or (a and b / a == target):
                 return True
     return False
@@ -213,7 +307,7 @@ def hedge_word(sentence: str, lead: tuple[str, str], rest: str, amount: str) -> 
     before_subject, filler = lead
     if m := _BEFORE_SUBJECT.search(before_subject) or _BEFORE.search(filler):
         return _BEFORE.search(m.group(0)).group(0)
-    if m := _AFTER.match(rest[len(amount):]):
+    if m := _AFTER.match(rest[len(amount) :]):
         return m.group(0).strip()
     if m := _DOUBT.search(sentence):
         return m.group(0)
@@ -238,7 +332,7 @@ def answer_hedge(answer: str, sentence: str = "") -> str:
         if at >= 0:
             if m := _BEFORE_ADJACENT.search(text[:at]):
                 return _BEFORE.search(m.group(0)).group(0)
-            if m := _AFTER.match(text[at + len(found[0].text):]):
+            if m := _AFTER.match(text[at + len(found[0].text) :]):
                 return m.group(0).strip()
     if sentence and (m := _DOUBT.search(sentence)):
         return m.group(0)

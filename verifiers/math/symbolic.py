@@ -14,6 +14,7 @@ address-space limit; past the timeout the helper is killed and restarted on the 
 `9^{9^{9^9}}` costs one timeout, never a hang. No `signal.alarm` anywhere (math-verify's own
 timeouts use it; they are switched off here and the process timeout replaces them).
 """
+
 from __future__ import annotations
 
 import threading
@@ -22,7 +23,7 @@ from .._proc import Child
 
 MAX_CHARS = 1000
 HELPER_MEMORY_BYTES = 3 << 30
-HUGE = 10 ** 300
+HUGE = 10**300
 _CACHE_SIZE = 4096
 STARTUP_TIMEOUT_S = 120.0
 
@@ -40,10 +41,18 @@ def _parse(text: str, cache: dict):
     from math_verify.parser import should_treat_as_complex
 
     try:
-        latex = normalize_latex(text, NormalizationConfig(basic_latex=True, units=True, malformed_operators=True,
-                                                          nits=True, boxed="all", equations=False))
-        got = [latex2sympy(latex, is_real=not should_treat_as_complex(latex), convert_degrees=False,
-                           normalization_config=None), latex]
+        latex = normalize_latex(
+            text,
+            NormalizationConfig(
+                basic_latex=True, units=True, malformed_operators=True, nits=True, boxed="all", equations=False
+            ),
+        )
+        got = [
+            latex2sympy(
+                latex, is_real=not should_treat_as_complex(latex), convert_degrees=False, normalization_config=None
+            ),
+            latex,
+        ]
     except Exception:  # noqa: BLE001 - the grammar raises many types; try math-verify's own route
         got = parse(f"${text}$", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=None)
     got = [_evaluated(x) for x in got]
@@ -113,10 +122,31 @@ def compare(gold_text: str, pred_text: str, float_digits: int, exact: bool, cach
     return bool(verify(gold, pred, float_rounding=float_digits, timeout_seconds=None))
 
 
-_POINTS = ((0.5772156649, 1.4142135623, 2.7182818284), (-1.7320508075, 0.6180339887, -3.1415926535),
-           (2.2360679774, -0.7071067811, 1.1447298858), (-0.3678794411, -2.4142135623, 0.9159655941))
-_OPAQUE = ("Abs", "Piecewise", "Max", "Min", "floor", "ceiling", "sign", "Mod", "Sum", "Product", "Integral",
-           "Limit", "Derivative", "frac", "re", "im", "arg")
+_POINTS = (
+    (0.5772156649, 1.4142135623, 2.7182818284),
+    (-1.7320508075, 0.6180339887, -3.1415926535),
+    (2.2360679774, -0.7071067811, 1.1447298858),
+    (-0.3678794411, -2.4142135623, 0.9159655941),
+)
+_OPAQUE = (
+    "Abs",
+    "Piecewise",
+    "Max",
+    "Min",
+    "floor",
+    "ceiling",
+    "sign",
+    "Mod",
+    "Sum",
+    "Product",
+    "Integral",
+    "Limit",
+    "Derivative",
+    "frac",
+    "re",
+    "im",
+    "arg",
+)
 
 
 def _quick_equal(g, p) -> bool | None:
@@ -131,8 +161,9 @@ def _quick_equal(g, p) -> bool | None:
     try:
         if not (isinstance(g, sympy.Expr) and isinstance(p, sympy.Expr)) or g.has(sympy.Float) or p.has(sympy.Float):
             return None
-        names = {type(f).__name__ for e in (g, p) for f in e.atoms(sympy.Function)} | \
-            {type(e).__name__ for e in (g, p) for e in sympy.preorder_traversal(e)}
+        names = {type(f).__name__ for e in (g, p) for f in e.atoms(sympy.Function)} | {
+            type(e).__name__ for e in (g, p) for e in sympy.preorder_traversal(e)
+        }
         if names & set(_OPAQUE) or g.free_symbols != p.free_symbols or len(g.free_symbols) > 3:
             return None
         symbols = sorted(g.free_symbols, key=str)
@@ -142,7 +173,9 @@ def _quick_equal(g, p) -> bool | None:
         for point in _POINTS:
             subs = {s: sympy.Float(v, 60) for s, v in zip(symbols, point)}
             gv, pv = g.evalf(60, subs=subs), p.evalf(60, subs=subs)
-            if not (gv.is_number and pv.is_number) or any(x.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo) for x in (gv, pv)):
+            if not (gv.is_number and pv.is_number) or any(
+                x.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo) for x in (gv, pv)
+            ):
                 return None
             diff = abs(complex(gv - pv)) if max(abs(gv), abs(pv)) < 1e300 else None
             scale = max(abs(complex(gv)), abs(complex(pv))) if diff is not None else None
@@ -218,8 +251,7 @@ class _Helper:
 HELPER = _Helper()
 
 
-def symbolic_equal(gold: str, pred: str, float_digits: int, timeout_s: float,
-                   exact: bool = False) -> bool | None | str:
+def symbolic_equal(gold: str, pred: str, float_digits: int, timeout_s: float, exact: bool = False) -> bool | None | str:
     if len(gold) > MAX_CHARS or len(pred) > MAX_CHARS:
         return None
     return HELPER.equal((gold, pred, int(float_digits), exact), timeout_s)

@@ -23,6 +23,7 @@ such words that differ (`5 apples, 5 pears`) are two values. A sentence restatin
 MAX_READINGS ways (`1 km = 1000 m = 100000 cm = 1000000 mm`) is treated as several values: each
 reading is one more gold it could match.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,7 +43,7 @@ def _add(dimension: str, factor: Fraction | int, *names: str) -> None:
         UNITS[name] = (dimension, Fraction(factor))
 
 
-_add("mass", 10 ** 6, "t", "tonne", "tonnes", "吨")
+_add("mass", 10**6, "t", "tonne", "tonnes", "吨")
 _add("mass", 1000, "kg", "kilogram", "kilograms", "千克", "公斤")
 _add("mass", 500, "斤")
 _add("mass", 1, "g", "gram", "grams", "克")
@@ -63,8 +64,9 @@ _add("dollar", 1, "dollar", "dollars", "USD", "\\$", "US$")
 _add("dollar", Fraction(1, 100), "cent", "cents")
 
 _LATIN = sorted((u for u in UNITS if u.isascii() and u[0].isalpha()), key=len, reverse=True)
-_OTHER = sorted((u for u in UNITS if not (u.isascii() and u[0].isalpha()) and u not in ("¥", "\\$", "US$")),
-                key=len, reverse=True)
+_OTHER = sorted(
+    (u for u in UNITS if not (u.isascii() and u[0].isalpha()) and u not in ("¥", "\\$", "US$")), key=len, reverse=True
+)
 _UNIT = "(?:" + "|".join(re.escape(u) for u in _LATIN) + r")(?![A-Za-z])|" + "|".join(re.escape(u) for u in _OTHER)
 _QUANTITY = re.compile(
     r"(?:(?P<cur>¥|\\\$|US\$|\$(?=\s*\d))\s*)?"  # `(?P<cur>..)?\s*` would rescan every blank (quadratic)
@@ -72,18 +74,19 @@ _QUANTITY = re.compile(
     r"(?![\d/]|[.,]\d)(?!\s*(?:[eE][-+]?\d|\^|\*\*|\\times|\\cdot)))"
     r"(?P<pct>\s*%)?"
     r"(?P<mult>\s*(?:万亿|百万|千万|万|亿|千|(?:thousand|million|billion)(?![A-Za-z])))?"
-    rf"(?:\s*(?P<unit>{_UNIT}))?")
+    rf"(?:\s*(?P<unit>{_UNIT}))?"
+)
 
 
 @dataclass(frozen=True)
 class Quantity:
-    text: str           # as written: `2.5 kg`, `¥1,299.00`, `2万元`
-    value: Fraction     # the number, multiplier applied, unit not
+    text: str  # as written: `2.5 kg`, `¥1,299.00`, `2万元`
+    value: Fraction  # the number, multiplier applied, unit not
     percent: bool
-    unit: str           # a UNITS key, or "" (none, or one outside the table)
-    reading: str = ""   # a compound amount (`1元5角`) as one number in its first unit (`1.5`)
-    alt: str = ""       # ... and in its last unit (`15`)
-    noun: str = ""      # the word after a number without a table unit (`apples` in `5 apples`)
+    unit: str  # a UNITS key, or "" (none, or one outside the table)
+    reading: str = ""  # a compound amount (`1元5角`) as one number in its first unit (`1.5`)
+    alt: str = ""  # ... and in its last unit (`15`)
+    noun: str = ""  # the word after a number without a table unit (`apples` in `5 apples`)
 
     def as_answer(self) -> str:
         """The text an answer compares: as written, or a compound amount's one number."""
@@ -109,8 +112,8 @@ def quantities(text: str) -> list[Quantity]:
         unit = m.group("unit") or {"¥": "¥", "\\$": "\\$", "US$": "US$", "$": "\\$"}.get(m.group("cur") or "", "")
         noun = "" if unit else _noun(text, m.end())
         q = Quantity(m.group(0).strip(), number.value, number.percent, unit, noun=noun)
-        if out and _COMPOUND_JOIN.fullmatch(text[end:m.start()]) and (whole := _compound(out[-1], q)):
-            q = replace(whole, text=text[start:m.end()].strip())
+        if out and _COMPOUND_JOIN.fullmatch(text[end : m.start()]) and (whole := _compound(out[-1], q)):
+            q = replace(whole, text=text[start : m.end()].strip())
             out.pop()
         else:
             start = m.start()
@@ -122,8 +125,32 @@ def quantities(text: str) -> list[Quantity]:
 
 
 _NOUN = re.compile(r"\s*([A-Za-z]{2,})")
-_NOT_NOUNS = {"and", "or", "is", "are", "in", "ie", "eg", "so", "to", "of", "which", "that", "as", "for", "by", "we",
-              "the", "it", "total", "altogether", "each", "more", "than", "both"}
+_NOT_NOUNS = {
+    "and",
+    "or",
+    "is",
+    "are",
+    "in",
+    "ie",
+    "eg",
+    "so",
+    "to",
+    "of",
+    "which",
+    "that",
+    "as",
+    "for",
+    "by",
+    "we",
+    "the",
+    "it",
+    "total",
+    "altogether",
+    "each",
+    "more",
+    "than",
+    "both",
+}
 
 
 def _noun(text: str, at: int) -> str:
@@ -143,8 +170,7 @@ def _compound(a: Quantity, b: Quantity) -> Quantity | None:
     if dim_a != dim_b or fb >= fa:
         return None
     first = a.value + b.value * fb / fa
-    return Quantity(f"{a.text} {b.text}", first, False, a.unit, _plain_number(first),
-                    _plain_number(first * fa / fb))
+    return Quantity(f"{a.text} {b.text}", first, False, a.unit, _plain_number(first), _plain_number(first * fa / fb))
 
 
 def _plain_number(value: Fraction) -> str:
@@ -157,11 +183,11 @@ def _plain_number(value: Fraction) -> str:
     if den != 1:
         return f"{value.numerator}/{value.denominator}"
     digits = 0
-    while (value * 10 ** digits).denominator != 1:
+    while (value * 10**digits).denominator != 1:
         digits += 1
     if not digits:
         return str(value.numerator)
-    whole = str(abs(int(value * 10 ** digits))).rjust(digits + 1, "0")
+    whole = str(abs(int(value * 10**digits))).rjust(digits + 1, "0")
     return ("-" if value < 0 else "") + whole[:-digits] + "." + whole[-digits:]
 
 

@@ -17,6 +17,7 @@ gold is one, a hedge, bound or doubt word on the answer such as `约`, `至少`,
 `I believe`, a question, or a negated answer phrase such as `不应退款`, flagged `hedged`), `timeout`
 when the symbolic comparison ran out of time, `error` for an unusable reference.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,11 +29,18 @@ from .gold import extract_gold
 from .normalize import normalize
 from .numbers import read_number
 
-_LEVEL = {"marker": "final-answer marker", "boxed": "\\boxed{}", "answer": "'Answer:'",
-          "phrase": "final sentence's answer phrase", "sentence": "final sentence",
-          "fallback": "last-line fallback"}
+_LEVEL = {
+    "marker": "final-answer marker",
+    "boxed": "\\boxed{}",
+    "answer": "'Answer:'",
+    "phrase": "final sentence's answer phrase",
+    "sentence": "final sentence",
+    "fallback": "last-line fallback",
+}
 # `\\\\frac`, `\\\\left(`: LaTeX escaped twice (JSON or a Python string written out once more).
-_DOUBLED = re.compile(r"\\\\(?=(?:left|right|frac|dfrac|tfrac|sqrt|pi|boxed|le|leq|ge|geq|neq|in|infty|cdot|times|text)(?![A-Za-z]))")
+_DOUBLED = re.compile(
+    r"\\\\(?=(?:left|right|frac|dfrac|tfrac|sqrt|pi|boxed|le|leq|ge|geq|neq|in|infty|cdot|times|text)(?![A-Za-z]))"
+)
 # `14{,}916`: LaTeX's braced comma between digits reads as the plain comma (a thousands separator
 # before three digits, as `14,916` is).
 _BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")
@@ -41,12 +49,14 @@ _FRACTION = re.compile(r"^[-+]?(?:\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}|(\d+)\s*/
 
 def options(params: dict) -> Options:
     timeout = float(params.get("symbolic_timeout_s", 2.0))
-    return Options(rel_tol=float(params.get("rel_tol", 0.0) or 0.0),
-                   abs_tol=float(params.get("abs_tol", 0.0) or 0.0),
-                   percent_as_fraction=bool(params.get("percent_as_fraction", True)),
-                   allow_expressions=bool(params.get("allow_expressions", False)),
-                   symbolic_timeout_s=timeout if params.get("symbolic", True) else None,
-                   float_digits=int(params.get("float_digits", 6)))
+    return Options(
+        rel_tol=float(params.get("rel_tol", 0.0) or 0.0),
+        abs_tol=float(params.get("abs_tol", 0.0) or 0.0),
+        percent_as_fraction=bool(params.get("percent_as_fraction", True)),
+        allow_expressions=bool(params.get("allow_expressions", False)),
+        symbolic_timeout_s=timeout if params.get("symbolic", True) else None,
+        float_digits=int(params.get("float_digits", 6)),
+    )
 
 
 def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
@@ -60,8 +70,10 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
         return V.error(f"reference {V.clip(reference)!r} holds no answer after normalization")
     tokens = params.get("special_tokens") or ()
     if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) and t for t in tokens):
-        return V.error(f"params special_tokens must be a list of non-empty strings, got {V.clip(repr(tokens), 80)}; "
-                       f"e.g. special_tokens: ['<|end|>']")
+        return V.error(
+            f"params special_tokens must be a list of non-empty strings, got {V.clip(repr(tokens), 80)}; "
+            f"e.g. special_tokens: ['<|end|>']"
+        )
     got = extract(response, tuple(tokens))
     if got.answer is None:
         return V.unparsed("no final answer found (no marker, \\boxed{}, Answer:, final sentence or number)")
@@ -72,12 +84,16 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     # a final sentence's values (levels 4-6) are already different under the unit table: `1 m 1 g`
     # and `3 yuan, i.e. 3 dollars` are two values though their numbers agree
     distinct = _distinct(got.candidates) if got.level in ("marker", "boxed", "answer") else list(got.candidates)
-    if len(distinct) > 1 and got.level in ("marker", "boxed", "answer") and \
-            (joined := _parts_of_gold(gold, distinct, opts)):
+    if (
+        len(distinct) > 1
+        and got.level in ("marker", "boxed", "answer")
+        and (joined := _parts_of_gold(gold, distinct, opts))
+    ):
         return V.correct(V.clip(joined), "the final answers, read together, match the gold's parts (collection voter)")
     if len(distinct) > 1:
-        return V.hedged(V.clip(pred), f"hedged between {len(distinct)} different final answers: "
-                                      f"{V.clip(' | '.join(distinct), 200)}")
+        return V.hedged(
+            V.clip(pred), f"hedged between {len(distinct)} different final answers: {V.clip(' | '.join(distinct), 200)}"
+        )
     if got.hedge:
         return V.hedged(V.clip(pred), f"{where} is hedged ({got.hedge})")
     if problem := _form_problem(pred, params):
@@ -88,8 +104,7 @@ def verify_math(response: str, reference: str, params: dict) -> V.Verdict:
     if vote.outcome == TIMEOUT:
         return V.timeout(f"the symbolic comparison with gold {V.clip(gold, 80)!r} ran out of time", V.clip(pred))
     if vote.outcome == ABSTAIN:
-        return V.unparsed(f"{where} could not be read as math to compare with gold {V.clip(gold, 80)!r}",
-                          V.clip(pred))
+        return V.unparsed(f"{where} could not be read as math to compare with gold {V.clip(gold, 80)!r}", V.clip(pred))
     if vote.equal:
         return V.correct(V.clip(pred), f"{where} matches gold ({vote.voter} voter)")
     if restated := _restatement_equal(gold, got.restated, opts):
@@ -170,6 +185,8 @@ def check_reference(reference: str, params: dict) -> str | None:
         return f"math reference {V.clip(reference, 80)!r} holds no answer after normalization"
     number = read_number(strip_assignment(gold))
     if number is not None and not number.finite and not params.get("allow_infinite_gold", False):
-        return (f"math reference {V.clip(reference, 80)!r} is {number.value}; set params "
-                f"allow_infinite_gold: true if that is really the answer")
+        return (
+            f"math reference {V.clip(reference, 80)!r} is {number.value}; set params "
+            f"allow_infinite_gold: true if that is really the answer"
+        )
     return None

@@ -6,6 +6,7 @@ a form like "status: resolved", "is now on hold", "has been closed" or "marked a
 the synonyms in STATUSES count ("solved" is resolved). Another ticket's ID, or two different
 statuses, score 0. `check_reference` and `solution_from_reference` join rlvrflow's attach step.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,12 +14,18 @@ import re
 
 from rlvrflow.verifiers import Verdict
 
-STATUSES = {"open": ["open", "reopened"], "pending": ["pending", "on hold"], "escalated": ["escalated"],
-            "resolved": ["resolved", "solved", "fixed"], "closed": ["closed"]}
+STATUSES = {
+    "open": ["open", "reopened"],
+    "pending": ["pending", "on hold"],
+    "escalated": ["escalated"],
+    "resolved": ["resolved", "solved", "fixed"],
+    "closed": ["closed"],
+}
 _TICKET = re.compile(r"\bTCK-\d{4,}\b", re.IGNORECASE)
 _WORDS = "|".join(sorted({w for words in STATUSES.values() for w in words}, key=len, reverse=True))
-_STATED = re.compile(rf"\b(?:status(?:\s+is)?\s*:?|is\s+now|has\s+been|was|marked(?:\s+as)?)\s+({_WORDS})\b",
-                     re.IGNORECASE)
+_STATED = re.compile(
+    rf"\b(?:status(?:\s+is)?\s*:?|is\s+now|has\s+been|was|marked(?:\s+as)?)\s+({_WORDS})\b", re.IGNORECASE
+)
 _CANONICAL = {w: status for status, words in STATUSES.items() for w in words}
 
 

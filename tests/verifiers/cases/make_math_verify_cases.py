@@ -11,6 +11,7 @@ whose values are plain literals. Regenerate with
 Where our verdict differs from math-verify's expectation on purpose, tests/verifiers/test_math_public.py
 lists the case with the reason.
 """
+
 import ast
 import json
 import sys
@@ -26,8 +27,9 @@ def cases_in(path: Path):
         fields = [n.strip() for n in names.split(",")]
         if fields[:3] != ["gold", "pred", "expected"]:
             continue
-        test = next((f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-                     and node in f.decorator_list), "?")
+        test = next(
+            (f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and node in f.decorator_list), "?"
+        )
         for i, elt in enumerate(node.args[1].elts):
             try:
                 values = ast.literal_eval(elt)
@@ -35,8 +37,7 @@ def cases_in(path: Path):
                 continue
             gold, pred, expected = values[:3]
             if isinstance(gold, str) and isinstance(pred, str) and expected in (0, 1, True, False):
-                yield {"gold": gold, "pred": pred, "expected": int(expected),
-                       "source": f"{path.name}::{test}[{i}]"}
+                yield {"gold": gold, "pred": pred, "expected": int(expected), "source": f"{path.name}::{test}[{i}]"}
 
 
 def main(folder: str) -> None:
