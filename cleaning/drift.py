@@ -119,10 +119,14 @@ def _expectations(reference: dict, cfg: DriftConfig) -> list[tuple[str, Any]]:
     known = sorted(reference["categories"])
     seen = sorted(set(known) | set(reference.get("seen_categories", ())))  # in any source of the champion's
     checks: list[tuple[str, Any]] = [
-        (f"every category of the champion's rows is there ({', '.join(known)})",
-         gxe.ExpectColumnDistinctValuesToContainSet(column="category", value_set=known)),
-        (f"categories the champion never saw are at most {cfg.max_share_shift:.0%} of the rows",
-         gxe.ExpectColumnValuesToBeInSet(column="category", value_set=seen, mostly=1 - cfg.max_share_shift)),
+        (
+            f"every category of the champion's rows is there ({', '.join(known)})",
+            gxe.ExpectColumnDistinctValuesToContainSet(column="category", value_set=known),
+        ),
+        (
+            f"categories the champion never saw are at most {cfg.max_share_shift:.0%} of the rows",
+            gxe.ExpectColumnValuesToBeInSet(column="category", value_set=seen, mostly=1 - cfg.max_share_shift),
+        ),
     ]
     for category, old in reference["categories"].items():
         only = {"row_condition": f'category=="{category}"', "condition_parser": "pandas"}

@@ -195,7 +195,8 @@ def test_a_new_day_of_one_source_is_measured_against_that_sources_rows():
     assert report["failed"] == [], report["failed"]
     assert report["scope"].endswith("against the champion's rows of source tickets")
     some = night(1, n=280, file="raw/day2.jsonl").with_columns(  # a few console-kind tickets: seen, not new
-        category=pl.when(pl.col("id").str.ends_with("7")).then(pl.lit("multi_step")).otherwise(pl.col("category")))
+        category=pl.when(pl.col("id").str.ends_with("7")).then(pl.lit("multi_step")).otherwise(pl.col("category"))
+    )
     mixed = check_drift(pl.concat([night(0), console, some]), day2, champion, DriftConfig())
     assert mixed["failed"] == [], mixed["failed"]
     without_global = {k: v for k, v in champion.items() if k != "sources"}  # a profile from before sources
