@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from rlvrflow.engines.hf_engine import end_of_turn_id
+
 TOOLS_FALLBACK = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{tools}\n</tools>\n\n"
@@ -84,18 +86,22 @@ def render_text(tokenizer, transcript: Any, tools: Sequence[Any] | None = None) 
     message's text in it (with the end-of-turn token right after, when there is one)."""
     msgs, extra = _with_tools(tokenizer, _messages(transcript), _schemas(tools))
     text = tokenizer.apply_chat_template(msgs, tokenize=False, **extra)
-    end_of_turn = tokenizer.eos_token or ""
+    # the token the template closes an assistant turn with (what the policy stopped on), which need not
+    # be the tokenizer's EOS (a base model's <|endoftext|> beside its template's <|im_end|>)
+    eot = end_of_turn_id(tokenizer)
+    end_of_turn = tokenizer.convert_ids_to_tokens(eot) if eot is not None else (tokenizer.eos_token or "")
     spans, cursor = [], 0
     for k, m in enumerate(msgs):
         if m["role"] != "assistant":
             continue
-        try:  # the text of the messages before this one cannot hold its reply
-            before = tokenizer.apply_chat_template(msgs[:k], tokenize=False, **extra) if k else ""
+        try:  # the conversation before this message, with the assistant's header: the reply starts there
+            before = tokenizer.apply_chat_template(msgs[:k], tokenize=False, add_generation_prompt=True, **extra)
         except Exception:  # noqa: BLE001 - a template may refuse a partial conversation; search from the cursor
             before = ""
-        if text.startswith(before):
-            cursor = max(cursor, len(before))
-        start = text.find(m["content"], cursor)
+        if before and text.startswith(before) and text.startswith(m["content"], len(before)):
+            start = len(before)  # exactly where the header ends: a short reply ("ant") is not found inside it
+        else:
+            start = text.find(m["content"], cursor)
         if start < 0:
             raise ValueError(
                 f"the chat template changed assistant message {k}'s text, so its tokens cannot be "

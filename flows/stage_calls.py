@@ -226,7 +226,7 @@ def model_identity(spec: DomainSpec) -> Any:
 
 def corpus_texts(df) -> list[str]:
     """Texts the embedded tokenizer is built from: every prompt, solution and reference, but those
-    of episode rows (an environment's category), which nothing trains on yet."""
+    of episode rows (an environment's category), which the chain's stages do not train on yet."""
     from rlvrflow.verifiers.config import EPISODE
 
     if "verifier" in df.columns:

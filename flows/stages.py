@@ -169,7 +169,7 @@ STAGES: dict[str, Stage] = {
             "split",
             inputs=("attach.rows",),
             sections=("curriculum.eval_fraction", "training.seed", "orchestration.max_rows"),
-            code=("curriculum",),
+            code=("curriculum", "verifiers"),  # verifiers: which rows are episodes, set aside
             call=stage_calls.split,
             rows=True,
             summary=_split_line,

@@ -57,3 +57,20 @@ def test_a_bad_line_names_the_file_and_line_and_a_missing_file_is_an_error_unles
     with pytest.raises(FileNotFoundError):
         io.read_jsonl(tmp_path / "none.jsonl")
     assert io.read_jsonl(tmp_path / "none.jsonl", missing_ok=True) == []
+
+
+def test_written_files_get_the_umask_mode_like_any_other_file(tmp_path):
+    """Readers running as another user (a dashboard, a Prefect worker) can read what a run wrote."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+        io.write_text(tmp_path / "a.txt", "x")
+        io.write_json(tmp_path / "b.json", {})
+    finally:
+        os.umask(old)
+    want = plain.stat().st_mode & 0o777
+    assert want == 0o644
+    assert {(tmp_path / n).stat().st_mode & 0o777 for n in ("a.txt", "b.json")} == {want}

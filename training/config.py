@@ -497,7 +497,7 @@ class TrainingConfig(_Frozen):
                 "system_prompt is set but prompt_format is 'raw' (raw prompts have no system turn); set "
                 "prompt_format: chat (or auto with a model that has a chat template) or remove system_prompt"
             )
-        if self.lora is not None and self.grpo.backend == "deepspeed":
+        if self.lora is not None and self.algorithm == "grpo" and self.grpo.backend == "deepspeed":
             raise ValueError(
                 "lora is not supported with grpo.backend 'deepspeed' yet (ZeRO and peft adapters need care this "
                 "code does not take); use backend: torch with lora, or remove lora for DeepSpeed"

@@ -161,3 +161,24 @@ def test_an_assistant_text_quoted_earlier_in_the_conversation_is_masked_where_th
     assert _masked_spans(qwen_tokenizer, ids, mask) == ["Done.<|im_end|>"]
     first = mask.index(1)
     assert qwen_tokenizer.decode(ids[:first]).endswith("<|im_start|>assistant\n")
+
+
+@pytest.mark.parametrize("reply", ["ant", "", "a"])
+def test_a_short_or_empty_reply_is_masked_where_the_assistant_wrote_it_not_inside_the_header(qwen_tokenizer, reply):
+    """'ant' also occurs in the header `<|im_start|>assistant`; an empty reply still ended its turn."""
+    messages = [{"role": "user", "content": "Refund order 7."}, {"role": "assistant", "content": reply}]
+    ids, mask = render_episode(qwen_tokenizer, messages)
+    assert _masked_spans(qwen_tokenizer, ids, mask) == [reply + "<|im_end|>"]
+    assert qwen_tokenizer.decode(ids).endswith("<|im_start|>assistant\n" + reply + "<|im_end|>\n")
+
+
+def test_the_end_of_turn_token_is_the_templates_even_where_eos_is_another(qwen_tokenizer):
+    """A base model's tokenizer may call `<|endoftext|>` its EOS while its template closes turns with
+    `<|im_end|>`: the policy generated `<|im_end|>` to stop, so that is the token its mask holds."""
+    import copy
+
+    base = copy.deepcopy(qwen_tokenizer)
+    base.eos_token = "<|endoftext|>"
+    ids, mask = render_episode(base, MESSAGES)
+    assistant = [m["content"] for m in MESSAGES if m["role"] == "assistant"]
+    assert _masked_spans(base, ids, mask) == [a + "<|im_end|>" for a in assistant]
