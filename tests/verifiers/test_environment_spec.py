@@ -151,7 +151,7 @@ def test_a_weak_outcome_check_is_stopped_at_attach_before_training(db, tmp_path)
     arguments earns the reward, and the attach stage stops the run with a message naming the rule."""
     from rlvrflow.flows.errors import DataError
     from rlvrflow.flows.runner import Job
-    from rlvrflow.flows.spec import spec_from_dict
+    from rlvrflow.flows.spec import spec_data, spec_from_dict
     from rlvrflow.flows.stage_calls import attach_canaries
 
     weak = _rules(db, query="SELECT DISTINCT order_id FROM refunds WHERE refund_id > 1")
@@ -174,7 +174,7 @@ def test_a_weak_outcome_check_is_stopped_at_attach_before_training(db, tmp_path)
     out = tmp_path / "attach"
     out.mkdir()
     kept.write_parquet(out / "attach.parquet")
-    job = Job("attach", spec.model_dump_json(), str(db.parent), str(tmp_path), str(out), {})
+    job = Job("attach", json.dumps(spec_data(spec)), str(db.parent), str(tmp_path), str(out), {})
     with pytest.raises(DataError) as info:
         attach_canaries(job, {})
     message = str(info.value)
@@ -186,7 +186,7 @@ def test_a_weak_outcome_check_is_stopped_at_attach_before_training(db, tmp_path)
 
 def test_a_sound_environment_passes_the_attach_stage_canaries_and_lands_in_its_stats(db, tmp_path):
     from rlvrflow.flows.runner import Job
-    from rlvrflow.flows.spec import spec_from_dict
+    from rlvrflow.flows.spec import spec_data, spec_from_dict
     from rlvrflow.flows.stage_calls import attach_canaries
 
     cfg = _rules(db)
@@ -195,7 +195,9 @@ def test_a_sound_environment_passes_the_attach_stage_canaries_and_lands_in_its_s
     out.mkdir()
     kept.write_parquet(out / "attach.parquet")
     spec = spec_from_dict(_minimal_spec(cfg), base_dir=db.parent)
-    result = attach_canaries(Job("attach", spec.model_dump_json(), str(db.parent), str(tmp_path), str(out), {}), {})
+    result = attach_canaries(
+        Job("attach", json.dumps(spec_data(spec)), str(db.parent), str(tmp_path), str(out), {}), {}
+    )
     assert result.stats["canaries"]["environments"] == {
         "refunds": {"no_action": 0, "call_every_tool": 0, "call_every_tool_twice": 0}
     }
@@ -221,7 +223,7 @@ def test_split_sets_episode_rows_aside_from_train_and_eval(db, tmp_path):
     """Until the trainer supports episodes, an environment's rows reach neither SFT nor tiering, GRPO or
     eval (train.parquet / eval.parquet) nor the tokenizer's corpus; they keep their split in episodes.parquet."""
     from rlvrflow.flows.runner import Job
-    from rlvrflow.flows.spec import spec_from_dict
+    from rlvrflow.flows.spec import spec_data, spec_from_dict
     from rlvrflow.flows.stage_calls import corpus_texts, split
 
     cfg = _rules(db)
@@ -237,7 +239,7 @@ def test_split_sets_episode_rows_aside_from_train_and_eval(db, tmp_path):
     out.mkdir()
     job = Job(
         "split",
-        spec.model_dump_json(),
+        json.dumps(spec_data(spec)),
         str(db.parent),
         str(tmp_path),
         str(out),
