@@ -119,6 +119,12 @@ def conversation_logprobs(
     import torch
 
     width = max(len(ids) for ids, _ in rendered)
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit is not None and width > limit:  # past it, a model's positions are untrained or out of range
+        raise ValueError(
+            f"an episode renders to {width} tokens, over the model's {limit} positions; lower the "
+            "environment's max_turns or the per-message max_new_tokens, or use a model with a longer context"
+        )
     ids = torch.full((len(rendered), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rendered), width), dtype=torch.long)
     mask = torch.zeros((len(rendered), width), dtype=torch.long)

@@ -311,3 +311,13 @@ def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp
     )
     summary = train_episode_grpo(start, env, rows, rows[:1], cfg, tmp_path / "grpo", seed=0, fmt=fmt)
     assert summary["groups_seen"] == 2 and (tmp_path / "grpo" / "step_000001" / "model.safetensors").is_file()
+
+
+def test_an_episode_longer_than_the_models_positions_is_an_error_that_names_the_limit(env, tokenizer, tmp_path):
+    from rlvrflow.training.episodes import conversation_logprobs
+    from rlvrflow.training.modeling import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(_start_model(tmp_path, env, tokenizer), "cpu", trainable=False)
+    limit = model.config.max_position_embeddings
+    with pytest.raises(ValueError, match=f"renders to {limit + 1} tokens, over the model's {limit} positions"):
+        conversation_logprobs(model, [([1] * (limit + 1), [0] * limit + [1])], 0, "cpu")
