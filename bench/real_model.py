@@ -137,7 +137,9 @@ def setup(data: Path = DATA, wheels: Path = WHEELS) -> None:
 
 def grpo_curve(grpo_dir: Path) -> dict:
     """From the GRPO stage's metrics.jsonl: per step reward, correct rate, zero-variance share and truncation."""
-    steps = [json.loads(line) for line in (grpo_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    from rlvrflow.io import read_jsonl
+
+    steps = read_jsonl(grpo_dir / "metrics.jsonl")
     seen = sum(m.get("groups_seen", 0) for m in steps)
     zero = sum(m.get("groups_zero_variance", 0) for m in steps)
     # a step logs its truncated share and its tokens (total and per completion): weigh steps by completions
@@ -161,17 +163,19 @@ def grpo_curve(grpo_dir: Path) -> dict:
 
 def last_samples(grpo_dir: Path, n: int = 8) -> list[dict]:
     """GRPO's rollout samples (the best and worst completion of a few groups) at its last logged step."""
+    from rlvrflow.io import read_jsonl
     from rlvrflow.training.grpo_logs import ROLLOUT_SAMPLES
 
-    path = grpo_dir / ROLLOUT_SAMPLES
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    rows = read_jsonl(grpo_dir / ROLLOUT_SAMPLES, missing_ok=True)
     last = [r for r in rows if r["step"] == rows[-1]["step"]] if rows else []
     return [{k: r[k] for k in ("step", "task_id", "kind", "response", "reward", "status")} for r in last[:n]]
 
 
 def greedy_samples(samples: Path, n: int = 8) -> list[dict]:
     """The first n greedy answers of one model's eval samples file (its prompt's first line, reply, verdict)."""
-    rows = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+    from rlvrflow.io import read_jsonl
+
+    rows = read_jsonl(samples)
     return [
         {"question": r["prompt"].splitlines()[0][:90], "response": r["response"], "status": r["status"]}
         for r in rows
