@@ -1,6 +1,6 @@
 """Answer forms from Math-Verify's cases, each tried correct, wrong and hedged: labelled tuples,
 assignments grouped per solution, a gold inequality against its interval, an exact value followed by
-its approximation, a set listing a value twice."""
+its approximation, a set listing a value twice; and a real model's `Answer: 3 * 12 = 36`."""
 
 from __future__ import annotations
 
@@ -46,6 +46,17 @@ CASES = [
     ("$z = 1 + 1 = 2$", "$z = 1 + 1 = 3$", "wrong"),
     ("$10/9$", "Answer: $\\frac{1}{2} = \\frac{10}{9}$", "wrong"),  # two different numbers
     ("$10$", "$10 = 11$", "wrong"),
+    # a real model's own form (SmolLM2 through its chat template): the working, then the value
+    ("36", "Answer: 3 * 12 = 36", "correct"),
+    ("36", "Answer: 3 * 12 = 36 yuan", "correct"),
+    ("36", "Answer: 36 = 3 × 12", "correct"),
+    ("68", "Answer: 80 * 0.85 = 68 dollars", "correct"),
+    ("36", "Answer: 3 * 12 = 35", "wrong"),  # states 35
+    ("35", "Answer: 3 * 12 = 35", "wrong"),  # and 36: a false step is no answer
+    ("12", "Answer: 0.15 * 80 = 12", "correct"),
+    ("68", "Answer: 0.15 * 80 = 12", "wrong"),
+    ("5", "Answer: x + 1 = 5", "wrong"),  # an equation, not its solution
+    ("36", "Answer: 3 * 12", "wrong"),  # the working without the value
     ("$x = -5, p = 14/3$", "$-5, \\frac{14}{3}$", "correct"),
     ("$x = -5, p = 14/3$", "$\\frac{14}{3}$", "wrong"),
     ("$(0;0;1),(4;-2;0)$", "$(4, -2, 0), (0, 0, 1)$", "correct"),

@@ -3,7 +3,8 @@
 Each voter says equal, different, or abstains. Before the vote, forms that name their values are
 read as those values: a labelled tuple `(p,q)=(3,2)` is `(3,2)`; assignments grouped per solution
 `p=5,q=2;p=7,q=2` are `(5,2),(7,2)`; an equality chain `z = 1 + 1 = 2` is its result `2` when only
-the last side is a number; a gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's:
+the last side is a number, and so is a model's working with its value, `3 * 12 = 36` (or `36 = 3 * 12`),
+when the arithmetic holds that value; a gold inequality `0<f(x)<1` is the interval `(0,1)` (not a reply's:
 math-verify's default); a reply's exact value followed by its approximation `1/3 \\approx 0.33`
 is `1/3` (an approximation alone stays one and differs from a number gold). A set that lists a
 value twice holds it once. Two relations (`2x+4y-3=0` and `y=-\\frac{1}{2}x+\\frac{3}{4}`,
@@ -115,10 +116,15 @@ def _unlabel(s: str) -> str:
 
 def _last_side(s: str) -> str:
     """`z = 1 + 1 = 2` is its result `2`: the last side of an equality chain when that is a number
-    and no other side is a number (so `1/2 = 10/9` stays as written and differs)."""
+    and no other side is a number (so `1/2 = 10/9` stays as written and differs). Without a name,
+    `3 * 12 = 36` and `36 = 3 * 12` state `36` when the arithmetic side holds it (a model's own
+    answer form: the working, then the value), as a reader grades them; `3 * 12 = 35` states two
+    values and stays as written, and `x + 1 = 5` is no arithmetic and stays a relation."""
     if len(_top_level_split(s, re.compile(r"[,;]|" + _SPLIT_WORDS.pattern))) > 1:
         return s  # several named values, not one chain
     sides = _top_level_split(s, re.compile(r"(?<![<>!\\])=(?!=)"))
+    if len(sides) == 2 and not _ASSIGN.match(s):
+        return _worked_value(s, sides)
     if len(sides) < 3 and not (len(sides) == 2 and _ASSIGN.match(s)):
         return s
     sides = sides[1:] if _ASSIGN.match(s) else sides
@@ -128,6 +134,18 @@ def _last_side(s: str) -> str:
     if any((v := _arithmetic(x)) is not None and v != last for x in sides[:-1]):
         return s  # `48+50+4 = 15`: a false step states another number, and the chain is no answer
     return sides[-1]
+
+
+def _worked_value(s: str, sides: list[str]) -> str:
+    """`3 * 12 = 36` (or `36 = 3 * 12`) is `36`: one side a number, the other plain arithmetic of
+    the same value; anything else stays as written."""
+    numbers = [x for x in sides if read_number(x) is not None]
+    if len(numbers) != 1:
+        return s
+    other = sides[1] if numbers[0] is sides[0] else sides[0]
+    worked = _arithmetic(other)
+    stated = _arithmetic(numbers[0])
+    return numbers[0].strip() if worked is not None and stated is not None and worked == stated else s
 
 
 _PLAIN_ARITHMETIC = re.compile(r"[\d\s.+\-*/×÷()]{1,80}")
