@@ -17,8 +17,9 @@
               policy.summary                       set files, files the rules name: a database)   one per model
     drift     prepare.stats attach.{rows,stats}    drift (+ source files)                          -
               champion_data.profile (the registry's)
-    compare   split.eval evaluate.matrix           eval training.{seed,dtype}                          -
-              champion.model (the registry's)      verifiers.{reward,timeout_s} (+ eval set files)
+    compare   split.eval split.episodes           eval training.{seed,dtype}                          -
+              evaluate.matrix champion.model       verifiers.{reward,timeout_s} (+ eval set files)
+              (the registry's)
 
 `rlvrflow run` trains with grpo or dpo (training.algorithm); evaluate reads that stage as `policy`:
 `run("evaluate", ...)` takes the upstream manifest of the stage named by training.algorithm (passed
@@ -276,7 +277,7 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "compare",
-            inputs=("split.eval", "evaluate.matrix", "champion.model"),
+            inputs=("split.eval", "split.episodes", "evaluate.matrix", "champion.model"),
             sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
             code=("training", "verifiers", "curriculum", "engines", "flows"),
             call=promotion.compare,

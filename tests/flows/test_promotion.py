@@ -56,6 +56,23 @@ def test_min_gain_and_the_interval_rule():
     assert not noisy["promote"] and "does not lie above zero" in noisy["reasons"][0]
 
 
+def test_the_held_out_episodes_count_as_a_regression_check_apart_from_the_gain():
+    episodes = {"champion": result([1, 1, 0, 0] * 5), "worse": result([1, 0, 0, 0] * 5)}
+    d = decide(
+        {**BETTER, "episodes": episodes["worse"]},
+        {**CHAMPION, "episodes": episodes["champion"]},
+        sets(),
+        sets(),
+        PromotionConfig(),
+        max_regression=2.0,
+    )
+    assert not d["promote"] and d["gain"]["points"] == 25.0  # the headline gain is over single replies only
+    assert d["regressions"] == {"the held-out episodes": 25.0}
+    assert "the held-out episodes: 25.0 points below the champion" in d["reasons"][0]
+    kept = {**CHAMPION, "episodes": episodes["champion"]}
+    assert decide({**BETTER, "episodes": episodes["champion"]}, kept, sets(), sets(), PromotionConfig(), 2.0)["promote"]
+
+
 def test_a_regression_against_the_champion_blocks_promotion():
     d = decide(
         BETTER,

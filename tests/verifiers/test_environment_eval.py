@@ -64,6 +64,7 @@ def _rows() -> pl.DataFrame:
 def evaluated(tmp_path_factory):
     """(spec, evaluate folder, held-out episode rows, finish result) after attach, split, evaluate and
     its finish (once for the module: the tiny models take seconds to run)."""
+    from rlvrflow.flows import promotion
     from rlvrflow.flows.runner import Job
     from rlvrflow.flows.spec import spec_data, spec_from_dict
     from rlvrflow.flows.stage_calls import evaluate, evaluate_finish, evaluate_plan, split
@@ -100,6 +101,12 @@ def evaluated(tmp_path_factory):
         evaluate(job("evaluate", inputs, item))
     finish = evaluate_finish(job("evaluate", inputs), {})
     episodes = pl.read_parquet(tmp_path / "split" / files["episodes"]).filter(pl.col("split") == "eval")
+    compare_inputs = {
+        "split": inputs["split"],
+        "evaluate": {"matrix": str(tmp_path / "evaluate" / "eval_matrix.json")},
+        "champion": {"model": str(ckpt)},
+    }
+    promotion.compare(job("compare", compare_inputs))
     return spec, tmp_path / "evaluate", episodes, finish
 
 
@@ -233,3 +240,12 @@ def test_episode_eval_counts_successes_per_prompt_and_a_gain_has_its_interval(tm
     gain = refunds["gain_vs_sft"]["step_000002"]
     assert gain["points"] == 50.0 and gain["prompts"] == 2 and gain["low"] <= 50.0 <= gain["high"]
     assert not evaluate_episode_rows(engine, [], 64, 0, 2)[0]  # no episode rows: nothing to report
+
+
+def test_compare_measures_the_champion_on_the_held_out_episodes_too(evaluated):
+    _, out, episodes, _ = evaluated
+    compared = out.parent / "compare"
+    champion = json.loads((compared / "champion.json").read_text())
+    assert champion["episodes"]["n_prompts"] == episodes.height
+    record = json.loads((compared / "compare.json").read_text())
+    assert record["episode_gain"]["prompts"] == episodes.height
