@@ -104,6 +104,8 @@ def write_run_report(
         if final_name != "sft"
         else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT"
     )
+    if final_name != "sft" and (report["episodes"] or {}).get("gain"):
+        gain = episodes_gain_line(report["episodes"]["gain"], trained) + gain
     if any(w["kind"] == "answer_collapse" for w in warned):
         gain += (
             "; its hits include a constant answer, not skill: the final checkpoint gives one answer, mostly "
@@ -138,6 +140,14 @@ def episode_report(matrix: dict, results: dict[str, dict], final_name: str) -> d
         "per_category": per_category_report(matrix.get("categories") or [], final_name),
         "episodes": episodes_summary(results, final_name),
     }
+
+
+def episodes_gain_line(gain: dict, trained: str) -> str:
+    """`... held-out episodes (counted apart) ...\n`: the final model's gain in episode success over SFT,
+    a line above the headline gain, which is over single replies."""
+    from rlvrflow.training.report import gain_line
+
+    return f"{trained.upper()} over SFT, held-out episodes (counted apart from the line below): {gain_line(gain)}\n"
 
 
 def warnings_text(warned: list[dict]) -> str:

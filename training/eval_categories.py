@@ -110,17 +110,17 @@ def format_categories(rows: list[dict], models: list[str]) -> str:
     the last model's gain over SFT with its interval."""
     if not rows:
         return ""
-    last = models[-1]
-    head = ["category", "n", *models, f"{last} vs sft"]
+    last = models[-1] if len(models) > 1 else None  # SFT alone has no gain to show
+    head = ["category", "n", *models] + ([f"{last} vs {BASELINE}"] if last else [])
     table = [head]
     for r in rows:
-        g = r["gain_vs_sft"].get(last)
-        gain = "-" if g is None else f"{g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]"
+        g = r["gain_vs_sft"].get(last) if last else None
+        gain = ["-" if g is None else f"{g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]"] if last else []
         scores = [
             "-" if r["pass_at_1_greedy"].get(m) is None else f"{100 * r['pass_at_1_greedy'][m]:.1f}" for m in models
         ]
         name = r["category"] + (" (episodes)" if r["kind"] == "episode" else "")
-        table.append([name, str(r["n"]), *scores, gain])
+        table.append([name, str(r["n"]), *scores, *gain])
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     return "\n".join(
         "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in table

@@ -157,7 +157,8 @@ def test_episode_samples_hold_whole_transcripts_and_read_as_markdown(evaluated):
 
 
 def test_the_run_report_counts_episodes_apart_with_their_gain(evaluated):
-    from rlvrflow.flows.report import episode_report
+    from rlvrflow.flows.report import episode_report, episodes_gain_line
+    from rlvrflow.training.eval_categories import format_categories
 
     _, out, episodes, _ = evaluated
     matrix = json.loads((out / "eval_matrix.json").read_text())
@@ -168,6 +169,12 @@ def test_the_run_report_counts_episodes_apart_with_their_gain(evaluated):
     assert part["per_category"]["refunds"]["gain"]["prompts"] == episodes.height
     assert part["episodes"]["gain"]["prompts"] == episodes.height
     assert "by_prompt" not in part["episodes"]["final"]
+    line = episodes_gain_line(part["episodes"]["gain"], "grpo")
+    assert line.startswith("GRPO over SFT, held-out episodes") and f"over {episodes.height} prompts" in line
+    table = format_categories(matrix["categories"], ["sft", "step_000001"]).splitlines()
+    assert table[0].split()[-3:] == ["step_000001", "vs", "sft"]
+    assert next(r for r in table if r.startswith("refunds (episodes)")).split()[2:4] == [str(episodes.height), "0.0"]
+    assert "vs sft" not in format_categories(matrix["categories"], ["sft"])  # SFT alone: no gain column
 
 
 class ScriptedEngine:
