@@ -38,8 +38,9 @@ def decide(
 
     challenger/champion: evaluate results on the same held-out rows (with `by_prompt`); *_sets: their
     {"regression": {set: result}, "robustness": result | None}. A regression is a drop of greedy pass@1
-    points against the champion on a regression set, the robustness set or the held-out episodes (the
-    results' `episodes`, when both have them: episode success counts apart from the headline gain)."""
+    points against the champion on a regression set or the robustness set, or on the held-out episodes
+    (the results' `episodes`, when both have them; episode success counts apart from the headline gain)
+    a drop of more than that whose paired interval lies below zero."""
     from rlvrflow.training.report import gain_interval
 
     gain = gain_interval(champion, challenger, "greedy")
@@ -63,7 +64,6 @@ def decide(
         for name, result in (challenger_sets.get("regression") or {}).items()
     ]
     pairs.append(("the robustness set", challenger_sets.get("robustness"), champion_sets.get("robustness")))
-    pairs.append(("the held-out episodes", challenger.get("episodes"), champion.get("episodes")))
     regressions = {}
     for label, new, old in pairs:
         if _pass(new) is None or _pass(old) is None:
@@ -72,6 +72,7 @@ def decide(
         regressions[label] = drop
         if drop > limit:
             reasons.append(f"{label}: {drop:.1f} points below the champion (more than {limit:.1f})")
+    reasons += _episodes_drop(challenger, champion, limit, regressions)
     promote = not reasons
     if promote:
         reasons.append(
@@ -79,6 +80,26 @@ def decide(
             f"champion on {gain['prompts']} held-out prompts; no set regressed more than {limit:.1f}"
         )
     return {"promote": promote, "reasons": reasons, "gain": gain, "regressions": regressions}
+
+
+def _episodes_drop(challenger: dict, champion: dict, limit: float, regressions: dict) -> list[str]:
+    """The held-out episodes as a regression check: a drop in success of more than `limit` points whose
+    paired interval lies below zero (a few dozen episodes swing by several points on one episode, so
+    the point drop alone would block promotions on noise). Records the drop in `regressions`."""
+    from rlvrflow.training.report import gain_interval
+
+    new, old = challenger.get("episodes"), champion.get("episodes")
+    change = gain_interval(old, new, "greedy") if new and old else None
+    if change is None:
+        return []
+    label = "the held-out episodes"
+    regressions[label] = round(-change["points"], 2)
+    if -change["points"] <= limit or change["high"] >= 0:
+        return []
+    return [
+        f"{label}: {-change['points']:.1f} points below the champion (more than {limit:.1f}; "
+        f"{100 * change['level']:.0f}% interval {change['low']:+.1f} to {change['high']:+.1f})"
+    ]
 
 
 def compare(job: Job) -> Result:
