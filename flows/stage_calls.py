@@ -536,11 +536,16 @@ def measure_episodes(spec, engine, rows: list[dict], samples: Path) -> dict:
 
 
 def held_out_episodes(job: Job) -> list[dict]:
-    """The eval split's rows of the environment categories (split's episodes.parquet)."""
+    """The eval split's rows of the environment categories (split's episodes.parquet); with
+    eval.max_prompts, at most that many, chosen as the single-reply prompts are (select_eval_tasks:
+    each category's share, by a hash of the id)."""
     import polars as pl
 
-    episodes = pl.read_parquet(job.input("split", "episodes"))
-    return episodes.filter(pl.col("split") == "eval").to_dicts() if episodes.height else []
+    from rlvrflow.training.eval import select_eval_tasks
+
+    held = pl.read_parquet(job.input("split", "episodes")).filter(pl.col("split") == "eval")
+    chosen = {t.id for t in select_eval_tasks(held, job.spec.eval)} if held.height else set()
+    return [r for r in held.to_dicts() if str(r["id"]) in chosen]
 
 
 def evaluate(job: Job) -> Result:

@@ -256,3 +256,22 @@ def test_compare_measures_the_champion_on_the_held_out_episodes_too(evaluated):
     assert champion["episodes"]["n_prompts"] == episodes.height
     record = json.loads((compared / "compare.json").read_text())
     assert record["episode_gain"]["prompts"] == episodes.height
+
+
+def test_eval_max_prompts_caps_the_held_out_episodes_too(evaluated):
+    from rlvrflow.flows.runner import Job
+    from rlvrflow.flows.spec import spec_data
+    from rlvrflow.flows.stage_calls import held_out_episodes
+
+    spec, out, episodes, _ = evaluated
+    data = spec_data(spec)
+    split = {"episodes": str(out.parent / "split" / "episodes.parquet")}
+
+    def held(max_prompts):
+        data["eval"]["max_prompts"] = max_prompts
+        job = Job("evaluate", json.dumps(data), str(spec.base_dir), str(out.parent), str(out), {"split": split})
+        return held_out_episodes(job)
+
+    assert sorted(r["id"] for r in held(None)) == sorted(episodes["id"].to_list())
+    capped = held(3)
+    assert len(capped) == 3 and {r["split"] for r in capped} == {"eval"} and capped == held(3)
