@@ -205,6 +205,20 @@ def matrix_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def category_rows(matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """The eval matrix's `categories` as a flat table: a row per category (episode categories marked),
+    each model's greedy pass@1 in %, and each checkpoint's gain over SFT with its 95% interval."""
+    out = []
+    for r in matrix.get("categories") or []:
+        row: dict[str, Any] = {"category": r["category"], "kind": r["kind"], "prompts": r["n"]}
+        for name, score in r["pass_at_1_greedy"].items():
+            row[name] = round(100 * float(score), 1)
+        for name, g in r["gain_vs_sft"].items():
+            row[f"{name} vs sft"] = "-" if g is None else f"{g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]"
+        out.append(row)
+    return out
+
+
 def _round(x, digits: int):
     return None if x is None else round(float(x), digits)  # the constant baseline's row has no lengths
 
@@ -225,7 +239,8 @@ def samples_pages(samples: dict[str, str]) -> dict[str, str]:
 
 
 def publish_eval(domain: str, evaluate_dir: str | Path, matrix_file: str | Path, samples: dict[str, str]) -> None:
-    """The evaluate stage's artifacts: the eval matrix table and one samples page per checkpoint."""
+    """The evaluate stage's artifacts: the eval matrix table, the per-category table (episode categories
+    included) and one samples page per checkpoint (whole episode transcripts among them)."""
     matrix = read_json(matrix_file)
     best = matrix.get("best")
     publish_table(
@@ -233,6 +248,12 @@ def publish_eval(domain: str, evaluate_dir: str | Path, matrix_file: str | Path,
         matrix_rows(matrix),
         f"eval matrix (SFT and every checkpoint; best: {best}; a checkpoint that lost more than "
         f"{matrix.get('max_regression')} points on a regression set is never best); {evaluate_dir}",
+    )
+    publish_table(
+        artifact_key(domain, "eval-categories"),
+        category_rows(matrix),
+        f"greedy pass@1 per category and each checkpoint's gain over SFT (paired 95% interval); episode "
+        f"categories count {matrix.get('headline_scope', 'apart')}",
     )
     for name, markdown in samples_pages(samples).items():
         publish_markdown(

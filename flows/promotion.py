@@ -1,7 +1,7 @@
 """Champion against challenger on one yardstick, and the spec's rule that decides a promotion.
 
 The `compare` stage runs when the registry (flows/models.py) has a champion: it evaluates the
-champion on tonight's held-out prompts, regression sets and robustness set, with the same eval
+champion on tonight's held-out prompts and episodes, regression sets and robustness set, with the same eval
 settings as the evaluate stage, beside tonight's best model (the eval matrix's `best`), and writes
 the measurements (`compare.json`, with the paired gain, training.report.gain_interval). When the
 model is registered, `decide` applies the `promotion:` section to them, so a change of the rule never
@@ -38,7 +38,9 @@ def decide(
 
     challenger/champion: evaluate results on the same held-out rows (with `by_prompt`); *_sets: their
     {"regression": {set: result}, "robustness": result | None}. A regression is a drop of greedy pass@1
-    points against the champion on a regression set or the robustness set."""
+    points against the champion on a regression set or the robustness set, or on the held-out episodes
+    (the results' `episodes`, when both have them; episode success counts apart from the headline gain)
+    a drop of more than that whose paired interval lies below zero."""
     from rlvrflow.training.report import gain_interval
 
     gain = gain_interval(champion, challenger, "greedy")
@@ -70,6 +72,7 @@ def decide(
         regressions[label] = drop
         if drop > limit:
             reasons.append(f"{label}: {drop:.1f} points below the champion (more than {limit:.1f})")
+    reasons += _episodes_drop(challenger, champion, limit, regressions)
     promote = not reasons
     if promote:
         reasons.append(
@@ -79,13 +82,33 @@ def decide(
     return {"promote": promote, "reasons": reasons, "gain": gain, "regressions": regressions}
 
 
+def _episodes_drop(challenger: dict, champion: dict, limit: float, regressions: dict) -> list[str]:
+    """The held-out episodes as a regression check: a drop in success of more than `limit` points whose
+    paired interval lies below zero (a few dozen episodes swing by several points on one episode, so
+    the point drop alone would block promotions on noise). Records the drop in `regressions`."""
+    from rlvrflow.training.report import gain_interval
+
+    new, old = challenger.get("episodes"), champion.get("episodes")
+    change = gain_interval(old, new, "greedy") if new and old else None
+    if change is None:
+        return []
+    label = "the held-out episodes"
+    regressions[label] = round(-change["points"], 2)
+    if -change["points"] <= limit or change["high"] >= 0:
+        return []
+    return [
+        f"{label}: {-change['points']:.1f} points below the champion (more than {limit:.1f}; "
+        f"{100 * change['level']:.0f}% interval {change['low']:+.1f} to {change['high']:+.1f})"
+    ]
+
+
 def compare(job: Job) -> Result:
-    """The champion on tonight's held-out prompts and sets, tonight's best beside it, and the decision
-    (compare.json; champion.json, champion.samples.jsonl and champion.sets.json as the evaluate stage
-    writes a model's)."""
+    """The champion on tonight's held-out prompts, episodes and sets, tonight's best beside it, and the
+    decision (compare.json, with `episode_gain` when the split holds episodes; champion.json,
+    champion.samples.jsonl and champion.sets.json as the evaluate stage writes a model's)."""
     import polars as pl
 
-    from rlvrflow.flows.stage_calls import measure_model
+    from rlvrflow.flows.stage_calls import held_out_episodes, measure_model
     from rlvrflow.training.modeling import set_threads
     from rlvrflow.training.report import gain_interval
 
@@ -93,7 +116,12 @@ def compare(job: Job) -> Result:
     set_threads(spec.training.torch_threads)
     champion_model = str(job.input("champion", "model"))
     champion, champion_sets = measure_model(
-        spec, "champion", champion_model, pl.read_parquet(job.input("split", "eval")), out / "champion.samples.jsonl"
+        spec,
+        "champion",
+        champion_model,
+        pl.read_parquet(job.input("split", "eval")),
+        out / "champion.samples.jsonl",
+        episodes=held_out_episodes(job),
     )
     (out / "champion.json").write_text(json.dumps(champion, indent=1, default=str))
     (out / "champion.sets.json").write_text(json.dumps(champion_sets, indent=1, default=str))
@@ -118,6 +146,10 @@ def compare(job: Job) -> Result:
             "sets": str(matrix_path.parent / f"{best}.sets.json"),
         },
         "gain": gain or None,
+        # episodes count apart from the headline gain (training.eval_categories.EPISODES_COUNTED)
+        "episode_gain": gain_interval(champion["episodes"], challenger["episodes"], "greedy")
+        if champion.get("episodes") and challenger.get("episodes")
+        else None,
     }
     (out / "compare.json").write_text(json.dumps(record, indent=1, default=str))
     return Result(

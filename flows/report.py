@@ -38,6 +38,7 @@ def write_run_report(
     when nothing beats it). `eval_matrix` and `max_regression` are what training/doctor.py reads.
     `notices`: what flows/preflight.py said of the data before the run ({kind, message}), first among
     the warnings."""
+    from rlvrflow.training.eval_categories import format_categories
     from rlvrflow.training.eval_matrix import format_matrix
     from rlvrflow.training.report import build_report, comparison_table, gain_line, write_report
 
@@ -49,6 +50,7 @@ def write_run_report(
     samples = {
         row["name"]: str(ev.path(f"{row['name']}.samples")) for row in table if f"{row['name']}.samples" in ev.outputs
     }
+    names = [row["name"] for row in table]
     st = m[trained].stats
     final_ckpt = st.get("final_checkpoint") or str(m["sft"].path("model"))
     final_name = Path(final_ckpt).name if Path(final_ckpt).name in results else "sft"
@@ -79,6 +81,7 @@ def write_run_report(
             "training_steps": st.get("steps"),
             **({"grpo_steps": st.get("steps")} if trained == "grpo" else {"dpo_pairs": st.get("pairs")}),
             "eval_matrix": matrix["rows"],
+            **episode_report(matrix, results, final_name),
             "max_regression": matrix["max_regression"],
             "samples": samples,
             "curves": str(m[trained].dir / "curves.png"),
@@ -101,6 +104,8 @@ def write_run_report(
         if final_name != "sft"
         else f"no {trained.upper()} checkpoint was evaluated: nothing to compare with SFT"
     )
+    if final_name != "sft" and (report["episodes"] or {}).get("gain"):
+        gain = episodes_gain_line(report["episodes"]["gain"], trained) + gain
     if any(w["kind"] == "answer_collapse" for w in warned):
         gain += (
             "; its hits include a constant answer, not skill: the final checkpoint gives one answer, mostly "
@@ -113,12 +118,36 @@ def write_run_report(
         "stages": stages,
         "run_dir": run_dir,
         "algorithm": trained,
-        "matrix": format_matrix(matrix["rows"]),
+        "matrix": "\n".join(
+            x for x in (format_matrix(matrix["rows"]), format_categories(matrix.get("categories") or [], names)) if x
+        ),
         "best": best_line(matrix),
         "doctor": doctor_text(run_dir),
         "warnings": warnings_text(warned),
         "gain": gain,
     }
+
+
+def episode_report(matrix: dict, results: dict[str, dict], final_name: str) -> dict:
+    """report.json's `headline_scope` (how episodes count: training.eval_categories.EPISODES_COUNTED),
+    `per_category` (every category's SFT and final greedy pass@1 with the paired gain, episode
+    categories included) and `episodes` (SFT's and the final model's episode figures and their gain;
+    None when the split held no episode rows)."""
+    from rlvrflow.training.eval_categories import EPISODES_COUNTED, episodes_summary, per_category_report
+
+    return {
+        "headline_scope": matrix.get("headline_scope", EPISODES_COUNTED),
+        "per_category": per_category_report(matrix.get("categories") or [], final_name),
+        "episodes": episodes_summary(results, final_name),
+    }
+
+
+def episodes_gain_line(gain: dict, trained: str) -> str:
+    """`... held-out episodes (counted apart) ...\n`: the final model's gain in episode success over SFT,
+    a line above the headline gain, which is over single replies."""
+    from rlvrflow.training.report import gain_line
+
+    return f"{trained.upper()} over SFT, held-out episodes (counted apart from the line below): {gain_line(gain)}\n"
 
 
 def warnings_text(warned: list[dict]) -> str:

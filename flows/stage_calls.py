@@ -463,9 +463,13 @@ def evaluate_plan(job: Job) -> list[dict[str, Any]]:
     return [{"name": name, "model": path} for name, path in models.items()]
 
 
-def measure_model(spec, name: str, model: str, rows, samples: Path, reuse=None) -> tuple[dict, dict]:
+def measure_model(
+    spec, name: str, model: str, rows, samples: Path, reuse=None, episodes: list[dict] | None = None
+) -> tuple[dict, dict]:
     """One model's measurement, as the evaluate stage takes it: the held-out `rows` (its samples into
-    `samples`), then each regression set and the robustness set, one engine (one model load) for all.
+    `samples`), the held-out `episodes` (rows of an environment's category: one greedy episode each,
+    training.eval_episodes; the result's `episodes`, their transcripts appended to `samples`), then
+    each regression set and the robustness set, one engine (one model load) for all.
     `reuse(engine)` may give the training loop's own record of the held-out eval ({result, samples,
     path}); the result then names it in `reused_from`. Returns (result, {regression, robustness})."""
     from rlvrflow.engines.factory import release
@@ -498,6 +502,8 @@ def measure_model(spec, name: str, model: str, rows, samples: Path, reuse=None) 
         else:
             samples.write_text(loop["samples"], encoding="utf-8")
             result = {"name": name, "model": str(model), **loop["result"], "reused_from": str(loop["path"])}
+        if episodes:
+            result["episodes"] = measure_episodes(spec, engine, episodes, samples)
         extra = {
             "regression": {set_name: evaluate_on(part) for set_name, part in sets.regression.items()},
             "robustness": None if sets.robustness is None else evaluate_on(sets.robustness),
@@ -507,9 +513,45 @@ def measure_model(spec, name: str, model: str, rows, samples: Path, reuse=None) 
     return result, extra
 
 
+def measure_episodes(spec, engine, rows: list[dict], samples: Path) -> dict:
+    """training.eval_episodes on `engine` (under the eval's precision, as training.eval.evaluate runs
+    its engine), the transcripts appended to the samples file."""
+    import contextlib
+
+    from rlvrflow.engines import HFEngine
+    from rlvrflow.io import append_jsonl
+    from rlvrflow.training.eval_episodes import evaluate_episode_rows
+    from rlvrflow.training.modeling import pick_device
+    from rlvrflow.training.precision import autocast, resolve_dtype
+
+    dev = pick_device(spec.training.device)
+    hf = isinstance(engine, HFEngine)
+    with autocast(dev, resolve_dtype(spec.training.dtype, dev)) if hf else contextlib.nullcontext():
+        result, records = evaluate_episode_rows(
+            engine, rows, spec.eval.max_new_tokens, spec.training.seed, spec.eval.samples_per_category
+        )
+    for record in records:
+        append_jsonl(samples, record)
+    return result
+
+
+def held_out_episodes(job: Job) -> list[dict]:
+    """The eval split's rows of the environment categories (split's episodes.parquet); with
+    eval.max_prompts, at most that many, chosen as the single-reply prompts are (select_eval_tasks:
+    each category's share, by a hash of the id)."""
+    import polars as pl
+
+    from rlvrflow.training.eval import select_eval_tasks
+
+    held = pl.read_parquet(job.input("split", "episodes")).filter(pl.col("split") == "eval")
+    chosen = {t.id for t in select_eval_tasks(held, job.spec.eval)} if held.height else set()
+    return [r for r in held.to_dicts() if str(r["id"]) in chosen]
+
+
 def evaluate(job: Job) -> Result:
     """measure_model of one model on the held-out split (<name>.json, its samples in
-    <name>.samples.jsonl), each regression set and the robustness set (<name>.sets.json).
+    <name>.samples.jsonl), the held-out episodes (<name>.json's `episodes`, their transcripts in the
+    samples file), each regression set and the robustness set (<name>.sets.json).
 
     The held-out eval is the training loop's own record of these weights when it kept one (`loop_eval`);
     <name>.json then names the record in `reused_from`."""
@@ -526,6 +568,7 @@ def evaluate(job: Job) -> Result:
         pl.read_parquet(job.input("split", "eval")),
         out / f"{name}.samples.jsonl",
         reuse=lambda engine: loop_eval(job, engine),
+        episodes=held_out_episodes(job),
     )
     (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
     (out / f"{name}.sets.json").write_text(json.dumps(extra, indent=1, default=str))
@@ -550,15 +593,18 @@ def loop_eval(job: Job, engine) -> dict | None:
 
 
 def evaluate_finish(job: Job, stats: dict) -> Result:
-    """eval_table.json (each model's headline metrics, the SFT baseline first) and eval_matrix.json
-    (training.eval_matrix: every dimension per model, the constant baseline's row, the best model
-    by decide_best), and constant.json (training.baseline: the constants and their held-out scores)."""
+    """eval_table.json (each model's headline metrics, the SFT baseline first, and its episode success)
+    and eval_matrix.json (training.eval_matrix: every dimension per model, the constant baseline's row,
+    the best model by decide_best; `categories`: training.eval_categories, every category with each
+    model's pass@1 and gain over SFT, episode categories included; `headline_scope`: how episodes
+    count), and constant.json (training.baseline: the constants and their held-out scores)."""
     import logging
 
     import polars as pl
 
     from rlvrflow.training.baseline import constant_baseline
     from rlvrflow.training.eval import select_eval_tasks
+    from rlvrflow.training.eval_categories import EPISODES_COUNTED, category_rows
     from rlvrflow.training.eval_matrix import build_matrix, decide_best
 
     cfg, out, spec = job.spec.eval, Path(job.out), job.spec
@@ -581,6 +627,7 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
                     "n_prompts",
                 )
             }
+            | {"episode_success": (results[name].get("episodes") or {}).get("pass_at_1_greedy")}
         )
     regression = {s.name: {n: sets[n]["regression"][s.name] for n in results} for s in cfg.regression_sets}
     robustness = {n: sets[n]["robustness"] for n in results if sets[n]["robustness"] is not None}
@@ -603,6 +650,8 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
         "best_model": results[best]["model"],
         "regression_sets": [s.name for s in cfg.regression_sets],
         "robustness_set": cfg.robustness_set,
+        "categories": category_rows(results),
+        "headline_scope": EPISODES_COUNTED,
     }
     (out / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
     (out / "eval_matrix.json").write_text(json.dumps(matrix, indent=1, default=str, ensure_ascii=False))
@@ -617,6 +666,7 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
             "best": best,
             "regressed": flagged,
             "constant_pass_at_1_greedy": constant["pass_at_1_greedy"],
+            "episode_prompts": (results["sft"].get("episodes") or {}).get("n_prompts", 0),
             "no_gain": decision.no_gain,
             "warnings": [decision.warning] if decision.warning else [],
         },

@@ -12,12 +12,14 @@
                                                    verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     dpo       sft.model tier.rows tier.rollouts    training.{dpo,checkpoint,seed,device}
               split.eval                           verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
-    evaluate  split.eval split.train sft.model     eval training.{seed,dtype} verifiers.{reward,timeout_s}
-              policy.summary                       (+ checkpoints, eval set files)                one per model
+    evaluate  split.eval split.train           eval training.{seed,dtype}
+              split.episodes sft.model             verifiers.{reward,timeout_s} (+ checkpoints, eval
+              policy.summary                       set files, files the rules name: a database)   one per model
     drift     prepare.stats attach.{rows,stats}    drift (+ source files)                          -
               champion_data.profile (the registry's)
-    compare   split.eval evaluate.matrix           eval training.{seed,dtype}                          -
-              champion.model (the registry's)      verifiers.{reward,timeout_s} (+ eval set files)
+    compare   split.eval split.episodes           eval training.{seed,dtype}                          -
+              evaluate.matrix champion.model       verifiers.{reward,timeout_s} (+ eval set files)
+              (the registry's)
 
 `rlvrflow run` trains with grpo or dpo (training.algorithm); evaluate reads that stage as `policy`:
 `run("evaluate", ...)` takes the upstream manifest of the stage named by training.algorithm (passed
@@ -132,7 +134,8 @@ def _attach_line(st: dict) -> str:
 def _evaluate_line(st: dict) -> str:
     flagged = "".join(f"; {name} regressed on {', '.join(sets)}" for name, sets in (st.get("regressed") or {}).items())
     reused = f" ({st['reused']} read from the training loop's own evals)" if st.get("reused") else ""
-    return f"{st.get('models')} models on the held-out split{reused}, best {st.get('best')}{flagged}"
+    episodes = f" and {st['episode_prompts']} held-out episodes" if st.get("episode_prompts") else ""
+    return f"{st.get('models')} models on the held-out split{episodes}{reused}, best {st.get('best')}{flagged}"
 
 
 STAGES: dict[str, Stage] = {
@@ -254,7 +257,7 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "evaluate",
-            inputs=("split.eval", "split.train", "sft.model", "policy.summary"),
+            inputs=("split.eval", "split.train", "split.episodes", "sft.model", "policy.summary"),
             sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
             code=("training", "verifiers", "curriculum", "engines"),
             call=stage_calls.evaluate,
@@ -274,7 +277,7 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "compare",
-            inputs=("split.eval", "evaluate.matrix", "champion.model"),
+            inputs=("split.eval", "split.episodes", "evaluate.matrix", "champion.model"),
             sections=("eval", "training.seed", "training.dtype", "verifiers.reward", "verifiers.timeout_s"),
             code=("training", "verifiers", "curriculum", "engines", "flows"),
             call=promotion.compare,

@@ -7,7 +7,7 @@
 RUN_DIR may be a run folder (`OUT/runs/<time>-<id>/`, with report.json: the GRPO and evaluate stage
 folders are found through its `stages`, as the report found them), an output folder (with
 latest.json: its newest run), or a GRPO stage folder (metrics.jsonl, evals.jsonl). The rules are in
-training/doctor_rules.py; each reads the GRPO metrics per step, the eval of SFT and every
+training/doctor_rules.py (episode rules: training/doctor_episodes.py); each reads the GRPO metrics per step, the eval of SFT and every
 checkpoint, the regression and robustness scores of report.json's `eval_matrix` when the run has
 them, and the samples files next to the metrics or evals (`*samples*.jsonl`, `samples/*.jsonl`: rows
 with `response` and `reward`, as training.eval writes them).
@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from rlvrflow.io import read_jsonl
+from rlvrflow.training.doctor_episodes import EPISODE_RULES
 from rlvrflow.training.doctor_rules import DEFAULT_MAX_REGRESSION, RULES, Finding, RunRecords
 
 # eval's samples_path files (`step_000100.samples.jsonl`), a trainer's `samples/step_NNNNNN.jsonl`
@@ -48,14 +49,20 @@ def _name_of(step: int) -> str:
 
 def _samples(dirs: list[Path], rec: RunRecords) -> None:
     """Rows with a response and a reward from the samples files in `dirs` (training.eval's SAMPLE_FIELDS);
-    a row's model is its `model` field or the file's name (`step_000100.samples.jsonl` -> step_000100)."""
+    a row's model is its `model` field or the file's name (`step_000100.samples.jsonl` -> step_000100).
+    Episodes go to `rec.transcripts` too: an evaluate record's `transcript`, or a row that is a
+    transcript itself (episode GRPO's samples/step_NNNNNN.jsonl)."""
     for d in dirs:
         for path in sorted({p for pattern in SAMPLE_GLOBS for p in d.glob(pattern)}):
             model = path.name.removesuffix(".jsonl").removesuffix(".samples")
             for row in read_jsonl(path, limit=MAX_SAMPLE_ROWS):
+                name = row.get("model") or model
+                transcript = row.get("transcript") or (row if "tool_runs" in row and "messages" in row else None)
+                if transcript is not None:
+                    rec.transcripts.append({"model": name, "transcript": transcript})
                 if row.get("response") is None or row.get("reward") is None:
                     continue
-                rec.samples.append({**row, "model": row.get("model") or model})
+                rec.samples.append({**row, "model": name})
 
 
 def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None:
@@ -144,7 +151,7 @@ def load_records(run_dir: str | Path) -> RunRecords:
 
 def run_rules(rec: RunRecords) -> list[Finding]:
     """Every rule's finding, critical first; missing records as one `info` finding at the end."""
-    found = [f for f in (rule(rec) for rule in RULES) if f is not None]
+    found = [f for f in (rule(rec) for rule in (*RULES, *EPISODE_RULES)) if f is not None]
     found.sort(key=lambda f: f.severity != "critical")
     if rec.notes:
         found.append(

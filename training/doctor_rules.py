@@ -96,7 +96,9 @@ class RunRecords:
     and `step` (and `by_prompt`: ids, greedy correctness, `answers`, `categories`). sft_rows, tiers: see
     the fields. regression: {set: {model name:
     greedy pass@1}}. robustness: {model name: share handled well}. samples: rows with `response`
-    and `reward` (optionally `prompt`, `step`, `model`). notes: what could not be read."""
+    and `reward` (optionally `prompt`, `step`, `model`). transcripts: finished episodes as {model,
+    transcript: verifiers.episode.Episode.to_dict()} (training/doctor_episodes.py reads them). notes:
+    what could not be read."""
 
     metrics: list[dict] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
@@ -107,6 +109,7 @@ class RunRecords:
     regression: dict[str, dict[str, float]] = field(default_factory=dict)
     robustness: dict[str, float] = field(default_factory=dict)
     samples: list[dict] = field(default_factory=list)
+    transcripts: list[dict] = field(default_factory=list)
     max_regression: float = DEFAULT_MAX_REGRESSION
     notes: list[str] = field(default_factory=list)
 

@@ -288,9 +288,13 @@ def samples_markdown(
     before: list[dict], after: list[dict], before_name: str = "sft", after_name: str = "checkpoint"
 ) -> str:
     """Two evals' samples side by side as markdown: one table per category, a row per (prompt, mode),
-    each side's response with its verdict status and reward. Prompts only one side has are listed too."""
-    left = {(r["id"], r["mode"]): r for r in before}
-    right = {(r["id"], r["mode"]): r for r in after}
+    each side's response with its verdict status and reward; then the episodes (mode `episode`), each
+    prompt's two transcripts one after the other (training.eval_episodes.episodes_markdown). Prompts
+    only one side has are listed too."""
+    from rlvrflow.training.eval_episodes import EPISODE_MODE, episodes_markdown
+
+    left = {(r["id"], r["mode"]): r for r in before if r["mode"] != EPISODE_MODE}
+    right = {(r["id"], r["mode"]): r for r in after if r["mode"] != EPISODE_MODE}
     keys = sorted(set(left) | set(right), key=lambda k: ((left.get(k) or right[k])["category"], k[0], k[1] != "greedy"))
     lines = [f"# Samples: {before_name} vs {after_name}", ""]
     category = None
@@ -310,6 +314,7 @@ def samples_markdown(
             for r in (left.get(k), right.get(k))
         ]
         lines.append(f"| {_cell(row['prompt'])} | {k[1]} | {sides[0]} | {sides[1]} |")
+    lines += episodes_markdown(before, after, before_name, after_name)
     return "\n".join(lines) + "\n"
 
 

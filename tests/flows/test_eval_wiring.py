@@ -167,6 +167,7 @@ def test_a_checkpoint_that_regressed_is_never_best_and_the_console_says_why(toy_
         "best": "step_000001",
         "regressed": {"step_000002": ["general"]},
         "constant_pass_at_1_greedy": 0.25,
+        "episode_prompts": 0,
         "no_gain": False,
         "warnings": [],
     }

@@ -56,6 +56,33 @@ def test_min_gain_and_the_interval_rule():
     assert not noisy["promote"] and "does not lie above zero" in noisy["reasons"][0]
 
 
+def test_the_held_out_episodes_count_as_a_regression_check_apart_from_the_gain():
+    episodes = {"champion": result([1, 1, 0, 0] * 25), "worse": result([1, 0, 0, 0] * 25)}
+    d = decide(
+        {**BETTER, "episodes": episodes["worse"]},
+        {**CHAMPION, "episodes": episodes["champion"]},
+        sets(),
+        sets(),
+        PromotionConfig(),
+        max_regression=2.0,
+    )
+    assert not d["promote"] and d["gain"]["points"] == 25.0  # the headline gain is over single replies only
+    assert d["regressions"] == {"the held-out episodes": 25.0}
+    assert "the held-out episodes: 25.0 points below the champion (more than 2.0; 95% interval" in d["reasons"][0]
+    kept = {**CHAMPION, "episodes": episodes["champion"]}
+    assert decide({**BETTER, "episodes": episodes["champion"]}, kept, sets(), sets(), PromotionConfig(), 2.0)["promote"]
+    # one episode of twenty lost: 5 points, but within noise (the interval reaches zero): no block
+    noisy = decide(
+        {**BETTER, "episodes": result([1] * 9 + [0] * 11)},
+        {**CHAMPION, "episodes": result([1] * 10 + [0] * 10)},
+        sets(),
+        sets(),
+        PromotionConfig(),
+        max_regression=2.0,
+    )
+    assert noisy["promote"] and noisy["regressions"] == {"the held-out episodes": 5.0}
+
+
 def test_a_regression_against_the_champion_blocks_promotion():
     d = decide(
         BETTER,

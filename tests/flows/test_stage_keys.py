@@ -14,6 +14,7 @@ def _m(name: str) -> Manifest:
         "rows": "r",
         "train": "t",
         "eval": "e",
+        "episodes": "ep",
         "model": "m",
         "summary": "s",
         "rollouts": "o",
@@ -89,3 +90,35 @@ def test_a_file_the_verifiers_read_is_in_every_scoring_stage_key(toy_spec):
     db.write_bytes(b"version 2")
     after = {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("attach", "tier", "grpo", "dpo")}
     assert all(before[n] != after[n] for n in before), (before, after)
+
+
+def test_the_evaluate_key_covers_the_held_out_episodes_and_the_environment_database(toy_spec, tmp_path):
+    """Evaluate scores the episodes split set aside against the environment's database: either changing
+    must evaluate again (the rows carry only the database's path)."""
+    import polars as pl
+
+    db = toy_spec.parent / "shop.db"
+    db.write_bytes(b"version 1")
+    data = spec_data(load_spec(toy_spec))
+    env = {
+        "database": "shop.db",
+        "tools": [{"name": "look", "description": "d", "parameters": {"type": "object"}, "sql": "SELECT 1"}],
+        "outcome": {"query": "SELECT 1"},
+    }
+    data["verifiers"]["rules"].append({"category": "desk", "environment": env})
+    spec = spec_from_dict(data, toy_spec.parent)
+    sft = tmp_path / "sft"
+    sft.mkdir()
+    pl.DataFrame({"x": [1]}).write_parquet(sft / "model.parquet")
+    upstream = {
+        **UPSTREAM,
+        "sft": Manifest("sft", "k", sft, {"model": "."}, {"model": "m"}),
+        "policy": Manifest("grpo", "k", tmp_path / "grpo", {"summary": "s"}, {"summary": "s"}),
+    }
+    evaluate = STAGES["evaluate"]
+    before = stage_key_of(evaluate, spec, upstream)
+    split = upstream["split"]
+    moved = {**upstream, "split": Manifest("split", "k", None, split.outputs, {**split.digests, "episodes": "other"})}
+    assert stage_key_of(evaluate, spec, moved) != before
+    db.write_bytes(b"version 2")
+    assert stage_key_of(evaluate, spec, upstream) != before
