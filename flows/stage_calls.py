@@ -224,18 +224,37 @@ def model_identity(spec: DomainSpec) -> Any:
     )
 
 
-def corpus_texts(df) -> list[str]:
-    """Texts the embedded tokenizer is built from: every prompt, solution and reference, but those
-    of episode rows (an environment's category), which the chain's stages do not train on yet."""
+def corpus_texts(df, episodes: bool = True) -> list[str]:
+    """Texts the embedded tokenizer is built from: every prompt, solution and reference, and each
+    environment's instructions; without `episodes` (training.episodes: false) none of an environment's
+    rows, which no stage then trains on."""
     from rlvrflow.verifiers.config import EPISODE
 
+    texts = []
     if "verifier" in df.columns:
-        df = df.filter(df["verifier"] != EPISODE)
-    return [t for col in ("prompt", "solution", "reference") if col in df.columns for t in df[col].to_list() if t]
+        is_episode = df["verifier"] == EPISODE
+        if episodes:
+            params = set(df.filter(is_episode)["verifier_params"].to_list())
+            texts = [json.loads(p).get("instructions") or "" for p in sorted(params)]
+        else:
+            df = df.filter(~is_episode)
+    return [t for col in ("prompt", "solution", "reference") if col in df.columns for t in df[col].to_list() if t] + [
+        t for t in texts if t
+    ]
+
+
+def episode_rows(job: Job, part: str = "train"):
+    """The rows of environment categories in the split `part` (split.episodes), none with
+    training.episodes: false."""
+    import polars as pl
+
+    rows = pl.read_parquet(job.input("split", "episodes"))
+    return rows.filter(pl.col("split") == part) if job.spec.training.episodes else rows.head(0)
 
 
 def sft(job: Job) -> Result:
-    """training.resolve_base_model + training.run_sft into base/ and sft/."""
+    """training.resolve_base_model + training.run_sft into base/ and sft/, on the train rows' solutions
+    and the worked transcripts of the train split's episode rows (training.episodes)."""
     import polars as pl
 
     from rlvrflow.training.sft import run_sft
@@ -243,8 +262,10 @@ def sft(job: Job) -> Result:
 
     cfg = training_config(job.spec)
     out = Path(job.out)
-    base = resolve_base_model(cfg, corpus_texts(pl.read_parquet(job.input("attach", "rows"))), out / "base", cfg.seed)
-    model = run_sft(base, pl.read_parquet(job.input("split", "train")), cfg, out / "sft", cfg.seed)
+    texts = corpus_texts(pl.read_parquet(job.input("attach", "rows")), cfg.episodes)
+    base = resolve_base_model(cfg, texts, out / "base", cfg.seed)
+    train = pl.read_parquet(job.input("split", "train"))
+    model = run_sft(base, train, cfg, out / "sft", cfg.seed, episode_rows=episode_rows(job))
     stats = json.loads((Path(model) / "sft_stats.json").read_text())
     return Result({**stats, "base_model": str(base)}, {"model": "sft"})
 

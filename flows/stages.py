@@ -5,7 +5,8 @@
     attach    prepare.rows (+ files in params)     verifiers.{rules,self_check,timeout_s,canaries} row ranges
     split     attach.rows                          curriculum.eval_fraction training.seed
                                                    orchestration.max_rows                         -
-    sft       attach.rows split.train (+ model)    training.{tiny,sft,seed,device} + MODEL_SETTINGS -
+    sft       attach.rows split.{train,episodes}   training.{tiny,sft,seed,device,episodes}
+              (+ model)                            + MODEL_SETTINGS                               -
     tier      split.train sft.model                curriculum training.{seed,device} verifiers.timeout_s
                                                                                      whole engine calls
     grpo      sft.model tier.rows split.eval       training.{grpo,checkpoint,seed,device} curriculum
@@ -176,14 +177,23 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "sft",
-            inputs=("attach.rows", "split.train"),
-            sections=("training.tiny", "training.sft", "training.seed", "training.device", *MODEL_SETTINGS),
+            inputs=("attach.rows", "split.train", "split.episodes"),
+            sections=(
+                "training.tiny",
+                "training.sft",
+                "training.seed",
+                "training.device",
+                "training.episodes",
+                *MODEL_SETTINGS,
+            ),
             code=("training", "engines"),
             call=stage_calls.sft,
             extra_key=_base_model,
             summary=lambda st: (
                 f"{st.get('rows_used')} rows with a solution ({st.get('skipped_empty_solution')} "
-                f"outcome-only rows left to RL), {st.get('steps')} steps, final loss {st.get('final_loss')}"
+                f"outcome-only rows left to RL)"
+                + (f", {st['transcripts_used']} worked transcripts" if st.get("transcripts_used") else "")
+                + f", {st.get('steps')} steps, final loss {st.get('final_loss')}"
             ),
         ),
         Stage(

@@ -14,6 +14,7 @@ def _m(name: str) -> Manifest:
         "rows": "r",
         "train": "t",
         "eval": "e",
+        "episodes": "ep",
         "model": "m",
         "summary": "s",
         "rollouts": "o",

@@ -1,0 +1,92 @@
+"""The chain's own stages on an environment category: SFT learns the worked transcripts beside the
+single replies, tiering plays episodes for pass@k, GRPO draws, plays and trains on them, DPO leaves
+them out. The environment, its database and its scripted agent are tests/verifiers' own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from rlvrflow.flows.runner import Job
+from rlvrflow.flows.spec import spec_data, spec_from_dict
+from rlvrflow.verifiers.attaching import attach
+from rlvrflow.verifiers.config import EPISODE, VerifierConfig
+
+from ..verifiers.test_environment_spec import _minimal_spec, _rows, _rules, db  # noqa: F401
+
+TRAINING = {
+    "model": "embedded",
+    "torch_threads": 1,
+    "tiny": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_positions": 1024},
+    "sft": {"max_steps": 3, "batch_size": 4, "max_length": 1024, "warmup_steps": 1},
+    "grpo": {"max_steps": 2, "prompts_per_step": 4, "num_generations": 2, "warmup_steps": 1, "beta": 0.0},
+    "checkpoint": {"every": 2},
+}
+
+
+def _spec(db: Path, **training):  # noqa: F811
+    data = {
+        **_minimal_spec(_rules(db)),
+        "training": {**TRAINING, **training},
+        "curriculum": {"n_samples": 2, "k": 1, "eval_fraction": 0.25},
+        "generation": {"max_new_tokens": 6},
+        "eval": {"n_samples": 1, "k": 1, "max_prompts": 4},
+    }
+    return spec_from_dict(data, base_dir=db.parent)
+
+
+def _job(spec, stage: str, tmp: Path, inputs: dict, item=None) -> Job:
+    out = tmp / stage
+    out.mkdir(exist_ok=True)
+    return Job(stage, json.dumps(spec_data(spec)), str(spec.base_dir), str(tmp), str(out), inputs, item)
+
+
+@pytest.fixture
+def split_rows(db, tmp_path):  # noqa: F811
+    """attach + split of 12 refund tickets (6 with a worked transcript) and 40 arithmetic rows."""
+    from rlvrflow.flows.stage_calls import split
+
+    spec = _spec(db)
+    math = [
+        {"id": f"n{k}", "category": "arithmetic", "prompt": f"{k}+1?", "reference": str(k + 1), "solution": f"{k + 1}"}
+        for k in range(40)
+    ]
+    env = spec.verifiers.rule_for("refunds").resolved_environment(spec.base_dir)
+    rows = pl.concat([_rows(env, worked=6), pl.DataFrame(math)])
+    kept, _, _ = attach(rows, VerifierConfig.model_validate(_rules(db)), db.parent, workers=1)
+    kept.write_parquet(tmp_path / "attach.parquet")
+    result = split(_job(spec, "split", tmp_path, {"attach": {"rows": str(tmp_path / "attach.parquet")}}))
+    files = {k: str(tmp_path / "split" / v) for k, v in result.files.items()}
+    return {"attach": {"rows": str(tmp_path / "attach.parquet")}, "split": files}
+
+
+def _sft(spec, tmp: Path, inputs: dict) -> dict:
+    from rlvrflow.flows.stage_calls import sft
+
+    result = sft(_job(spec, "sft", tmp, inputs))
+    return {**inputs, "sft": {"model": str(tmp / "sft" / result.files["model"])}}, result.stats
+
+
+def test_sft_learns_the_worked_transcripts_of_the_train_episodes(db, split_rows, tmp_path):  # noqa: F811
+    episodes = pl.read_parquet(split_rows["split"]["episodes"])
+    worked = episodes.filter((pl.col("split") == "train") & (pl.col("solution") != ""))
+    assert worked.height > 0 and set(episodes["verifier"]) == {EPISODE}
+    _, stats = _sft(_spec(db), tmp_path, split_rows)
+    # the agent's tool calls hold newlines: written on one line for PLAIN, they still replay to the reference
+    assert stats["transcripts_used"] == worked.height and stats["transcripts_dropped"] == {}
+    assert stats["rows_used"] == 40 - pl.read_parquet(split_rows["split"]["eval"]).height
+
+    off = tmp_path / "off"
+    off.mkdir()
+    _, stats = _sft(_spec(db, episodes=False), off, split_rows)
+    assert stats["transcripts_used"] == 0
+
+
+def test_a_transcript_longer_than_max_length_is_left_out_with_a_warning(db, split_rows, tmp_path):  # noqa: F811
+    spec = _spec(db, sft={**TRAINING["sft"], "max_length": 100})
+    _, stats = _sft(spec, tmp_path, split_rows)
+    assert stats["transcripts_used"] == 0 and stats["transcripts_dropped"]["over_max_length"] > 0
+    assert "transcripts_too_long" in [w["kind"] for w in stats["warnings"]]
