@@ -278,32 +278,42 @@ def tier_plan(job: Job) -> list[dict[str, Any]]:
     the tiers are the same for any chunk_rows, any runner and `rlvrflow tier` (curriculum/tiering.py)."""
     from rlvrflow.curriculum.tiering import call_chunks
 
-    ids = tier_pool(job)[0]["id"].to_list()
+    from rlvrflow.verifiers.config import EPISODE
+
+    pool = tier_pool(job)[0]
+    ids = pool["id"].to_list()
     if None in ids or len(set(ids)) != len(ids):  # chunks select rows by id
         raise DataError(
             f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
             f"{len(set(ids) - {None})} distinct ids)"
         )
     spec = job.spec
-    if spec.curriculum.engine == "vllm":  # one engine start for all prompts (vLLM batches them itself)
-        return [
-            {
-                "ids": [i for chunk in call_chunks(ids, spec.training.seed, len(ids) or 1) for i in chunk],
-                "rows": len(ids),
-            }
-        ]
-    chunks = call_chunks(ids, spec.training.seed, spec.orchestration.chunk_rows)
+    # episode rows (an environment's category) are tiered in chunks of their own: whole play calls
+    kinds = [
+        pool.filter(pool["verifier"] != EPISODE)["id"].to_list(),
+        pool.filter(pool["verifier"] == EPISODE)["id"].to_list(),
+    ]
+    if spec.curriculum.engine == "vllm":  # one engine start per kind (vLLM batches them itself)
+        chunks = [[i for chunk in call_chunks(k, spec.training.seed, len(k)) for i in chunk] for k in kinds if k]
+    else:
+        chunks = [c for k in kinds if k for c in call_chunks(k, spec.training.seed, spec.orchestration.chunk_rows)]
     return [{"ids": chunk, "rows": len(chunk)} for chunk in chunks] or [{"ids": [], "rows": 0}]
 
 
-def tier_pool(job: Job):
-    """(rows, info): the train rows tiering and GRPO draw from (curriculum.rl_rows.rl_pool)."""
+def train_rows(job: Job):
+    """The train split's rows and, with training.episodes, its episode rows (split.episodes)."""
     import polars as pl
 
+    return pl.concat([pl.read_parquet(job.input("split", "train")), episode_rows(job)], how="diagonal_relaxed")
+
+
+def tier_pool(job: Job):
+    """(rows, info): the train rows tiering and GRPO draw from (curriculum.rl_rows.rl_pool), episode
+    rows among them (outcome-only episode rows under rl_rows unseen, as for single replies)."""
     from rlvrflow.curriculum.rl_rows import rl_pool
 
     cur = job.spec.curriculum
-    train = pl.read_parquet(job.input("split", "train"))
+    train = train_rows(job)
     try:
         return rl_pool(train, cur.rl_rows, cur.max_rows, job.spec.training.seed)
     except ValueError as e:
@@ -311,32 +321,54 @@ def tier_pool(job: Job):
 
 
 def tier(job: Job) -> Result:
-    """curriculum.tier_rows on the train rows of this chunk, with its own engine."""
+    """curriculum.tier_rows on the train rows of this chunk, with its own engine; a chunk of episode
+    rows is tiered by curriculum.episode_tiers (episodes played in the run's episode format)."""
     import polars as pl
 
-    from rlvrflow.engines.factory import make_engine, release
+    from rlvrflow.curriculum.episode_tiers import tier_episodes
     from rlvrflow.curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
+    from rlvrflow.engines.factory import make_engine, release
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.modeling import pick_device, set_threads
+    from rlvrflow.verifiers.config import EPISODE
 
     spec = job.spec
     set_threads(spec.training.torch_threads)  # the engine's sampling obeys training.torch_threads too
-    df = pl.read_parquet(job.input("split", "train")).filter(pl.col("id").is_in(job.item["ids"]))
+    df = train_rows(job).filter(pl.col("id").is_in(job.item["ids"]))
+    episodes = df.height > 0 and (df["verifier"] == EPISODE).all()
+    model = job.input("sft", "model")
     engine = make_engine(
         spec.curriculum.engine,
-        job.input("sft", "model"),
+        model,
         device=str(pick_device(spec.training.device)),
         batch_size=spec.curriculum.engine_batch_size,
         seed=spec.training.seed,
         field="curriculum.engine",
+        prompt_format=PromptFormat() if episodes else None,  # an episode's format renders its own prompts
     )
     score = default_score_fn(spec.verifiers.workers, spec.verifiers.timeout_s)
     try:
-        tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
+        if episodes:
+            fmt = _episode_format(model)
+            tiered, rollouts = tier_episodes(df, engine, spec.curriculum, spec.training.seed, fmt)
+        else:
+            tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
     finally:
         release(engine)
     rejects = df.head(0).with_columns(pl.lit(None, pl.String).alias(c) for c in ("stage", "reason", "detail"))
     stats = {"rows_in": df.height, "rows_kept": tiered.height, "rows_rejected": 0, "rejected_by_reason": {}}
     return Result(stats, kept=tiered, rejects=rejects, tables={"rollouts": (ROLLOUTS_FILE, rollouts)})
+
+
+def _episode_format(model_dir: Path):
+    """The episode format of the model directory's prompt format (training.episode_format.run_format)."""
+    from transformers import AutoTokenizer
+
+    from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.training.episode_format import run_format
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    return run_format(tokenizer, PromptFormat.for_model_dir(model_dir, tokenizer).kind)
 
 
 def tier_finish(job: Job, stats: dict) -> Result:
@@ -416,7 +448,10 @@ def grpo(job: Job) -> Result:
 
 def dpo(job: Job) -> Result:
     """training.dpo_data.build_pairs from the tier stage's rows and rollouts, then training.train_dpo;
-    the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints."""
+    the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints.
+    Episode rows are left out (`episode_row` in the pair stats): a pair is two single replies."""
+    import logging
+
     import polars as pl
 
     from rlvrflow.io import write_text
@@ -436,6 +471,11 @@ def dpo(job: Job) -> Result:
             f"sample (of {pair_stats['rows_in']} tiered prompts, dropped: "
             f"{pair_stats['rejected_by_reason']}); widen training.dpo.tiers, raise curriculum.n_samples, "
             "or use training.algorithm: grpo"
+        )
+    if pair_stats["rejected_by_reason"].get("episode_row"):
+        logging.getLogger("rlvrflow.dpo").info(
+            "dpo: %d episode rows left out (a conversation, not one reply; GRPO trains on them)",
+            pair_stats["rejected_by_reason"]["episode_row"],
         )
     write_text(Path(job.out) / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
 

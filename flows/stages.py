@@ -7,8 +7,8 @@
                                                    orchestration.max_rows                         -
     sft       attach.rows split.{train,episodes}   training.{tiny,sft,seed,device,episodes}
               (+ model)                            + MODEL_SETTINGS                               -
-    tier      split.train sft.model                curriculum training.{seed,device} verifiers.timeout_s
-                                                                                     whole engine calls
+    tier      split.{train,episodes} sft.model     curriculum training.{seed,device,episodes}
+                                                   verifiers.timeout_s            whole engine calls
     grpo      sft.model tier.rows split.eval       training.{grpo,checkpoint,seed,device} curriculum
                                                    verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     dpo       sft.model tier.rows tier.rollouts    training.{dpo,checkpoint,seed,device}
@@ -198,8 +198,8 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "tier",
-            inputs=("split.train", "sft.model"),
-            sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
+            inputs=("split.train", "split.episodes", "sft.model"),
+            sections=("curriculum", "training.seed", "training.device", "training.episodes", "verifiers.timeout_s"),
             code=("curriculum", "engines", "verifiers"),
             call=stage_calls.tier,
             plan=stage_calls.tier_plan,

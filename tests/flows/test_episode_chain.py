@@ -90,3 +90,40 @@ def test_a_transcript_longer_than_max_length_is_left_out_with_a_warning(db, spli
     _, stats = _sft(spec, tmp_path, split_rows)
     assert stats["transcripts_used"] == 0 and stats["transcripts_dropped"]["over_max_length"] > 0
     assert "transcripts_too_long" in [w["kind"] for w in stats["warnings"]]
+
+
+def _tier(spec, tmp: Path, inputs: dict):
+    """tier_plan, then tier on each chunk, as the runner fans it out: (tiers, rollouts, chunks)."""
+    from rlvrflow.flows.stage_calls import tier, tier_plan
+
+    job = _job(spec, "tier", tmp, inputs)
+    plan = tier_plan(job)
+    results = [tier(_job(spec, "tier", tmp, inputs, item)) for item in plan]
+    tiers = pl.concat([r.kept for r in results], how="diagonal_relaxed")
+    rollouts = pl.concat([r.tables["rollouts"][1] for r in results])
+    return tiers, rollouts, plan
+
+
+def test_tiering_plays_the_train_episodes_and_dpo_leaves_them_out(db, split_rows, tmp_path):  # noqa: F811
+    from rlvrflow.training.config import DPOConfig
+    from rlvrflow.training.dpo_data import build_pairs
+
+    spec = _spec(db)
+    inputs, _ = _sft(spec, tmp_path, split_rows)
+    tiers, rollouts, plan = _tier(spec, tmp_path, inputs)
+    episodes = pl.read_parquet(split_rows["split"]["episodes"]).filter(pl.col("split") == "train")
+    outcome_only = episodes.filter(pl.col("solution") == "")  # rl_rows auto: the rows SFT never saw
+    tiered = tiers.filter(pl.col("verifier") == EPISODE)
+    assert sorted(tiered["id"]) == sorted(outcome_only["id"]) and set(tiered["category"]) == {"refunds"}
+    assert tiered["n_samples"].to_list() == [2] * tiered.height and tiered["tier"].null_count() == 0
+    # a chunk holds one kind of row: episodes are played in calls of their own
+    kinds = [{i in set(tiered["id"]) for i in item["ids"]} for item in plan]
+    assert kinds == [{False}, {True}] and tiers.height > tiered.height
+    played = rollouts.filter(pl.col("id").is_in(tiered["id"].to_list()))
+    assert played.height == 2 * tiered.height
+    assert set(played["finish_reason"]) <= {"final_reply", "max_turns"}
+    assert json.loads(played["response"][0])[0]["role"] == "assistant"
+
+    pairs, stats = build_pairs(tiers, rollouts, DPOConfig(tiers=("learnable", "too_hard", "too_easy")), 0)
+    assert stats["rejected_by_reason"]["episode_row"] == tiered.height
+    assert not {p["id"] for p in pairs} & set(tiered["id"])
