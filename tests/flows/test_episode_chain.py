@@ -127,3 +127,41 @@ def test_tiering_plays_the_train_episodes_and_dpo_leaves_them_out(db, split_rows
     pairs, stats = build_pairs(tiers, rollouts, DPOConfig(tiers=("learnable", "too_hard", "too_easy")), 0)
     assert stats["rejected_by_reason"]["episode_row"] == tiered.height
     assert not {p["id"] for p in pairs} & set(tiered["id"])
+
+
+def _grpo(spec, tmp: Path, inputs: dict, tiers: pl.DataFrame):
+    from rlvrflow.flows.stage_calls import grpo
+
+    tiers.write_parquet(tmp / "tiers.parquet")
+    job = _job(spec, "grpo", tmp, {**inputs, "tier": {"rows": str(tmp / "tiers.parquet")}})
+    grpo(job)
+    return [json.loads(line) for line in (tmp / "grpo" / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_path):  # noqa: F811
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    # the untrained tiny model's episodes all score alike: keep their groups so the step trains on them
+    grpo = {**TRAINING["grpo"], "filter_zero_variance": False}
+    spec = _spec(db, grpo=grpo)
+    inputs, _ = _sft(spec, tmp_path, split_rows)
+    tiers, _, _ = _tier(spec, tmp_path, inputs)
+    metrics = _grpo(spec, tmp_path, inputs, tiers)
+    assert len(metrics) == 2
+    assert sum(m.get("episode_groups_seen", 0) for m in metrics) > 0
+    played = [m for m in metrics if m.get("episode_groups_used")]
+    assert played and all(m["episode_policy_tokens"] > 0 and m["episode_turns_mean"] >= 1 for m in played)
+    for key in ("episode_malformed_rate", "episode_tool_calls_mean", "episode_success_rate", "episode_reward_mean"):
+        assert key in played[0], key
+    sft = AutoModelForCausalLM.from_pretrained(inputs["sft"]["model"])
+    final = AutoModelForCausalLM.from_pretrained(tmp_path / "grpo" / "step_000002")
+    assert any(not torch.equal(a, b) for a, b in zip(sft.state_dict().values(), final.state_dict().values()))
+
+
+def test_episodes_where_the_loop_cannot_play_them_are_an_error_naming_the_field(db, split_rows, tmp_path):  # noqa: F811
+    spec = _spec(db, grpo={**TRAINING["grpo"], "rollout_mode": "async"})
+    inputs, _ = _sft(spec, tmp_path, split_rows)
+    tiers, _, _ = _tier(spec, tmp_path, inputs)
+    with pytest.raises(ValueError, match="rollout_mode 'async' does not play episodes yet.*training.episodes: false"):
+        _grpo(spec, tmp_path, inputs, tiers)
