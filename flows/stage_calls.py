@@ -157,9 +157,9 @@ def attach_canaries(job: Job, stats: dict) -> Result:
 def split(job: Job) -> Result:
     """curriculum.assign_split, then train.parquet / eval.parquet, each the first
     orchestration.max_rows rows by id when set (the rest are rejected as over_max_rows).
-    Rows of an environment's category (verifier `episode`) go to episodes.parquet with their split,
-    never to train.parquet or eval.parquet: SFT, tiering, GRPO and eval score single replies, and
-    these rows are episodes, kept for the episode trainer."""
+    Rows of an environment's category (verifier `episode`) go to episodes.parquet with their split
+    (also the first max_rows of each), never to train.parquet or eval.parquet, which hold single
+    replies: the stages that work on episodes (SFT's transcripts, tiering, GRPO) read them there."""
     import polars as pl
 
     from rlvrflow import curriculum
@@ -172,9 +172,15 @@ def split(job: Job) -> Result:
     )
     rows_in, episodes = df.height, df.filter(pl.col("verifier") == EPISODE).sort("id")
     df = df.filter(pl.col("verifier") != EPISODE)
-    episodes.write_parquet(Path(job.out) / "episodes.parquet")
     cap = spec.orchestration.max_rows
-    kept, dropped, counts = [episodes], [], {"rows_episodes": episodes.height}
+    if cap:  # the first max_rows episode rows of each split, as for the other rows
+        parts = [episodes.filter(pl.col("split") == part) for part in ("train", "eval")]
+        dropped = [p.slice(cap) for p in parts]
+        episodes = pl.concat([p.head(cap) for p in parts]).sort("id")
+    else:
+        dropped = []
+    episodes.write_parquet(Path(job.out) / "episodes.parquet")
+    kept, counts = [episodes], {"rows_episodes": episodes.height}
     for part in ("train", "eval"):
         rows = df.filter(pl.col("split") == part).sort("id")
         kept.append(rows.head(cap) if cap else rows)

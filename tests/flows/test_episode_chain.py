@@ -165,3 +165,25 @@ def test_episodes_where_the_loop_cannot_play_them_are_an_error_naming_the_field(
     tiers, _, _ = _tier(spec, tmp_path, inputs)
     with pytest.raises(ValueError, match="rollout_mode 'async' does not play episodes yet.*training.episodes: false"):
         _grpo(spec, tmp_path, inputs, tiers)
+
+
+def test_orchestration_max_rows_caps_the_episode_rows_of_each_split_too(db, tmp_path):  # noqa: F811
+    from rlvrflow.flows.stage_calls import split
+
+    spec = _spec(db)
+    spec = spec.model_copy(update={"orchestration": spec.orchestration.model_copy(update={"max_rows": 3})})
+    env = spec.verifiers.rule_for("refunds").resolved_environment(spec.base_dir)
+    math = [{"id": f"n{k}", "category": "arithmetic", "prompt": f"{k}+1?", "reference": str(k + 1)} for k in range(20)]
+    rows = pl.concat([_rows(env), pl.DataFrame(math)], how="diagonal_relaxed").with_columns(
+        pl.col("solution").fill_null("")
+    )
+    kept, _, _ = attach(rows, VerifierConfig.model_validate(_rules(db)), db.parent, workers=1)
+    kept.write_parquet(tmp_path / "attach.parquet")
+    result = split(_job(spec, "split", tmp_path, {"attach": {"rows": str(tmp_path / "attach.parquet")}}))
+    episodes = pl.read_parquet(tmp_path / "split" / "episodes.parquet")
+    counts = dict(episodes["split"].value_counts().iter_rows())
+    assert counts["train"] == 3 and sum(counts.values()) == result.stats["rows_episodes"]
+    assert result.rejects.filter(pl.col("category") == "refunds")["reason"].to_list() == ["over_max_rows"] * (
+        12 - sum(counts.values())
+    )
+    assert result.stats["rows_in"] == result.stats["rows_kept"] + result.stats["rows_rejected"]
