@@ -107,7 +107,7 @@ def _compare_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
 
 
 def _split_line(st: dict) -> str:
-    episodes = f", {st['rows_episodes']} episode rows set aside" if st.get("rows_episodes") else ""
+    episodes = f", {st['rows_episodes']} episode rows in episodes.parquet" if st.get("rows_episodes") else ""
     return (
         f"{st.get('rows_train')} train, {st.get('rows_eval')} eval (of {st.get('rows_in')}; "
         f"{st.get('rows_rejected', 0)} over max_rows{episodes})"
@@ -170,7 +170,7 @@ STAGES: dict[str, Stage] = {
             "split",
             inputs=("attach.rows",),
             sections=("curriculum.eval_fraction", "training.seed", "orchestration.max_rows"),
-            code=("curriculum", "verifiers"),  # verifiers: which rows are episodes, set aside
+            code=("curriculum", "verifiers"),  # verifiers: which rows are episodes
             call=stage_calls.split,
             rows=True,
             summary=_split_line,
