@@ -138,13 +138,14 @@ def _grpo(spec, tmp: Path, inputs: dict, tiers: pl.DataFrame):
     return [json.loads(line) for line in (tmp / "grpo" / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("lora", [None, {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}])
+def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_path, lora):  # noqa: F811
     import torch
     from transformers import AutoModelForCausalLM
 
     # the untrained tiny model's episodes all score alike: keep their groups so the step trains on them
     grpo = {**TRAINING["grpo"], "filter_zero_variance": False}
-    spec = _spec(db, grpo=grpo)
+    spec = _spec(db, grpo=grpo, lora=lora)
     inputs, _ = _sft(spec, tmp_path, split_rows)
     tiers, _, _ = _tier(spec, tmp_path, inputs)
     metrics = _grpo(spec, tmp_path, inputs, tiers)
@@ -154,9 +155,12 @@ def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_
     assert played and all(m["episode_policy_tokens"] > 0 and m["episode_turns_mean"] >= 1 for m in played)
     for key in ("episode_malformed_rate", "episode_tool_calls_mean", "episode_success_rate", "episode_reward_mean"):
         assert key in played[0], key
-    sft = AutoModelForCausalLM.from_pretrained(inputs["sft"]["model"])
-    final = AutoModelForCausalLM.from_pretrained(tmp_path / "grpo" / "step_000002")
-    assert any(not torch.equal(a, b) for a, b in zip(sft.state_dict().values(), final.state_dict().values()))
+    if lora is None:
+        sft = AutoModelForCausalLM.from_pretrained(inputs["sft"]["model"])
+        final = AutoModelForCausalLM.from_pretrained(tmp_path / "grpo" / "step_000002")
+        assert any(not torch.equal(a, b) for a, b in zip(sft.state_dict().values(), final.state_dict().values()))
+    else:  # the checkpoint holds the adapter, trained
+        assert (tmp_path / "grpo" / "step_000002" / "adapter_config.json").is_file()
 
 
 def test_episodes_where_the_loop_cannot_play_them_are_an_error_naming_the_field(db, split_rows, tmp_path):  # noqa: F811
