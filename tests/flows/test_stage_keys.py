@@ -90,3 +90,11 @@ def test_a_file_the_verifiers_read_is_in_every_scoring_stage_key(toy_spec):
     db.write_bytes(b"version 2")
     after = {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("attach", "tier", "grpo", "dpo")}
     assert all(before[n] != after[n] for n in before), (before, after)
+
+
+def test_training_episodes_is_in_the_sft_and_tier_keys(toy_spec):
+    """Whether the episode rows are trained on changes SFT's data and tiering's pool."""
+    spec = load_spec(toy_spec)
+    off = _with(spec, "training", {"episodes": False})
+    for name in ("sft", "tier"):
+        assert stage_key_of(STAGES[name], off, UPSTREAM) != stage_key_of(STAGES[name], spec, UPSTREAM), name
