@@ -225,7 +225,7 @@ def train_grpo(
                     correct=f"{info['correct_rate']:.0%}",
                 )
                 if backend.is_main:
-                    write_rollout_samples(out, run.step, groups, tasks, g)
+                    write_rollout_samples(out, run.step, groups, tasks, g, episodes)
                 # 3. eval + the reward-hacking check + checkpoint (with the collector's queue) + retention
                 if trainer.checkpoint_due(run.step):
                     record = trainer.evaluate(run.step)

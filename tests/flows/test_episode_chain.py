@@ -22,7 +22,14 @@ TRAINING = {
     "torch_threads": 1,
     "tiny": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_positions": 1024},
     "sft": {"max_steps": 3, "batch_size": 4, "max_length": 1024, "warmup_steps": 1},
-    "grpo": {"max_steps": 2, "prompts_per_step": 4, "num_generations": 2, "warmup_steps": 1, "beta": 0.0},
+    "grpo": {
+        "max_steps": 2,
+        "prompts_per_step": 4,
+        "num_generations": 2,
+        "warmup_steps": 1,
+        "beta": 0.0,
+        "log_samples_every": 1,
+    },
     "checkpoint": {"every": 2},
 }
 
@@ -155,6 +162,10 @@ def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_
     assert played and all(m["episode_policy_tokens"] > 0 and m["episode_turns_mean"] >= 1 for m in played)
     for key in ("episode_malformed_rate", "episode_tool_calls_mean", "episode_success_rate", "episode_reward_mean"):
         assert key in played[0], key
+    samples = [json.loads(line) for line in (tmp_path / "grpo" / "rollout_samples.jsonl").read_text().splitlines()]
+    transcripts = [r for r in samples if "transcript" in r]  # the episode groups' best and worst, whole
+    assert transcripts and transcripts[0]["transcript"][0]["role"] == "assistant"
+    assert transcripts[0]["task_id"] in set(tiers.filter(pl.col("verifier") == EPISODE)["id"])
     if lora is None:
         sft = AutoModelForCausalLM.from_pretrained(inputs["sft"]["model"])
         final = AutoModelForCausalLM.from_pretrained(tmp_path / "grpo" / "step_000002")
