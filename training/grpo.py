@@ -260,13 +260,15 @@ def _episode_player(rows, g, backend, tokenizer, fmt, reward_cfg, seed: int, dev
     from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.distributed import dist_env
     from rlvrflow.training.episode_format import run_format
-    from rlvrflow.training.grpo_episodes import EpisodePlayer, check_supported
+    from rlvrflow.training.grpo_episodes import EpisodePlayer, check_fits, check_supported
 
     check_supported(g, dist_env().is_distributed)
     batch = max(g.prompts_per_step * g.num_generations, 1)
     engine = HFEngine(backend.generation_module, tokenizer, str(device), batch, prompt_format=PromptFormat())
     by_id = {str(r["id"]): r for r in rows.iter_rows(named=True)}
-    return EpisodePlayer(engine, by_id, run_format(tokenizer, fmt.kind), g, reward_cfg, seed)
+    episode_fmt = run_format(tokenizer, fmt.kind)
+    check_fits(by_id, tokenizer, episode_fmt, g, getattr(backend.module.config, "max_position_embeddings", None))
+    return EpisodePlayer(engine, by_id, episode_fmt, g, reward_cfg, seed)
 
 
 def _collector(

@@ -191,6 +191,32 @@ class EpisodeBatch:
         return loss_sum, sums, tokens
 
 
+def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | None) -> None:
+    """Before the first step: every episode's opening (instructions and ticket) plus one message must fit
+    the model's positions, else a ValueError naming what to change (played episodes only grow)."""
+    if max_positions is None:
+        return
+    from rlvrflow.verifiers.environment import Environment
+
+    envs: dict[str, Environment] = {}
+    longest, worst = 0, None
+    for row in rows.values():
+        params = row["verifier_params"]
+        env = envs.get(params) or envs.setdefault(params, Environment.model_validate_json(params))
+        opening = [{"role": "system", "content": env.instructions}] if env.instructions else []
+        opening.append({"role": "user", "content": str(row["prompt"])})
+        n = len(tokenizer(fmt.prompt(opening, env.schemas()), add_special_tokens=False).input_ids)
+        if n > longest:
+            longest, worst = n, row["id"]
+    if longest + g.max_new_tokens > max_positions:
+        raise ValueError(
+            f"episode row {worst!r} opens with {longest} tokens; with one message of generation.max_new_tokens="
+            f"{g.max_new_tokens} that is over the model's {max_positions} positions, and every turn adds more: "
+            "use a model with a longer context, shorten the environment's instructions or the prompt template, "
+            "or set training.episodes: false to train without the episodes"
+        )
+
+
 def check_supported(g, distributed: bool) -> None:
     """Where the loop cannot play episodes yet: an error naming the field and the fix."""
     fix = "or set training.episodes: false to train without the environment's rows"

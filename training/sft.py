@@ -6,7 +6,7 @@ rows (`episode_rows`, with `training.episodes`) join the same batches: each repl
 environment and rendered in the run's episode format (training/episode_format.py `run_format`: PLAIN
 for raw prompts, the chat template for chat prompts), the loss on the policy's own tokens only, so
 one model learns the single replies and the conversations; a transcript longer than `max_length`
-is dropped with a warning (a conversation is not cut). Deliberately short by default: the SFT
+or the model's positions is dropped with a warning (a conversation is not cut). Deliberately short by default: the SFT
 model should know the format and solve some prompts, leaving room for GRPO to improve on it.
 
 Prompts are encoded in the run's prompt format (`training.prompt_format`: the chat template's user
@@ -220,9 +220,11 @@ def run_sft(
     )
     data, cut = _encode(tokenizer, pairs, sc.max_length, fmt)
     warnings += cut_warnings(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
-    conversations, dropped = _conversations(tokenizer, worked, fmt.kind, sc.max_length)
+    positions = getattr(model.config, "max_position_embeddings", None)
+    limit = min(sc.max_length, positions or sc.max_length)
+    conversations, dropped = _conversations(tokenizer, worked, fmt.kind, limit)
     if dropped.get("over_max_length"):
-        warnings.append(_too_long_warning(dropped["over_max_length"], len(worked), sc.max_length))
+        warnings.append(_too_long_warning(dropped["over_max_length"], len(worked), sc.max_length, positions))
     data += conversations
     for w in warnings:
         log.warning("%s", w["message"])
@@ -369,12 +371,13 @@ def _conversations(tokenizer, worked: list[dict], prompt_kind: str, max_length: 
     return out, dropped
 
 
-def _too_long_warning(n: int, of: int, max_length: int) -> dict:
+def _too_long_warning(n: int, of: int, max_length: int, positions: int | None) -> dict:
     return {
         "kind": "transcripts_too_long",
         "message": (
-            f"training.sft.max_length={max_length}: {n} of {of} worked transcripts of environment categories "
-            "render longer and were left out of SFT (a conversation is not cut). Raise training.sft.max_length "
-            "(up to the model's positions), or set training.episodes: false where the model cannot hold an episode."
+            f"training.sft.max_length={max_length} (the model has {positions} positions): {n} of {of} worked "
+            "transcripts of environment categories render longer and were left out of SFT (a conversation is "
+            "not cut). Raise training.sft.max_length (up to the model's positions), use a model with a longer "
+            "context, or set training.episodes: false where the model cannot hold an episode."
         ),
     }

@@ -202,3 +202,15 @@ def test_orchestration_max_rows_caps_the_episode_rows_of_each_split_too(db, tmp_
         12 - sum(counts.values())
     )
     assert result.stats["rows_in"] == result.stats["rows_kept"] + result.stats["rows_rejected"]
+
+
+def test_a_model_too_short_for_an_episode_stops_grpo_before_its_first_step(db, split_rows, tmp_path):  # noqa: F811
+    """SFT leaves out the transcripts past the model's positions; GRPO stops at once, naming the way out."""
+    tiny = {**TRAINING["tiny"], "max_positions": 96}
+    spec = _spec(db, tiny=tiny)
+    inputs, stats = _sft(spec, tmp_path, split_rows)
+    assert stats["transcripts_used"] == 0 and stats["transcripts_dropped"]["over_max_length"] > 0
+    tiers, _, _ = _tier(spec, tmp_path, inputs)
+    with pytest.raises(ValueError, match="over the model's 96 positions.*training.episodes: false"):
+        _grpo(spec, tmp_path, inputs, tiers)
+    assert not (tmp_path / "grpo" / "metrics.jsonl").exists()
