@@ -214,3 +214,24 @@ def test_a_model_too_short_for_an_episode_stops_grpo_before_its_first_step(db, s
     with pytest.raises(ValueError, match="over the model's 96 positions.*training.episodes: false"):
         _grpo(spec, tmp_path, inputs, tiers)
     assert not (tmp_path / "grpo" / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_a_chat_model_runs_the_episode_stages_through_its_template(db, split_rows, tmp_path):  # noqa: F811
+    """The in-project Qwen2 test model (ChatML, BPE): the run's prompts are chat, so its episodes render
+    through `chat_format` in SFT, tiering and GRPO (random weights: the plumbing is what is tested)."""
+    from rlvrflow.training.qwen_model import Qwen2Dims, build_qwen2_model
+
+    rows = pl.read_parquet(split_rows["attach"]["rows"])
+    corpus = [t for col in ("prompt", "solution", "reference") for t in rows[col].to_list() if t] * 3
+    # the template lists the tools' schemas in the system message: a conversation is ~1,500 tokens
+    model = build_qwen2_model(corpus, tmp_path / "qwen", seed=0, dims=Qwen2Dims(max_positions=4096))
+    grpo = {**TRAINING["grpo"], "filter_zero_variance": False}
+    sft = {**TRAINING["sft"], "max_length": 4096}
+    spec = _spec(db, model=str(model), grpo=grpo, sft=sft)
+    inputs, stats = _sft(spec, tmp_path, split_rows)
+    assert stats["prompt_format"] == "chat" and stats["transcripts_used"] > 0
+    tiers, rollouts, _ = _tier(spec, tmp_path, inputs)
+    assert tiers.filter(pl.col("verifier") == EPISODE)["tier"].null_count() == 0
+    metrics = _grpo(spec, tmp_path, inputs, tiers)
+    assert any(m.get("episode_policy_tokens") for m in metrics)
