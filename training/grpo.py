@@ -168,7 +168,8 @@ def train_grpo(
     rollouts = _collector(
         g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s
     )
-    rollouts.episodes = player
+    if player is not None:  # sync rollouts only (check_supported)
+        rollouts.episodes = player
     trainer = Trainer(
         "grpo",
         out,
@@ -203,8 +204,11 @@ def train_grpo(
                 # 2. the policy update on whatever signal the step found, then the rollout weights
                 upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
                 if groups or episodes:
-                    limit = getattr(policy.config, "max_position_embeddings", None)
-                    batch = EpisodeBatch(episodes, tokenizer, player.fmt, g, device, limit) if episodes else None
+                    batch = (
+                        EpisodeBatch(episodes, tokenizer, player.fmt, g, device, player.max_positions)
+                        if episodes
+                        else None
+                    )
                     upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device, episodes=batch)
                 run.step = step + 1
                 rollouts.updated(backend, run.step, bool(groups or episodes))
@@ -267,8 +271,10 @@ def _episode_player(rows, g, backend, tokenizer, fmt, reward_cfg, seed: int, dev
     engine = HFEngine(backend.generation_module, tokenizer, str(device), batch, prompt_format=PromptFormat())
     by_id = {str(r["id"]): r for r in rows.iter_rows(named=True)}
     episode_fmt = run_format(tokenizer, fmt.kind)
-    check_fits(by_id, tokenizer, episode_fmt, g, getattr(backend.module.config, "max_position_embeddings", None))
-    return EpisodePlayer(engine, by_id, episode_fmt, g, reward_cfg, seed)
+    player = EpisodePlayer(engine, by_id, episode_fmt, g, reward_cfg, seed)
+    player.max_positions = getattr(backend.module.config, "max_position_embeddings", None)
+    check_fits(by_id, tokenizer, episode_fmt, g, player.max_positions)
+    return player
 
 
 def _collector(

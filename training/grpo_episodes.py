@@ -53,6 +53,7 @@ class EpisodePlayer:
             format_weight=reward_cfg.format_weight, correctness_weight=reward_cfg.correctness_weight
         )
         self.envs: dict[str, object] = {}
+        self.max_positions: int | None = None  # the policy's, which every rendered conversation must fit
         self.start_step()
 
     def start_step(self) -> None:
