@@ -157,9 +157,9 @@ def attach_canaries(job: Job, stats: dict) -> Result:
 def split(job: Job) -> Result:
     """curriculum.assign_split, then train.parquet / eval.parquet, each the first
     orchestration.max_rows rows by id when set (the rest are rejected as over_max_rows).
-    Rows of an environment's category (verifier `episode`) go to episodes.parquet with their split,
-    never to train.parquet or eval.parquet: SFT, tiering, GRPO and eval score single replies, and
-    these rows are episodes, kept for the episode trainer."""
+    Rows of an environment's category (verifier `episode`) go to episodes.parquet with their split
+    (also the first max_rows of each), never to train.parquet or eval.parquet, which hold single
+    replies: the stages that work on episodes (SFT's transcripts, tiering, GRPO) read them there."""
     import polars as pl
 
     from rlvrflow import curriculum
@@ -172,9 +172,15 @@ def split(job: Job) -> Result:
     )
     rows_in, episodes = df.height, df.filter(pl.col("verifier") == EPISODE).sort("id")
     df = df.filter(pl.col("verifier") != EPISODE)
-    episodes.write_parquet(Path(job.out) / "episodes.parquet")
     cap = spec.orchestration.max_rows
-    kept, dropped, counts = [episodes], [], {"rows_episodes": episodes.height}
+    if cap:  # the first max_rows episode rows of each split, as for the other rows
+        parts = [episodes.filter(pl.col("split") == part) for part in ("train", "eval")]
+        dropped = [p.slice(cap) for p in parts]
+        episodes = pl.concat([p.head(cap) for p in parts]).sort("id")
+    else:
+        dropped = []
+    episodes.write_parquet(Path(job.out) / "episodes.parquet")
+    kept, counts = [episodes], {"rows_episodes": episodes.height}
     for part in ("train", "eval"):
         rows = df.filter(pl.col("split") == part).sort("id")
         kept.append(rows.head(cap) if cap else rows)
@@ -224,18 +230,37 @@ def model_identity(spec: DomainSpec) -> Any:
     )
 
 
-def corpus_texts(df) -> list[str]:
-    """Texts the embedded tokenizer is built from: every prompt, solution and reference, but those
-    of episode rows (an environment's category), which the chain's stages do not train on yet."""
+def corpus_texts(df, episodes: bool = True) -> list[str]:
+    """Texts the embedded tokenizer is built from: every prompt, solution and reference, and each
+    environment's instructions; without `episodes` (training.episodes: false) none of an environment's
+    rows, which no stage then trains on."""
     from rlvrflow.verifiers.config import EPISODE
 
+    texts = []
     if "verifier" in df.columns:
-        df = df.filter(df["verifier"] != EPISODE)
-    return [t for col in ("prompt", "solution", "reference") if col in df.columns for t in df[col].to_list() if t]
+        is_episode = df["verifier"] == EPISODE
+        if episodes:
+            params = set(df.filter(is_episode)["verifier_params"].to_list())
+            texts = [json.loads(p).get("instructions") or "" for p in sorted(params)]
+        else:
+            df = df.filter(~is_episode)
+    return [t for col in ("prompt", "solution", "reference") if col in df.columns for t in df[col].to_list() if t] + [
+        t for t in texts if t
+    ]
+
+
+def episode_rows(job: Job, part: str = "train"):
+    """The rows of environment categories in the split `part` (split.episodes), none with
+    training.episodes: false."""
+    import polars as pl
+
+    rows = pl.read_parquet(job.input("split", "episodes"))
+    return rows.filter(pl.col("split") == part) if job.spec.training.episodes else rows.head(0)
 
 
 def sft(job: Job) -> Result:
-    """training.resolve_base_model + training.run_sft into base/ and sft/."""
+    """training.resolve_base_model + training.run_sft into base/ and sft/, on the train rows' solutions
+    and the worked transcripts of the train split's episode rows (training.episodes)."""
     import polars as pl
 
     from rlvrflow.training.sft import run_sft
@@ -243,8 +268,10 @@ def sft(job: Job) -> Result:
 
     cfg = training_config(job.spec)
     out = Path(job.out)
-    base = resolve_base_model(cfg, corpus_texts(pl.read_parquet(job.input("attach", "rows"))), out / "base", cfg.seed)
-    model = run_sft(base, pl.read_parquet(job.input("split", "train")), cfg, out / "sft", cfg.seed)
+    texts = corpus_texts(pl.read_parquet(job.input("attach", "rows")), cfg.episodes)
+    base = resolve_base_model(cfg, texts, out / "base", cfg.seed)
+    train = pl.read_parquet(job.input("split", "train"))
+    model = run_sft(base, train, cfg, out / "sft", cfg.seed, episode_rows=episode_rows(job))
     stats = json.loads((Path(model) / "sft_stats.json").read_text())
     return Result({**stats, "base_model": str(base)}, {"model": "sft"})
 
@@ -257,32 +284,42 @@ def tier_plan(job: Job) -> list[dict[str, Any]]:
     the tiers are the same for any chunk_rows, any runner and `rlvrflow tier` (curriculum/tiering.py)."""
     from rlvrflow.curriculum.tiering import call_chunks
 
-    ids = tier_pool(job)[0]["id"].to_list()
+    from rlvrflow.verifiers.config import EPISODE
+
+    pool = tier_pool(job)[0]
+    ids = pool["id"].to_list()
     if None in ids or len(set(ids)) != len(ids):  # chunks select rows by id
         raise DataError(
             f"tier: the train split's ids must be unique and non-empty ({len(ids)} rows, "
             f"{len(set(ids) - {None})} distinct ids)"
         )
     spec = job.spec
-    if spec.curriculum.engine == "vllm":  # one engine start for all prompts (vLLM batches them itself)
-        return [
-            {
-                "ids": [i for chunk in call_chunks(ids, spec.training.seed, len(ids) or 1) for i in chunk],
-                "rows": len(ids),
-            }
-        ]
-    chunks = call_chunks(ids, spec.training.seed, spec.orchestration.chunk_rows)
+    # episode rows (an environment's category) are tiered in chunks of their own: whole play calls
+    kinds = [
+        pool.filter(pool["verifier"] != EPISODE)["id"].to_list(),
+        pool.filter(pool["verifier"] == EPISODE)["id"].to_list(),
+    ]
+    if spec.curriculum.engine == "vllm":  # one engine start per kind (vLLM batches them itself)
+        chunks = [[i for chunk in call_chunks(k, spec.training.seed, len(k)) for i in chunk] for k in kinds if k]
+    else:
+        chunks = [c for k in kinds if k for c in call_chunks(k, spec.training.seed, spec.orchestration.chunk_rows)]
     return [{"ids": chunk, "rows": len(chunk)} for chunk in chunks] or [{"ids": [], "rows": 0}]
 
 
-def tier_pool(job: Job):
-    """(rows, info): the train rows tiering and GRPO draw from (curriculum.rl_rows.rl_pool)."""
+def train_rows(job: Job):
+    """The train split's rows and, with training.episodes, its episode rows (split.episodes)."""
     import polars as pl
 
+    return pl.concat([pl.read_parquet(job.input("split", "train")), episode_rows(job)], how="diagonal_relaxed")
+
+
+def tier_pool(job: Job):
+    """(rows, info): the train rows tiering and GRPO draw from (curriculum.rl_rows.rl_pool), episode
+    rows among them (outcome-only episode rows under rl_rows unseen, as for single replies)."""
     from rlvrflow.curriculum.rl_rows import rl_pool
 
     cur = job.spec.curriculum
-    train = pl.read_parquet(job.input("split", "train"))
+    train = train_rows(job)
     try:
         return rl_pool(train, cur.rl_rows, cur.max_rows, job.spec.training.seed)
     except ValueError as e:
@@ -290,32 +327,54 @@ def tier_pool(job: Job):
 
 
 def tier(job: Job) -> Result:
-    """curriculum.tier_rows on the train rows of this chunk, with its own engine."""
+    """curriculum.tier_rows on the train rows of this chunk, with its own engine; a chunk of episode
+    rows is tiered by curriculum.episode_tiers (episodes played in the run's episode format)."""
     import polars as pl
 
-    from rlvrflow.engines.factory import make_engine, release
+    from rlvrflow.curriculum.episode_tiers import tier_episodes
     from rlvrflow.curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
+    from rlvrflow.engines.factory import make_engine, release
+    from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.modeling import pick_device, set_threads
+    from rlvrflow.verifiers.config import EPISODE
 
     spec = job.spec
     set_threads(spec.training.torch_threads)  # the engine's sampling obeys training.torch_threads too
-    df = pl.read_parquet(job.input("split", "train")).filter(pl.col("id").is_in(job.item["ids"]))
+    df = train_rows(job).filter(pl.col("id").is_in(job.item["ids"]))
+    episodes = df.height > 0 and (df["verifier"] == EPISODE).all()
+    model = job.input("sft", "model")
     engine = make_engine(
         spec.curriculum.engine,
-        job.input("sft", "model"),
+        model,
         device=str(pick_device(spec.training.device)),
         batch_size=spec.curriculum.engine_batch_size,
         seed=spec.training.seed,
         field="curriculum.engine",
+        prompt_format=PromptFormat() if episodes else None,  # an episode's format renders its own prompts
     )
     score = default_score_fn(spec.verifiers.workers, spec.verifiers.timeout_s)
     try:
-        tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
+        if episodes:
+            fmt = _episode_format(model)
+            tiered, rollouts = tier_episodes(df, engine, spec.curriculum, spec.training.seed, fmt)
+        else:
+            tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
     finally:
         release(engine)
     rejects = df.head(0).with_columns(pl.lit(None, pl.String).alias(c) for c in ("stage", "reason", "detail"))
     stats = {"rows_in": df.height, "rows_kept": tiered.height, "rows_rejected": 0, "rejected_by_reason": {}}
     return Result(stats, kept=tiered, rejects=rejects, tables={"rollouts": (ROLLOUTS_FILE, rollouts)})
+
+
+def _episode_format(model_dir: Path):
+    """The episode format of the model directory's prompt format (training.episode_format.run_format)."""
+    from transformers import AutoTokenizer
+
+    from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.training.episode_format import run_format
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    return run_format(tokenizer, PromptFormat.for_model_dir(model_dir, tokenizer).kind)
 
 
 def tier_finish(job: Job, stats: dict) -> Result:
@@ -395,7 +454,10 @@ def grpo(job: Job) -> Result:
 
 def dpo(job: Job) -> Result:
     """training.dpo_data.build_pairs from the tier stage's rows and rollouts, then training.train_dpo;
-    the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints."""
+    the pairs go to dpo_pairs.jsonl (what export-dpo writes) and resume from the folder's checkpoints.
+    Episode rows are left out (`episode_row` in the pair stats): a pair is two single replies."""
+    import logging
+
     import polars as pl
 
     from rlvrflow.io import write_text
@@ -415,6 +477,11 @@ def dpo(job: Job) -> Result:
             f"sample (of {pair_stats['rows_in']} tiered prompts, dropped: "
             f"{pair_stats['rejected_by_reason']}); widen training.dpo.tiers, raise curriculum.n_samples, "
             "or use training.algorithm: grpo"
+        )
+    if pair_stats["rejected_by_reason"].get("episode_row"):
+        logging.getLogger("rlvrflow.dpo").info(
+            "dpo: %d episode rows left out (a conversation, not one reply; GRPO trains on them)",
+            pair_stats["rejected_by_reason"]["episode_row"],
         )
     write_text(Path(job.out) / PAIRS_FILE, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
 

@@ -5,9 +5,10 @@
     attach    prepare.rows (+ files in params)     verifiers.{rules,self_check,timeout_s,canaries} row ranges
     split     attach.rows                          curriculum.eval_fraction training.seed
                                                    orchestration.max_rows                         -
-    sft       attach.rows split.train (+ model)    training.{tiny,sft,seed,device} + MODEL_SETTINGS -
-    tier      split.train sft.model                curriculum training.{seed,device} verifiers.timeout_s
-                                                                                     whole engine calls
+    sft       attach.rows split.{train,episodes}   training.{tiny,sft,seed,device,episodes}
+              (+ model)                            + MODEL_SETTINGS                               -
+    tier      split.{train,episodes} sft.model     curriculum training.{seed,device,episodes}
+                                                   verifiers.timeout_s            whole engine calls
     grpo      sft.model tier.rows split.eval       training.{grpo,checkpoint,seed,device} curriculum
                                                    verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     dpo       sft.model tier.rows tier.rollouts    training.{dpo,checkpoint,seed,device}
@@ -108,7 +109,7 @@ def _compare_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
 
 
 def _split_line(st: dict) -> str:
-    episodes = f", {st['rows_episodes']} episode rows set aside" if st.get("rows_episodes") else ""
+    episodes = f", {st['rows_episodes']} episode rows in episodes.parquet" if st.get("rows_episodes") else ""
     return (
         f"{st.get('rows_train')} train, {st.get('rows_eval')} eval (of {st.get('rows_in')}; "
         f"{st.get('rows_rejected', 0)} over max_rows{episodes})"
@@ -172,27 +173,36 @@ STAGES: dict[str, Stage] = {
             "split",
             inputs=("attach.rows",),
             sections=("curriculum.eval_fraction", "training.seed", "orchestration.max_rows"),
-            code=("curriculum", "verifiers"),  # verifiers: which rows are episodes, set aside
+            code=("curriculum", "verifiers"),  # verifiers: which rows are episodes
             call=stage_calls.split,
             rows=True,
             summary=_split_line,
         ),
         Stage(
             "sft",
-            inputs=("attach.rows", "split.train"),
-            sections=("training.tiny", "training.sft", "training.seed", "training.device", *MODEL_SETTINGS),
+            inputs=("attach.rows", "split.train", "split.episodes"),
+            sections=(
+                "training.tiny",
+                "training.sft",
+                "training.seed",
+                "training.device",
+                "training.episodes",
+                *MODEL_SETTINGS,
+            ),
             code=("training", "engines"),
             call=stage_calls.sft,
             extra_key=_base_model,
             summary=lambda st: (
                 f"{st.get('rows_used')} rows with a solution ({st.get('skipped_empty_solution')} "
-                f"outcome-only rows left to RL), {st.get('steps')} steps, final loss {st.get('final_loss')}"
+                f"outcome-only rows left to RL)"
+                + (f", {st['transcripts_used']} worked transcripts" if st.get("transcripts_used") else "")
+                + f", {st.get('steps')} steps, final loss {st.get('final_loss')}"
             ),
         ),
         Stage(
             "tier",
-            inputs=("split.train", "sft.model"),
-            sections=("curriculum", "training.seed", "training.device", "verifiers.timeout_s"),
+            inputs=("split.train", "split.episodes", "sft.model"),
+            sections=("curriculum", "training.seed", "training.device", "training.episodes", "verifiers.timeout_s"),
             code=("curriculum", "engines", "verifiers"),
             call=stage_calls.tier,
             plan=stage_calls.tier_plan,

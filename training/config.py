@@ -422,6 +422,13 @@ class TrainingConfig(_Frozen):
         "the tiering samples: chosen correct, rejected incorrect; training.dpo). Eval and report are the same.",
     )
     dpo: DPOConfig = Field(default_factory=DPOConfig, description="DPO (training.algorithm: dpo).")
+    episodes: bool = Field(
+        True,
+        description="Train on the episode rows of environment categories (verifiers.rules[].environment): SFT "
+        "on their worked transcripts, tiering by pass@k of episodes, GRPO groups of episodes. false keeps "
+        "them out of SFT, tiering and GRPO (e.g. a model whose positions cannot hold an episode). DPO never "
+        "trains on them.",
+    )
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing.")
     seed: int = Field(0, description="Seed for model init, data order and sampling.")
     report_to: list[str] = Field(

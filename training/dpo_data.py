@@ -30,6 +30,7 @@ from pathlib import Path
 
 from rlvrflow.io import write_json, write_text
 from rlvrflow.training.config import DPOConfig
+from rlvrflow.verifiers.config import EPISODE
 
 PAIRS_FILE = "dpo_pairs.jsonl"
 DATASET_DIR = "dataset"
@@ -54,7 +55,7 @@ PAIR_COLUMNS = (
     "chosen_finish",
     "rejected_finish",
 )
-DROP_REASONS = ("tier_not_selected", "no_rollouts", "no_correct_sample", "no_incorrect_sample")
+DROP_REASONS = ("episode_row", "tier_not_selected", "no_rollouts", "no_correct_sample", "no_incorrect_sample")
 
 
 def _rng(seed: int, row_id: object) -> random.Random:
@@ -137,7 +138,9 @@ def build_pairs(tiers_df, rollouts_df, cfg: DPOConfig, seed: int) -> tuple[list[
     for row in sorted(tiers_df.iter_rows(named=True), key=lambda r: str(r["id"])):
         samples = by_id.get(str(row["id"]), [])
         reason = (
-            "tier_not_selected"
+            "episode_row"  # a conversation, not one reply: GRPO's (training.episodes), never DPO's
+            if row.get("verifier") == EPISODE
+            else "tier_not_selected"
             if row["tier"] not in cfg.tiers
             else "no_rollouts"
             if not samples

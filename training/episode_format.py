@@ -10,6 +10,9 @@ An `EpisodeFormat` is two functions and the stop strings that end an assistant m
 template (engines/chat.py: the template's `tools` argument or the Hermes fallback, its tool role, the
 policy mask from the template's spans, the end-of-turn token as the stop).
 
+The chain's stages take the run's format from its prompt format (`run_format`): a run with chat
+prompts renders episodes with `chat_format`, a run with raw prompts with `PLAIN`.
+
 `PLAIN` is the rendering for the embedded character model, which has no chat template: one line per
 message, `<role>: <content>\\n`, the assistant's role written `agent`. The policy's span of a line is
 its content and the newline that ended it (the stop string it chose); the role tag, the prompt's and
@@ -97,3 +100,9 @@ def chat_format(tokenizer) -> EpisodeFormat:
         return render_prompt(tokenizer, messages, tools)
 
     return EpisodeFormat(prompt, render_episode, (tokenizer.convert_ids_to_tokens(end),))
+
+
+def run_format(tokenizer, prompt_kind: str) -> EpisodeFormat:
+    """The episode format of a run whose prompts are `prompt_kind` (engines.hf_engine.PromptFormat.kind):
+    `chat_format(tokenizer)` for chat prompts, `PLAIN` for raw ones (the embedded character model)."""
+    return chat_format(tokenizer) if prompt_kind == "chat" else PLAIN

@@ -17,7 +17,9 @@ RNG, resume from the newest, metrics.jsonl, evals.jsonl, summary.json and curves
 
 Rendering is an `EpisodeFormat` (training/episode_format.py; `PLAIN` for the character model).
 Left out: a KL term to a reference, refill rounds for zero-variance groups, vLLM rollouts, several
-ranks and LoRA (one process, plain torch); the spec does not name this trainer yet.
+ranks and LoRA (one process, plain torch). The chain's GRPO stage does not run this trainer: it plays
+a spec's episode rows inside `train_grpo` beside the single replies (training/grpo_episodes.py); this
+one trains on episodes alone (bench/agent_target.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,43 @@ from __future__ import annotations
 
 import time
 
+from collections import Counter
+
 from rlvrflow.training.episode_format import PLAIN, EpisodeFormat
+
+
+def worked_transcripts(rows, one_line: bool = False) -> tuple[list[tuple], dict[str, int]]:
+    """(episode, tools) of each episode row (DESIGN.md row schema, verifier `episode`) with a worked
+    transcript in `solution`, and the rows dropped by reason. Each is replayed on the row's environment
+    (its `verifier_params`), so the conversation holds the instructions, the ticket and the tool
+    results exactly as a played episode does; a replay that does not end on the last message at the
+    reference's end state is dropped (`replay_failed`). `one_line`: newlines in the assistant's
+    messages become spaces first (PLAIN ends a message at a newline; a tool call's JSON reads the same)."""
+    from rlvrflow.verifiers.environment import Environment
+    from rlvrflow.verifiers.episode import FINAL, run_episode
+    from rlvrflow.verifiers.episode_rows import transcript_messages
+
+    envs: dict[str, Environment] = {}
+    out, dropped = [], Counter()
+    for row in rows:
+        if not str(row.get("solution") or "").strip():
+            continue
+        params = row["verifier_params"]
+        env = envs.get(params) or envs.setdefault(params, Environment.model_validate_json(params))
+        try:
+            replies = [m["content"] for m in transcript_messages(row["solution"]) if m["role"] == "assistant"]
+        except ValueError:
+            dropped["bad_transcript"] += 1
+            continue
+        if one_line:
+            replies = [r.replace("\n", " ") for r in replies]
+        left = iter(replies)
+        episode = run_episode(env, row, lambda messages: next(left, ""))
+        if episode.stop != FINAL or episode.assistant_turns != len(replies) or not episode.verdict.correct:
+            dropped["replay_failed"] += 1
+            continue
+        out.append((episode, env.schemas()))
+    return out, dict(dropped)
 
 
 def transcript_data(tokenizer, transcripts, tools: list[dict], fmt: EpisodeFormat, max_length: int) -> list:

@@ -30,6 +30,12 @@ with a copy of the policy at most `max_staleness` updates old, through a queue u
 out_dir/rollout_queue/; the sampler stays here, and the loss takes the generator's log-probs as the
 old policy. summary.json counts every group: trained, zero-variance, stale, discarded at a resume.
 
+Episode rows (an environment's category, verifier `episode`, tiered like any row) are drawn by the
+same sampler; their ids are played as groups of whole conversations with the live policy and trained
+in the same loss and optimizer step as the single replies (training/grpo_episodes.py). The step's
+metrics carry their figures under `episode_` keys. Episodes need rollout_mode sync, rollout hf and one
+torch process (an error names the field otherwise).
+
 Every update logs the policy's mean token entropy over the batch's completions (`entropy` in
 metrics.jsonl); `grpo.entropy_coef` turns it into a bonus in the loss.
 
@@ -50,7 +56,9 @@ from rlvrflow.training.grpo_groups import Group, Tally, draw, rollout_seed, scor
 from rlvrflow.training.grpo_logs import step_line, write_rollout_samples
 from rlvrflow.io import read_jsonl
 from rlvrflow.training.report import detect_reward_hacking, warn_loudly
+from rlvrflow.training.grpo_episodes import EpisodeBatch
 from rlvrflow.training.trainer import HeldOut, RunState, Trainer
+from rlvrflow.verifiers.config import EPISODE
 
 log = logging.getLogger("rlvrflow.training")
 
@@ -153,11 +161,15 @@ def train_grpo(
         counts["trainable_params"],
         counts["total_params"],
     )
-    tasks = {t.id: t for t in tasks_from_df(tiered_train_df)}
+    is_episode = tiered_train_df["verifier"] == EPISODE
+    tasks = {t.id: t for t in tasks_from_df(tiered_train_df.filter(~is_episode))}
     sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.num_generations)
+    player = _episode_player(tiered_train_df.filter(is_episode), g, backend, tokenizer, fmt, reward_cfg, seed, device)
     rollouts = _collector(
         g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s
     )
+    if player is not None:  # sync rollouts only (check_supported)
+        rollouts.episodes = player
     trainer = Trainer(
         "grpo",
         out,
@@ -181,20 +193,31 @@ def train_grpo(
                 t_step = time.perf_counter()
                 # 1. rollouts + rewards, zero-variance groups filtered out and refilled from the sampler
                 groups, info = rollouts.collect(sampler, step, run)
-                run.groups_seen += info["groups_seen"]
-                run.groups_zero_variance += info["groups_zero_variance"]
+                episodes = player.kept if player is not None else []
+                ep_info = player.info() if player is not None else {}
+                run.groups_seen += info["groups_seen"] + ep_info.get("episode_groups_seen", 0)
+                run.groups_zero_variance += info["groups_zero_variance"] + ep_info.get(
+                    "episode_groups_zero_variance", 0
+                )
                 run.groups_zero_solved += info["groups_zero_solved"]
-                run.groups_trained += len(groups)
+                run.groups_trained += len(groups) + len(episodes)
                 # 2. the policy update on whatever signal the step found, then the rollout weights
                 upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
-                if groups:
-                    upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device)
+                if groups or episodes:
+                    batch = (
+                        EpisodeBatch(episodes, tokenizer, player.fmt, g, device, player.max_positions)
+                        if episodes
+                        else None
+                    )
+                    upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device, episodes=batch)
                 run.step = step + 1
-                rollouts.updated(backend, run.step, bool(groups))
-                run.train_rewards.append(info["reward_mean"])
+                rollouts.updated(backend, run.step, bool(groups or episodes))
+                if info["groups_seen"]:  # the hacking check compares single replies with their held-out eval
+                    run.train_rewards.append(info["reward_mean"])
                 metrics = {
                     "step": run.step,
                     **info,
+                    **ep_info,
                     **upd,
                     "lr": backend.lr(),
                     "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen),
@@ -206,7 +229,7 @@ def train_grpo(
                     correct=f"{info['correct_rate']:.0%}",
                 )
                 if backend.is_main:
-                    write_rollout_samples(out, run.step, groups, tasks, g)
+                    write_rollout_samples(out, run.step, groups, tasks, g, episodes)
                 # 3. eval + the reward-hacking check + checkpoint (with the collector's queue) + retention
                 if trainer.checkpoint_due(run.step):
                     record = trainer.evaluate(run.step)
@@ -230,6 +253,28 @@ def train_grpo(
         **rollouts.summary(),
     }
     return trainer.finish(sft_model, extra)
+
+
+def _episode_player(rows, g, backend, tokenizer, fmt, reward_cfg, seed: int, device):
+    """The EpisodePlayer of the episode rows among the tiered rows (None without any): episodes played
+    by the live policy through an HF engine on raw prompts, rendered in the run's episode format."""
+    if rows.height == 0:
+        return None
+    from rlvrflow.engines import HFEngine
+    from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.training.distributed import dist_env
+    from rlvrflow.training.episode_format import run_format
+    from rlvrflow.training.grpo_episodes import EpisodePlayer, check_fits, check_supported
+
+    check_supported(g, dist_env().is_distributed)
+    batch = max(g.prompts_per_step * g.num_generations, 1)
+    engine = HFEngine(backend.generation_module, tokenizer, str(device), batch, prompt_format=PromptFormat())
+    by_id = {str(r["id"]): r for r in rows.iter_rows(named=True)}
+    episode_fmt = run_format(tokenizer, fmt.kind)
+    player = EpisodePlayer(engine, by_id, episode_fmt, g, reward_cfg, seed)
+    player.max_positions = getattr(backend.module.config, "max_position_embeddings", None)
+    check_fits(by_id, tokenizer, episode_fmt, g, player.max_positions)
+    return player
 
 
 def _collector(
@@ -259,6 +304,7 @@ class SyncRollouts:
     def __init__(self, engine, tasks, tokenizer, g, reward_cfg, seed: int, backend, fmt, workers, timeout_s) -> None:
         self.engine, self.tasks, self.tokenizer, self.g, self.reward_cfg = engine, tasks, tokenizer, g, reward_cfg
         self.seed, self.backend, self.fmt, self.workers, self.timeout_s = seed, backend, fmt, workers, timeout_s
+        self.episodes = None  # an EpisodePlayer (training/grpo_episodes.py) when the rows hold episodes
 
     def __enter__(self) -> "SyncRollouts":
         return self
@@ -285,6 +331,7 @@ class SyncRollouts:
                 prompt_format=self.fmt,
                 workers=self.workers,
                 timeout_s=self.timeout_s,
+                episodes=self.episodes,
             )
 
     def updated(self, backend, step: int, trained: bool) -> None:
@@ -311,6 +358,7 @@ def collect_groups(
     prompt_format=None,
     workers: int | None = None,
     timeout_s: float = 30.0,
+    episodes=None,
 ) -> tuple[list[Group], dict]:
     """Sample, score and filter groups until `prompts_per_step` have reward variance (or rounds run out).
 
@@ -320,6 +368,8 @@ def collect_groups(
     checked) and keeps the same groups and info. Equal seeds alone do not promise equal tokens on GPUs.
     `prompt_format` (raw when None) encodes the groups' prompt ids as the engine encoded them.
     Completions are scored by `workers` pool processes (None: one per core) within `timeout_s` each.
+    `episodes`: an EpisodePlayer that plays the episode ids of each draw (its groups in `episodes.kept`,
+    counted toward `prompts_per_step`); the groups returned are the single replies'.
     """
     from rlvrflow.training.grpo_math import zero_variance_groups
     from rlvrflow.training.modeling import encode_prompt
@@ -333,13 +383,19 @@ def collect_groups(
         dp.sync_generation_module()
     kept: list[Group] = []
     tally = Tally()
+    if episodes is not None:
+        episodes.start_step()
     for rnd in range(1 + g.max_refill_rounds):
-        need = g.prompts_per_step - len(kept)
+        need = g.prompts_per_step - len(kept) - (len(episodes.kept) if episodes is not None else 0)
         if need <= 0:
             break
         ids = draw(sampler, need)
         if not ids:  # the sampler had nothing eligible (when_exhausted: short_batch); its log says why
             break
+        if episodes is not None:
+            ids = episodes.take(ids, sampler, step, rnd)
+            if not ids:  # every id drawn was an episode row's
+                continue
         batch = [tasks[i] for i in ids]
         scored = None  # per prompt: completion token ids, rewards, correct flags
         if not shared or dp.is_main:
@@ -369,15 +425,16 @@ def collect_groups(
     return kept, tally.info(len(kept))
 
 
-def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> dict:
-    """`num_iterations` optimizer steps on the GRPO loss of `groups`; returns loss diagnostics."""
+def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device, episodes=None) -> dict:
+    """`num_iterations` optimizer steps on the GRPO loss of `groups` and of `episodes` (an EpisodeBatch of
+    conversations, training/grpo_episodes.py), one loss over both kinds' tokens; returns loss diagnostics."""
     import torch
 
     from rlvrflow.training.grpo_math import grpo_loss, group_advantages
     from rlvrflow.training.modeling import completion_logprobs
 
     rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G)
-    adv = group_advantages(rewards, g.scale_rewards == "group").flatten().tolist()  # (B,)
+    adv = group_advantages(rewards, g.scale_rewards == "group").flatten().tolist() if groups else []  # (B,)
     prompts = [grp.prompt_ids for grp in groups for _ in grp.completion_ids]
     comps = [c for grp in groups for c in grp.completion_ids]
     # mask_truncated_completions: a completion cut at max_new_tokens weighs nothing in the loss (its reward
@@ -390,8 +447,9 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
     rows, weights = backend.rows_for_this_rank(len(comps))
     weights = [0 if cut[i] else w for i, w in zip(rows, weights)]
     local_tokens = sum(len(comps[i]) * w for i, w in zip(rows, weights))
-    denom_tok = backend.loss_denominator(local_tokens)
-    denom_seq = backend.loss_denominator(sum(weights))
+    ep_tokens, ep_seqs = (episodes.tokens, episodes.seqs) if episodes is not None else (0.0, 0.0)
+    denom_tok = backend.loss_denominator(local_tokens + ep_tokens)
+    denom_seq = backend.loss_denominator(sum(weights) + ep_seqs)
     micro = [rows[k :: g.gradient_accumulation_steps] for k in range(g.gradient_accumulation_steps)]
     w_of = dict(zip(rows, weights))
 
@@ -408,14 +466,17 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
             )
 
     old = None
-    if groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy
+    if groups and groups[0].old_logprobs is not None:  # async: the generator's own log-probs, from an older policy
         gen = [lp for grp in groups for lp in grp.old_logprobs]
         old = {k: _padded([gen[i] for i in mb], device) for k, mb in enumerate(micro) if mb}
     elif g.num_iterations > 1:  # the ratio compares against the policy that generated the rollouts
         old = {k: logps(backend.module, mb, False)[0] for k, mb in enumerate(micro) if mb}
     ref_lp = {k: logps(ref, mb, False)[0] for k, mb in enumerate(micro) if mb} if ref is not None else {}
+    if episodes is not None:
+        episodes.prepare(backend, ref)
     stats = {"loss": 0.0, "grad_norm": 0.0, "masked_truncated": sum(cut[i] for i in rows)}
-    sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0}  # token-weighted over micro-batches
+    # token-weighted over micro-batches; the entropy over the single replies' tokens only
+    sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0, "reply_tokens": 0.0}
     for _ in range(g.num_iterations):
         backend.zero_grad()
         for k, mb in enumerate(micro):
@@ -447,9 +508,19 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device) -> 
             for key in ("clip_fraction", "kl", "entropy"):
                 sums[key] += st.get(key, 0.0) * n
             sums["tokens"] += n
+            sums["reply_tokens"] += n
+        if episodes is not None:  # the conversations' share of the same loss, before the one step
+            loss, st, n = episodes.backward(backend, denom_tok, denom_seq)
+            stats["loss"] += loss / g.num_iterations
+            for key in ("clip_fraction", "kl"):
+                sums[key] += st[key]
+            sums["tokens"] += n
         stats["grad_norm"] = backend.step()
-    for key in ("clip_fraction", "kl", "entropy"):  # this rank's tokens (rank 0's when logged)
+    for key in ("clip_fraction", "kl"):  # this rank's tokens (rank 0's when logged)
         stats[key] = sums[key] / max(sums["tokens"], 1.0)
+    stats["entropy"] = sums["entropy"] / max(sums["reply_tokens"], 1.0)
+    if episodes is not None:
+        stats["episode_policy_tokens"] = episodes.tokens
     return stats
 
 

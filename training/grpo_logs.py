@@ -9,7 +9,11 @@ Every `training.grpo.logging_steps` steps (and the last) rank 0 appends the step
 Every `training.grpo.log_samples_every` steps the best and the worst completion of the step's first
 two groups go to `rollout_samples.jsonl` (step, task_id, prompt, kind best|worst, response, reward,
 verdict status, the group's mean reward), to read what the policy writes and what the reward
-prefers. On resume each JSONL is cut back to the checkpoint's step (training/trainer.py).
+prefers. The step's first two episode groups (training/grpo_episodes.py) add their best and worst
+episode the same way, `response` its final reply and `transcript` the whole conversation after the
+prompt (assistant messages and tool results). The step line adds the episodes' success rate and mean
+turns on steps that played some. On resume each JSONL is cut back to the checkpoint's step
+(training/trainer.py).
 """
 
 from __future__ import annotations
@@ -22,11 +26,35 @@ ROLLOUT_SAMPLES = "rollout_samples.jsonl"
 SAMPLE_GROUPS = 2  # groups per sampled step whose best and worst completions go to rollout_samples.jsonl
 
 
-def write_rollout_samples(out: Path, step: int, groups: list, tasks: dict, g) -> None:
-    """Rank 0, after each step: every `log_samples_every` steps the rollout samples."""
+def write_rollout_samples(out: Path, step: int, groups: list, tasks: dict, g, episodes: list = ()) -> None:
+    """Rank 0, after each step: every `log_samples_every` steps the rollout samples (and the episodes')."""
     if g.log_samples_every and step % g.log_samples_every == 0:
-        for record in rollout_samples(groups, tasks, step):
+        for record in rollout_samples(groups, tasks, step) + episode_samples(episodes, step):
             append_jsonl(out / ROLLOUT_SAMPLES, record)
+
+
+def episode_samples(groups: list, step: int, n_groups: int = SAMPLE_GROUPS) -> list[dict]:
+    """The best and the worst episode (by reward) of the first `n_groups` episode groups, whole."""
+    from rlvrflow.verifiers.episode import PROMPT
+
+    records = []
+    for grp in groups[:n_groups]:
+        for kind, i in (("best", grp.rewards.index(max(grp.rewards))), ("worst", grp.rewards.index(min(grp.rewards)))):
+            e = grp.episodes[i]
+            records.append(
+                {
+                    "step": step,
+                    "task_id": grp.task_id,
+                    "prompt": next(m["content"] for m in e.messages if m["role"] == "user"),
+                    "kind": kind,
+                    "response": e.final_reply,
+                    "reward": grp.rewards[i],
+                    "status": e.verdict.status,
+                    "group_reward_mean": sum(grp.rewards) / len(grp.rewards),
+                    "transcript": [m for m, src in zip(e.messages, e.sources) if src != PROMPT],
+                }
+            )
+    return records
 
 
 def step_line(m: dict, total: int) -> str:
@@ -36,9 +64,14 @@ def step_line(m: dict, total: int) -> str:
         if "kl" in m
         else "no update (no group had reward variance)"
     )
+    episodes = (
+        f" episodes {m['episode_groups_seen']} success {m['episode_success_rate']:.1%} turns {m['episode_turns_mean']:.2f}"
+        if m.get("episode_groups_seen")
+        else ""
+    )
     return (
         f"grpo step {m['step']}/{total} reward {m['reward_mean']:.3f} correct {m['correct_rate']:.1%} "
-        f"zero-variance {m['zero_variance_fraction']:.0%} {update} {m['step_seconds']:.2f}s "
+        f"zero-variance {m['zero_variance_fraction']:.0%}{episodes} {update} {m['step_seconds']:.2f}s "
         f"{m['completion_tokens']} tokens"
     )
 

@@ -1,7 +1,12 @@
 """Cold-start SFT: teach the base model the domain's answer format from the reference solutions.
 
 Trains on prompt -> solution (+ EOS), loss on the solution tokens only. Rows whose `solution` is
-empty are skipped and counted (`skipped_empty_solution`). Deliberately short by default: the SFT
+empty are skipped and counted (`skipped_empty_solution`). The worked transcripts of an environment's
+rows (`episode_rows`, with `training.episodes`) join the same batches: each replayed on its
+environment and rendered in the run's episode format (training/episode_format.py `run_format`: PLAIN
+for raw prompts, the chat template for chat prompts), the loss on the policy's own tokens only, so
+one model learns the single replies and the conversations; a transcript longer than `max_length`
+or the model's positions is dropped with a warning (a conversation is not cut). Deliberately short by default: the SFT
 model should know the format and solve some prompts, leaving room for GRPO to improve on it.
 
 Prompts are encoded in the run's prompt format (`training.prompt_format`: the chat template's user
@@ -25,6 +30,7 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlvrflow.io import write_json
@@ -33,6 +39,18 @@ from rlvrflow.training.config import TrainingConfig
 from rlvrflow.training.progress import Scalars, progress_bar
 
 log = logging.getLogger("rlvrflow.training")
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A rendered worked transcript: token ids and the policy mask (1 where the policy wrote the token)."""
+
+    ids: list[int]
+    mask: list[int]
+
+
+def _size(item) -> int:
+    return len(item.ids) if isinstance(item, Conversation) else len(item[0]) + len(item[1])
 
 
 def sft_examples(train_df) -> tuple[list[tuple[str, str]], int]:
@@ -46,8 +64,9 @@ def sft_examples(train_df) -> tuple[list[tuple[str, str]], int]:
     return pairs, skipped
 
 
-def _input_key(base_model: Path, pairs: list[tuple[str, str]], cfg: TrainingConfig, seed: int) -> str:
+def _input_key(base_model: Path, pairs: list[tuple[str, str]], cfg: TrainingConfig, seed: int, worked=()) -> str:
     setup = [
+        [(str(r["id"]), r["solution"], r["verifier_params"]) for r in worked],
         cfg.sft.model_dump(),
         cfg.prompt_format,
         cfg.system_prompt,
@@ -153,8 +172,13 @@ def cut_warnings(cut: dict, n_rows: int, max_length: int, max_positions: int | N
     return out
 
 
-def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int) -> Path:
+def run_sft(
+    base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int, episode_rows=None
+) -> Path:
     """Fine-tune `base_model` on `train_df` (DESIGN.md rows: `prompt`, `solution`) and save to `out_dir`.
+
+    `episode_rows`: train rows of environment categories (a frame or None); their worked transcripts
+    join the data (the module docstring says how).
 
     Uses `cfg.sft` (max_steps, learning_rate, batch_size, warmup, clipping, max_length) and `cfg.device`. With
     `cfg.sft.max_steps == 0` or no usable rows the base weights are saved unchanged (the stats say so).
@@ -170,8 +194,13 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     base_model, out = Path(base_model), Path(out_dir)
     sc = cfg.sft
     pairs, skipped = sft_examples(train_df)
-    warnings = [{"kind": "sft_skipped", "message": no_worked_rows_message(skipped)}] if not pairs and skipped else []
-    key = _input_key(base_model, pairs, cfg, seed)
+    worked = [
+        r for r in (episode_rows.to_dicts() if episode_rows is not None else []) if str(r["solution"] or "").strip()
+    ]
+    warnings = []
+    if not pairs and not worked and skipped:
+        warnings.append({"kind": "sft_skipped", "message": no_worked_rows_message(skipped)})
+    key = _input_key(base_model, pairs, cfg, seed, worked)
     stats_path = out / "sft_stats.json"
     if stats_path.exists() and json.loads(stats_path.read_text()).get("input_key") == key:
         return out
@@ -191,6 +220,12 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
     )
     data, cut = _encode(tokenizer, pairs, sc.max_length, fmt)
     warnings += cut_warnings(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
+    positions = getattr(model.config, "max_position_embeddings", None)
+    limit = min(sc.max_length, positions or sc.max_length)
+    conversations, dropped = _conversations(tokenizer, worked, fmt.kind, limit)
+    if dropped.get("over_max_length"):
+        warnings.append(_too_long_warning(dropped["over_max_length"], len(worked), sc.max_length, positions))
+    data += conversations
     for w in warnings:
         log.warning("%s", w["message"])
     t0 = time.perf_counter()
@@ -208,6 +243,8 @@ def run_sft(base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str 
         "rows_in": len(pairs) + skipped,
         "rows_used": len(pairs),
         "skipped_empty_solution": skipped,
+        "transcripts_used": len(conversations),
+        "transcripts_dropped": dropped,
         "steps": steps,
         "final_loss": loss_val,
         "seconds": round(time.perf_counter() - t0, 2),
@@ -271,7 +308,7 @@ def _train(
                     "loss": loss_val,
                     "lr": lr,
                     "grad_norm": grad_norm,
-                    "tokens": sum(len(p) + len(c) for p, c in batch),
+                    "tokens": sum(map(_size, batch)),
                 },
                 time.perf_counter() - t_step,
             )
@@ -290,16 +327,57 @@ def _length_bucketed_batches(data: list[tuple[list[int], list[int]]], batch_size
     size = min(batch_size, len(data))
     while True:
         window = [rng.randrange(len(data)) for _ in range(size * bucket)]
-        window.sort(key=lambda i: len(data[i][0]) + len(data[i][1]))
+        window.sort(key=lambda i: _size(data[i]))
         chunks = [window[k : k + size] for k in range(0, len(window), size)]
         rng.shuffle(chunks)
         yield from chunks
 
 
-def _batch_loss(model, batch: list[tuple[list[int], list[int]]], pad_id: int, device):
-    """Mean negative log-likelihood of the solution tokens of one batch."""
+def _batch_loss(model, batch: list, pad_id: int, device):
+    """Mean negative log-likelihood of the trained tokens of one batch: the solutions of (prompt, solution)
+    pairs and the policy's tokens of `Conversation`s, one mean over both."""
+    from rlvrflow.training.episodes import conversation_logprobs
     from rlvrflow.training.modeling import completion_logprobs
 
-    logp, mask = completion_logprobs(model, [p for p, _ in batch], [c for _, c in batch], pad_id, device)
-    m = mask.to(logp.dtype)
-    return -(logp * m).sum() / m.sum().clamp(min=1.0)
+    pairs = [b for b in batch if not isinstance(b, Conversation)]
+    convs = [(b.ids, b.mask) for b in batch if isinstance(b, Conversation)]
+    scored = []  # (B, T) log-probs and masks of each kind
+    if pairs:
+        scored.append(completion_logprobs(model, [p for p, _ in pairs], [c for _, c in pairs], pad_id, device))
+    if convs:
+        scored.append(conversation_logprobs(model, convs, pad_id, device))
+    total = sum(-(logp * mask.to(logp.dtype)).sum() for logp, mask in scored)
+    return total / sum(mask.sum() for _, mask in scored).clamp(min=1.0)
+
+
+def _conversations(tokenizer, worked: list[dict], prompt_kind: str, max_length: int):
+    """The rendered worked transcripts (`Conversation`s) and the rows dropped, by reason."""
+    from rlvrflow.training.episode_format import PLAIN, run_format
+    from rlvrflow.training.episode_sft import worked_transcripts
+
+    if not worked:
+        return [], {}
+    fmt = run_format(tokenizer, prompt_kind)
+    transcripts, dropped = worked_transcripts(worked, one_line=fmt is PLAIN)
+    out = []
+    for episode, tools in transcripts:
+        ids, mask = fmt.render(tokenizer, episode, tools)
+        if len(ids) > max_length:
+            dropped["over_max_length"] = dropped.get("over_max_length", 0) + 1
+        else:
+            out.append(Conversation(ids, mask))
+    for reason, n in dropped.items():
+        log.info("sft: %d worked transcripts dropped: %s", n, reason)
+    return out, dropped
+
+
+def _too_long_warning(n: int, of: int, max_length: int, positions: int | None) -> dict:
+    return {
+        "kind": "transcripts_too_long",
+        "message": (
+            f"training.sft.max_length={max_length} (the model has {positions} positions): {n} of {of} worked "
+            "transcripts of environment categories render longer and were left out of SFT (a conversation is "
+            "not cut). Raise training.sft.max_length (up to the model's positions), use a model with a longer "
+            "context, or set training.episodes: false where the model cannot hold an episode."
+        ),
+    }

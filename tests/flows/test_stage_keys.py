@@ -122,3 +122,11 @@ def test_the_evaluate_key_covers_the_held_out_episodes_and_the_environment_datab
     assert stage_key_of(evaluate, spec, moved) != before
     db.write_bytes(b"version 2")
     assert stage_key_of(evaluate, spec, upstream) != before
+
+
+def test_training_episodes_is_in_the_sft_and_tier_keys(toy_spec):
+    """Whether the episode rows are trained on changes SFT's data and tiering's pool."""
+    spec = load_spec(toy_spec)
+    off = _with(spec, "training", {"episodes": False})
+    for name in ("sft", "tier"):
+        assert stage_key_of(STAGES[name], off, UPSTREAM) != stage_key_of(STAGES[name], spec, UPSTREAM), name

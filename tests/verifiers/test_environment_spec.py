@@ -220,8 +220,9 @@ def _minimal_spec(verifiers: dict) -> dict:
 
 
 def test_split_sets_episode_rows_aside_from_train_and_eval(db, tmp_path):
-    """Until the trainer supports episodes, an environment's rows reach neither SFT nor tiering, GRPO or
-    eval (train.parquet / eval.parquet) nor the tokenizer's corpus; they keep their split in episodes.parquet."""
+    """An environment's rows stay out of train.parquet / eval.parquet (single replies): they keep their
+    split in episodes.parquet, which the stages that train on episodes read; the tokenizer's corpus holds
+    their texts and the environment's instructions unless training.episodes is off."""
     from rlvrflow.flows.runner import Job
     from rlvrflow.flows.spec import spec_data, spec_from_dict
     from rlvrflow.flows.stage_calls import corpus_texts, split
@@ -252,5 +253,7 @@ def test_split_sets_episode_rows_aside_from_train_and_eval(db, tmp_path):
     assert episodes.height == 12 and set(episodes["verifier"]) == {EPISODE} and "split" in episodes.columns
     assert result.stats["rows_episodes"] == 12 and result.stats["rows_in"] == 53
     assert result.stats["rows_in"] == result.stats["rows_kept"] + result.stats["rows_rejected"]
-    texts = corpus_texts(kept)
-    assert "4+1?" in texts and not any("arrived damaged" in t for t in texts)
+    texts, without = corpus_texts(kept), corpus_texts(kept, episodes=False)
+    assert "4+1?" in texts and any("arrived damaged" in t for t in texts)
+    assert "You work the support desk of a shop. Use the tools." in texts
+    assert "4+1?" in without and not any("arrived damaged" in t or "support desk" in t for t in without)

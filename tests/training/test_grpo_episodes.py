@@ -1,0 +1,78 @@
+"""Episode groups in GRPO's own update (training/grpo_episodes.py with training/grpo.py update_policy):
+the conversations' policy tokens take the clipped surrogate in the same loss and optimizer step as the
+single replies. The environment and the scripted agent are tests/verifiers' own."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlvrflow.training.config import GRPOConfig
+from rlvrflow.training.episode_format import PLAIN
+from rlvrflow.training.grpo_episodes import EpisodeBatch, EpisodeGroup, check_supported
+from rlvrflow.verifiers.episode import run_episode
+
+from ..conftest import build_model
+from ..verifiers.test_environment import _row, agent, db, env  # noqa: F401
+
+
+def _one_line(messages):
+    return agent(messages).replace("\n", " ")  # PLAIN ends a message at a newline
+
+
+def _policy_logp(model, tokenizer, episode, tools) -> float:
+    import torch
+
+    from rlvrflow.training.episodes import conversation_logprobs
+
+    with torch.no_grad():
+        logp, mask = conversation_logprobs(
+            model, [PLAIN.render(tokenizer, episode, tools)], tokenizer.pad_token_id, "cpu"
+        )
+    return float((logp * mask).sum())
+
+
+def _update(tokenizer, episodes, rewards, tools) -> tuple[list[float], list[float], dict]:
+    """Policy log-probs of each episode before and after 3 updates on one group of them, and the last stats."""
+    import torch
+
+    from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.grpo import update_policy
+
+    model = build_model(tokenizer, seed=0)
+    model.config.max_position_embeddings = 1024  # rotary positions: a conversation is ~600 characters
+    g = GRPOConfig(prompts_per_step=1, num_generations=2, learning_rate=1e-3, warmup_steps=0, beta=0.0)
+    before = [_policy_logp(model, tokenizer, e, tools) for e in episodes]
+    batch = EpisodeBatch([EpisodeGroup("r", episodes, rewards, tools)], tokenizer, PLAIN, g, "cpu")
+    assert batch.tokens == sum(PLAIN.render(tokenizer, e, tools)[1][1:].count(1) for e in episodes)
+    backend = make_backend(model, g, torch.float32)
+    for _ in range(3):
+        stats = update_policy(backend, None, [], g, tokenizer.pad_token_id, torch.device("cpu"), episodes=batch)
+    assert stats["episode_policy_tokens"] == batch.tokens and stats["grad_norm"] > 0
+    return before, [_policy_logp(model, tokenizer, e, tools) for e in episodes], stats
+
+
+def test_an_update_on_episodes_alone_moves_the_conversation_the_reward_favours(env, tiny_tokenizer):  # noqa: F811
+    row = _row(7, "Kettle", 36.0)
+    good = run_episode(env, row, _one_line)
+    bad = run_episode(env, row, lambda messages: "no refund")
+    assert good.verdict.correct and not bad.verdict.correct
+    tools = env.schemas()
+    before, rewarded, _ = _update(tiny_tokenizer, [good, bad], [1.1, 0.1], tools)
+    _, punished, _ = _update(tiny_tokenizer, [good, bad], [0.1, 1.1], tools)
+    assert rewarded[0] > before[0] > punished[0]  # the worked episode's own tokens, by the reward's sign
+    assert rewarded[0] - rewarded[1] > before[0] - before[1] > punished[0] - punished[1]
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"rollout_mode": "async"}, "rollout_mode 'async'"),
+        ({"rollout": "vllm"}, "rollout 'vllm'"),
+        ({"backend": "deepspeed"}, "backend: torch"),
+    ],
+)
+def test_where_episodes_cannot_run_the_error_names_the_field_and_the_way_out(change, field):
+    g = GRPOConfig().model_copy(update=change)
+    with pytest.raises(ValueError, match=field) as err:
+        check_supported(g, distributed=False)
+    assert "training.episodes: false" in str(err.value)
