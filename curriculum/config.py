@@ -137,6 +137,12 @@ class CurriculumConfig(_Frozen):
     max_new_tokens: int = Field(
         48, ge=1, description="Completion length cap in tokens when tiering (in a spec: generation.max_new_tokens)."
     )
+    episode_max_new_tokens: int = Field(
+        128,
+        ge=1,
+        description="Cap in tokens of each assistant message when tiering episodes (in a spec: "
+        "generation.episode_max_new_tokens).",
+    )
     engine: Literal["hf", "vllm"] = Field(
         "hf",
         description="What samples the tiering completions: hf (transformers, batches of engine_batch_size) "

@@ -7,7 +7,7 @@ The rows' environment is their `verifier_params` (attach writes it there). Rows 
 tiering's call order (`call_order` on their ids), PROMPTS_PER_CALL rows per `play_episodes` call (each
 row's n episodes in it, every live conversation's next message in one engine call per turn), each
 call seeded from (seed, its first id): the tier stage cuts episode rows into chunks of whole calls of
-their own, so the tiers are the same for any chunk_rows. `cfg.max_new_tokens` bounds each assistant
+their own, so the tiers are the same for any chunk_rows. `cfg.episode_max_new_tokens` bounds each assistant
 message. The rollouts table has tiering's ROLLOUT_COLUMNS, one row per episode: `response` is the
 transcript after the prompt (JSON messages), `status` its verdict, `n_tokens` the policy's messages'
 characters, `finish_reason` how the episode stopped (`final_reply` or `max_turns`).
@@ -44,7 +44,7 @@ def sample_episodes(rows: list[dict], engine, cfg: CurriculumConfig, seed: int, 
     from rlvrflow.training.episodes import play_episodes
     from rlvrflow.verifiers.environment import Environment
 
-    sampling = SamplingParams(cfg.temperature, cfg.top_p, cfg.max_new_tokens)
+    sampling = SamplingParams(cfg.temperature, cfg.top_p, cfg.episode_max_new_tokens)
     order = call_order([r["id"] for r in rows], seed)
     ordered = [rows[i] for i in order]
     n, envs, samples = cfg.n_samples, {}, []

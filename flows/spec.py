@@ -46,7 +46,7 @@ __all__ = [
 
 # The sections that generate completions, each reading every generation.* field.
 GENERATION_TARGETS: tuple[tuple[str, ...], ...] = (("curriculum",), ("training", "grpo"), ("eval",))
-GENERATION_FIELDS = ("max_new_tokens", "temperature", "top_p")
+GENERATION_FIELDS = ("max_new_tokens", "episode_max_new_tokens", "temperature", "top_p")
 # Fields of the library sections that a spec sets in one place: spec path -> where it is set now.
 FROM_GENERATION: dict[str, str] = {
     ".".join((*path, f)): f"generation.{f}" for path in GENERATION_TARGETS for f in GENERATION_FIELDS
@@ -83,6 +83,13 @@ class GenerationConfig(BaseModel):
         ge=1,
         description="completion length cap in tokens, for tiering, GRPO rollouts and eval (greedy and "
         "sampled) alike, so a tier and a held-out score describe the completions GRPO trains on",
+    )
+    episode_max_new_tokens: int = Field(
+        128,
+        ge=1,
+        description="length cap in tokens of each assistant message of an episode (an environment's category), "
+        "for tiering, GRPO rollouts and eval alike: a tool call with its JSON arguments runs longer than most "
+        "single replies, so it has its own cap (max_new_tokens stays the single replies')",
     )
     temperature: float = Field(
         1.0,

@@ -595,7 +595,7 @@ def measure_episodes(spec, engine, rows: list[dict], samples: Path) -> dict:
     hf = isinstance(engine, HFEngine)
     with autocast(dev, resolve_dtype(spec.training.dtype, dev)) if hf else contextlib.nullcontext():
         result, records = evaluate_episode_rows(
-            engine, rows, spec.eval.max_new_tokens, spec.training.seed, spec.eval.samples_per_category
+            engine, rows, spec.eval.episode_max_new_tokens, spec.training.seed, spec.eval.samples_per_category
         )
     for record in records:
         append_jsonl(samples, record)

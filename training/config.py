@@ -205,6 +205,12 @@ class GRPOConfig(Renamed):
     max_new_tokens: int = Field(
         24, ge=1, description="Completion length cap in tokens during rollouts (in a spec: generation.max_new_tokens)."
     )
+    episode_max_new_tokens: int = Field(
+        128,
+        ge=1,
+        description="Cap in tokens of each assistant message of an episode rollout (in a spec: "
+        "generation.episode_max_new_tokens).",
+    )
     temperature: float = Field(
         1.0,
         gt=0,
@@ -569,6 +575,12 @@ class EvalConfig(Renamed):
         24,
         ge=1,
         description="Completion length cap in tokens, greedy and sampled (in a spec: generation.max_new_tokens).",
+    )
+    episode_max_new_tokens: int = Field(
+        128,
+        ge=1,
+        description="Cap in tokens of each assistant message of a held-out episode (in a spec: "
+        "generation.episode_max_new_tokens).",
     )
     temperature: float = Field(
         1.0, gt=0, description="Sampling temperature of the sampled metrics (in a spec: generation.temperature)."

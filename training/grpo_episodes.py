@@ -8,7 +8,7 @@ of the same step, and both kinds enter one loss and one optimizer step.
 
 `take` sits in `collect_groups`' draw: each round's episode ids are played there and then (G episodes
 each, every live conversation's next message in one engine call per turn: training/episodes.py
-`play_episodes`, each message at most `max_new_tokens`), rewarded by `verifiers.episode.episode_reward`
+`play_episodes`, each message at most `episode_max_new_tokens`), rewarded by `verifiers.episode.episode_reward`
 with the spec's format and correctness weights (and its default turn penalty), reported to the sampler
 (online re-tiering), and kept when their rewards differ (or always, without filter_zero_variance); the
 single-reply ids go on to the usual scoring. Kept episode groups count toward `prompts_per_step`, so a
@@ -76,7 +76,7 @@ class EpisodePlayer:
         if not mine:
             return ids
         g, n = self.g, self.g.num_generations
-        sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens)
+        sampling = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.episode_max_new_tokens)
         groups: dict[str, EpisodeGroup] = {}
         for k, params in enumerate(dict.fromkeys(self.rows[i]["verifier_params"] for i in mine)):
             env, these = self._env(params), [i for i in mine if self.rows[i]["verifier_params"] == params]
@@ -132,7 +132,7 @@ class EpisodeBatch:
         if max_positions is not None and longest > max_positions:
             raise ValueError(
                 f"an episode renders to {longest} tokens, over the model's {max_positions} positions: lower the "
-                "environment's max_turns (verifiers.rules[].environment) or generation.max_new_tokens, use a "
+                "environment's max_turns (verifiers.rules[].environment) or generation.episode_max_new_tokens, use a "
                 "model with a longer context, or set training.episodes: false to train without the episodes"
             )
         self.tokens = float(sum(sum(m[1:]) for _, m in self.rendered))  # the positions the loss reads
@@ -209,10 +209,10 @@ def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | No
         n = len(tokenizer(fmt.prompt(opening, env.schemas()), add_special_tokens=False).input_ids)
         if n > longest:
             longest, worst = n, row["id"]
-    if longest + g.max_new_tokens > max_positions:
+    if longest + g.episode_max_new_tokens > max_positions:
         raise ValueError(
-            f"episode row {worst!r} opens with {longest} tokens; with one message of generation.max_new_tokens="
-            f"{g.max_new_tokens} that is over the model's {max_positions} positions, and every turn adds more: "
+            f"episode row {worst!r} opens with {longest} tokens; with one message of "
+            f"generation.episode_max_new_tokens={g.episode_max_new_tokens} that is over the model's {max_positions} positions, and every turn adds more: "
             "use a model with a longer context, shorten the environment's instructions or the prompt template, "
             "or set training.episodes: false to train without the episodes"
         )

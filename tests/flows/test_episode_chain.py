@@ -39,7 +39,7 @@ def _spec(db: Path, **training):  # noqa: F811
         **_minimal_spec(_rules(db)),
         "training": {**TRAINING, **training},
         "curriculum": {"n_samples": 2, "k": 1, "eval_fraction": 0.25},
-        "generation": {"max_new_tokens": 6},
+        "generation": {"max_new_tokens": 6, "episode_max_new_tokens": 12},
         "eval": {"n_samples": 1, "k": 1, "max_prompts": 4},
     }
     return spec_from_dict(data, base_dir=db.parent)
@@ -130,6 +130,10 @@ def test_tiering_plays_the_train_episodes_and_dpo_leaves_them_out(db, split_rows
     assert played.height == 2 * tiered.height
     assert set(played["finish_reason"]) <= {"final_reply", "max_turns"}
     assert json.loads(played["response"][0])[0]["role"] == "assistant"
+    # each message is capped by generation.episode_max_new_tokens (12 characters here), not by the
+    # single replies' max_new_tokens (6)
+    said = [m["content"] for r in played["response"] for m in json.loads(r) if m["role"] == "assistant"]
+    assert max(len(t) for t in said) == 12
 
     pairs, stats = build_pairs(tiers, rollouts, DPOConfig(tiers=("learnable", "too_hard", "too_easy")), 0)
     assert stats["rejected_by_reason"]["episode_row"] == tiered.height

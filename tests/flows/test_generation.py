@@ -42,7 +42,9 @@ def test_the_retail_spec_sets_its_cap_once():
     assert _sampling(spec, "max_new_tokens") == (40, 40, 40) and spec.generation.max_new_tokens == 40
 
 
-@pytest.mark.parametrize(("name", "value"), [("temperature", 0.7), ("top_p", 0.9), ("max_new_tokens", 32)])
+@pytest.mark.parametrize(
+    ("name", "value"), [("temperature", 0.7), ("top_p", 0.9), ("max_new_tokens", 32), ("episode_max_new_tokens", 200)]
+)
 def test_each_generation_field_reaches_tiering_grpo_and_eval_and_their_stage_keys(name, value):
     spec = spec_from_dict(_retail(**{name: value}), RETAIL.parent)
     assert _sampling(spec, name) == (value, value, value)
