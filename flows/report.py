@@ -132,13 +132,14 @@ def episode_report(matrix: dict, results: dict[str, dict], final_name: str) -> d
     """report.json's `headline_scope` (how episodes count: training.eval_categories.EPISODES_COUNTED),
     `per_category` (every category's SFT and final greedy pass@1 with the paired gain, episode
     categories included) and `episodes` (SFT's and the final model's episode figures and their gain;
-    None when the split held no episode rows)."""
+    {"skipped": why} when training.episodes is false; None when the split held no episode rows)."""
     from rlvrflow.training.eval_categories import EPISODES_COUNTED, episodes_summary, per_category_report
 
     return {
         "headline_scope": matrix.get("headline_scope", EPISODES_COUNTED),
         "per_category": per_category_report(matrix.get("categories") or [], final_name),
-        "episodes": episodes_summary(results, final_name),
+        "episodes": episodes_summary(results, final_name)
+        or ({"skipped": matrix["episodes_skipped"]} if matrix.get("episodes_skipped") else None),
     }
 
 

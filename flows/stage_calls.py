@@ -159,7 +159,8 @@ def split(job: Job) -> Result:
     orchestration.max_rows rows by id when set (the rest are rejected as over_max_rows).
     Rows of an environment's category (verifier `episode`) go to episodes.parquet with their split
     (also the first max_rows of each), never to train.parquet or eval.parquet, which hold single
-    replies: the stages that work on episodes (SFT's transcripts, tiering, GRPO) read them there."""
+    replies: the stages that work on episodes (SFT's transcripts, tiering, GRPO, evaluate and compare)
+    read them there."""
     import polars as pl
 
     from rlvrflow import curriculum
@@ -608,11 +609,26 @@ def held_out_episodes(job: Job) -> list[dict]:
     each category's share, by a hash of the id)."""
     import polars as pl
 
-    from rlvrflow.training.eval import select_eval_tasks
+    from rlvrflow.training.eval_episodes import held_out_episode_rows
 
-    held = pl.read_parquet(job.input("split", "episodes")).filter(pl.col("split") == "eval")
-    chosen = {t.id for t in select_eval_tasks(held, job.spec.eval)} if held.height else set()
-    return [r for r in held.to_dicts() if str(r["id"]) in chosen]
+    if not job.spec.training.episodes:
+        return []  # the run does not train on them (episodes_skipped says so in the matrix and report)
+    return held_out_episode_rows(pl.read_parquet(job.input("split", "episodes")), job.spec.eval)
+
+
+def episodes_skipped(job: Job) -> str | None:
+    """Why the held-out episodes were not played, when the split has some and training.episodes is false."""
+    import polars as pl
+
+    if job.spec.training.episodes:
+        return None
+    held = pl.read_parquet(job.input("split", "episodes")).filter(pl.col("split") == "eval").height
+    if not held:
+        return None
+    return (
+        f"{held} held-out episode rows not played: training.episodes is false, so the run neither trains nor "
+        "evaluates on them (set it true, with a model whose positions hold an episode)"
+    )
 
 
 def evaluate(job: Job) -> Result:
@@ -719,6 +735,7 @@ def evaluate_finish(job: Job, stats: dict) -> Result:
         "robustness_set": cfg.robustness_set,
         "categories": category_rows(results),
         "headline_scope": EPISODES_COUNTED,
+        "episodes_skipped": episodes_skipped(job),
     }
     (out / "eval_table.json").write_text(json.dumps(table, indent=1, default=str))
     (out / "eval_matrix.json").write_text(json.dumps(matrix, indent=1, default=str, ensure_ascii=False))

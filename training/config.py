@@ -432,8 +432,8 @@ class TrainingConfig(_Frozen):
         True,
         description="Train on the episode rows of environment categories (verifiers.rules[].environment): SFT "
         "on their worked transcripts, tiering by pass@k of episodes, GRPO groups of episodes. false keeps "
-        "them out of SFT, tiering and GRPO (e.g. a model whose positions cannot hold an episode). DPO never "
-        "trains on them.",
+        "them out of SFT, tiering, GRPO and the evaluation (e.g. a model whose positions cannot hold an "
+        "episode; report.json's episodes.skipped counts them). DPO never trains on them.",
     )
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing.")
     seed: int = Field(0, description="Seed for model init, data order and sampling.")

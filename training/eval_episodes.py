@@ -199,3 +199,16 @@ def episodes_markdown(before: list[dict], after: list[dict], before_name: str, a
         for name, rec in ((before_name, left.get(k)), (after_name, right.get(k))):
             lines += [f"**{name}**", ""] + (transcript_markdown(rec) if rec else ["(not evaluated)"]) + [""]
     return lines
+
+
+def held_out_episode_rows(episodes, eval_cfg) -> list[dict]:
+    """The eval split's rows of split's episodes.parquet (a polars frame); with eval.max_prompts, at most
+    that many, chosen as the single-reply prompts are (select_eval_tasks: each category's share, by a
+    hash of the id). Here, not in flows/, so that the evaluate and compare keys cover the choice."""
+    import polars as pl
+
+    from rlvrflow.training.eval import select_eval_tasks
+
+    held = episodes.filter(pl.col("split") == "eval")
+    chosen = {t.id for t in select_eval_tasks(held, eval_cfg)} if held.height else set()
+    return [r for r in held.to_dicts() if str(r["id"]) in chosen]

@@ -275,3 +275,27 @@ def test_eval_max_prompts_caps_the_held_out_episodes_too(evaluated):
     assert sorted(r["id"] for r in held(None)) == sorted(episodes["id"].to_list())
     capped = held(3)
     assert len(capped) == 3 and {r["split"] for r in capped} == {"eval"} and capped == held(3)
+
+
+def test_training_episodes_false_leaves_the_held_out_episodes_unplayed_and_the_report_says_so(evaluated):
+    """A run that does not train on episodes (e.g. a model too short to hold one) does not spend its
+    evaluation on them either; the matrix and report.json count what was left out."""
+    from rlvrflow.flows.report import episode_report
+    from rlvrflow.flows.runner import Job
+    from rlvrflow.flows.spec import spec_data
+    from rlvrflow.flows.stage_calls import episodes_skipped, held_out_episodes
+
+    spec, folder, episodes, _ = evaluated
+
+    def job(episodes_on: bool) -> Job:
+        data = spec_data(spec)
+        data["training"]["episodes"] = episodes_on
+        split = {"episodes": str(folder.parent / "split" / "episodes.parquet")}
+        return Job("evaluate", json.dumps(data), str(spec.base_dir), str(folder.parent), str(folder), {"split": split})
+
+    assert held_out_episodes(job(True)) and episodes_skipped(job(True)) is None
+    assert held_out_episodes(job(False)) == []
+    why = episodes_skipped(job(False))
+    assert why.startswith(f"{episodes.height} held-out episode rows not played: training.episodes is false")
+    report = episode_report({"categories": [], "episodes_skipped": why}, {"sft": {}}, "sft")
+    assert report["episodes"] == {"skipped": why}
