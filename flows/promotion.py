@@ -78,12 +78,8 @@ def decide(
     if promote:
         reasons.append(
             f"gain {gain['points']:+.1f} points ({gain['low']:+.1f} to {gain['high']:+.1f}) over the "
-            f"champion on {gain['prompts']} held-out prompts; "
-            + (
-                f"no set regressed more than {limit:.1f} but {noise}"
-                if noise
-                else f"no set regressed more than {limit:.1f}"
-            )
+            f"champion on {gain['prompts']} held-out prompts; no set regressed more than {limit:.1f}"
+            + (f" but {noise}" if noise else "")
         )
     return {"promote": promote, "reasons": reasons, "gain": gain, "regressions": regressions}
 
