@@ -186,7 +186,8 @@ def malformed_rises(rec: RunRecords) -> Finding | None:
     held = _eval_figures(rec, "malformed_rate")
     if len(held) >= 2:
         (first, a, n_a), (last, b, n_b) = held[0], held[-1]
-        if b - a >= MALFORMED_RISE and _enough(n_b) and _count(b, n_b) - _count(a, n_a) >= HELD_MIN_COUNT:
+        more = _count(b, n_b) - _count(a, n_b if n_a is None else n_a)  # the same episodes, when one lacks its size
+        if b - a >= MALFORMED_RISE and _enough(n_b) and more >= HELD_MIN_COUNT:
             evidence.append(
                 f"held-out episodes with a malformed call {_pts(a)} ({first}) -> {_pts(b)} ({last}; "
                 f"{_count(b, n_b)} of {n_b})"
