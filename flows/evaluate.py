@@ -1,7 +1,7 @@
 """The `evaluate` flow: the SFT baseline and every GRPO checkpoint on the held-out split.
 
 Each model is one task (in parallel on the flow's runner). Publishes the eval table: each
-checkpoint's headline metrics beside the SFT baseline's, with the difference.
+checkpoint's headline metrics (held-out episode success too) beside the SFT baseline's, with the difference.
 
     python -c "from rlvrflow.flows.evaluate import evaluate; evaluate('examples/retail/spec.yaml', 'runs/demo', split, sft, grpo)"
 """
@@ -16,11 +16,13 @@ from rlvrflow.flows import artifacts
 from rlvrflow.flows.common import load_run_spec
 from rlvrflow.flows.tasks import run_in_flow
 
-HEADLINE = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate")
+# episode_success: greedy success on the held-out episodes (eval_table.json has it, None without episodes)
+HEADLINE = ("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate", "episode_success")
 
 
 def eval_rows(table: list[dict]) -> list[dict]:
-    """Each model's headline metrics and its difference to the first row (the SFT baseline)."""
+    """Each model's headline metrics and its difference to the first row (the SFT baseline); a metric a
+    model lacks (episode_success in a run without episodes) is left out of its row."""
     if not table:
         return []
     base = table[0]

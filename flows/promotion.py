@@ -72,34 +72,37 @@ def decide(
         regressions[label] = drop
         if drop > limit:
             reasons.append(f"{label}: {drop:.1f} points below the champion (more than {limit:.1f})")
-    reasons += _episodes_drop(challenger, champion, limit, regressions)
+    blocks, noise = _episodes_drop(challenger, champion, limit, regressions)
+    reasons += blocks
     promote = not reasons
     if promote:
         reasons.append(
             f"gain {gain['points']:+.1f} points ({gain['low']:+.1f} to {gain['high']:+.1f}) over the "
             f"champion on {gain['prompts']} held-out prompts; no set regressed more than {limit:.1f}"
+            + (f" but {noise}" if noise else "")
         )
     return {"promote": promote, "reasons": reasons, "gain": gain, "regressions": regressions}
 
 
-def _episodes_drop(challenger: dict, champion: dict, limit: float, regressions: dict) -> list[str]:
+def _episodes_drop(challenger: dict, champion: dict, limit: float, regressions: dict) -> tuple[list[str], str]:
     """The held-out episodes as a regression check: a drop in success of more than `limit` points whose
     paired interval lies below zero (a few dozen episodes swing by several points on one episode, so
-    the point drop alone would block promotions on noise). Records the drop in `regressions`."""
+    the point drop alone would block promotions on noise). Records the drop in `regressions`.
+    Returns (the reason it blocks, if it does; the text for a drop past `limit` let through as noise)."""
     from rlvrflow.training.report import gain_interval
 
     new, old = challenger.get("episodes"), champion.get("episodes")
     change = gain_interval(old, new, "greedy") if new and old else None
     if change is None:
-        return []
+        return [], ""
     label = "the held-out episodes"
     regressions[label] = round(-change["points"], 2)
-    if -change["points"] <= limit or change["high"] >= 0:
-        return []
-    return [
-        f"{label}: {-change['points']:.1f} points below the champion (more than {limit:.1f}; "
-        f"{100 * change['level']:.0f}% interval {change['low']:+.1f} to {change['high']:+.1f})"
-    ]
+    interval = f"{100 * change['level']:.0f}% interval {change['low']:+.1f} to {change['high']:+.1f}"
+    if -change["points"] <= limit:
+        return [], ""
+    if change["high"] >= 0:
+        return [], f"{label}, {-change['points']:.1f} points below the champion, whose {interval} reaches zero"
+    return [f"{label}: {-change['points']:.1f} points below the champion (more than {limit:.1f}; {interval})"], ""
 
 
 def compare(job: Job) -> Result:

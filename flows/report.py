@@ -111,6 +111,8 @@ def write_run_report(
             "; its hits include a constant answer, not skill: the final checkpoint gives one answer, mostly "
             "wrong, to most prompts of some categories (warnings above)"
         )
+    # the category table's gain column is the final model's, as per_category and the gain line above
+    tables = (format_matrix(matrix["rows"]), format_categories(matrix.get("categories") or [], names, final_name))
     return {
         "report": str(path),
         "checkpoint": final_ckpt,
@@ -118,9 +120,7 @@ def write_run_report(
         "stages": stages,
         "run_dir": run_dir,
         "algorithm": trained,
-        "matrix": "\n".join(
-            x for x in (format_matrix(matrix["rows"]), format_categories(matrix.get("categories") or [], names)) if x
-        ),
+        "matrix": "\n".join(x for x in tables if x),
         "best": best_line(matrix),
         "doctor": doctor_text(run_dir),
         "warnings": warnings_text(warned),

@@ -10,7 +10,9 @@ latest.json: its newest run), or a GRPO stage folder (metrics.jsonl, evals.jsonl
 training/doctor_rules.py (episode rules: training/doctor_episodes.py); each reads the GRPO metrics per step, the eval of SFT and every
 checkpoint, the regression and robustness scores of report.json's `eval_matrix` when the run has
 them, and the samples files next to the metrics or evals (`*samples*.jsonl`, `samples/*.jsonl`: rows
-with `response` and `reward`, as training.eval writes them).
+with `response` and `reward`, as training.eval writes them; episodes, whole). In a run folder the
+split stage's episodes.parquet says which tools only read (their SQL is a SELECT), so tool_loops
+can tell a look-up repeated from one read back after a write.
 A missing file is reported as an `info` finding naming the file and the rules it silences.
 """
 
@@ -50,19 +52,42 @@ def _name_of(step: int) -> str:
 def _samples(dirs: list[Path], rec: RunRecords) -> None:
     """Rows with a response and a reward from the samples files in `dirs` (training.eval's SAMPLE_FIELDS);
     a row's model is its `model` field or the file's name (`step_000100.samples.jsonl` -> step_000100).
-    Episodes go to `rec.transcripts` too: an evaluate record's `transcript`, or a row that is a
-    transcript itself (episode GRPO's samples/step_NNNNNN.jsonl)."""
+    Episodes go to `rec.transcripts` instead: an evaluate record's `transcript` (mode `episode`), or a
+    row that is a transcript itself (episode GRPO's samples/step_NNNNNN.jsonl); an episode's final
+    reply is not a single reply, so it never goes to `rec.samples`."""
     for d in dirs:
         for path in sorted({p for pattern in SAMPLE_GLOBS for p in d.glob(pattern)}):
             model = path.name.removesuffix(".jsonl").removesuffix(".samples")
             for row in read_jsonl(path, limit=MAX_SAMPLE_ROWS):
                 name = row.get("model") or model
                 transcript = row.get("transcript") or (row if "tool_runs" in row and "messages" in row else None)
-                if transcript is not None:
+                if isinstance(transcript, dict):  # a list is messages alone, without the runs tool_loops reads
                     rec.transcripts.append({"model": name, "transcript": transcript})
+                if row.get("mode") == "episode" or transcript is not None:
+                    continue
                 if row.get("response") is None or row.get("reward") is None:
                     continue
                 rec.samples.append({**row, "model": name})
+
+
+def _read_only_tools(split_dir: Path) -> frozenset[str]:
+    """The tools whose SQL is a SELECT in every environment of the split's episodes (episodes.parquet,
+    `verifier_params`: the environment as JSON); empty when the split holds none."""
+    import polars as pl
+
+    path = split_dir / "episodes.parquet"
+    if not path.is_file():
+        return frozenset()
+    reads: dict[str, bool] = {}
+    for params in pl.read_parquet(path, columns=["verifier_params"])["verifier_params"].unique():
+        try:
+            tools = json.loads(params)["tools"]
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"doctor: {path} holds a verifier_params that is not an environment ({exc})") from None
+        for tool in tools:
+            sql = str(tool.get("sql") or "")
+            reads[tool["name"]] = reads.get(tool["name"], True) and sql.lstrip().upper().startswith("SELECT")
+    return frozenset(name for name, read in reads.items() if read)
 
 
 def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None:
@@ -111,6 +136,8 @@ def _from_report(run_dir: Path) -> RunRecords:
             "using GRPO's evals.jsonl"
         )
         _grpo_part(grpo_dir, rec, with_evals=True)
+    if stages.get("split", {}).get("dir"):
+        rec.read_only_tools = _read_only_tools(Path(stages["split"]["dir"]))
     for row in report.get("eval_matrix") or []:
         for set_name, score in (row.get("regression") or {}).items():
             rec.regression.setdefault(set_name, {})[row["name"]] = score

@@ -97,8 +97,9 @@ class RunRecords:
     the fields. regression: {set: {model name:
     greedy pass@1}}. robustness: {model name: share handled well}. samples: rows with `response`
     and `reward` (optionally `prompt`, `step`, `model`). transcripts: finished episodes as {model,
-    transcript: verifiers.episode.Episode.to_dict()} (training/doctor_episodes.py reads them). notes:
-    what could not be read."""
+    transcript: verifiers.episode.Episode.to_dict()} (training/doctor_episodes.py reads them).
+    read_only_tools: the environments' tools whose SQL is a SELECT, when the run's episodes are found.
+    notes: what could not be read."""
 
     metrics: list[dict] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
@@ -110,6 +111,7 @@ class RunRecords:
     robustness: dict[str, float] = field(default_factory=dict)
     samples: list[dict] = field(default_factory=list)
     transcripts: list[dict] = field(default_factory=list)
+    read_only_tools: frozenset[str] = frozenset()
     max_regression: float = DEFAULT_MAX_REGRESSION
     notes: list[str] = field(default_factory=list)
 

@@ -2,7 +2,7 @@
 with each model's greedy pass@1 and its gain over SFT with a paired bootstrap interval.
 
     rows = category_rows({"sft": sft_result, "step_000040": ckpt_result})
-    print(format_categories(rows))
+    print(format_categories(rows, ["sft", "step_000040"], final="step_000040"))
 
 A model's result is what the evaluate stage writes (<name>.json): training.eval's result, whose
 `by_prompt` carries each prompt's category, and, when the split holds rows of an environment's
@@ -105,12 +105,12 @@ def per_category_report(rows: list[dict], final: str, baseline: str = BASELINE) 
     }
 
 
-def format_categories(rows: list[dict], models: list[str]) -> str:
+def format_categories(rows: list[dict], models: list[str], final: str) -> str:
     """A text table: a row per category (episode categories marked), greedy pass@1 per model in %, and
-    the last model's gain over SFT with its interval."""
+    the `final` model's gain over SFT with its interval (the report's final model, not always the last)."""
     if not rows:
         return ""
-    last = models[-1] if len(models) > 1 else None  # SFT alone has no gain to show
+    last = final if final != BASELINE else None  # SFT alone has no gain to show
     head = ["category", "n", *models] + ([f"{last} vs {BASELINE}"] if last else [])
     table = [head]
     for r in rows:

@@ -81,6 +81,20 @@ def test_the_held_out_episodes_count_as_a_regression_check_apart_from_the_gain()
         max_regression=2.0,
     )
     assert noisy["promote"] and noisy["regressions"] == {"the held-out episodes": 5.0}
+    # ... and the reason says so, not that nothing regressed more than the limit
+    assert noisy["reasons"][0].endswith(
+        "no set regressed more than 2.0 but the held-out episodes, 5.0 points below the champion, whose 95% "
+        "interval -15.0 to +0.0 reaches zero"
+    ), noisy["reasons"][0]
+    assert kept_reason(episodes).endswith("no set regressed more than 2.0")
+
+
+def kept_reason(episodes: dict) -> str:
+    """The reason of a promotion whose episodes held level with the champion's."""
+    kept = {**CHAMPION, "episodes": episodes["champion"]}
+    return decide({**BETTER, "episodes": episodes["champion"]}, kept, sets(), sets(), PromotionConfig(), 2.0)[
+        "reasons"
+    ][0]
 
 
 def test_a_regression_against_the_champion_blocks_promotion():

@@ -171,10 +171,10 @@ def test_the_run_report_counts_episodes_apart_with_their_gain(evaluated):
     assert "by_prompt" not in part["episodes"]["final"]
     line = episodes_gain_line(part["episodes"]["gain"], "grpo")
     assert line.startswith("GRPO over SFT, held-out episodes") and f"over {episodes.height} prompts" in line
-    table = format_categories(matrix["categories"], ["sft", "step_000001"]).splitlines()
+    table = format_categories(matrix["categories"], ["sft", "step_000001"], "step_000001").splitlines()
     assert table[0].split()[-3:] == ["step_000001", "vs", "sft"]
     assert next(r for r in table if r.startswith("refunds (episodes)")).split()[2:4] == [str(episodes.height), "0.0"]
-    assert "vs sft" not in format_categories(matrix["categories"], ["sft"])  # SFT alone: no gain column
+    assert "vs sft" not in format_categories(matrix["categories"], ["sft"], "sft")  # SFT alone: no gain column
 
 
 class ScriptedEngine:
