@@ -1,8 +1,10 @@
 """Real-model speed on CPU: the GRPO step's two halves on SmolLM2-135M-Instruct (30 layers) against transformers.
 
     python bench/real_model.py setup                       # once: the imported model and the retail rows
-    nice python bench/real_model_speed.py                  # 4 prompts x G=6, 64 new tokens, 2 threads
+    nice python bench/real_model_speed.py [--threads 1] [--profile] [--updates 0]
     python bench/real_model_speed.py --smoke               # a random Qwen2 test model, a few tokens
+
+Defaults: 4 prompts x G=6, 64 new tokens, 2 threads, 2 repeats, 2 updates per arm.
 
 Rollouts: `HFEngine`'s shared-prompt decoder (what GRPO samples with: each prompt prefilled once, its
 KV cache repeated for the G samples, ended rows dropped) against transformers `generate` with
@@ -16,14 +18,18 @@ its cache repeated for its completions) against one padded forward over every pr
 (`share_prompts=False`, TRL's per-token log-probs with `logits_to_keep`). Tokens/s: completion tokens
 scored per second.
 
-Each comparison runs --repeats times, alternating the two sides; every repeat's ratio is printed.
+Each comparison runs --repeats times, alternating which side goes first; every repeat's ratio is printed,
+by the wall clock and by the process's CPU seconds. On a shared machine the wall clock counts other jobs'
+time slices; with two threads the CPU seconds also count one thread spinning while the other waits for a
+core, so `--threads 1` (the real-model spec's own `torch_threads`) gives the steadiest ratios.
 
 LoRA (r=16, alpha 32, the attention and MLP projections, as bench/real_model.yaml) against full
 fine-tuning: each in its own process, one rollout call and --updates real GRPO updates (`update_policy`
 with `TorchBackend`: AdamW, clipping), seconds per update and peak memory as the process's peak RSS
 (VmHWM), also less its RSS once the model is loaded.
 
---profile: torch.profiler's top operators (self CPU time) of one rollout call and one update.
+--profile: torch.profiler's top operators (self CPU time) of one rollout call and one update, then the
+two fixes they point at timed alone at this run's shapes (`kernel_probe`). `--updates 0` skips the arms.
 
 Prompts: the retail sample's clean English math tickets (bench/real_model.py's setup writes them) in the
 spec's layout, rendered through the model's chat template (`PromptFormat("chat")`, as the chain does).
@@ -60,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--updates", type=int, default=2, help="GRPO updates per LoRA / full arm")
+    p.add_argument("--updates", type=int, default=2, help="GRPO updates per LoRA / full arm (0: no arms)")
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", action="store_true", help="torch.profiler's top operators for a rollout and an update")
@@ -225,6 +231,102 @@ def profile_top(fn, rows: int = 12) -> str:
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
+def kernel_probe(config, width: int, tokens: int, kv_len: int, repeats: int = 5) -> list[str]:
+    """The two fixes the profile points at, timed alone at this run's shapes (CPU ms per call, best of
+    `repeats`): matmuls in bfloat16 instead of float32 (an MLP projection and the LM head, at the
+    decode's `width` rows and the update's `tokens`), and decode attention over a grouped-query cache
+    with `enable_gqa` instead of transformers' repeat_kv copy (its sdpa path with a padding mask).
+    One thread: CPU seconds of two threads also count one spinning while the other waits for a core."""
+    import torch
+    import torch.nn.functional as F
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+
+    def best(fn) -> float:
+        fn()
+        times = []
+        for _ in range(repeats):
+            c0 = time.process_time()
+            fn()
+            times.append(time.process_time() - c0)
+        return 1000 * min(times)
+
+    lines = []
+    hidden, inter, vocab = config.hidden_size, config.intermediate_size, config.vocab_size
+    for rows in (width, tokens):
+        for name, n_out in (("MLP up", inter), ("LM head", vocab)):
+            x, w = torch.randn(rows, hidden), torch.randn(n_out, hidden) / hidden**0.5
+            xb, wb = x.bfloat16(), w.bfloat16()  # a bfloat16 LoRA base is stored so: no cast per call
+            f32, bf16 = best(lambda: F.linear(x, w)), best(lambda: F.linear(xb, wb))
+            lines.append(
+                f"{name} {rows} x {hidden} x {n_out}: float32 {f32:.1f} ms, bfloat16 {bf16:.1f} ms, {f32 / bf16:.2f}x"
+            )
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    dim = hidden // heads
+    q = torch.randn(width, heads, 1, dim)
+    k, v = torch.randn(width, kv_heads, kv_len, dim), torch.randn(width, kv_heads, kv_len, dim)
+    mask = torch.ones(width, 1, 1, kv_len, dtype=torch.bool)
+    rep = heads // kv_heads
+
+    def copied():
+        kk = k[:, :, None].expand(-1, -1, rep, -1, -1).reshape(width, heads, kv_len, dim)
+        vv = v[:, :, None].expand(-1, -1, rep, -1, -1).reshape(width, heads, kv_len, dim)
+        return F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
+
+    def grouped():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+    gap = float((copied() - grouped()).abs().max())
+    t_copy, t_gqa = best(copied), best(grouped)
+    lines.append(
+        f"decode attention, {width} rows, {heads} heads over {kv_heads} KV heads, {kv_len} positions: repeat_kv "
+        f"{t_copy:.2f} ms, enable_gqa {t_gqa:.2f} ms, {t_copy / t_gqa:.2f}x (largest difference {gap:.1e}), per layer"
+    )
+    torch.set_num_threads(threads)
+    return lines
+
+
+def lora_vs_full(args, out: Path, prompts: list[str], p_ids: list[list[int]], completions: list[list[int]]) -> list:
+    """The LoRA / full processes (`ARMS`) on this batch; prints their table and returns their figures."""
+    batch_file = out / "batch.json"
+    payload = {"prompts": prompts, "prompt_ids": p_ids}
+    payload["completions"] = [completions[i * args.group : (i + 1) * args.group] for i in range(args.prompts)]
+    batch_file.write_text(json.dumps(payload))
+    arms = []
+    for arm in ARMS:
+        cmd = [sys.executable, __file__, "--arm", arm, "--batch", str(batch_file), "--model", args.model]
+        for flag in ("group", "max_new_tokens", "threads", "updates", "lora_r", "seed"):
+            cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        arms.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(
+        f"\nLoRA r={args.lora_r} against full fine-tuning, float32, and LoRA under training.dtype bfloat16; one "
+        f"process each: a rollout call, then {args.updates} GRPO updates (update_policy, AdamW) on the batch above"
+    )
+    print(
+        f"{'arm':<10}{'trainable':>12}{'rollout tok/s (CPU)':>21}{'s / update (CPU)':>26}{'peak RSS MB':>13}{'over loaded':>13}"
+    )
+    for a in arms:
+        wall, cpu = a["rollout_s"]
+        per = ", ".join(f"{w:.1f} ({c:.1f})" for w, c in a["update_s"])
+        print(
+            f"{a['arm']:<10}{a['trainable']:>12,}{a['rollout_tokens'] / wall:>11.1f} ({a['rollout_tokens'] / cpu:.1f})"
+            f"{per:>26}{a['peak_rss_mb']:>13.0f}{a['peak_rss_mb'] - a['rss_loaded_mb']:>13.0f}"
+        )
+    lora, full, bf16 = arms
+    cpu_of = lambda a: min(c for _, c in a["update_s"])  # noqa: E731
+    print(
+        f"full / LoRA: update CPU seconds {cpu_of(full) / cpu_of(lora):.2f}x (best of each), "
+        f"peak RSS {full['peak_rss_mb'] / lora['peak_rss_mb']:.2f}x"
+    )
+    print(
+        f"LoRA float32 / bfloat16: rollout CPU seconds {lora['rollout_s'][1] / bf16['rollout_s'][1]:.2f}x, "
+        f"update {cpu_of(lora) / cpu_of(bf16):.2f}x"
+    )
+    return arms
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.arm:
@@ -305,47 +407,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{n_peer / cp:>11.1f}{n_ours / co:>10.1f}{n_ours / co / (n_peer / cp):>7.2f}x"
         )
 
-    batch_file = out / "batch.json"
-    payload = {"prompts": prompts, "prompt_ids": p_ids}
-    payload["completions"] = [completions[i * args.group : (i + 1) * args.group] for i in range(args.prompts)]
-    batch_file.write_text(json.dumps(payload))
-    arms = []
-    for arm in ARMS:
-        cmd = [sys.executable, __file__, "--arm", arm, "--batch", str(batch_file), "--model", args.model]
-        for flag in ("group", "max_new_tokens", "threads", "updates", "lora_r", "seed"):
-            cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-        arms.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    print(
-        f"\nLoRA r={args.lora_r} against full fine-tuning, float32, and LoRA under training.dtype bfloat16; one "
-        f"process each: a rollout call, then {args.updates} GRPO updates (update_policy, AdamW) on the batch above"
-    )
-    print(
-        f"{'arm':<10}{'trainable':>12}{'rollout tok/s (CPU)':>21}{'s / update (CPU)':>26}{'peak RSS MB':>13}{'over loaded':>13}"
-    )
-    for a in arms:
-        wall, cpu = a["rollout_s"]
-        per = ", ".join(f"{w:.1f} ({c:.1f})" for w, c in a["update_s"])
-        print(
-            f"{a['arm']:<10}{a['trainable']:>12,}{a['rollout_tokens'] / wall:>11.1f} ({a['rollout_tokens'] / cpu:.1f})"
-            f"{per:>26}{a['peak_rss_mb']:>13.0f}{a['peak_rss_mb'] - a['rss_loaded_mb']:>13.0f}"
-        )
-    lora, full, bf16 = arms
-    cpu_of = lambda a: min(c for _, c in a["update_s"])  # noqa: E731
-    print(
-        f"full / LoRA: update CPU seconds {cpu_of(full) / cpu_of(lora):.2f}x (best of each), "
-        f"peak RSS {full['peak_rss_mb'] / lora['peak_rss_mb']:.2f}x"
-    )
-    print(
-        f"LoRA float32 / bfloat16: rollout CPU seconds {lora['rollout_s'][1] / bf16['rollout_s'][1]:.2f}x, "
-        f"update {cpu_of(lora) / cpu_of(bf16):.2f}x"
-    )
+    arms = lora_vs_full(args, out, prompts, p_ids, completions) if args.updates else []
 
     if args.profile:
         print("\n[profile] one rollout call (shared-prompt decoder), top operators by self CPU time:")
         print(profile_top(lambda: engine.generate(prompts, args.group, sampled, args.seed)))
         print("[profile] one update forward+backward (shared prompts), top operators by self CPU time:")
         print(profile_top(lambda: grpo_loss_backward(model, flat_p, completions, tok.pad_token_id, True)))
+        kv_len = max(map(len, p_ids)) + args.max_new_tokens
+        print("[profile] the candidate fixes alone, at this run's shapes (CPU ms per call, one thread, best of 5):")
+        for line in kernel_probe(model.config, width, scored, kv_len):
+            print("  " + line)
     (out / "result.json").write_text(json.dumps({"args": vars(args), "rows": rows, "arms": arms}, indent=1))
     return 0
 
