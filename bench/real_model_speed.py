@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     from rlvrflow.engines import HFEngine, SamplingParams
 
     torch.set_num_threads(args.threads)
-    out = ROOT / "bench/out/real_model_speed"
+    out = ROOT / ("bench/out/real_model_speed" + ("_smoke" if args.smoke else ""))
     out.mkdir(parents=True, exist_ok=True)
     if args.smoke:
         prompts = [f"A customer bought {i + 2} mugs at {3 * i + 5} yuan each. What is the total?" for i in range(8)]
