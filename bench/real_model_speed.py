@@ -29,7 +29,7 @@ with `TorchBackend`: AdamW, clipping), seconds per update and peak memory as the
 (VmHWM), also less its RSS once the model is loaded.
 
 --profile: torch.profiler's top operators (self CPU time) of one rollout call and one update, then the
-two fixes they point at timed alone at this run's shapes (`kernel_probe`). `--updates 0` skips the arms.
+fixes they point at timed alone at this run's shapes (`kernel_probe`). `--updates 0` skips the arms.
 
 Prompts: the retail sample's clean English math tickets (bench/real_model.py's setup writes them) in the
 spec's layout, rendered through the model's chat template (`PromptFormat("chat")`, as the chain does).
@@ -232,10 +232,11 @@ def profile_top(fn, rows: int = 12) -> str:
 
 
 def kernel_probe(config, width: int, tokens: int, kv_len: int, repeats: int = 5) -> list[str]:
-    """The two fixes the profile points at, timed alone at this run's shapes (CPU ms per call, best of
+    """The fixes the profile points at, timed alone at this run's shapes (CPU ms per call, best of
     `repeats`): matmuls in bfloat16 instead of float32 (an MLP projection and the LM head, at the
     decode's `width` rows and the update's `tokens`), and decode attention over a grouped-query cache
-    with `enable_gqa` instead of transformers' repeat_kv copy (its sdpa path with a padding mask).
+    with `enable_gqa` instead of transformers' repeat_kv copy (its sdpa path with a padding mask), and
+    the next token drawn by inverse CDF instead of `torch.multinomial`.
     One thread: CPU seconds of two threads also count one spinning while the other waits for a core."""
     import torch
     import torch.nn.functional as F
@@ -282,6 +283,17 @@ def kernel_probe(config, width: int, tokens: int, kv_len: int, repeats: int = 5)
     lines.append(
         f"decode attention, {width} rows, {heads} heads over {kv_heads} KV heads, {kv_len} positions: repeat_kv "
         f"{t_copy:.2f} ms, enable_gqa {t_gqa:.2f} ms, {t_copy / t_gqa:.2f}x (largest difference {gap:.1e}), per layer"
+    )
+    probs = torch.softmax(torch.randn(width, vocab), dim=-1)
+
+    def inverse_cdf():  # the same distribution from one uniform per row
+        cdf = probs.double().cumsum(-1)
+        return torch.searchsorted(cdf, torch.rand(width, 1, dtype=cdf.dtype) * cdf[:, -1:], right=True)
+
+    t_multi, t_cdf = best(lambda: torch.multinomial(probs, 1)), best(inverse_cdf)
+    lines.append(
+        f"drawing a token, {width} rows x {vocab}: torch.multinomial {t_multi:.2f} ms (an exponential draw per "
+        f"vocabulary entry), inverse CDF {t_cdf:.2f} ms, {t_multi / t_cdf:.2f}x, per decode step"
     )
     torch.set_num_threads(threads)
     return lines
