@@ -13,7 +13,7 @@ KV cache repeated for the G samples, ended rows dropped) against transformers `g
 tokens each produced (up to and including the end-of-turn token).
 
 Update: the GRPO loss's forward and backward over the same prompt+completion batch (our sampled
-completions) as `update_policy` runs it: `completion_logprobs` with shared prompts (each prompt once,
+completions; every weight trainable) as `update_policy` runs it: `completion_logprobs` with shared prompts (each prompt once,
 its cache repeated for its completions) against one padded forward over every prompt+completion pair
 (`share_prompts=False`, TRL's per-token log-probs with `logits_to_keep`). Tokens/s: completion tokens
 scored per second.
@@ -310,7 +310,9 @@ def lora_vs_full(args, out: Path, prompts: list[str], p_ids: list[list[int]], co
         cmd = [sys.executable, __file__, "--arm", arm, "--batch", str(batch_file), "--model", args.model]
         for flag in ("group", "max_new_tokens", "threads", "updates", "lora_r", "seed"):
             cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the {arm} arm failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
         arms.append(json.loads(done.stdout.strip().splitlines()[-1]))
     print(
         f"\nLoRA r={args.lora_r} against full fine-tuning, float32, and LoRA under training.dtype bfloat16; one "
