@@ -10,7 +10,8 @@ call seeded from (seed, its first id): the tier stage cuts episode rows into chu
 their own, so the tiers are the same for any chunk_rows. `cfg.episode_max_new_tokens` bounds each assistant
 message. The rollouts table has tiering's ROLLOUT_COLUMNS, one row per episode: `response` is the
 transcript after the prompt (JSON messages), `status` its verdict, `n_tokens` the policy's messages'
-characters, `finish_reason` how the episode stopped (`final_reply` or `max_turns`).
+characters, `finish_reason` how the episode stopped (`final_reply`, `max_turns`, or `context_full`: the model's
+positions had no room for another message).
 """
 
 from __future__ import annotations
