@@ -136,3 +136,48 @@ def test_a_step_without_single_replies_logs_no_reward_and_the_readers_take_it(tm
     assert "no single replies" in step_line(m, 10) and "episodes 2 success 50.0%" in step_line(m, 10)
     replies = {"step": 2, "reward_mean": 0.25, "correct_rate": 0.5}
     assert plot_curves([replies, m], [], tmp_path / "curves.png").is_file()
+
+
+def test_tiering_seeds_each_environment_of_a_chunk_apart_and_counts_tokens(env):  # noqa: F811
+    """Two environments in one chunk sample with different seeds (not one call_seed for both), and a
+    rollout's n_tokens is the policy's tokens, not its characters."""
+    from rlvrflow.curriculum.config import CurriculumConfig
+    from rlvrflow.curriculum.episode_tiers import sample_episodes
+
+    def words(text, add_special_tokens=True):  # a tokenizer with merges: one token per word
+        return SimpleNamespace(input_ids=text.split())
+
+    seeds, reply = [], "no refund at all"
+    engine = _Engine(words, 4096, reply)
+    plain_generate = engine.generate
+
+    def generate(prompts, n, sampling, seed):
+        seeds.append(seed)
+        return plain_generate(prompts, n, sampling, seed)
+
+    engine.generate = generate
+    other = env.model_copy(update={"max_turns": 4})
+    rows = [
+        {"id": f"r{k}", "verifier_params": e.model_dump_json(), **_row(7, "Kettle", 36.0)}
+        for k, e in enumerate([env, other])
+    ]
+    samples = sample_episodes(rows, engine, CurriculumConfig(n_samples=2, k=1), seed=0, fmt=PLAIN)
+    assert len(seeds) == 2 and seeds[0] != seeds[1]
+    assert samples[0][0]["n_tokens"] == 4
+
+
+def test_grpo_episodes_sample_apart_from_the_rounds_single_replies_and_each_other(env, tiny_tokenizer):  # noqa: F811
+    from rlvrflow.training.grpo_groups import rollout_seed
+
+    seeds = []
+    player = _player(env, tiny_tokenizer, ["no refund"] * 4, True)
+
+    def generate(prompts, n, sampling, seed):
+        seeds.append(seed)
+        return [[SimpleNamespace(text="no refund") for _ in range(n)] for _ in prompts]
+
+    player.engine.generate = generate
+    other = env.model_copy(update={"max_turns": 4}).model_dump_json()
+    player.rows["b"] = {**player.rows["b"], "verifier_params": other}
+    player.take(["a", "b"], _Sampler(), step=3, rnd=1)
+    assert len(seeds) == 2 and len({*seeds, rollout_seed(0, 3, 1)}) == 3
