@@ -7,7 +7,8 @@ episodes, and the log-probs of a whole conversation with only the policy's own t
 
 `play_episodes` runs `verifiers.episode.run_episodes` with a policy that renders every live
 conversation (`EpisodeFormat.prompt`) and asks the engine for all their next messages in one
-`generate` call per turn, seeded per turn. A conversation whose prompt plus one message
+`generate` call per turn, seeded per turn; each episode's `truncated_turns` lists its messages the
+engine cut at `max_new_tokens`. A conversation whose prompt plus one message
 (`max_new_tokens` and the stop's tokens) would pass the model's positions (`context_limit`) is not
 continued: it ends with stop `context_full`, so a growing episode never runs the model past its
 positions (a RoPE model would generate there silently) nor fails the loss later. The loss side renders each finished transcript once more
@@ -65,15 +66,26 @@ def play_episodes(engine, env, rows: Sequence[dict], fmt: EpisodeFormat, samplin
     else:
         room = None
 
+    cut: dict[int, list[int]] = {}  # id of a conversation's message list -> its messages cut at max_new_tokens
+
     def policy(conversations: list[list[dict]]) -> list[str | None]:
         prompts = [fmt.prompt(m, tools) for m in conversations]
         fits = [room is None or length(p) <= room for p in prompts]
         asked = [p for p, ok in zip(prompts, fits) if ok]
         outs = iter(engine.generate(asked, 1, sampling, seed=seed + 7919 * turn[0]) if asked else [])
         turn[0] += 1
-        return [next(outs)[0].text if ok else None for ok in fits]
+        replies = []
+        for messages, ok in zip(conversations, fits):
+            out = next(outs)[0] if ok else None
+            if getattr(out, "finish_reason", None) == "length":
+                cut.setdefault(id(messages), []).append(sum(m["role"] == "assistant" for m in messages))
+            replies.append(out.text if ok else None)
+        return replies
 
-    return run_episodes(env, list(rows), policy)
+    episodes = run_episodes(env, list(rows), policy)
+    for e in episodes:
+        e.truncated_turns = cut.get(id(e.messages), [])
+    return episodes
 
 
 def episode_stats(episodes: list, rewards: list[float] | None = None) -> dict:

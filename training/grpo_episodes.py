@@ -22,7 +22,9 @@ the step's token (or sequence) totals of both kinds as denominators, so one `bac
 iteration follows one learning-rate schedule. An episode stopped at `context_full` (no room in the
 model's positions for another message; training/episodes.py) keeps its place in its group's advantage
 baseline but is left out of the loss, and so is one whose re-encoded rendering passes the positions
-(`cut`, `overlong`); each rendering is cut after its last policy token (`policy_span`). With `beta > 0` the reference scores the conversations
+(`cut`, `overlong`); each rendering is cut after its last policy token (`policy_span`). With
+`mask_truncated_completions` a message the engine cut at `episode_max_new_tokens` weighs nothing
+(`without_turns`), as a cut single reply weighs nothing. With `beta > 0` the reference scores the conversations
 as it scores replies; the entropy bonus covers single replies only.
 
 Per step, `info()` gives the episode figures under `episode_` keys: groups seen, used and
@@ -150,6 +152,8 @@ class EpisodeBatch:
                 self.cut += 1  # stopped for room, or re-encoded past it: in the group's baseline, not the loss
                 self.overlong += rendered is not None
                 continue
+            if g.mask_truncated_completions and episode.truncated_turns:
+                rendered = (rendered[0], without_turns(rendered[1], episode.truncated_turns))
             self.adv.append(a)
             self.rendered.append(rendered)
         self.tokens = float(sum(sum(m[1:]) for _, m in self.rendered))  # the positions the loss reads
@@ -215,6 +219,19 @@ def policy_span(rendered: tuple[list[int], list[int]]) -> tuple[list[int], list[
     ids, mask = rendered
     end = max((k + 1 for k, m in enumerate(mask) if m), default=len(ids))
     return ids[:end], mask[:end]
+
+
+def without_turns(mask: list[int], turns: list[int]) -> list[int]:
+    """The policy mask with the k-th assistant message's tokens (its k-th run of 1s; tool results and
+    role tags lie between two messages) set to 0, for each k in `turns`."""
+    out, run, inside = list(mask), -1, False
+    for i, m in enumerate(mask):
+        if m and not inside:
+            run += 1
+        inside = bool(m)
+        if m and run in turns:
+            out[i] = 0
+    return out
 
 
 def episode_seed(round_seed: int, k: int) -> int:

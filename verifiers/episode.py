@@ -62,6 +62,7 @@ class Episode:
     stop: str = ""
     end_state: list[tuple] = field(default_factory=list)
     verdict: V.Verdict | None = None
+    truncated_turns: list[int] = field(default_factory=list)  # assistant messages (0-based) cut at a length cap
 
     @property
     def assistant_turns(self) -> int:

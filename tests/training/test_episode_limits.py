@@ -181,3 +181,32 @@ def test_grpo_episodes_sample_apart_from_the_rounds_single_replies_and_each_othe
     player.rows["b"] = {**player.rows["b"], "verifier_params": other}
     player.take(["a", "b"], _Sampler(), step=3, rnd=1)
     assert len(seeds) == 2 and len({*seeds, rollout_seed(0, 3, 1)}) == 3
+
+
+def test_a_message_cut_at_the_length_cap_weighs_nothing_under_mask_truncated_completions(env, tiny_tokenizer):  # noqa: F811
+    """The engine cut the first message at max_new_tokens: play_episodes records it, and with
+    mask_truncated_completions its tokens leave the loss while the later messages stay."""
+    from rlvrflow.training.grpo_episodes import without_turns
+
+    assert without_turns([0, 1, 1, 0, 0, 1, 0, 1, 1], [1]) == [0, 1, 1, 0, 0, 0, 0, 1, 1]
+    replies = iter([("no", "length"), ("refund", "stop")])
+    engine = _Engine(tiny_tokenizer, 4096, "")
+
+    def generate(prompts, n, sampling, seed):
+        text, why = next(replies)
+        return [
+            [SimpleNamespace(text=f"<tool_call>{text}</tool_call>" if why == "length" else text, finish_reason=why)]
+        ]
+
+    engine.generate = generate
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=40)
+    (episode,) = play_episodes(engine, env, [_row(7, "Kettle", 36.0)], PLAIN, sampling, seed=0)
+    assert episode.assistant_turns == 2 and episode.truncated_turns == [0]
+    tools, rendered = env.schemas(), PLAIN.render(tiny_tokenizer, episode, env.schemas())
+    for masked in (False, True):
+        g = GRPOConfig(prompts_per_step=1, num_generations=2, mask_truncated_completions=masked)
+        batch = EpisodeBatch(
+            [EpisodeGroup("r", [episode, episode], [1.0, 0.0], tools)], tiny_tokenizer, PLAIN, g, "cpu"
+        )
+        last = len("refund") + 1  # the final reply and its newline stop
+        assert batch.tokens == 2 * (last if masked else sum(rendered[1][1:]))
