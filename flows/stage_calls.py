@@ -269,10 +269,16 @@ def sft(job: Job) -> Result:
 
     cfg = training_config(job.spec)
     out = Path(job.out)
+    episodes = episode_rows(job)
+    if episodes.height and cfg.algorithm == "grpo":  # what GRPO cannot play episodes with, before SFT trains
+        from rlvrflow.training.distributed import dist_env
+        from rlvrflow.training.grpo_episodes import check_supported
+
+        check_supported(cfg.grpo, dist_env().is_distributed)
     texts = corpus_texts(pl.read_parquet(job.input("attach", "rows")), cfg.episodes)
     base = resolve_base_model(cfg, texts, out / "base", cfg.seed)
     train = pl.read_parquet(job.input("split", "train"))
-    model = run_sft(base, train, cfg, out / "sft", cfg.seed, episode_rows=episode_rows(job))
+    model = run_sft(base, train, cfg, out / "sft", cfg.seed, episode_rows=episodes)
     stats = json.loads((Path(model) / "sft_stats.json").read_text())
     return Result({**stats, "base_model": str(base)}, {"model": "sft"})
 

@@ -90,6 +90,12 @@ def _base_model(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     return {"model": stage_calls.model_identity(spec)}
 
 
+def _sft_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    """The base model and the files the verifiers read: SFT replays worked transcripts on an environment's
+    database and trains on the tool results it returns."""
+    return {**_base_model(spec, upstream), **_verifier_files(spec, upstream)}
+
+
 def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     """The models evaluate reads (SFT and the policy's checkpoints on disk) and the eval set files."""
     from rlvrflow.flows.eval_sets import set_digests
@@ -189,9 +195,9 @@ STAGES: dict[str, Stage] = {
                 "training.episodes",
                 *MODEL_SETTINGS,
             ),
-            code=("training", "engines"),
+            code=("training", "engines", "verifiers"),  # verifiers: the worked transcripts' replay
             call=stage_calls.sft,
-            extra_key=_base_model,
+            extra_key=_sft_inputs,
             summary=lambda st: (
                 f"{st.get('rows_used')} rows with a solution ({st.get('skipped_empty_solution')} "
                 f"outcome-only rows left to RL)"
@@ -203,7 +209,7 @@ STAGES: dict[str, Stage] = {
             "tier",
             inputs=("split.train", "split.episodes", "sft.model"),
             sections=("curriculum", "training.seed", "training.device", "training.episodes", "verifiers.timeout_s"),
-            code=("curriculum", "engines", "verifiers"),
+            code=("curriculum", "engines", "verifiers", "training"),  # training: episodes are played there
             call=stage_calls.tier,
             plan=stage_calls.tier_plan,
             finish=stage_calls.tier_finish,

@@ -198,7 +198,8 @@ class GRPOConfig(Renamed):
         False,
         description="TRL's and DAPO's overlong filtering: a completion cut at max_new_tokens keeps its reward "
         "in its group's advantages but adds no tokens to the loss, so a reply that never finished is not "
-        "reinforced for the number it happened to reach.",
+        "reinforced for the number it happened to reach. In an episode, each message cut at "
+        "episode_max_new_tokens adds no tokens either.",
     )
     filter_zero_variance: bool = Field(True, description="Drop groups whose rewards are all equal.")
     max_refill_rounds: int = Field(2, ge=0, description="Extra sampler draws per step to replace zero-variance groups.")

@@ -117,8 +117,10 @@ def turns_grow(rec: RunRecords) -> Finding | None:
     if len(held) >= 2:
         evidence.append(f"held-out turns {held[0][1]:.2f} ({held[0][0]}) -> {held[-1][1]:.2f} ({held[-1][0]})")
     change = (
-        "raise the episode reward's turn penalty (per_turn, or lower free_turns), or lower the environment's "
-        "max_turns; read the transcripts for calls that repeat (tool_loops) or results the policy ignores"
+        "lower the environment's max_turns (verifiers.rules[].environment); the chain's turn penalty is the "
+        "episode reward's default (per_turn 0.02 past free_turns 3), which the spec does not set (episode GRPO "
+        "run as a library takes its own `reward`); read the transcripts for calls that repeat (tool_loops) or "
+        "results the policy ignores"
     )
     return Finding(
         "turns_grow", "warning", "episodes take more turns while success does not rise", tuple(evidence), change

@@ -149,7 +149,9 @@ def _eval_change(rec: RunRecords, key: str) -> tuple[dict, dict, float] | None:
 def zero_variance_share(metrics: list[dict]) -> tuple[float, int] | None:
     """The run's zero-variance share: zero-variance groups over every group scored, all logged steps
     pooled (refill rounds included), and how many groups that is. The same figure as the GRPO
-    summary's and report.json's `zero_variance_fraction`. None when the steps carry no group counts."""
+    summary's and report.json's `zero_variance_fraction` when every step is logged (logging_steps 1):
+    a step's `groups_*` counts cover single-reply and episode groups alike (training/grpo.py
+    step_counts). None when the steps carry no group counts."""
     seen = sum(int(m.get("groups_seen") or 0) for m in metrics)
     flat = sum(int(m.get("groups_zero_variance") or 0) for m in metrics)
     return (flat / seen, seen) if seen else None

@@ -219,11 +219,13 @@ def update_on_episodes(
     only the policy's tokens in it; returns loss diagnostics."""
     import torch
 
+    from rlvrflow.training.grpo_episodes import policy_span
     from rlvrflow.training.grpo_math import group_advantages, grpo_loss
 
     rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G)
     adv = group_advantages(rewards, cfg.scale_rewards == "group").flatten().to(device)  # (B,)
-    rendered = [fmt.render(tokenizer, e, tools) for grp in groups for e in grp.episodes]
+    # up to the last policy token: a turn-limit or context_full stop's last tool results may pass the positions
+    rendered = [policy_span(fmt.render(tokenizer, e, tools)) for grp in groups for e in grp.episodes]
 
     def score(grad: bool):
         with torch.set_grad_enabled(grad), backend.autocast():

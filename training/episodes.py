@@ -7,7 +7,11 @@ episodes, and the log-probs of a whole conversation with only the policy's own t
 
 `play_episodes` runs `verifiers.episode.run_episodes` with a policy that renders every live
 conversation (`EpisodeFormat.prompt`) and asks the engine for all their next messages in one
-`generate` call per turn, seeded per turn. The loss side renders each finished transcript once more
+`generate` call per turn, seeded per turn; each episode's `truncated_turns` lists its messages the
+engine cut at `max_new_tokens`. A conversation whose prompt plus one message
+(`max_new_tokens` and the stop's tokens) would pass the model's positions (`context_limit`) is not
+continued: it ends with stop `context_full`, so a growing episode never runs the model past its
+positions (a RoPE model would generate there silently) nor fails the loss later. The loss side renders each finished transcript once more
 (`EpisodeFormat.render`: token ids and a per-token policy mask) and scores every token of it in one
 forward pass; the mask keeps the policy's own tokens (its messages and the stop that ended each) and
 drops the prompt, the tool results and the format's scaffolding. Re-rendering gives back the sampled
@@ -23,29 +27,71 @@ from typing import Sequence
 from rlvrflow.training.episode_format import EpisodeFormat
 
 
+def context_limit(engine) -> int | None:
+    """The positions the engine's model holds: an HF model's `max_position_embeddings`, a vLLM engine's
+    `max_model_len`; None when the engine does not say (a custom RolloutEngine)."""
+    config = getattr(getattr(engine, "model", None), "config", None)
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is None:
+        llm_engine = getattr(getattr(engine, "llm", None), "llm_engine", None)
+        limit = getattr(getattr(llm_engine, "model_config", None), "max_model_len", None)
+    return int(limit) if limit else None
+
+
+def _prompt_length(engine):
+    """prompt text -> the number of token ids the engine feeds for it (None without a tokenizer)."""
+    tokenizer, fmt = getattr(engine, "tokenizer", None), getattr(engine, "prompt_format", None)
+    if tokenizer is None:
+        return None
+    if fmt is None:
+        return lambda text: len(tokenizer(text).input_ids)
+    return lambda text: len(fmt.encode(tokenizer, text))
+
+
 def play_episodes(engine, env, rows: Sequence[dict], fmt: EpisodeFormat, sampling, seed: int) -> list:
     """One episode per row (`prompt`, `reference`), every live conversation's next message drawn in one
     `engine.generate` call per turn; turn t samples with seed `seed + 7919 * t`. `sampling` is the
-    engine's SamplingParams; the format's stop strings are added to it."""
+    engine's SamplingParams; the format's stop strings are added to it. A conversation without room
+    for one more message in the model's positions ends with stop `context_full` (module docstring)."""
     from dataclasses import replace
 
     from rlvrflow.verifiers.episode import run_episodes
 
     sampling = replace(sampling, stop=tuple(dict.fromkeys(sampling.stop + fmt.stop)))
     tools, turn = env.schemas(), [0]
+    limit, length = context_limit(engine), _prompt_length(engine)
+    if limit is not None and length is not None:
+        stop_tokens = max((len(engine.tokenizer(s, add_special_tokens=False).input_ids) for s in fmt.stop), default=0)
+        room = limit - sampling.max_new_tokens - stop_tokens  # the longest prompt that still takes a message
+    else:
+        room = None
 
-    def policy(conversations: list[list[dict]]) -> list[str]:
-        outs = engine.generate([fmt.prompt(m, tools) for m in conversations], 1, sampling, seed=seed + 7919 * turn[0])
+    cut: dict[int, list[int]] = {}  # id of a conversation's message list -> its messages cut at max_new_tokens
+
+    def policy(conversations: list[list[dict]]) -> list[str | None]:
+        prompts = [fmt.prompt(m, tools) for m in conversations]
+        fits = [room is None or length(p) <= room for p in prompts]
+        asked = [p for p, ok in zip(prompts, fits) if ok]
+        outs = iter(engine.generate(asked, 1, sampling, seed=seed + 7919 * turn[0]) if asked else [])
         turn[0] += 1
-        return [group[0].text for group in outs]
+        replies = []
+        for messages, ok in zip(conversations, fits):
+            out = next(outs)[0] if ok else None
+            if getattr(out, "finish_reason", None) == "length":
+                cut.setdefault(id(messages), []).append(sum(m["role"] == "assistant" for m in messages))
+            replies.append(out.text if ok else None)
+        return replies
 
-    return run_episodes(env, list(rows), policy)
+    episodes = run_episodes(env, list(rows), policy)
+    for e in episodes:
+        e.truncated_turns = cut.get(id(e.messages), [])
+    return episodes
 
 
 def episode_stats(episodes: list, rewards: list[float] | None = None) -> dict:
     """What a batch of episodes did: success, format, turns, malformed calls, how they stopped, and
     success by the number of assistant turns taken (`success_by_turns`: {turns: [episodes, successes]})."""
-    from rlvrflow.verifiers.episode import MAX_TURNS
+    from rlvrflow.verifiers.episode import CONTEXT_FULL, MAX_TURNS
 
     n = max(1, len(episodes))
     ok = [e.verdict.status == "correct" for e in episodes]
@@ -60,6 +106,7 @@ def episode_stats(episodes: list, rewards: list[float] | None = None) -> dict:
         "format_rate": sum(e.stop == "final_reply" and e.bad_calls == 0 for e in episodes) / n,
         "malformed_rate": sum(e.bad_calls > 0 for e in episodes) / n,
         "max_turns_rate": sum(e.stop == MAX_TURNS for e in episodes) / n,
+        "context_full_rate": sum(e.stop == CONTEXT_FULL for e in episodes) / n,
         "turns_mean": sum(e.assistant_turns for e in episodes) / n,
         "tool_calls_mean": sum(len(e.tool_runs) for e in episodes) / n,
         "success_by_turns": {str(k): v for k, v in sorted(by_turns.items())},

@@ -195,39 +195,33 @@ def train_grpo(
                 groups, info = rollouts.collect(sampler, step, run)
                 episodes = player.kept if player is not None else []
                 ep_info = player.info() if player is not None else {}
-                run.groups_seen += info["groups_seen"] + ep_info.get("episode_groups_seen", 0)
-                run.groups_zero_variance += info["groups_zero_variance"] + ep_info.get(
-                    "episode_groups_zero_variance", 0
-                )
-                run.groups_zero_solved += info["groups_zero_solved"]
+                totals = step_counts(info, ep_info)
+                for k in ("groups_seen", "groups_zero_variance", "groups_zero_solved"):
+                    setattr(run, k, getattr(run, k) + totals[k])
                 run.groups_trained += len(groups) + len(episodes)
                 # 2. the policy update on whatever signal the step found, then the rollout weights
                 upd = {"skipped": 1}  # no group had reward variance: nothing to learn from this step
-                if groups or episodes:
-                    batch = (
-                        EpisodeBatch(episodes, tokenizer, player.fmt, g, device, player.max_positions)
-                        if episodes
-                        else None
-                    )
+                batch = (
+                    EpisodeBatch(episodes, tokenizer, player.fmt, g, device, player.max_positions) if episodes else None
+                )
+                _note_context_full(run, step, ep_info, batch)
+                batch = batch if batch is not None and batch.rendered else None
+                if groups or batch is not None:
                     upd = update_policy(backend, ref, groups, g, tokenizer.pad_token_id, device, episodes=batch)
                 run.step = step + 1
-                rollouts.updated(backend, run.step, bool(groups or episodes))
-                if info["groups_seen"]:  # the hacking check compares single replies with their held-out eval
+                rollouts.updated(backend, run.step, bool(groups or batch is not None))
+                if "reward_mean" in info:  # the hacking check compares single replies with their held-out eval
                     run.train_rewards.append(info["reward_mean"])
                 metrics = {
                     "step": run.step,
                     **info,
                     **ep_info,
+                    **totals,
                     **upd,
                     "lr": backend.lr(),
                     "zero_variance_fraction_cum": run.groups_zero_variance / max(1, run.groups_seen),
                 }
-                trainer.log_step(
-                    metrics,
-                    time.perf_counter() - t_step,
-                    reward=f"{info['reward_mean']:.3f}",
-                    correct=f"{info['correct_rate']:.0%}",
-                )
+                trainer.log_step(metrics, time.perf_counter() - t_step, **_postfix(info))
                 if backend.is_main:
                     write_rollout_samples(out, run.step, groups, tasks, g, episodes)
                 # 3. eval + the reward-hacking check + checkpoint (with the collector's queue) + retention
@@ -253,6 +247,41 @@ def train_grpo(
         **rollouts.summary(),
     }
     return trainer.finish(sft_model, extra)
+
+
+def step_counts(info: dict, ep_info: dict) -> dict:
+    """The step's group counts over both kinds (what summary.json adds up and the doctor reads):
+    single-reply groups (`info`) plus episode groups (`ep_info`'s `episode_groups_*`, their share)."""
+    out = {
+        k: info[k] + ep_info.get(f"episode_{k}", 0)
+        for k in ("groups_seen", "groups_zero_variance", "groups_zero_solved")
+    }
+    out["groups_used"] = info["groups_used"] + ep_info.get("episode_groups_used", 0)
+    out["zero_variance_fraction"] = out["groups_zero_variance"] / max(1, out["groups_seen"])
+    return out
+
+
+def _postfix(info: dict) -> dict:
+    """The progress bar's reward and correct rate: the single replies', on steps that drew any."""
+    if "reward_mean" not in info:
+        return {}
+    return {"reward": f"{info['reward_mean']:.3f}", "correct": f"{info['correct_rate']:.0%}"}
+
+
+def _note_context_full(run, step: int, ep_info: dict, batch) -> None:
+    """Episodes stopped for room in the model's positions (or rendered past them) are left out of the
+    loss: a log line on the step, and one warning for the run."""
+    n = ep_info.get("episode_context_full", 0) + (batch.overlong if batch is not None else 0)
+    if not n:
+        return
+    log.warning("grpo step %d: %d episodes stopped at context_full, left out of the loss", step + 1, n)
+    message = (
+        "episodes stopped at context_full (the model's positions could not hold another message) and were "
+        "left out of the loss: lower generation.episode_max_new_tokens or the environment's max_turns, or use "
+        "a model with a longer context"
+    )
+    if message not in run.warnings:
+        run.warnings.append(message)
 
 
 def _episode_player(rows, g, backend, tokenizer, fmt, reward_cfg, seed: int, device):

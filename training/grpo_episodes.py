@@ -10,14 +10,21 @@ of the same step, and both kinds enter one loss and one optimizer step.
 each, every live conversation's next message in one engine call per turn: training/episodes.py
 `play_episodes`, each message at most `episode_max_new_tokens`), rewarded by `verifiers.episode.episode_reward`
 with the spec's format and correctness weights (and its default turn penalty), reported to the sampler
-(online re-tiering), and kept when their rewards differ (or always, without filter_zero_variance); the
-single-reply ids go on to the usual scoring. Kept episode groups count toward `prompts_per_step`, so a
+(online re-tiering), and kept when their rewards differ (`grpo_math.zero_variance_groups`, its tolerance)
+or always, without filter_zero_variance: counted as the replies' Tally counts them (zero-variance only
+when dropped). Each environment's episodes in a round sample from `episode_seed`, apart from the round's
+single replies. The single-reply ids go on to the usual scoring. Kept episode groups count toward `prompts_per_step`, so a
 refill round draws only what both kinds left unfilled.
 
 `EpisodeBatch` renders each kept conversation in the run's episode format (token ids and the policy
 mask: only the policy's own tokens are trained) and adds its clipped surrogate to the step's loss with
 the step's token (or sequence) totals of both kinds as denominators, so one `backend.step()` per
-iteration follows one learning-rate schedule. With `beta > 0` the reference scores the conversations
+iteration follows one learning-rate schedule. An episode stopped at `context_full` (no room in the
+model's positions for another message; training/episodes.py) keeps its place in its group's advantage
+baseline but is left out of the loss, and so is one whose re-encoded rendering passes the positions
+(`cut`, `overlong`); each rendering is cut after its last policy token (`policy_span`). With
+`mask_truncated_completions` a message the engine cut at `episode_max_new_tokens` weighs nothing
+(`without_turns`), as a cut single reply weighs nothing. With `beta > 0` the reference scores the conversations
 as it scores replies; the entropy bonus covers single replies only.
 
 Per step, `info()` gives the episode figures under `episode_` keys: groups seen, used and
@@ -30,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlvrflow.training.episodes import episode_stats, play_episodes
+from rlvrflow.verifiers.episode import CONTEXT_FULL
 
 
 @dataclass
@@ -60,7 +68,7 @@ class EpisodePlayer:
         self.kept: list[EpisodeGroup] = []
         self.played: list = []
         self.rewards: list[float] = []
-        self.seen = self.zero = 0
+        self.seen = self.zero = self.zero_solved = 0
 
     def _env(self, params: str):
         from rlvrflow.verifiers.environment import Environment
@@ -69,8 +77,11 @@ class EpisodePlayer:
 
     def take(self, ids: list[str], sampler, step: int, rnd: int) -> list[str]:
         """Play the episode rows among `ids`, report their success rates, keep their groups; the other ids."""
+        import torch
+
         from rlvrflow.engines import SamplingParams
         from rlvrflow.training.grpo_groups import rollout_seed
+        from rlvrflow.training.grpo_math import zero_variance_groups
 
         mine = [i for i in ids if i in self.rows]
         if not mine:
@@ -80,7 +91,7 @@ class EpisodePlayer:
         groups: dict[str, EpisodeGroup] = {}
         for k, params in enumerate(dict.fromkeys(self.rows[i]["verifier_params"] for i in mine)):
             env, these = self._env(params), [i for i in mine if self.rows[i]["verifier_params"] == params]
-            seed = rollout_seed(self.seed, step, rnd) + 7 * k
+            seed = episode_seed(rollout_seed(self.seed, step, rnd), k)
             played = play_episodes(
                 self.engine, env, [self.rows[i] for i in these for _ in range(n)], self.fmt, sampling, seed
             )
@@ -89,12 +100,14 @@ class EpisodePlayer:
                 groups[i] = EpisodeGroup(i, eps, [self._reward(e) for e in eps], env.schemas())
         ordered = [groups[i] for i in mine]
         sampler.report(mine, [sum(e.verdict.correct for e in grp.episodes) / n for grp in ordered])
-        for grp in ordered:
-            flat = len(set(grp.rewards)) == 1
-            self.seen, self.zero = self.seen + 1, self.zero + flat
+        flat = zero_variance_groups(torch.tensor([grp.rewards for grp in ordered], dtype=torch.float32)).tolist()
+        for grp, is_flat in zip(ordered, flat):  # counted as collect_groups' Tally counts the replies
+            dropped = is_flat and g.filter_zero_variance
+            self.seen, self.zero = self.seen + 1, self.zero + dropped
+            self.zero_solved += dropped and all(e.verdict.correct for e in grp.episodes)
             self.played += grp.episodes
             self.rewards += grp.rewards
-            if not (flat and g.filter_zero_variance):
+            if not dropped:
                 self.kept.append(grp)
         return [i for i in ids if i not in self.rows]
 
@@ -112,6 +125,8 @@ class EpisodePlayer:
             "groups_seen": self.seen,
             "groups_used": len(self.kept),
             "groups_zero_variance": self.zero,
+            "groups_zero_solved": self.zero_solved,
+            "context_full": sum(e.stop == CONTEXT_FULL for e in self.played),
             **{k: v for k, v in stats.items() if not isinstance(v, dict)},
         }
         return {f"episode_{k}": v for k, v in out.items()}
@@ -121,20 +136,26 @@ class EpisodeBatch:
     """The step's kept episode groups as the loss reads them: rendered conversations, advantages, totals."""
 
     def __init__(self, groups: list[EpisodeGroup], tokenizer, fmt, g, device, max_positions: int | None = None) -> None:
+        """Episodes that stopped at `context_full` (or render past `max_positions`) weigh in their group's
+        advantage baseline but are left out of the loss (`cut` counts them); `rendered` may be empty."""
         import torch
 
         from rlvrflow.training.grpo_math import group_advantages
 
         rewards = torch.tensor([grp.rewards for grp in groups], dtype=torch.float32)  # (P, G)
-        self.adv = group_advantages(rewards, g.scale_rewards == "group").flatten().tolist()  # (B,)
-        self.rendered = [fmt.render(tokenizer, e, grp.tools) for grp in groups for e in grp.episodes]
-        longest = max(len(ids) for ids, _ in self.rendered)
-        if max_positions is not None and longest > max_positions:
-            raise ValueError(
-                f"an episode renders to {longest} tokens, over the model's {max_positions} positions: lower the "
-                "environment's max_turns (verifiers.rules[].environment) or generation.episode_max_new_tokens, use a "
-                "model with a longer context, or set training.episodes: false to train without the episodes"
-            )
+        adv = group_advantages(rewards, g.scale_rewards == "group").flatten().tolist()  # (B,)
+        played = [(e, grp.tools) for grp in groups for e in grp.episodes]
+        self.adv, self.rendered, self.cut, self.overlong = [], [], 0, 0
+        for (episode, tools), a in zip(played, adv):
+            rendered = None if episode.stop == CONTEXT_FULL else policy_span(fmt.render(tokenizer, episode, tools))
+            if rendered is None or (max_positions is not None and len(rendered[0]) > max_positions):
+                self.cut += 1  # stopped for room, or re-encoded past it: in the group's baseline, not the loss
+                self.overlong += rendered is not None
+                continue
+            if g.mask_truncated_completions and episode.truncated_turns:
+                rendered = (rendered[0], without_turns(rendered[1], episode.truncated_turns))
+            self.adv.append(a)
+            self.rendered.append(rendered)
         self.tokens = float(sum(sum(m[1:]) for _, m in self.rendered))  # the positions the loss reads
         self.seqs = float(len(self.rendered))
         self.pad_id, self.g, self.device = tokenizer.pad_token_id, g, device
@@ -190,6 +211,33 @@ class EpisodeBatch:
                 sums[key] += st.get(key, 0.0) * n
             tokens += n
         return loss_sum, sums, tokens
+
+
+def policy_span(rendered: tuple[list[int], list[int]]) -> tuple[list[int], list[int]]:
+    """A rendered conversation up to its last policy token: what follows (the tool results of a turn-limit
+    stop) is neither trained nor read by a trained token, and may pass the positions the play kept to."""
+    ids, mask = rendered
+    end = max((k + 1 for k, m in enumerate(mask) if m), default=len(ids))
+    return ids[:end], mask[:end]
+
+
+def without_turns(mask: list[int], turns: list[int]) -> list[int]:
+    """The policy mask with the k-th assistant message's tokens (its k-th run of 1s; tool results and
+    role tags lie between two messages) set to 0, for each k in `turns`."""
+    out, run, inside = list(mask), -1, False
+    for i, m in enumerate(mask):
+        if m and not inside:
+            run += 1
+        inside = bool(m)
+        if m and run in turns:
+            out[i] = 0
+    return out
+
+
+def episode_seed(round_seed: int, k: int) -> int:
+    """The seed of the k-th environment's episodes in a round: apart from the round's single replies
+    (which sample with `round_seed` itself) and from the other environments'."""
+    return (round_seed * 31 + 1 + k) % (2**31 - 1)
 
 
 def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | None) -> None:

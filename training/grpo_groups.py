@@ -83,19 +83,25 @@ class Tally:
         return not drop_zero
 
     def info(self, used: int) -> dict:
-        n = max(1, self.done)
-        return {
+        """The step's counts; the per-completion means only when a completion was scored (a step that
+        drew only episode rows has none, and a 0 there would read as a real reward)."""
+        out = {
             "groups_seen": self.seen,
             "groups_zero_variance": self.zero,
             "groups_zero_solved": self.zero_solved,
             "groups_used": used,
             "zero_variance_fraction": self.zero / max(1, self.seen),
-            "reward_mean": self.reward / n,
-            "correct_rate": self.correct / n,
-            "completion_tokens_mean": self.tokens / n,
-            "truncated_fraction": self.truncated / n,
             "completion_tokens": self.tokens,
         }
+        if self.done:
+            n = self.done
+            out.update(
+                reward_mean=self.reward / n,
+                correct_rate=self.correct / n,
+                completion_tokens_mean=self.tokens / n,
+                truncated_fraction=self.truncated / n,
+            )
+        return out
 
 
 def draw(sampler, n: int) -> list[str]:

@@ -69,8 +69,11 @@ def step_line(m: dict, total: int) -> str:
         if m.get("episode_groups_seen")
         else ""
     )
+    replies = (  # a step that drew only episode rows scored no single reply
+        f"reward {m['reward_mean']:.3f} correct {m['correct_rate']:.1%}" if "reward_mean" in m else "no single replies"
+    )
     return (
-        f"grpo step {m['step']}/{total} reward {m['reward_mean']:.3f} correct {m['correct_rate']:.1%} "
+        f"grpo step {m['step']}/{total} {replies} "
         f"zero-variance {m['zero_variance_fraction']:.0%}{episodes} {update} {m['step_seconds']:.2f}s "
         f"{m['completion_tokens']} tokens"
     )

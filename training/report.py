@@ -123,9 +123,9 @@ def plot_curves(
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    steps = [m["step"] for m in metrics]
-    for key, label in series:
-        ax1.plot(steps, [m[key] for m in metrics], label=label)
+    for key, label in series:  # a step may lack a key (GRPO's reward on a step of episodes only)
+        points = [(m["step"], m[key]) for m in metrics if m.get(key) is not None]
+        ax1.plot([p[0] for p in points], [p[1] for p in points], label=label)
     ax1.set_xlabel(f"{trainer} step")
     ax1.set_title(left_title)
     ax1.legend()

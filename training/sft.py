@@ -172,6 +172,17 @@ def cut_warnings(cut: dict, n_rows: int, max_length: int, max_positions: int | N
     return out
 
 
+def _check_episodes_fit(episode_rows, tokenizer, kind: str, cfg: TrainingConfig, model) -> None:
+    """The episode rows tiering and GRPO will play must open with room for one message in the model's
+    positions (training/grpo_episodes.py check_fits): a ValueError before SFT trains, not after."""
+    from rlvrflow.training.episode_format import run_format
+    from rlvrflow.training.grpo_episodes import check_fits
+
+    rows = {str(r["id"]): r for r in episode_rows.iter_rows(named=True)}
+    positions = getattr(model.config, "max_position_embeddings", None)
+    check_fits(rows, tokenizer, run_format(tokenizer, kind), cfg.grpo, positions)
+
+
 def run_sft(
     base_model: str | Path, train_df, cfg: TrainingConfig, out_dir: str | Path, seed: int, episode_rows=None
 ) -> Path:
@@ -218,6 +229,8 @@ def run_sft(
         counts["trainable_params"],
         counts["total_params"],
     )
+    if episode_rows is not None and episode_rows.height:  # before training, not at GRPO's start
+        _check_episodes_fit(episode_rows, tokenizer, fmt.kind, cfg, model)
     data, cut = _encode(tokenizer, pairs, sc.max_length, fmt)
     warnings += cut_warnings(cut, len(data), sc.max_length, getattr(model.config, "max_position_embeddings", None))
     positions = getattr(model.config, "max_position_embeddings", None)

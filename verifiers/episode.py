@@ -9,7 +9,8 @@ Each turn the policy writes the assistant's next message for every unfinished co
 is checked (JSON, known tool, arguments valid against its schema) and run on the episode's own
 database copy, and its result comes back as a `{"role": "tool"}` message. A message without a
 `<tool_call>` tag is the final reply, and ends the episode; so does the environment's `max_turns`
-(the episode is then unfinished). Only tags are calls: a call written in a fence or in prose in the
+(the episode is then unfinished), and so does the policy answering None for a conversation (stop
+`context_full`: the model's positions cannot hold another message; training/episodes.py says when). Only tags are calls: a call written in a fence or in prose in the
 final reply runs nothing, as a chat template's tool parser would run nothing.
 
 `Episode.sources` says who produced each message: `prompt` (system and user), `policy` (the loss mask
@@ -37,9 +38,9 @@ from .environment import Environment, Sandbox, ToolError, expected_rows, outcome
 from .function_call import _THINK, Call, extract_calls
 
 PROMPT, POLICY, ENVIRONMENT = "prompt", "policy", "environment"
-FINAL, MAX_TURNS = "final_reply", "max_turns"
+FINAL, MAX_TURNS, CONTEXT_FULL = "final_reply", "max_turns", "context_full"
 
-Policy = Callable[[list[list[dict]]], list[str]]
+Policy = Callable[[list[list[dict]]], list[str | None]]  # None: no room for another message
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Episode:
     stop: str = ""
     end_state: list[tuple] = field(default_factory=list)
     verdict: V.Verdict | None = None
+    truncated_turns: list[int] = field(default_factory=list)  # assistant messages (0-based) cut at a length cap
 
     @property
     def assistant_turns(self) -> int:
@@ -129,6 +131,11 @@ class _Run:
             return True
         return False
 
+    def cut(self) -> bool:
+        """The policy has no room for another message: the episode ends unfinished."""
+        self.episode.stop = CONTEXT_FULL
+        return True
+
     def _run(self, call: Call):
         from jsonschema.exceptions import best_match
 
@@ -173,7 +180,8 @@ def _validator(schema: dict):
 
 def run_episodes(env: Environment, rows: Sequence[Mapping], policy: Policy) -> list[Episode]:
     """Run one episode per row (`prompt`, `reference`), asking the policy for every unfinished
-    conversation's next message in one call per turn; the episodes in the rows' order."""
+    conversation's next message in one call per turn (None ends that one, `context_full`); the
+    episodes in the rows' order."""
     runs: list[_Run] = []
     try:
         for row in rows:
@@ -183,7 +191,7 @@ def run_episodes(env: Environment, rows: Sequence[Mapping], policy: Policy) -> l
             replies = policy([r.episode.messages for r in active])
             if len(replies) != len(active):
                 raise ValueError(f"the policy returned {len(replies)} messages for {len(active)} conversations")
-            active = [r for r, reply in zip(active, replies) if not r.step(str(reply))]
+            active = [r for r, reply in zip(active, replies) if not (r.cut() if reply is None else r.step(str(reply)))]
         return [r.finish() for r in runs]
     finally:
         for r in runs:

@@ -12,6 +12,7 @@ import pytest
 
 from rlvrflow.flows.runner import Job
 from rlvrflow.flows.spec import spec_data, spec_from_dict
+from rlvrflow.training.doctor_rules import zero_variance_share
 from rlvrflow.verifiers.attaching import attach
 from rlvrflow.verifiers.config import EPISODE, VerifierConfig
 
@@ -178,12 +179,13 @@ def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_
         assert (tmp_path / "grpo" / "step_000002" / "adapter_config.json").is_file()
 
 
-def test_episodes_where_the_loop_cannot_play_them_are_an_error_naming_the_field(db, split_rows, tmp_path):  # noqa: F811
+def test_episodes_where_the_loop_cannot_play_them_are_an_error_before_sft(db, split_rows, tmp_path):  # noqa: F811
+    """Found by the sft stage, not after SFT and tiering have run; DPO (no episodes) is left alone."""
     spec = _spec(db, grpo={**TRAINING["grpo"], "rollout_mode": "async"})
-    inputs, _ = _sft(spec, tmp_path, split_rows)
-    tiers, _, _ = _tier(spec, tmp_path, inputs)
     with pytest.raises(ValueError, match="rollout_mode 'async' does not play episodes yet.*training.episodes: false"):
-        _grpo(spec, tmp_path, inputs, tiers)
+        _sft(spec, tmp_path, split_rows)
+    assert not (tmp_path / "sft" / "sft").exists()
+    _sft(_spec(db, grpo={**TRAINING["grpo"], "rollout_mode": "async"}, algorithm="dpo"), tmp_path, split_rows)
 
 
 def test_orchestration_max_rows_caps_the_episode_rows_of_each_split_too(db, tmp_path):  # noqa: F811
@@ -208,16 +210,48 @@ def test_orchestration_max_rows_caps_the_episode_rows_of_each_split_too(db, tmp_
     assert result.stats["rows_in"] == result.stats["rows_kept"] + result.stats["rows_rejected"]
 
 
-def test_a_model_too_short_for_an_episode_stops_grpo_before_its_first_step(db, split_rows, tmp_path):  # noqa: F811
-    """SFT leaves out the transcripts past the model's positions; GRPO stops at once, naming the way out."""
-    tiny = {**TRAINING["tiny"], "max_positions": 96}
-    spec = _spec(db, tiny=tiny)
-    inputs, stats = _sft(spec, tmp_path, split_rows)
-    assert stats["transcripts_used"] == 0 and stats["transcripts_dropped"]["over_max_length"] > 0
-    tiers, _, _ = _tier(spec, tmp_path, inputs)
+def test_a_model_too_short_for_an_episode_opening_stops_before_sft_trains(db, split_rows, tmp_path):  # noqa: F811
+    """An opening plus one message over the model's positions is an error in the sft stage, naming the way out."""
+    spec = _spec(db, tiny={**TRAINING["tiny"], "max_positions": 96})
     with pytest.raises(ValueError, match="over the model's 96 positions.*training.episodes: false"):
-        _grpo(spec, tmp_path, inputs, tiers)
-    assert not (tmp_path / "grpo" / "metrics.jsonl").exists()
+        _sft(spec, tmp_path, split_rows)
+    assert not (tmp_path / "sft" / "sft").exists()
+
+
+def test_episodes_without_room_stop_at_context_full_and_the_run_goes_on(db, split_rows, tmp_path, monkeypatch):  # noqa: F811
+    """Where the model's positions cannot hold another message (here: the engines are told the longest
+    opening has no room for one; the untrained model ends its episodes on its first message), tiering
+    records `context_full`, and GRPO counts the cut episodes, warns and trains to its last step."""
+    from transformers import AutoTokenizer
+
+    from rlvrflow.training import episodes
+    from rlvrflow.training.episode_format import PLAIN
+
+    grpo = {**TRAINING["grpo"], "filter_zero_variance": False}
+    spec = _spec(db, grpo=grpo)
+    inputs, _ = _sft(spec, tmp_path, split_rows)
+    env = spec.verifiers.rule_for("refunds").resolved_environment(spec.base_dir)
+    tok = AutoTokenizer.from_pretrained(inputs["sft"]["model"])
+    rows = pl.read_parquet(split_rows["split"]["episodes"]).to_dicts()
+    opening = [
+        [{"role": "system", "content": env.instructions}, {"role": "user", "content": r["prompt"]}] for r in rows
+    ]
+    lengths = sorted({len(tok(PLAIN.prompt(m, env.schemas())).input_ids) for m in opening})
+    assert len(lengths) > 1  # two tickets of different lengths: one kind plays, the other has no room
+    monkeypatch.setattr(episodes, "context_limit", lambda engine: lengths[-1] - 1 + 12 + 1)
+    tiers, rollouts, _ = _tier(spec, tmp_path, inputs)
+    assert {"context_full", "final_reply"} <= set(rollouts["finish_reason"])
+    metrics = _grpo(spec, tmp_path, inputs, tiers)
+    assert len(metrics) == 2 and sum(m.get("episode_context_full", 0) for m in metrics) > 0
+    summary = json.loads((tmp_path / "grpo" / "summary.json").read_text())
+    assert any("context_full" in w for w in summary["warnings"])
+    # the steps' group counts cover both kinds and add up to the run's (the doctor reads them so)
+    assert (
+        summary["groups_seen"]
+        == sum(m["groups_seen"] for m in metrics)
+        > sum(m.get("episode_groups_seen", 0) for m in metrics)
+    )
+    assert zero_variance_share(metrics) == (summary["zero_variance_fraction"], summary["groups_seen"])
 
 
 @pytest.mark.slow

@@ -130,3 +130,24 @@ def test_training_episodes_is_in_the_sft_and_tier_keys(toy_spec):
     off = _with(spec, "training", {"episodes": False})
     for name in ("sft", "tier"):
         assert stage_key_of(STAGES[name], off, UPSTREAM) != stage_key_of(STAGES[name], spec, UPSTREAM), name
+
+
+def test_the_sft_key_covers_the_environment_database_and_both_keys_the_episode_code(toy_spec):
+    """SFT trains on the tool results its replay of the worked transcripts gets from the environment's
+    database, and tiering plays episodes with training/episodes.py: a new database must train SFT again,
+    and each key must follow the code that makes its output."""
+    db = toy_spec.parent / "shop.db"
+    db.write_bytes(b"version 1")
+    data = spec_data(load_spec(toy_spec))
+    env = {
+        "database": "shop.db",
+        "tools": [{"name": "look", "description": "d", "parameters": {"type": "object"}, "sql": "SELECT 1"}],
+        "outcome": {"query": "SELECT 1"},
+    }
+    data["verifiers"]["rules"].append({"category": "desk", "environment": env})
+    spec = spec_from_dict(data, toy_spec.parent)
+    sft = stage_key_of(STAGES["sft"], spec, UPSTREAM)
+    db.write_bytes(b"version 2")
+    assert stage_key_of(STAGES["sft"], spec, UPSTREAM) != sft
+    assert "code:verifiers" in sft.parts
+    assert "code:training" in stage_key_of(STAGES["tier"], spec, UPSTREAM).parts

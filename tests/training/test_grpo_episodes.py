@@ -76,3 +76,42 @@ def test_where_episodes_cannot_run_the_error_names_the_field_and_the_way_out(cha
     with pytest.raises(ValueError, match=field) as err:
         check_supported(g, distributed=False)
     assert "training.episodes: false" in str(err.value)
+
+
+def test_a_mixed_step_trains_the_conversations_too(env, tiny_tokenizer):  # noqa: F811
+    """Replies and conversations in one loss: the episodes' share moves the weights (the same step on the
+    replies alone ends elsewhere), and their policy tokens join the denominator."""
+    import torch
+
+    from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.grpo import update_policy
+    from rlvrflow.training.grpo_groups import Group
+
+    row, tools = _row(7, "Kettle", 36.0), env.schemas()
+    good, bad = run_episode(env, row, _one_line), run_episode(env, row, lambda messages: "no refund")
+    g = GRPOConfig(prompts_per_step=2, num_generations=2, learning_rate=1e-3, warmup_steps=0, beta=0.0)
+    ids = tiny_tokenizer("12+3=", add_special_tokens=False).input_ids
+    replies = [
+        Group("q", ids, [tiny_tokenizer("15").input_ids, tiny_tokenizer("9").input_ids], [1.0, 0.0], [True, False])
+    ]
+
+    def step(with_episodes: bool):
+        model = build_model(tiny_tokenizer, seed=0)
+        model.config.max_position_embeddings = 1024
+        backend = make_backend(model, g, torch.float32)
+        batch = EpisodeBatch([EpisodeGroup("r", [good, bad], [1.1, 0.1], tools)], tiny_tokenizer, PLAIN, g, "cpu")
+        stats = update_policy(
+            backend,
+            None,
+            replies,
+            g,
+            tiny_tokenizer.pad_token_id,
+            torch.device("cpu"),
+            batch if with_episodes else None,
+        )
+        return torch.cat([p.detach().flatten() for p in model.parameters()]), stats, batch.tokens
+
+    alone, alone_stats, _ = step(False)
+    mixed, mixed_stats, episode_tokens = step(True)
+    assert not torch.allclose(alone, mixed)
+    assert mixed_stats["episode_policy_tokens"] == episode_tokens > 0 and "episode_policy_tokens" not in alone_stats
