@@ -154,8 +154,9 @@ def grpo_curve(grpo_dir: Path) -> dict:
         "groups_seen": seen,
         "truncated_share": round(truncated, 3),
         "steps_without_update": sum(1 for m in steps if m.get("skipped")),
-        "reward": [round(m["reward_mean"], 3) for m in steps],
-        "correct": [round(m["correct_rate"], 3) for m in steps],
+        # a step that drew only episode rows logs no single-reply reward (training/README.md, "Episodes")
+        "reward": [round(m["reward_mean"], 3) for m in steps if "reward_mean" in m],
+        "correct": [round(m["correct_rate"], 3) for m in steps if "correct_rate" in m],
         "zero_variance": [round(m["zero_variance_fraction"], 2) for m in steps],
         "completion_tokens": [round(m["completion_tokens_mean"], 1) for m in steps],
     }

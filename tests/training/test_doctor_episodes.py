@@ -87,7 +87,12 @@ def test_a_healthy_episode_run_has_no_episode_findings(prefix):
 def test_turns_grow_while_success_is_flat(prefix):
     rec = healthy(metrics=metrics(prefix, turns_mean=lambda s: 2.0 + 0.05 * s, success_rate=lambda s: 0.3))
     f = E.turns_grow(rec)
-    assert f is not None and "turns per episode 2.2" in f.evidence[0] and "verifiers.rules[].environment" in f.change and "the spec does not set" in f.change
+    assert (
+        f is not None
+        and "turns per episode 2.2" in f.evidence[0]
+        and "verifiers.rules[].environment" in f.change
+        and "the spec does not set" in f.change
+    )
     # the same growth with success rising is the policy learning to look things up: no finding
     assert E.turns_grow(healthy(metrics=metrics(prefix, turns_mean=lambda s: 2.0 + 0.05 * s))) is None
 
