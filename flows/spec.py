@@ -225,6 +225,17 @@ class DomainSpec(BaseModel):
         spec._inherited = tuple(filled)
         return spec
 
+    @model_validator(mode="after")
+    def _episodes_playable(self) -> "DomainSpec":
+        """GRPO on an environment's rows needs sync HF rollouts in one torch process: say so when the spec
+        is read, not after the data stages and SFT (a launcher's several ranks are checked at the stage)."""
+        from rlvrflow.training.grpo_episodes import check_supported
+
+        if self.training.algorithm == "grpo" and self.training.episodes:
+            if any(rule.environment is not None for rule in self.verifiers.rules):
+                check_supported(self.training.grpo, distributed=False)
+        return self
+
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _path: Path | None = PrivateAttr(default=None)
     _inherited: tuple[str, ...] = PrivateAttr(default=())
@@ -313,7 +324,7 @@ def format_validation_error(exc: ValidationError, origin: str, model: type[BaseM
         if err["type"] == "renamed":  # the message says what to write instead, one field a line
             lines += [f"  {path}: {part}" if path else f"  {part}" for part in rule.split("; ")]
             continue
-        if err["type"] != "missing":
+        if err["type"] != "missing" and loc:  # at the top level the input is the whole spec
             rule += f" (got {_short(err.get('input'))})"
         lines.append(f"  {path or '<top level>'}: {rule}")
         fix = _fix_hint(err, field, parent, loc)

@@ -180,8 +180,11 @@ def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_
 
 
 def test_episodes_where_the_loop_cannot_play_them_are_an_error_before_sft(db, split_rows, tmp_path):  # noqa: F811
-    """Found by the sft stage, not after SFT and tiering have run; DPO (no episodes) is left alone."""
-    spec = _spec(db, grpo={**TRAINING["grpo"], "rollout_mode": "async"})
+    """Found by the sft stage too (a launcher's ranks are only known there; the spec's own settings are
+    refused when it is read, test below), not after SFT and tiering have run; DPO is left alone."""
+    spec = _spec(db)  # model_copy skips the spec's validation, as a launcher's environment would
+    grpo = spec.training.grpo.model_copy(update={"rollout_mode": "async"})
+    spec = spec.model_copy(update={"training": spec.training.model_copy(update={"grpo": grpo})})
     with pytest.raises(ValueError, match="rollout_mode 'async' does not play episodes yet.*training.episodes: false"):
         _sft(spec, tmp_path, split_rows)
     assert not (tmp_path / "sft" / "sft").exists()
@@ -273,3 +276,16 @@ def test_a_chat_model_runs_the_episode_stages_through_its_template(db, split_row
     assert tiers.filter(pl.col("verifier") == EPISODE)["tier"].null_count() == 0
     metrics = _grpo(spec, tmp_path, inputs, tiers)
     assert any(m.get("episode_policy_tokens") for m in metrics)
+
+
+@pytest.mark.parametrize(
+    ("grpo", "field"),
+    [({"rollout": "vllm"}, "training.grpo.rollout 'vllm'"), ({"rollout_mode": "async"}, "rollout_mode 'async'")],
+)
+def test_episode_settings_the_loop_cannot_play_fail_when_the_spec_is_read(db, grpo, field):  # noqa: F811
+    """Not after prepare, attach, split and SFT: the spec names the field and the two ways out."""
+    from rlvrflow.flows.spec import SpecError
+
+    with pytest.raises(SpecError, match=f"{field} does not play episodes yet.*training.episodes: false"):
+        _spec(db, grpo={**TRAINING["grpo"], **grpo})
+    assert _spec(db, grpo={**TRAINING["grpo"], **grpo}, episodes=False).training.episodes is False
