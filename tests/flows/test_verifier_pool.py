@@ -109,7 +109,11 @@ def test_one_workers_reaches_every_stages_verifier_pool(toy_spec, tmp_path, monk
     monkeypatch.setattr(factory, "make_engine", lambda *a, **k: None)
     monkeypatch.setattr(factory, "release", lambda engine: None)
     monkeypatch.setattr(grpo, "train_grpo", record("grpo", {}))
-    monkeypatch.setattr(dpo_data, "build_pairs", lambda *a: ([{"prompt": "p", "chosen": "c", "rejected": "r"}], {}))
+    monkeypatch.setattr(
+        dpo_data,
+        "build_pairs",
+        lambda *a: ([{"prompt": "p", "chosen": "c", "rejected": "r"}], {"rejected_by_reason": {}}),
+    )
     monkeypatch.setattr(dpo, "train_dpo", record("dpo", {}))
     monkeypatch.setattr(eval_lib, "eval_engine", lambda *a: None)
     monkeypatch.setattr(eval_lib, "evaluate", record("evaluate", {}))
@@ -118,7 +122,10 @@ def test_one_workers_reaches_every_stages_verifier_pool(toy_spec, tmp_path, monk
     spec = load_spec(toy_spec)
     data = spec_data(spec)
     data["verifiers"]["workers"] = 3
+    none = tmp_path / "episodes.parquet"  # split's episodes.parquet of a spec without an environment: empty
+    rows.head(0).with_columns(pl.lit("train").alias("split")).write_parquet(none)
     files = {"rows": str(path), "train": str(path), "eval": str(path), "model": str(tmp_path), "rollouts": str(path)}
+    files["episodes"] = str(none)
     inputs = {name: files for name in ("prepare", "attach", "split", "sft", "tier")}
 
     def job(name, item=None):
