@@ -246,7 +246,8 @@ def run_seed(seed: int, args, out: Path) -> dict:
         checkpoint=_ckpt(args.grpo_steps),
     )
     t0, c0 = time.perf_counter(), cpu_seconds()
-    summary = train_episode_grpo(sft_dir, env, rl_rows, eval_rows, cfg, d / "grpo", seed)
+    start = with_context(sft_dir, d / "grpo_start", args.context)
+    summary = train_episode_grpo(start, env, rl_rows, eval_rows, cfg, d / "grpo", seed)
     grpo_seconds, grpo_cpu = time.perf_counter() - t0, cpu_seconds() - c0
     evals, metrics = read_jsonl(d / "grpo" / "evals.jsonl"), read_jsonl(d / "grpo" / "metrics.jsonl")
     by = {e["step"]: e for e in evals}
@@ -368,6 +369,22 @@ def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int, max_turns
     return out
 
 
+def with_context(sft_dir: Path, out: Path, positions: int) -> Path:
+    """The SFT model saved to `out` with `positions` as its context. The tiny base is a Llama with rotary
+    positions, so its 512 is a setting, not a table: past it the positions are only unseen in training.
+    A sampled episode whose malformed calls bring long error results can pass 512 tokens, and episode
+    GRPO stops on one; such episodes fail, and the longer context lets GRPO score them and learn from it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(sft_dir)
+    if getattr(model.config, "rope_parameters", {}).get("rope_type") != "default":
+        raise ValueError(f"--context: {sft_dir} is not a default-rotary model; its context cannot be set here")
+    model.config.max_position_embeddings = max(positions, model.config.max_position_embeddings)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(sft_dir).save_pretrained(out)
+    return out
+
+
 SFT_KEYS = ("orders", "eval_tasks", "worked", "sft_steps", "sft_lr")
 
 
@@ -415,8 +432,13 @@ def main() -> int:
         "--max-turns",
         type=int,
         default=3,
-        help="assistant messages per episode: 3 is the task's (lookup, refund, reply); at 4, a sampled episode "
-        "with malformed calls can outgrow the tiny model's 512 positions, which stops episode GRPO",
+        help="assistant messages per episode: 3 is the task's (lookup, refund, reply)",
+    )
+    ap.add_argument(
+        "--context",
+        type=int,
+        default=1024,
+        help="positions of the model GRPO starts from (with_context): room for long failed episodes",
     )
     ap.add_argument("--temperature", type=float, default=1.0, help="GRPO's rollout temperature")
     ap.add_argument(

@@ -30,3 +30,14 @@ def test_refuses_an_sft_trained_with_other_settings(bench, tmp_path):
 def test_refuses_a_folder_without_its_card(bench, tmp_path):
     with pytest.raises(ValueError, match="bench_sft.json is missing"):
         bench.reused_sft(tmp_path, CARD)
+
+
+def test_with_context_raises_the_positions_and_keeps_the_model(bench, tiny_model_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out = bench.with_context(tiny_model_dir, tmp_path / "start", 1024)
+    before, after = AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoModelForCausalLM.from_pretrained(out)
+    assert (before.config.max_position_embeddings, after.config.max_position_embeddings) == (256, 1024)
+    ids = torch.tensor([[1, 5, 6, 7]])
+    assert torch.equal(before(ids).logits, after(ids).logits)
