@@ -1,8 +1,8 @@
 """Does GRPO on episodes teach the tiny model a two-step desk task? SFT, GRPO from it, and a control arm.
 
     nice .venv/bin/python bench/agent_target.py [--seeds 0] [--out runs/agent_target] [--sft-steps 300]
-                                                [--grpo-steps 60] [--grpo-lr 3e-4] [--grpo-warmup 0]
-                                                [--temperature 1.0] [--max-turns 3]
+                                                [--grpo-steps 90] [--grpo-lr 2e-4] [--grpo-warmup 10]
+                                                [--temperature 0.7] [--max-turns 3]
                                                 [--worked 80] [--threads 1] [--sft-from DIR] [--no-control]
                                                 [--analyse]
 
@@ -15,7 +15,9 @@ right column and refund it. The outcome check is the refunds table: exactly that
 Per seed, from the pretrained tiny base (`embedded-base`, adapted to the bench's characters):
 - SFT: `--worked` worked transcripts (lookup, refund, a one-line reply), the loss on the assistant's
   tokens only (training/episode_sft.py), `--sft-steps` steps;
-- GRPO: episode GRPO from that SFT model on outcome-only rows (training/episode_grpo.py);
+- GRPO: episode GRPO from that SFT model on outcome-only rows (training/episode_grpo.py), by default
+  90 steps of 8 prompts x 8 episodes at temperature 0.7, lr 2e-4 after 10 warmup steps (bench/README.md
+  has the trials behind these);
 - control: the SFT model trained on the same transcripts for as many seconds as the GRPO stage took.
 Each is scored on the same held-out tasks (other orders), one greedy episode per task; gains come
 with 95% paired bootstrap intervals (training.report.gain_interval). Diagnostics for a run that does
@@ -426,8 +428,8 @@ def main() -> int:
     ap.add_argument("--worked", type=int, default=80)
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--sft-lr", type=float, default=2e-3)
-    ap.add_argument("--grpo-steps", type=int, default=60)
-    ap.add_argument("--grpo-lr", type=float, default=3e-4)
+    ap.add_argument("--grpo-steps", type=int, default=90)
+    ap.add_argument("--grpo-lr", type=float, default=2e-4)
     ap.add_argument(
         "--max-turns",
         type=int,
@@ -440,11 +442,11 @@ def main() -> int:
         default=1024,
         help="positions of the model GRPO starts from (with_context): room for long failed episodes",
     )
-    ap.add_argument("--temperature", type=float, default=1.0, help="GRPO's rollout temperature")
+    ap.add_argument("--temperature", type=float, default=0.7, help="GRPO's rollout temperature")
     ap.add_argument(
         "--grpo-warmup",
         type=int,
-        default=0,
+        default=10,
         help="GRPO steps of linear lr warmup: a fresh AdamW's first steps move every weight by about the lr",
     )
     ap.add_argument("--prompts", type=int, default=8)
