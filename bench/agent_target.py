@@ -360,7 +360,8 @@ def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int, max_turns
     env = shop_env(seed_dir / "shop.db", max_turns)
     rows = task_rows(orders, list(orders)[:eval_tasks], rng, "eval")
     out = {}
-    for name, path in (("sft", seed_dir / "sft"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
+    # grpo_start is the SFT model GRPO started from (with_context): there also when the SFT was reused
+    for name, path in (("sft", seed_dir / "grpo_start"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
         model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
         res = evaluate_episodes(model, tok, env, rows, PLAIN, 96, keep=len(rows))
         out[name] = {
