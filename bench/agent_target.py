@@ -2,7 +2,7 @@
 
     nice .venv/bin/python bench/agent_target.py [--seeds 0] [--out runs/agent_target] [--sft-steps 300]
                                                 [--grpo-steps 90] [--grpo-lr 2e-4] [--grpo-warmup 10]
-                                                [--temperature 0.7] [--max-turns 3]
+                                                [--temperature 0.7] [--max-turns 3] [--context 1024]
                                                 [--worked 80] [--threads 1] [--sft-from DIR] [--no-control]
                                                 [--analyse]
 
@@ -32,8 +32,9 @@ each stage: SFT, the GRPO stage (its step-0 eval, the steps, the final eval), th
 
 Target (issue 41, item 6): GRPO +20 points of held-out multi-step success over its SFT, beside the
 control arm, within 15 minutes per seed on 2 cores, counted in the process's CPU seconds (on a shared
-machine the wall clock measures the neighbours too; both are written). Writes OUT/agent_target.json and prints a line per seed.
-`--analyse` (after a run, same --out, --seeds, --orders and --eval-tasks) sorts each held-out failure of
+machine the wall clock measures the neighbours too; both are written). Writes OUT/agent_target.json
+and prints a line per seed. `--analyse` (after a run, same --out, --seeds, --orders, --eval-tasks and
+--max-turns) sorts each held-out failure of
 the SFT and final GRPO models by kind: wrong order id looked up or refunded, the other column's
 amount, a number the order does not hold, no refund, extra refunds (OUT/agent_failures.json).
 """
