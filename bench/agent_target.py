@@ -1,7 +1,10 @@
 """Does GRPO on episodes teach the tiny model a two-step desk task? SFT, GRPO from it, and a control arm.
 
     nice .venv/bin/python bench/agent_target.py [--seeds 0] [--out runs/agent_target] [--sft-steps 300]
-                                                [--grpo-steps 60] [--worked 80] [--threads 1] [--analyse]
+                                                [--grpo-steps 90] [--grpo-lr 2e-4] [--grpo-warmup 10]
+                                                [--temperature 0.7] [--max-turns 3] [--context 1024]
+                                                [--worked 80] [--threads 1] [--sft-from DIR] [--no-control]
+                                                [--analyse]
 
 The environment is built here with verifiers/environment.py: a toy SQLite shop (`orders`: id, total,
 shipping; `refunds`) and two tools, `get_order(order_id)` (the total and the shipping) and
@@ -12,15 +15,26 @@ right column and refund it. The outcome check is the refunds table: exactly that
 Per seed, from the pretrained tiny base (`embedded-base`, adapted to the bench's characters):
 - SFT: `--worked` worked transcripts (lookup, refund, a one-line reply), the loss on the assistant's
   tokens only (training/episode_sft.py), `--sft-steps` steps;
-- GRPO: episode GRPO from that SFT model on outcome-only rows (training/episode_grpo.py);
+- GRPO: episode GRPO from that SFT model on outcome-only rows (training/episode_grpo.py), by default
+  90 steps of 8 prompts x 8 episodes at temperature 0.7, lr 2e-4 after 10 warmup steps (bench/README.md
+  has the trials behind these);
 - control: the SFT model trained on the same transcripts for as many seconds as the GRPO stage took.
 Each is scored on the same held-out tasks (other orders), one greedy episode per task; gains come
 with 95% paired bootstrap intervals (training.report.gain_interval). Diagnostics for a run that does
 not learn: the share of zero-variance groups, success by turns taken, malformed calls, turn-limit stops.
 
+`--sft-from DIR` starts from the SFT models an earlier run (its --out) trained with the same settings
+(seed, orders, held-out tasks, worked transcripts, SFT steps and lr; checked against the card it
+wrote, `sft/bench_sft.json`), so GRPO settings can be compared from one SFT without training it again;
+the seed's SFT seconds are then the earlier run's, counted in the total. `--no-control` skips the
+control arm (a screening run: the verdict is then never met). The JSON has the wall and CPU seconds of
+each stage: SFT, the GRPO stage (its step-0 eval, the steps, the final eval), the control arm.
+
 Target (issue 41, item 6): GRPO +20 points of held-out multi-step success over its SFT, beside the
-control arm, within 15 minutes per seed on 2 cores. Writes OUT/agent_target.json and prints a line per seed.
-`--analyse` (after a run, same --out, --seeds, --orders and --eval-tasks) sorts each held-out failure of
+control arm, within 15 minutes per seed on 2 cores, counted in the process's CPU seconds (on a shared
+machine the wall clock measures the neighbours too; both are written). Writes OUT/agent_target.json
+and prints a line per seed. `--analyse` (after a run, same --out, --seeds, --orders, --eval-tasks and
+--max-turns) sorts each held-out failure of
 the SFT and final GRPO models by kind: wrong order id looked up or refunded, the other column's
 amount, a number the order does not hold, no refund, extra refunds (OUT/agent_failures.json).
 """
@@ -69,7 +83,7 @@ def build_shop(path: Path, n_orders: int, seed: int) -> dict[int, dict]:
     return orders
 
 
-def shop_env(db: Path):
+def shop_env(db: Path, max_turns: int = 3):
     from rlvrflow.verifiers.environment import Environment
 
     order = {
@@ -87,7 +101,7 @@ def shop_env(db: Path):
     return Environment.model_validate(
         {
             "database": str(db),
-            "max_turns": 4,
+            "max_turns": max_turns,
             "tools": [
                 {
                     "name": "get_order",
@@ -175,39 +189,51 @@ def run_seed(seed: int, args, out: Path) -> dict:
     d.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     orders = build_shop(d / "shop.db", args.orders, seed)
-    env = shop_env(d / "shop.db")
+    env = shop_env(d / "shop.db", args.max_turns)
     ids = list(orders)
     held, train = ids[: args.eval_tasks], ids[args.eval_tasks :]
     eval_rows, train_rows = task_rows(orders, held, rng, "eval"), task_rows(orders, train, rng, "train")
     worked = [worked_transcript(r, orders) for r in train_rows[: args.worked]]
     rl_rows = train_rows[args.worked :]  # outcome-only: prompt and reference, no transcript
     texts = [PLAIN.prompt(w.messages) for w in worked] + ['{"error": "0123456789"} ' + "".join(TASKS.values())]
-    base = adapt_base(BASE_DIR, texts, d / "base", seed=seed)
     tools, ev = env.schemas(), dict(max_new_tokens=96, batch_size=64)
 
     def score(model, tok):
         return evaluate_episodes(model, tok, env, eval_rows, PLAIN, ev["max_new_tokens"], batch_size=ev["batch_size"])
 
-    # arm 1: SFT on worked transcripts
-    t0 = time.perf_counter()
-    model, tok = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-    sc = SFTConfig(
-        max_steps=args.sft_steps,
-        learning_rate=args.sft_lr,
-        batch_size=16,
-        warmup_steps=10,
-        logging_steps=50,
-        max_length=512,
-    )
-    sft_log = sft_on_transcripts(model, tok, worked, tools, sc, seed)
-    model.save_pretrained(d / "sft")
-    tok.save_pretrained(d / "sft")
-    sft_seconds = time.perf_counter() - t0
-    print(
-        f"seed {seed}: SFT {args.sft_steps} steps {sft_seconds:.0f}s loss {sft_log[0]['loss']:.3f} -> "
-        f"{sft_log[-1]['loss']:.3f}",
-        flush=True,
-    )
+    # arm 1: SFT on worked transcripts (or an earlier run's, trained with the same settings)
+    card = {k: getattr(args, k) for k in SFT_KEYS} | {"seed": seed}
+    if args.sft_from:
+        sft_dir = reused_sft(Path(args.sft_from) / f"seed{seed}" / "sft", card)
+        sft_card = json.loads((sft_dir / "bench_sft.json").read_text())
+        sft_seconds, sft_cpu = sft_card["seconds"], sft_card["cpu_seconds"]
+        print(
+            f"seed {seed}: SFT reused from {sft_dir} ({sft_seconds:.0f}s, {sft_cpu:.0f}s CPU when trained)", flush=True
+        )
+    else:
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        base = adapt_base(BASE_DIR, texts, d / "base", seed=seed)
+        model, tok = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
+        sc = SFTConfig(
+            max_steps=args.sft_steps,
+            learning_rate=args.sft_lr,
+            batch_size=16,
+            warmup_steps=10,
+            logging_steps=50,
+            max_length=512,
+        )
+        sft_log = sft_on_transcripts(model, tok, worked, tools, sc, seed)
+        sft_dir = d / "sft"
+        model.save_pretrained(sft_dir)
+        tok.save_pretrained(sft_dir)
+        sft_seconds, sft_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        card |= {"seconds": round(sft_seconds, 1), "cpu_seconds": round(sft_cpu, 1)}
+        (sft_dir / "bench_sft.json").write_text(json.dumps(card, indent=2))
+        print(
+            f"seed {seed}: SFT {args.sft_steps} steps {sft_seconds:.0f}s ({sft_cpu:.0f}s CPU) loss "
+            f"{sft_log[0]['loss']:.3f} -> {sft_log[-1]['loss']:.3f}",
+            flush=True,
+        )
 
     # arm 2: GRPO on episodes from the SFT model; its step-0 eval is the SFT model's
     cfg = EpisodeGRPOConfig(
@@ -215,57 +241,65 @@ def run_seed(seed: int, args, out: Path) -> dict:
         prompts_per_step=args.prompts,
         num_generations=args.group,
         learning_rate=args.grpo_lr,
-        temperature=1.0,
+        warmup_steps=args.grpo_warmup,
+        temperature=args.temperature,
         max_new_tokens=96,
         eval_max_new_tokens=96,
-        logging_steps=5,
+        logging_steps=1,
         checkpoint=_ckpt(args.grpo_steps),
     )
-    t0 = time.perf_counter()
-    summary = train_episode_grpo(d / "sft", env, rl_rows, eval_rows, cfg, d / "grpo", seed)
-    grpo_seconds = time.perf_counter() - t0
-    evals = read_jsonl(d / "grpo" / "evals.jsonl")
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    start = with_context(sft_dir, d / "grpo_start", args.context)
+    summary = train_episode_grpo(start, env, rl_rows, eval_rows, cfg, d / "grpo", seed)
+    grpo_seconds, grpo_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    evals, metrics = read_jsonl(d / "grpo" / "evals.jsonl"), read_jsonl(d / "grpo" / "metrics.jsonl")
     by = {e["step"]: e for e in evals}
     sft_res = _with_prompts(by[0], summary, first=True)
     grpo_res = _with_prompts(by[args.grpo_steps], summary, first=False)
     print(
-        f"seed {seed}: GRPO {args.grpo_steps} steps {grpo_seconds:.0f}s (loop {summary['seconds']:.0f}s), "
+        f"seed {seed}: GRPO {args.grpo_steps} steps {grpo_seconds:.0f}s ({grpo_cpu:.0f}s CPU; loop {summary['seconds']:.0f}s), "
         f"zero-variance {summary['zero_variance_fraction']:.0%}",
         flush=True,
     )
 
     # arm 3: control, the SFT model trained on the same transcripts for GRPO's loop seconds
-    t0 = time.perf_counter()
-    ctrl, ctok = AutoModelForCausalLM.from_pretrained(d / "sft"), AutoTokenizer.from_pretrained(d / "sft")
-    csc = SFTConfig(
-        max_steps=100_000,
-        learning_rate=args.sft_lr * 0.1**0.5,
-        batch_size=16,
-        warmup_steps=0,
-        logging_steps=50,
-        max_length=512,
-    )  # the cosine over 100k steps is flat: the rate SFT ended near, held
-    ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=summary["seconds"])
-    ctrl_res = score(ctrl, ctok)
-    ctrl_seconds = time.perf_counter() - t0
-    total = time.perf_counter() - t_seed
-    metrics = read_jsonl(d / "grpo" / "metrics.jsonl")
+    ctrl_res, ctrl_log, ctrl_seconds, ctrl_cpu = None, [], 0.0, 0.0
+    if not args.no_control:
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        ctrl, ctok = AutoModelForCausalLM.from_pretrained(sft_dir), AutoTokenizer.from_pretrained(sft_dir)
+        csc = SFTConfig(
+            max_steps=100_000,
+            learning_rate=args.sft_lr * 0.1**0.5,
+            batch_size=16,
+            warmup_steps=0,
+            logging_steps=50,
+            max_length=512,
+        )  # the cosine over 100k steps is flat: the rate SFT ended near, held
+        ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=summary["seconds"])
+        ctrl_res = score(ctrl, ctok)
+        ctrl_seconds, ctrl_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    total = time.perf_counter() - t_seed + (sft_seconds if args.sft_from else 0.0)
+    cpu_total = cpu_seconds() - cpu0 + (sft_cpu if args.sft_from else 0.0)
     q = max(1, len(metrics) // 4)
     line = {
         "seed": seed,
         "seconds_total": round(total, 1),
-        "cpu_seconds_total": round(cpu_seconds() - cpu0, 1),
+        "cpu_seconds_total": round(cpu_total, 1),
+        "sft_reused_from": args.sft_from,
         "seconds_sft": round(sft_seconds, 1),
+        "cpu_seconds_sft": round(sft_cpu, 1),
         "seconds_grpo": round(grpo_seconds, 1),
+        "cpu_seconds_grpo": round(grpo_cpu, 1),
         "seconds_grpo_loop": summary["seconds"],
         "seconds_control": round(ctrl_seconds, 1),
+        "cpu_seconds_control": round(ctrl_cpu, 1),
         "control_steps": ctrl_log[-1]["step"] if ctrl_log else 0,
         "sft": diagnostics(sft_res),
         "grpo": diagnostics(grpo_res),
-        "control": diagnostics(ctrl_res),
+        "control": diagnostics(ctrl_res) if ctrl_res else None,
         "gain_grpo_over_sft": gain_interval(sft_res, grpo_res),
-        "gain_grpo_over_control": gain_interval(ctrl_res, grpo_res),
-        "gain_control_over_sft": gain_interval(sft_res, ctrl_res),
+        "gain_grpo_over_control": gain_interval(ctrl_res, grpo_res) if ctrl_res else None,
+        "gain_control_over_sft": gain_interval(sft_res, ctrl_res) if ctrl_res else None,
         "zero_variance_fraction": summary["zero_variance_fraction"],
         "train_success_first_quarter": sum(m["correct_rate"] for m in metrics[:q]) / q,
         "train_success_last_quarter": sum(m["correct_rate"] for m in metrics[-q:]) / q,
@@ -273,9 +307,10 @@ def run_seed(seed: int, args, out: Path) -> dict:
         "train_malformed_last_quarter": sum(m["malformed_rate"] for m in metrics[-q:]) / q,
     }
     g = line["gain_grpo_over_sft"]
+    ctrl_text = f"control {ctrl_res['pass_at_1_greedy']:.1%}" if ctrl_res else "no control arm"
     print(
         f"seed {seed}: held-out success SFT {sft_res['pass_at_1_greedy']:.1%} GRPO {grpo_res['pass_at_1_greedy']:.1%} "
-        f"control {ctrl_res['pass_at_1_greedy']:.1%}; GRPO-SFT {g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]; "
+        f"{ctrl_text}; GRPO-SFT {g['points']:+.1f} [{g['low']:+.1f}, {g['high']:+.1f}]; "
         f"{total:.0f}s wall, {line['cpu_seconds_total']:.0f}s CPU",
         flush=True,
     )
@@ -312,7 +347,7 @@ def failure_kinds(rows: list[dict], transcripts: list[dict], orders: dict[int, d
     return dict(sorted(counts.items()))
 
 
-def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int) -> dict:
+def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int, max_turns: int) -> dict:
     """Failure kinds of the SFT model and the final GRPO checkpoint on the seed's held-out tasks
     (rebuilt from the seed as run_seed builds them; greedy, outside the timed run)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -323,10 +358,11 @@ def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int) -> dict:
 
     rng = random.Random(seed)
     orders = build_shop(seed_dir / "shop.db", n_orders, seed)
-    env = shop_env(seed_dir / "shop.db")
+    env = shop_env(seed_dir / "shop.db", max_turns)
     rows = task_rows(orders, list(orders)[:eval_tasks], rng, "eval")
     out = {}
-    for name, path in (("sft", seed_dir / "sft"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
+    # grpo_start is the SFT model GRPO started from (with_context): there also when the SFT was reused
+    for name, path in (("sft", seed_dir / "grpo_start"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
         model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
         res = evaluate_episodes(model, tok, env, rows, PLAIN, 96, keep=len(rows))
         out[name] = {
@@ -335,6 +371,40 @@ def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int) -> dict:
         }
         print(f"{name}: {out[name]}", flush=True)
     return out
+
+
+def with_context(sft_dir: Path, out: Path, positions: int) -> Path:
+    """The SFT model saved to `out` with `positions` as its context. The tiny base is a Llama with rotary
+    positions, so its 512 is a setting, not a table: past it the positions are only unseen in training.
+    A sampled episode whose malformed calls bring long error results can pass 512 tokens, and episode
+    GRPO stops on one; such episodes fail, and the longer context lets GRPO score them and learn from it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(sft_dir)
+    if getattr(model.config, "rope_parameters", {}).get("rope_type") != "default":
+        raise ValueError(f"--context: {sft_dir} is not a default-rotary model; its context cannot be set here")
+    model.config.max_position_embeddings = max(positions, model.config.max_position_embeddings)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(sft_dir).save_pretrained(out)
+    return out
+
+
+SFT_KEYS = ("orders", "eval_tasks", "worked", "sft_steps", "sft_lr")
+
+
+def reused_sft(sft_dir: Path, card: dict) -> Path:
+    """`sft_dir` when its card says it was trained with `card`'s settings; otherwise a ValueError naming the fix."""
+    path = sft_dir / "bench_sft.json"
+    if not path.exists():
+        raise ValueError(f"--sft-from: {path} is missing; run the bench once without --sft-from to train that SFT")
+    found = json.loads(path.read_text())
+    differ = {k: (found.get(k), v) for k, v in card.items() if found.get(k) != v}
+    if differ:
+        raise ValueError(
+            f"--sft-from: {sft_dir} was trained with other settings ({differ}, as (trained, asked)); "
+            "pass the same settings or drop --sft-from"
+        )
+    return sft_dir
 
 
 def _ckpt(steps: int):
@@ -360,11 +430,32 @@ def main() -> int:
     ap.add_argument("--worked", type=int, default=80)
     ap.add_argument("--sft-steps", type=int, default=300)
     ap.add_argument("--sft-lr", type=float, default=2e-3)
-    ap.add_argument("--grpo-steps", type=int, default=60)
-    ap.add_argument("--grpo-lr", type=float, default=3e-4)
+    ap.add_argument("--grpo-steps", type=int, default=90)
+    ap.add_argument("--grpo-lr", type=float, default=2e-4)
+    ap.add_argument(
+        "--max-turns",
+        type=int,
+        default=3,
+        help="assistant messages per episode: 3 is the task's (lookup, refund, reply)",
+    )
+    ap.add_argument(
+        "--context",
+        type=int,
+        default=1024,
+        help="positions of the model GRPO starts from (with_context): room for long failed episodes",
+    )
+    ap.add_argument("--temperature", type=float, default=0.7, help="GRPO's rollout temperature")
+    ap.add_argument(
+        "--grpo-warmup",
+        type=int,
+        default=10,
+        help="GRPO steps of linear lr warmup: a fresh AdamW's first steps move every weight by about the lr",
+    )
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--sft-from", default=None, help="an earlier run's --out whose SFT models to start from")
+    ap.add_argument("--no-control", action="store_true", help="skip the control arm (a screening run)")
     ap.add_argument(
         "--analyse",
         action="store_true",
@@ -377,7 +468,10 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.analyse:
-        found = {s: analyse(out / f"seed{s}", int(s), args.eval_tasks, args.orders) for s in args.seeds.split(",")}
+        found = {
+            s: analyse(out / f"seed{s}", int(s), args.eval_tasks, args.orders, args.max_turns)
+            for s in args.seeds.split(",")
+        }
         (out / "agent_failures.json").write_text(json.dumps(found, indent=2))
         return 0
     lines = [run_seed(int(s), args, out) for s in args.seeds.split(",")]
@@ -386,9 +480,12 @@ def main() -> int:
         "mean_gain": sum(gains) / len(gains),
         "target_gain": TARGET_GAIN,
         "max_seconds": max(ln["seconds_total"] for ln in lines),
+        "max_cpu_seconds": max(ln["cpu_seconds_total"] for ln in lines),
         "target_seconds": TARGET_SECONDS,
     }
-    verdict["met"] = verdict["mean_gain"] >= TARGET_GAIN and verdict["max_seconds"] <= TARGET_SECONDS
+    verdict["met"] = (
+        not args.no_control and verdict["mean_gain"] >= TARGET_GAIN and verdict["max_cpu_seconds"] <= TARGET_SECONDS
+    )
     (out / "agent_target.json").write_text(
         json.dumps({"args": vars(args), "seeds": lines, "verdict": verdict}, indent=2)
     )
