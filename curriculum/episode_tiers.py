@@ -20,8 +20,7 @@ from __future__ import annotations
 import json
 
 from rlvrflow.curriculum.config import CurriculumConfig
-from rlvrflow.curriculum.passk import pass_at_k_array
-from rlvrflow.curriculum.tiering import PROMPTS_PER_CALL, call_order, call_seed, rollouts_frame
+from rlvrflow.curriculum.tiering import PROMPTS_PER_CALL, call_order, call_seed
 
 # seed offset between the environments played in one chunk: a prime, so no turn's seed (+7919 per turn,
 # training/episodes.py) of one environment meets another's
@@ -80,20 +79,8 @@ def sample_episodes(rows: list[dict], engine, cfg: CurriculumConfig, seed: int, 
 
 def tier_episodes(df, engine, cfg: CurriculumConfig, seed: int, fmt):
     """(the rows with tiering's TIER_COLUMNS, one rollout row per episode), as `tier_with_rollouts`."""
-    import polars as pl
-
-    from rlvrflow.curriculum.tiering import TIER_COLUMNS
+    from rlvrflow.curriculum.tiering import TIER_COLUMNS, tiered_from_samples
 
     base = df.drop([c for c in TIER_COLUMNS if c in df.columns])
     samples = sample_episodes(base.to_dicts(), engine, cfg, seed, fmt) if base.height else []
-    correct = [sum(s["correct"] for s in row) for row in samples]
-    n = [cfg.n_samples] * base.height
-    p1 = [c / cfg.n_samples for c in correct]
-    tiered = base.with_columns(
-        pl.Series("n_samples", n, dtype=pl.Int64),
-        pl.Series("n_correct", correct, dtype=pl.Int64),
-        pl.Series("pass_at_1", p1, dtype=pl.Float64),
-        pl.Series("pass_at_k", pass_at_k_array(n, correct, cfg.k) if n else [], dtype=pl.Float64),
-        pl.Series("tier", [cfg.boundaries.tier_of(p) for p in p1], dtype=pl.String),
-    )
-    return tiered, rollouts_frame(base["id"].to_list(), samples, base.schema["id"])
+    return tiered_from_samples(base, samples, cfg)

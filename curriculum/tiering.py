@@ -201,7 +201,14 @@ def tier_with_rollouts(
             pl.lit(None, pl.Float64).alias("pass_at_k"),
             pl.lit(None, pl.String).alias("tier"),
         ), rollouts_frame([], [], base.schema["id"])
-    samples = sample_rows(base, engine, cfg, seed, score_fn or default_score_fn(workers))
+    return tiered_from_samples(base, sample_rows(base, engine, cfg, seed, score_fn or default_score_fn(workers)), cfg)
+
+
+def tiered_from_samples(base, samples: list[list[dict]], cfg: CurriculumConfig):
+    """(base with n_samples, n_correct, pass_at_1, pass_at_k and tier, the rollouts frame) from each row's
+    sample records (each with `correct`), single replies and episodes alike."""
+    import polars as pl
+
     correct = [sum(s["correct"] for s in row) for row in samples]
     n = [cfg.n_samples] * base.height
     p1 = [c / cfg.n_samples for c in correct]
@@ -209,7 +216,7 @@ def tier_with_rollouts(
         pl.Series("n_samples", n, dtype=pl.Int64),
         pl.Series("n_correct", correct, dtype=pl.Int64),
         pl.Series("pass_at_1", p1, dtype=pl.Float64),
-        pl.Series("pass_at_k", pass_at_k_array(n, correct, cfg.k), dtype=pl.Float64),
+        pl.Series("pass_at_k", pass_at_k_array(n, correct, cfg.k) if n else [], dtype=pl.Float64),
         pl.Series("tier", [cfg.boundaries.tier_of(p) for p in p1], dtype=pl.String),
     )
     return tiered, rollouts_frame(base["id"].to_list(), samples, base.schema["id"])
