@@ -34,8 +34,10 @@ def write_rollout_samples(out: Path, step: int, groups: list, tasks: dict, g, ep
 
 
 def episode_samples(groups: list, step: int, n_groups: int = SAMPLE_GROUPS) -> list[dict]:
-    """The best and the worst episode (by reward) of the first `n_groups` episode groups, whole."""
-    from rlvrflow.verifiers.episode import PROMPT
+    """The best and the worst episode (by reward) of the first `n_groups` episode groups, whole: the
+    transcript as evaluate's samples hold it (`Episode.to_dict`: messages, tool runs, stop, verdict), so
+    the run doctor reads tool loops in training's episodes as in the held-out ones."""
+    import json
 
     records = []
     for grp in groups[:n_groups]:
@@ -51,7 +53,8 @@ def episode_samples(groups: list, step: int, n_groups: int = SAMPLE_GROUPS) -> l
                     "reward": grp.rewards[i],
                     "status": e.verdict.status,
                     "group_reward_mean": sum(grp.rewards) / len(grp.rewards),
-                    "transcript": [m for m, src in zip(e.messages, e.sources) if src != PROMPT],
+                    "mode": "episode",
+                    "transcript": json.loads(json.dumps(e.to_dict(), default=str)),
                 }
             )
     return records

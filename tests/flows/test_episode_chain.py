@@ -169,7 +169,9 @@ def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_
         assert key in played[0], key
     samples = [json.loads(line) for line in (tmp_path / "grpo" / "rollout_samples.jsonl").read_text().splitlines()]
     transcripts = [r for r in samples if "transcript" in r]  # the episode groups' best and worst, whole
-    assert transcripts and transcripts[0]["transcript"][0]["role"] == "assistant"
+    whole = transcripts[0]["transcript"]  # as evaluate's samples: the doctor reads its tool runs
+    assert transcripts and {"messages", "tool_runs", "stop", "verdict"} <= set(whole)
+    assert [m["role"] for m in whole["messages"]][-1] == "assistant" and transcripts[0]["mode"] == "episode"
     assert transcripts[0]["task_id"] in set(tiers.filter(pl.col("verifier") == EPISODE)["id"])
     if lora is None:
         sft = AutoModelForCausalLM.from_pretrained(inputs["sft"]["model"])

@@ -222,6 +222,9 @@ def test_a_run_folder_keeps_episodes_out_of_the_samples_and_reads_the_tools(tmp_
     reply = {"model": "step_000040", "prompt": "2+2", "response": "4", "reward": 1.0}
     episode = {**reply, "mode": "episode", "response": "Refunded.", "transcript": transcript(CHECKED)}
     (evaluate / "samples.jsonl").write_text(json.dumps(reply) + "\n" + json.dumps(episode) + "\n")
+    # GRPO's rollout samples hold its episodes in the same form (training/grpo_logs.py episode_samples)
+    rollout = {"step": 4, "kind": "best", "mode": "episode", "response": "Refunded.", "transcript": transcript(CHECKED)}
+    (grpo / "rollout_samples.jsonl").write_text(json.dumps({**reply, "step": 4}) + "\n" + json.dumps(rollout) + "\n")
     tools = [
         {"name": "get_order", "sql": "SELECT * FROM orders WHERE id = :order_id"},
         {"name": "refund", "sql": "INSERT INTO refunds(order_id, amount) VALUES (:order_id, :amount)"},
@@ -234,6 +237,6 @@ def test_a_run_folder_keeps_episodes_out_of_the_samples_and_reads_the_tools(tmp_
     report = {"stages": stages, "evals": [{"name": "sft"}, {"name": "step_000040"}]}
     (run / "report.json").write_text(json.dumps(report))
     rec = load_records(run)
-    assert [s["response"] for s in rec.samples] == ["4"]
-    assert [t["transcript"]["stop"] for t in rec.transcripts] == ["final_reply"]
+    assert [s["response"] for s in rec.samples] == ["4", "4"]
+    assert [t["transcript"]["stop"] for t in rec.transcripts] == ["final_reply", "final_reply"]
     assert rec.read_only_tools == {"get_order"}
