@@ -11,7 +11,6 @@ tools: its episodes run to several turns, each later turn generated after the to
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -26,64 +25,14 @@ from rlvrflow.training.episode_format import chat_format  # noqa: E402
 from rlvrflow.training.episodes import play_episodes  # noqa: E402
 from rlvrflow.verifiers.environment import Environment  # noqa: E402
 
+from ..training.test_episode_training import shop_env, worked  # noqa: E402
+
 ORDERS = ((7, 30), (8, 45), (9, 12))
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> Environment:
-    db = tmp_path_factory.mktemp("shop") / "shop.db"
-    con = sqlite3.connect(db)
-    con.executescript(
-        "CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER);"
-        "CREATE TABLE refunds(order_id INTEGER, amount REAL);"
-        "INSERT INTO orders VALUES (7, 30), (8, 45), (9, 12);"
-    )
-    con.commit()
-    con.close()
-    one_order = {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"]}
-    refund = {
-        "type": "object",
-        "required": ["order_id", "amount"],
-        "properties": {"order_id": {"type": "integer"}, "amount": {"type": "number"}},
-    }
-    return Environment.model_validate(
-        {
-            "database": str(db),
-            "max_turns": 3,
-            "tools": [
-                {
-                    "name": "get_order",
-                    "description": "an order's total",
-                    "parameters": one_order,
-                    "sql": "SELECT total FROM orders WHERE order_id = :order_id",
-                },
-                {
-                    "name": "refund",
-                    "description": "refund an amount",
-                    "parameters": refund,
-                    "sql": "INSERT INTO refunds VALUES (:order_id, :amount)",
-                },
-            ],
-            "outcome": {"query": "SELECT order_id, amount FROM refunds"},
-        }
-    )
-
-
-def worked(order: int, total: int):
-    from rlvrflow.verifiers.episode import ENVIRONMENT, POLICY, PROMPT, Episode
-
-    call = '<tool_call>{"name":"%s","arguments":%s}</tool_call>'
-    return Episode(
-        [
-            {"role": "user", "content": f"Refund order {order} in full."},
-            {"role": "assistant", "content": call % ("get_order", json.dumps({"order_id": order}))},
-            {"role": "tool", "name": "get_order", "content": json.dumps({"columns": ["total"], "rows": [[total]]})},
-            {"role": "assistant", "content": call % ("refund", json.dumps({"order_id": order, "amount": total}))},
-            {"role": "tool", "name": "refund", "content": '{"rows_affected": 1}'},
-            {"role": "assistant", "content": f"Refunded {total}."},
-        ],
-        [PROMPT, POLICY, ENVIRONMENT, POLICY, ENVIRONMENT, POLICY],
-    )
+    return shop_env(tmp_path_factory.mktemp("shop"))
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +66,7 @@ def engines(qwen):
     release(vl)
 
 
-ROWS = [{"id": f"r{o}", "prompt": f"Refund order {o} in full.", "reference": f"[[{o}, {t}]]"} for o, t in ORDERS]
+ROWS = [{"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"} for o, t in ORDERS]
 
 
 def test_greedy_episodes_agree_with_the_hf_engine(engines, env):

@@ -92,11 +92,8 @@ def test_a_file_the_verifiers_read_is_in_every_scoring_stage_key(toy_spec):
     assert all(before[n] != after[n] for n in before), (before, after)
 
 
-def test_the_evaluate_key_covers_the_held_out_episodes_and_the_environment_database(toy_spec, tmp_path):
-    """Evaluate scores the episodes split set aside against the environment's database: either changing
-    must evaluate again (the rows carry only the database's path)."""
-    import polars as pl
-
+def _with_environment(toy_spec):
+    """(the environment's database, the toy spec with a `desk` category on it): version 1 of the file."""
     db = toy_spec.parent / "shop.db"
     db.write_bytes(b"version 1")
     data = spec_data(load_spec(toy_spec))
@@ -106,7 +103,15 @@ def test_the_evaluate_key_covers_the_held_out_episodes_and_the_environment_datab
         "outcome": {"query": "SELECT 1"},
     }
     data["verifiers"]["rules"].append({"category": "desk", "environment": env})
-    spec = spec_from_dict(data, toy_spec.parent)
+    return db, spec_from_dict(data, toy_spec.parent)
+
+
+def test_the_evaluate_key_covers_the_held_out_episodes_and_the_environment_database(toy_spec, tmp_path):
+    """Evaluate scores the episodes split set aside against the environment's database: either changing
+    must evaluate again (the rows carry only the database's path)."""
+    import polars as pl
+
+    db, spec = _with_environment(toy_spec)
     sft = tmp_path / "sft"
     sft.mkdir()
     pl.DataFrame({"x": [1]}).write_parquet(sft / "model.parquet")
@@ -136,16 +141,7 @@ def test_the_sft_key_covers_the_environment_database_and_both_keys_the_episode_c
     """SFT trains on the tool results its replay of the worked transcripts gets from the environment's
     database, and tiering plays episodes with training/episodes.py: a new database must train SFT again,
     and each key must follow the code that makes its output."""
-    db = toy_spec.parent / "shop.db"
-    db.write_bytes(b"version 1")
-    data = spec_data(load_spec(toy_spec))
-    env = {
-        "database": "shop.db",
-        "tools": [{"name": "look", "description": "d", "parameters": {"type": "object"}, "sql": "SELECT 1"}],
-        "outcome": {"query": "SELECT 1"},
-    }
-    data["verifiers"]["rules"].append({"category": "desk", "environment": env})
-    spec = spec_from_dict(data, toy_spec.parent)
+    db, spec = _with_environment(toy_spec)
     sft = stage_key_of(STAGES["sft"], spec, UPSTREAM)
     db.write_bytes(b"version 2")
     assert stage_key_of(STAGES["sft"], spec, UPSTREAM) != sft

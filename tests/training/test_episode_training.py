@@ -20,7 +20,13 @@ RESULT = '{"columns": ["total"], "rows": [[30]]}'
 
 @pytest.fixture
 def env(tmp_path: Path) -> Environment:
-    db = tmp_path / "shop.db"
+    return shop_env(tmp_path)
+
+
+def shop_env(folder: Path) -> Environment:
+    """Orders 7, 8 and 9 (totals 30, 45, 12) in `folder`/shop.db; tools get_order and refund; the
+    outcome is the refunds table."""
+    db = folder / "shop.db"
     con = sqlite3.connect(db)
     con.executescript(
         "CREATE TABLE orders(order_id INTEGER PRIMARY KEY, total INTEGER);"

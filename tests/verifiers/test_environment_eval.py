@@ -14,18 +14,8 @@ import pytest
 
 from rlvrflow.verifiers.attaching import attach
 
-from .test_environment import ROWS, SCHEMA, TASKS, _row, _spec, agent
-
-
-def _db(folder: Path) -> Path:
-    import sqlite3
-
-    path = folder / "shop.db"
-    con = sqlite3.connect(path)
-    con.executescript(SCHEMA.read_text(encoding="utf-8") + ROWS)
-    con.commit()
-    con.close()
-    return path
+from .test_environment import TASKS, _row, _spec, agent
+from .test_environment_spec import shop_db
 
 
 def _spec_data(db: Path) -> dict:
@@ -72,7 +62,7 @@ def evaluated(tmp_path_factory):
     from rlvrflow.training.tiny_model import build_tiny_model
 
     tmp_path = tmp_path_factory.mktemp("evaluated")
-    db = _db(tmp_path)
+    db = shop_db(tmp_path)
     spec = spec_from_dict(_spec_data(db), base_dir=db.parent)
     rows = _rows()
     kept, _, _ = attach(rows, spec.verifiers, db.parent, workers=0)
@@ -213,7 +203,7 @@ def test_episode_eval_counts_successes_per_prompt_and_a_gain_has_its_interval(tm
     from rlvrflow.training.eval_episodes import evaluate_episode_rows
     from rlvrflow.verifiers.environment import Environment
 
-    db = _db(tmp_path)
+    db = shop_db(tmp_path)
     params = Environment.model_validate(_spec(db)).model_dump_json()
     rows = [
         {

@@ -20,17 +20,21 @@ from rlvrflow.verifiers.episode_canary import environment_summary, probe_environ
 from .test_environment import ROWS, SCHEMA, TASKS, _row, _spec, agent
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    """test_environment.py's shop: order 7's kettle was on promotion, order 9 already has a refund."""
+def shop_db(folder: Path) -> Path:
+    """test_environment.py's shop in `folder`: order 7's kettle was on promotion, order 9 already has a refund."""
     import sqlite3
 
-    path = tmp_path / "shop.db"
+    path = folder / "shop.db"
     con = sqlite3.connect(path)
     con.executescript(SCHEMA.read_text(encoding="utf-8") + ROWS)
     con.commit()
     con.close()
     return path
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return shop_db(tmp_path)
 
 
 def _rules(db: Path, **outcome) -> dict:
