@@ -117,10 +117,9 @@ def turns_grow(rec: RunRecords) -> Finding | None:
     if len(held) >= 2:
         evidence.append(f"held-out turns {held[0][1]:.2f} ({held[0][0]}) -> {held[-1][1]:.2f} ({held[-1][0]})")
     change = (
-        "lower the environment's max_turns (verifiers.rules[].environment); the chain's turn penalty is the "
-        "episode reward's default (per_turn 0.02 past free_turns 3), which the spec does not set (episode GRPO "
-        "run as a library takes its own `reward`); read the transcripts for calls that repeat (tool_loops) or "
-        "results the policy ignores"
+        "lower the environment's max_turns or raise its turn_penalty.per_turn (verifiers.rules[].environment; "
+        "default 0.02 a message past free_turns 3, at most 0.2); read the transcripts for calls that repeat "
+        "(tool_loops) or results the policy ignores"
     )
     return Finding(
         "turns_grow", "warning", "episodes take more turns while success does not rise", tuple(evidence), change

@@ -57,7 +57,7 @@ class EpisodeGRPOConfig:
     eval_max_new_tokens: int = 96
     checkpoint: CheckpointConfig = field(default_factory=lambda: CheckpointConfig(every=20))
     report_to: tuple[str, ...] = ()
-    reward: object = None  # a verifiers.episode.EpisodeRewardConfig; None: its defaults
+    reward: object = None  # a verifiers.episode.EpisodeRewardConfig; None: its weights, the env's turn_penalty
 
     def __post_init__(self) -> None:
         for name in (
@@ -159,7 +159,7 @@ class EpisodeRollouts:
         from rlvrflow.engines import SamplingParams
         from rlvrflow.training.grpo_groups import rollout_seed
         from rlvrflow.training.grpo_math import zero_variance_groups
-        from rlvrflow.verifiers.episode import episode_reward
+        from rlvrflow.verifiers.episode import EpisodeRewardConfig, episode_reward
 
         c, g = self.cfg, self.cfg.num_generations
         picked = [self.rows[i] for i in sampler.next_batch(c.prompts_per_step)]
@@ -172,7 +172,8 @@ class EpisodeRollouts:
             sampling,
             rollout_seed(self.seed, step, 0),
         )
-        rewards = [episode_reward(e, c.reward).total for e in episodes]
+        reward = c.reward if c.reward is not None else EpisodeRewardConfig.of(self.env)
+        rewards = [episode_reward(e, reward).total for e in episodes]
         groups = [
             EpisodeGroup(
                 str(r["id"]),

@@ -148,21 +148,26 @@ def evaluate_episodes(
     }
 
 
-def masked_token_logprobs(logits, ids, policy_mask, temperature: float = 1.0):
+def masked_token_logprobs(logits, ids, policy_mask, temperature: float = 1.0, entropy: str | None = None):
     """(B, L, V) logits of (B, L) ids -> (B, L-1) log-probs of tokens 1..L-1 at `temperature` and the
-    (B, L-1) bool mask of those the policy wrote (`policy_mask` (B, L), 0 on padding)."""
-    from rlvrflow.training.grpo_math import token_logprobs
+    (B, L-1) bool mask of those the policy wrote (`policy_mask` (B, L), 0 on padding); with `entropy`
+    ("value" or "grad", as `modeling.completion_logprobs` takes it) a third (B, L-1) tensor, the entropy
+    of the distribution each of those tokens was drawn from."""
+    from rlvrflow.training.modeling import _scored
 
-    if temperature != 1.0:
-        logits = logits.float() / temperature
-    return token_logprobs(logits[:, :-1], ids[:, 1:]), policy_mask[:, 1:].bool()
+    return _scored(logits[:, :-1], ids[:, 1:], policy_mask[:, 1:].bool(), entropy, temperature)
 
 
 def conversation_logprobs(
-    model, rendered: list[tuple[list[int], list[int]]], pad_id: int, device, temperature: float = 1.0
+    model,
+    rendered: list[tuple[list[int], list[int]]],
+    pad_id: int,
+    device,
+    temperature: float = 1.0,
+    entropy: str | None = None,
 ):
     """Right-pad rendered conversations ((ids, mask) each) and score every token in one forward pass:
-    (B, L-1) log-probs and the (B, L-1) policy mask (`masked_token_logprobs`)."""
+    (B, L-1) log-probs and the (B, L-1) policy mask (`masked_token_logprobs`, and its entropy)."""
     import torch
 
     width = max(len(ids) for ids, _ in rendered)
@@ -181,4 +186,4 @@ def conversation_logprobs(
         ids[i, : len(row)], attn[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1, torch.tensor(m)
     ids, attn, mask = ids.to(device), attn.to(device), mask.to(device)
     logits = model(input_ids=ids, attention_mask=attn).logits  # (B, L, V)
-    return masked_token_logprobs(logits, ids, mask, temperature)
+    return masked_token_logprobs(logits, ids, mask, temperature, entropy)

@@ -94,9 +94,9 @@ def _pick(rows: list[dict], per_category: int, seed: int) -> list[int]:
     return sorted(picked, key=lambda i: (str(rows[i].get("category") or ""), str(rows[i]["id"])))
 
 
-def sample_record(row: dict, episode) -> dict:
-    """An episode as a samples-file record (see the module docstring)."""
-    from rlvrflow.verifiers.episode import episode_reward
+def sample_record(row: dict, episode, env=None) -> dict:
+    """An episode as a samples-file record (see the module docstring); `reward` with `env`'s turn penalty."""
+    from rlvrflow.verifiers.episode import EpisodeRewardConfig, episode_reward
 
     return {
         "id": str(row["id"]),
@@ -106,7 +106,7 @@ def sample_record(row: dict, episode) -> dict:
         "response": episode.final_reply,
         "status": episode.verdict.status,
         "score": float(episode.verdict.score),
-        "reward": float(episode_reward(episode).total),
+        "reward": float(episode_reward(episode, EpisodeRewardConfig.of(env) if env is not None else None).total),
         "n_tokens": None,
         "turns": episode.assistant_turns,
         "stop": episode.stop,
@@ -128,10 +128,11 @@ def evaluate_episode_rows(
     view, fmt = episode_view(engine)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     episodes: list = [None] * len(rows)
+    envs: list = [None] * len(rows)
     for env, idx in _environments(rows):
         played = play_episodes(view, env, [rows[i] for i in idx], fmt, greedy, seed)
         for i, ep in zip(idx, played):
-            episodes[i] = ep
+            episodes[i], envs[i] = ep, env
     categories = [str(r.get("category") or "") for r in rows]
     per_cat = {}
     for c in sorted(set(categories)):
@@ -149,7 +150,7 @@ def evaluate_episode_rows(
             "stops": [e.stop for e in episodes],
         },
     }
-    return result, [sample_record(rows[i], episodes[i]) for i in _pick(rows, per_category, seed)]
+    return result, [sample_record(rows[i], episodes[i], envs[i]) for i in _pick(rows, per_category, seed)]
 
 
 MESSAGE_CHARS = 400  # a message longer than this is clipped in the middle on the markdown page

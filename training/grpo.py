@@ -36,7 +36,7 @@ in the same loss and optimizer step as the single replies (training/grpo_episode
 metrics carry their figures under `episode_` keys. Episodes need rollout_mode sync, rollout hf and one
 torch process (an error names the field otherwise).
 
-Every update logs the policy's mean token entropy over the batch's completions (`entropy` in
+Every update logs the policy's mean token entropy over the batch's policy tokens, replies and episodes (`entropy` in
 metrics.jsonl); `grpo.entropy_coef` turns it into a bonus in the loss.
 
 Left out: splitting rollouts across data-parallel ranks, async rollouts with vLLM or several ranks.
@@ -504,8 +504,8 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device, epi
     if episodes is not None:
         episodes.prepare(backend, ref)
     stats = {"loss": 0.0, "grad_norm": 0.0, "masked_truncated": sum(cut[i] for i in rows)}
-    # token-weighted over micro-batches; the entropy over the single replies' tokens only
-    sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0, "reply_tokens": 0.0}
+    # token-weighted over micro-batches, the conversations' policy tokens included
+    sums = {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0, "tokens": 0.0}
     for _ in range(g.num_iterations):
         backend.zero_grad()
         for k, mb in enumerate(micro):
@@ -537,17 +537,15 @@ def update_policy(backend, ref, groups: list[Group], g, pad_id: int, device, epi
             for key in ("clip_fraction", "kl", "entropy"):
                 sums[key] += st.get(key, 0.0) * n
             sums["tokens"] += n
-            sums["reply_tokens"] += n
         if episodes is not None:  # the conversations' share of the same loss, before the one step
             loss, st, n = episodes.backward(backend, denom_tok, denom_seq)
             stats["loss"] += loss / g.num_iterations
-            for key in ("clip_fraction", "kl"):
+            for key in ("clip_fraction", "kl", "entropy"):
                 sums[key] += st[key]
             sums["tokens"] += n
         stats["grad_norm"] = backend.step()
-    for key in ("clip_fraction", "kl"):  # this rank's tokens (rank 0's when logged)
+    for key in ("clip_fraction", "kl", "entropy"):  # this rank's tokens (rank 0's when logged)
         stats[key] = sums[key] / max(sums["tokens"], 1.0)
-    stats["entropy"] = sums["entropy"] / max(sums["reply_tokens"], 1.0)
     if episodes is not None:
         stats["episode_policy_tokens"] = episodes.tokens
     return stats

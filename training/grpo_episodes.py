@@ -9,7 +9,7 @@ of the same step, and both kinds enter one loss and one optimizer step.
 `take` sits in `collect_groups`' draw: each round's episode ids are played there and then (G episodes
 each, every live conversation's next message in one engine call per turn: training/episodes.py
 `play_episodes`, each message at most `episode_max_new_tokens`), rewarded by `verifiers.episode.episode_reward`
-with the spec's format and correctness weights (and its default turn penalty), reported to the sampler
+with the spec's format and correctness weights and the environment's `turn_penalty`, reported to the sampler
 (online re-tiering), and kept when their rewards differ (`grpo_math.zero_variance_groups`, its tolerance)
 or always, without filter_zero_variance: counted as the replies' Tally counts them (zero-variance only
 when dropped). Each environment's episodes in a round sample from `episode_seed`, apart from the round's
@@ -25,7 +25,7 @@ baseline but is left out of the loss, and so is one whose re-encoded rendering p
 (`cut`, `overlong`); each rendering is cut after its last policy token (`policy_span`). With
 `mask_truncated_completions` a message the engine cut at `episode_max_new_tokens` weighs nothing
 (`without_turns`), as a cut single reply weighs nothing. With `beta > 0` the reference scores the conversations
-as it scores replies; the entropy bonus covers single replies only.
+as it scores replies, and `entropy_coef` adds its bonus on the policy's tokens of both kinds.
 
 Per step, `info()` gives the episode figures under `episode_` keys: groups seen, used and
 zero-variance, reward and success rates, and training/episodes.py `episode_stats`' turns, malformed
@@ -54,12 +54,8 @@ class EpisodePlayer:
     """Plays the episode ids of the sampler's draws; `kept` holds the step's groups with reward variance."""
 
     def __init__(self, engine, rows: dict[str, dict], fmt, g, reward_cfg, seed: int) -> None:
-        from rlvrflow.verifiers.episode import EpisodeRewardConfig
-
         self.engine, self.rows, self.fmt, self.g, self.seed = engine, rows, fmt, g, seed
-        self.reward = EpisodeRewardConfig(
-            format_weight=reward_cfg.format_weight, correctness_weight=reward_cfg.correctness_weight
-        )
+        self.weights = {"format_weight": reward_cfg.format_weight, "correctness_weight": reward_cfg.correctness_weight}
         self.envs: dict[str, object] = {}
         self.max_positions: int | None = None  # the policy's, which every rendered conversation must fit
         self.start_step()
@@ -97,7 +93,7 @@ class EpisodePlayer:
             )
             for j, i in enumerate(these):
                 eps = played[j * n : (j + 1) * n]
-                groups[i] = EpisodeGroup(i, eps, [self._reward(e) for e in eps], env.schemas())
+                groups[i] = EpisodeGroup(i, eps, [self._reward(e, env) for e in eps], env.schemas())
         ordered = [groups[i] for i in mine]
         sampler.report(mine, [sum(e.verdict.correct for e in grp.episodes) / n for grp in ordered])
         flat = zero_variance_groups(torch.tensor([grp.rewards for grp in ordered], dtype=torch.float32)).tolist()
@@ -111,10 +107,10 @@ class EpisodePlayer:
                 self.kept.append(grp)
         return [i for i in ids if i not in self.rows]
 
-    def _reward(self, episode) -> float:
-        from rlvrflow.verifiers.episode import episode_reward
+    def _reward(self, episode, env) -> float:
+        from rlvrflow.verifiers.episode import EpisodeRewardConfig, episode_reward
 
-        return episode_reward(episode, self.reward).total
+        return episode_reward(episode, EpisodeRewardConfig.of(env, **self.weights)).total
 
     def info(self) -> dict:
         """The step's episode figures, `episode_`-prefixed (none when the step drew no episode row)."""
@@ -164,14 +160,14 @@ class EpisodeBatch:
         self.old: dict[int, object] = {}
         self.ref: dict[int, object] = {}
 
-    def _logps(self, backend, model, idx: list[int], grad: bool):
+    def _logps(self, backend, model, idx: list[int], grad: bool, entropy: str | None = None):
         import torch
 
         from rlvrflow.training.episodes import conversation_logprobs
 
         with torch.set_grad_enabled(grad), backend.autocast():
             rendered = [self.rendered[i] for i in idx]
-            return conversation_logprobs(model, rendered, self.pad_id, self.device, self.g.temperature)
+            return conversation_logprobs(model, rendered, self.pad_id, self.device, self.g.temperature, entropy)
 
     def prepare(self, backend, ref) -> None:
         """The old policy's log-probs (num_iterations > 1) and the reference's (beta > 0), before any update."""
@@ -186,9 +182,12 @@ class EpisodeBatch:
 
         from rlvrflow.training.grpo_math import grpo_loss
 
-        g, loss_sum, sums, tokens = self.g, 0.0, {"clip_fraction": 0.0, "kl": 0.0}, 0.0
+        g, loss_sum, sums, tokens = self.g, 0.0, {"clip_fraction": 0.0, "kl": 0.0, "entropy": 0.0}, 0.0
         for k, mb in enumerate(self.micro):
-            logp, mask = self._logps(backend, backend.module, mb, True)  # (b, L-1) each
+            # (b, L-1) each; the entropy keeps its graph only when the loss's bonus uses it
+            logp, mask, entropy = self._logps(
+                backend, backend.module, mb, True, "grad" if g.entropy_coef > 0 else "value"
+            )
             adv = torch.tensor([self.adv[i] for i in mb], device=self.device)
             old = self.old.get(k)
             loss, st = grpo_loss(
@@ -203,6 +202,8 @@ class EpisodeBatch:
                 g.loss_agg,
                 total_tokens=total_tokens,
                 total_seqs=total_seqs,
+                entropy=entropy,
+                entropy_coef=g.entropy_coef,
             )
             backend.backward(loss)
             n = float(mask.sum())

@@ -51,9 +51,9 @@ class VerifierRule(_Frozen):
             "instead of a verifier: the agent environment the category's rows are episodes of, {database, "
             "tools, max_turns, outcome, instructions, ...} (verifiers/environment.py); the database path is "
             "relative to the spec file's folder and each row's reference is the outcome query's expected rows. "
-            "Its rows are checked at attach and kept out of SFT, tiering and GRPO: the chain's stages do "
-            "not train on episodes yet (the library trainer does: training/episode_grpo.py); the evaluate "
-            "stage plays the held-out ones, one greedy episode per row"
+            "Its rows are checked at attach; with training.episodes (the default) SFT learns the worked "
+            "transcripts, tiering and GRPO play the outcome-only rows as episodes, and the evaluate stage plays "
+            "the held-out ones, one greedy episode per row"
         ),
     )
 

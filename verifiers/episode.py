@@ -21,7 +21,8 @@ Rewards, in the layers of verifiers/shaping.py:
     correctness  = 1 when the outcome query's rows on the end state equal the reference's, else 0
     format       = 1 when the episode ended with a final reply and every call parsed, named a known
                    tool and passed its schema, else 0
-    turn_penalty = min(max_penalty, per_turn * max(0, assistant messages - free_turns))
+    turn_penalty = min(max_penalty, per_turn * max(0, assistant messages - free_turns))   (the
+                   environment's `turn_penalty`; 0.02 a message past 3, at most 0.2, by default)
     total        = format_weight * format + correctness_weight * correctness - turn_penalty
 """
 
@@ -34,7 +35,7 @@ from typing import Callable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import verdict as V
-from .environment import Environment, Sandbox, ToolError, expected_rows, outcome_matches
+from .environment import Environment, Sandbox, ToolError, TurnPenalty, expected_rows, outcome_matches
 from .function_call import _THINK, Call, extract_calls
 
 PROMPT, POLICY, ENVIRONMENT = "prompt", "policy", "environment"
@@ -208,9 +209,12 @@ class EpisodeRewardConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     format_weight: float = Field(0.1, ge=0.0, description="weight of the format layer")
     correctness_weight: float = Field(1.0, ge=0.0, description="weight of the end-state check")
-    per_turn: float = Field(0.02, ge=0.0, description="penalty per assistant message beyond free_turns")
-    free_turns: int = Field(3, ge=1, description="assistant messages an episode takes without penalty")
-    max_penalty: float = Field(0.2, ge=0.0, le=1.0, description="largest turn penalty ever subtracted")
+    turns: TurnPenalty = Field(default_factory=TurnPenalty, description="the environment's turn_penalty")
+
+    @classmethod
+    def of(cls, env: Environment, format_weight: float = 0.1, correctness_weight: float = 1.0) -> "EpisodeRewardConfig":
+        """The reward of `env`'s episodes: the spec's layer weights and the environment's own turn penalty."""
+        return cls(format_weight=format_weight, correctness_weight=correctness_weight, turns=env.turn_penalty)
 
 
 @dataclass(frozen=True)
@@ -228,5 +232,6 @@ def episode_reward(episode: Episode, cfg: EpisodeRewardConfig | None = None) -> 
         raise ValueError("the episode has not finished; run it with run_episodes")
     fmt = float(episode.stop == FINAL and episode.bad_calls == 0)
     correctness = float(episode.verdict.score)
-    pen = min(cfg.max_penalty, cfg.per_turn * max(0, episode.assistant_turns - cfg.free_turns))
+    t = cfg.turns
+    pen = min(t.max_penalty, t.per_turn * max(0, episode.assistant_turns - t.free_turns))
     return EpisodeReward(cfg.format_weight * fmt + cfg.correctness_weight * correctness - pen, fmt, correctness, pen)

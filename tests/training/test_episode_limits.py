@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from rlvrflow.engines import SamplingParams
 from rlvrflow.training.config import GRPOConfig
 from rlvrflow.training.episode_format import PLAIN
 from rlvrflow.training.episodes import episode_stats, play_episodes
 from rlvrflow.training.grpo_episodes import EpisodeBatch, EpisodeGroup, EpisodePlayer, policy_span
+from rlvrflow.verifiers.environment import TurnPenalty
 from rlvrflow.verifiers.episode import CONTEXT_FULL, run_episode
 
 from ..verifiers.test_environment import _call, _row, agent, db, env  # noqa: F401
@@ -105,6 +108,17 @@ def test_episode_groups_count_zero_variance_as_the_replies_do(env, tiny_tokenize
         assert info["episode_groups_seen"] == 2 and info["episode_groups_zero_variance"] == zero
         assert info["episode_groups_zero_solved"] == 0  # flat, but all wrong
         assert len(player.kept) == 2 - zero
+
+
+def test_grpo_rewards_episodes_with_the_environments_own_turn_penalty(env, tiny_tokenizer):  # noqa: F811
+    """An environment's turn_penalty reaches GRPO's group rewards; the default charges nothing for two turns."""
+    look = _call("get_order", order_id=7).replace("\n", " ")
+    replies = ["no refund", look, look, look] + ["no refund"] * 3  # turn 1 for the 4 conversations, then turn 2
+    strict = env.model_copy(update={"turn_penalty": TurnPenalty(per_turn=0.15, free_turns=1)})
+    for environment, second_turn in ((env, 0.1), (strict, 0.1 - 0.15)):
+        player = _player(environment, tiny_tokenizer, list(replies), filter_zero=False)
+        player.take(["a", "b"], _Sampler(), step=0, rnd=0)
+        assert [r for grp in player.kept for r in grp.rewards] == pytest.approx([0.1, *[second_turn] * 3])
 
 
 def test_the_step_counts_add_both_kinds_as_summary_json_does():

@@ -115,3 +115,34 @@ def test_a_mixed_step_trains_the_conversations_too(env, tiny_tokenizer):  # noqa
     mixed, mixed_stats, episode_tokens = step(True)
     assert not torch.allclose(alone, mixed)
     assert mixed_stats["episode_policy_tokens"] == episode_tokens > 0 and "episode_policy_tokens" not in alone_stats
+
+
+def test_the_entropy_bonus_and_its_log_cover_the_conversations(env, tiny_tokenizer):  # noqa: F811
+    """An episode-only step logs the conversations' entropy; with equal rewards (no advantage) only
+    entropy_coef's bonus moves the weights, so a step without it leaves them where they were."""
+    import torch
+
+    from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.grpo import update_policy
+
+    row, tools = _row(7, "Kettle", 36.0), env.schemas()
+    good, bad = run_episode(env, row, _one_line), run_episode(env, row, lambda messages: "no refund")
+
+    def step(coef: float):
+        model = build_model(tiny_tokenizer, seed=0)
+        model.config.max_position_embeddings = 1024
+        start = torch.cat([p.detach().flatten() for p in model.parameters()])
+        g = GRPOConfig(
+            prompts_per_step=1, num_generations=2, learning_rate=1e-3, warmup_steps=0, beta=0.0, entropy_coef=coef
+        )
+        backend = make_backend(model, g, torch.float32)
+        batch = EpisodeBatch([EpisodeGroup("r", [good, bad], [0.5, 0.5], tools)], tiny_tokenizer, PLAIN, g, "cpu")
+        stats = update_policy(backend, None, [], g, tiny_tokenizer.pad_token_id, torch.device("cpu"), episodes=batch)
+        moved = float((torch.cat([p.detach().flatten() for p in model.parameters()]) - start).abs().max())
+        return stats, moved
+
+    plain, moved_plain = step(0.0)
+    bonus, moved_bonus = step(0.05)
+    assert plain["entropy"] > 1.0 and bonus["entropy"] == pytest.approx(plain["entropy"])  # an untrained model's spread
+    assert moved_plain == 0.0 and plain["grad_norm"] == 0.0
+    assert moved_bonus > 0.0 and bonus["grad_norm"] > 0.0

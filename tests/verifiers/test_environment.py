@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rlvrflow.verifiers.environment import Environment, expected_rows, sql_parameters
+from rlvrflow.verifiers.environment import Environment, TurnPenalty, expected_rows, sql_parameters
 from rlvrflow.verifiers.episode import (
     ENVIRONMENT,
     FINAL,
@@ -227,9 +227,21 @@ def test_a_wrong_amount_from_the_catalog_price_scores_zero(env):
 def test_max_turns_ends_an_unfinished_episode_without_format_and_with_the_turn_penalty(env):
     ep = run_episode(env, _row(*TASKS[0]), lambda m: _call("get_order", order_id=7))
     assert ep.stop == MAX_TURNS and ep.assistant_turns == env.max_turns and ep.final_reply == ""
-    r = episode_reward(ep, EpisodeRewardConfig(per_turn=0.05, free_turns=2))
+    r = episode_reward(ep, EpisodeRewardConfig(turns=TurnPenalty(per_turn=0.05, free_turns=2)))
     assert (r.format, r.correctness) == (0.0, 0.0)
     assert r.turn_penalty == pytest.approx(0.15) and r.total == pytest.approx(-0.15)
+
+
+def test_a_spec_sets_the_turn_penalty_on_the_environment_and_the_reward_reads_it(db):
+    spec = _spec(db) | {"turn_penalty": {"per_turn": 0.1, "free_turns": 1, "max_penalty": 0.5}}
+    env = Environment.model_validate(spec)
+    ep = run_episode(env, _row(*TASKS[0]), agent)  # two lookups' worth of turns, then the reply
+    r = episode_reward(ep, EpisodeRewardConfig.of(env))
+    assert r.turn_penalty == pytest.approx(0.1 * (ep.assistant_turns - 1)) and r.correctness == 1.0
+    assert episode_reward(ep).turn_penalty == pytest.approx(0.02 * max(0, ep.assistant_turns - 3))
+    assert Environment.model_validate_json(env.model_dump_json()).turn_penalty.per_turn == 0.1  # rows carry it
+    with pytest.raises(ValidationError, match="max_penalty"):
+        Environment.model_validate(_spec(db) | {"turn_penalty": {"max_penalty": 2}})
 
 
 def test_turn_penalty_is_bounded():
@@ -237,7 +249,7 @@ def test_turn_penalty_is_bounded():
     from rlvrflow.verifiers.verdict import correct
 
     ep = Episode([], [POLICY] * 40, stop=FINAL, verdict=correct())
-    r = episode_reward(ep, EpisodeRewardConfig(per_turn=0.05, free_turns=2, max_penalty=0.3))
+    r = episode_reward(ep, EpisodeRewardConfig(turns=TurnPenalty(per_turn=0.05, free_turns=2, max_penalty=0.3)))
     assert r.turn_penalty == 0.3 and r.total == pytest.approx(0.8)
 
 
