@@ -64,13 +64,15 @@ def rl_pool(train_df, mode: str, max_rows: int | None, seed: int):
 def describe(info: dict) -> str:
     """One line for the console: where GRPO's prompts come from, and any overlap with SFT said plainly."""
     cap = f", a sample of {info['capped_from']} (curriculum.max_rows)" if info["capped_from"] else ""
+    left = info.get("episode_rows_left_out")
+    episodes = f"; {left} episode rows left out (DPO pairs single replies; GRPO plays episodes)" if left else ""
     if info["sft_rows_in_pool"]:
         return (
             f"tiering and GRPO use {info['pool_rows']} train rows{cap}; {info['sft_rows_in_pool']} of them are "
             f"rows SFT trained on (curriculum.rl_rows={info['requested']}: {info['rl_rows']}), so their "
-            "tiers partly measure memory"
+            f"tiers partly measure memory{episodes}"
         )
     return (
         f"tiering and GRPO use {info['pool_rows']} outcome-only train rows{cap}, none of which SFT trained on "
-        f"({info['train_rows'] - info['outcome_only_rows']} rows with a solution are SFT's)"
+        f"({info['train_rows'] - info['outcome_only_rows']} rows with a solution are SFT's){episodes}"
     )

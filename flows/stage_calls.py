@@ -320,17 +320,32 @@ def train_rows(job: Job):
     return pl.concat([pl.read_parquet(job.input("split", "train")), episode_rows(job)], how="diagonal_relaxed")
 
 
+def episodes_tiered(spec) -> bool:
+    """Whether tiering plays the episode rows: only for GRPO, which trains on them (DPO pairs single replies)."""
+    return spec.training.episodes and spec.training.algorithm == "grpo"
+
+
 def tier_pool(job: Job):
     """(rows, info): the train rows tiering and GRPO draw from (curriculum.rl_rows.rl_pool), episode
-    rows among them (outcome-only episode rows under rl_rows unseen, as for single replies)."""
+    rows among them (outcome-only episode rows under rl_rows unseen, as for single replies). Under
+    training.algorithm dpo the episode rows are left out before the pool is drawn, counted in
+    info["episode_rows_left_out"]: no DPO pair is made of them, so playing them would only cost time."""
+    import polars as pl
+
     from rlvrflow.curriculum.rl_rows import rl_pool
+    from rlvrflow.verifiers.config import EPISODE
 
     cur = job.spec.curriculum
     train = train_rows(job)
+    left_out = 0
+    if not episodes_tiered(job.spec):
+        singles = train.filter(pl.col("verifier") != EPISODE)
+        train, left_out = singles, train.height - singles.height
     try:
-        return rl_pool(train, cur.rl_rows, cur.max_rows, job.spec.training.seed)
+        pool, info = rl_pool(train, cur.rl_rows, cur.max_rows, job.spec.training.seed)
     except ValueError as e:
         raise DataError(f"tier: {e}") from None
+    return pool, {**info, "episode_rows_left_out": left_out}
 
 
 def tier(job: Job) -> Result:

@@ -8,7 +8,8 @@
     sft       attach.rows split.{train,episodes}   training.{tiny,sft,seed,device,episodes}
               (+ model)                            + MODEL_SETTINGS                               -
     tier      split.{train,episodes} sft.model     curriculum training.{seed,device,episodes}
-                                                   verifiers.timeout_s            whole engine calls
+                                                   verifiers.timeout_s (+ algorithm: episodes
+                                                   tiered for grpo only)          whole engine calls
     grpo      sft.model tier.rows split.eval       training.{grpo,checkpoint,seed,device} curriculum
                                                    verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     dpo       sft.model tier.rows tier.rollouts    training.{dpo,checkpoint,seed,device}
@@ -84,6 +85,11 @@ def _verifier_files(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
     """The content of files the verifiers read (a SQL database): every stage that scores declares it,
     since the rows carry only the path and the same rows can pass attach against a changed file."""
     return {"files": {str(p): _digest(p) for p in referenced_files(spec)}}
+
+
+def _tier_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
+    """The files the verifiers read, and whether the episode rows are tiered (GRPO's, not DPO's)."""
+    return {**_verifier_files(spec, upstream), "episodes_tiered": stage_calls.episodes_tiered(spec)}
 
 
 def _base_model(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
@@ -213,7 +219,7 @@ STAGES: dict[str, Stage] = {
             call=stage_calls.tier,
             plan=stage_calls.tier_plan,
             finish=stage_calls.tier_finish,
-            extra_key=_verifier_files,
+            extra_key=_tier_inputs,
             rows=True,
             file="tiers",
             sort_by="id",
@@ -225,6 +231,11 @@ STAGES: dict[str, Stage] = {
                     if st.get("rl_pool", {}).get("sft_rows_in_pool")
                     else "; none SFT trained on"
                     if st.get("rl_pool")
+                    else ""
+                )
+                + (
+                    f"; {st['rl_pool']['episode_rows_left_out']} episode rows not played (dpo)"
+                    if st.get("rl_pool", {}).get("episode_rows_left_out")
                     else ""
                 )
             ),

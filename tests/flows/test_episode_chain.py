@@ -141,6 +141,27 @@ def test_tiering_plays_the_train_episodes_and_dpo_leaves_them_out(db, split_rows
     assert not {p["id"] for p in pairs} & set(tiered["id"])
 
 
+def test_under_dpo_tiering_leaves_the_episode_rows_out_and_counts_them(db, split_rows, tmp_path):  # noqa: F811
+    """DPO pairs single replies, so its tiering plays no episode (each costs turns of generation); the
+    rows left out are counted where the tier stage reports its pool, and the stage key tells the two apart."""
+    from rlvrflow.curriculum.rl_rows import describe
+    from rlvrflow.flows.stage_calls import tier_pool
+    from rlvrflow.flows.stages import STAGES
+
+    spec = _spec(db, algorithm="dpo")
+    inputs, _ = _sft(spec, tmp_path, split_rows)
+    tiers, rollouts, plan = _tier(spec, tmp_path, inputs)
+    train_episodes = pl.read_parquet(split_rows["split"]["episodes"]).filter(pl.col("split") == "train")
+    assert train_episodes.height > 0 and tiers.height > 0
+    assert tiers.filter(pl.col("verifier") == EPISODE).height == 0 and len(plan) == 1
+    assert not set(rollouts["id"]) & set(train_episodes["id"])
+    info = tier_pool(_job(spec, "tier", tmp_path, inputs))[1]
+    assert info["episode_rows_left_out"] == train_episodes.height
+    assert f"{train_episodes.height} episode rows left out" in describe(info)
+    key = STAGES["tier"].extra_key  # a part of the tier stage's cache key: a GRPO run never reuses these tiers
+    assert key(spec, {})["episodes_tiered"] is False and key(_spec(db), {})["episodes_tiered"] is True
+
+
 def _grpo(spec, tmp: Path, inputs: dict, tiers: pl.DataFrame):
     from rlvrflow.flows.stage_calls import grpo
 
