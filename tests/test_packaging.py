@@ -1,5 +1,6 @@
 """One import root: the wheel installs `rlvrflow` and nothing else at the top, so it lives beside
-PyPI's `verifiers` (an RL environments library) without either shadowing the other."""
+PyPI's `verifiers` (an RL environments library) without either shadowing the other. And the vLLM
+tests' modules are the ones `make test-vllm` collects."""
 
 import re
 import subprocess
@@ -29,6 +30,16 @@ def test_the_packages_list_is_the_tree():
         for init in (REPO / folder).rglob("__init__.py")
     }
     assert listed == tree
+
+
+def test_every_vllm_test_module_is_one_make_test_vllm_collects():
+    """`make test-vllm` collects tests/*/test_*vllm*.py only (its venv lacks the flows' packages, so a
+    module that imports them fails collection there): a vLLM test in another module would never run."""
+    vllm = re.compile(r"^(pytestmark = pytest\.mark\.vllm|@pytest\.mark\.vllm)", re.M)
+    marked = {p.relative_to(REPO).as_posix() for p in (REPO / "tests").rglob("test_*.py") if vllm.search(p.read_text())}
+    collected = {p.relative_to(REPO).as_posix() for p in REPO.glob("tests/*/test_*vllm*.py")}
+    assert marked and marked <= collected, sorted(marked - collected)
+    assert "$(wildcard tests/*/test_*vllm*.py)" in (REPO / "Makefile").read_text()
 
 
 def test_nothing_imports_a_folder_by_its_bare_name():

@@ -33,8 +33,8 @@ old policy. summary.json counts every group: trained, zero-variance, stale, disc
 Episode rows (an environment's category, verifier `episode`, tiered like any row) are drawn by the
 same sampler; their ids are played as groups of whole conversations with the live policy and trained
 in the same loss and optimizer step as the single replies (training/grpo_episodes.py). The step's
-metrics carry their figures under `episode_` keys. Episodes need rollout_mode sync, rollout hf and one
-torch process (an error names the field otherwise).
+metrics carry their figures under `episode_` keys. Episodes need rollout_mode sync and one torch
+process (an error names the field otherwise); with `rollout: vllm` the vLLM engine plays them too.
 
 Every update logs the policy's mean token entropy over the batch's policy tokens, replies and episodes (`entropy` in
 metrics.jsonl); `grpo.entropy_coef` turns it into a bonus in the loss.
@@ -164,9 +164,11 @@ def train_grpo(
     is_episode = tiered_train_df["verifier"] == EPISODE
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df.filter(~is_episode))}
     sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.num_generations)
-    player = _episode_player(tiered_train_df.filter(is_episode), g, backend, tokenizer, fmt, reward_cfg, seed, device)
     rollouts = _collector(
         g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s
+    )
+    player = _episode_player(
+        tiered_train_df.filter(is_episode), g, backend, tokenizer, fmt, reward_cfg, seed, device, rollouts
     )
     if player is not None:  # sync rollouts only (check_supported)
         rollouts.episodes = player
@@ -284,20 +286,27 @@ def _note_context_full(run, step: int, ep_info: dict, batch) -> None:
         run.warnings.append(message)
 
 
-def _episode_player(rows, g, backend, tokenizer, fmt, reward_cfg, seed: int, device):
-    """The EpisodePlayer of the episode rows among the tiered rows (None without any): episodes played
-    by the live policy through an HF engine on raw prompts, rendered in the run's episode format."""
+def _episode_player(rows, g, backend, tokenizer, fmt, reward_cfg, seed: int, device, rollouts):
+    """The EpisodePlayer of the episode rows among the tiered rows (None without any): episodes rendered
+    in the run's episode format, played by the live policy through an HF engine or, with `rollout: vllm`,
+    by the rollouts' own vLLM engine (its weights pushed after every update as for the replies), both
+    fed the rendered conversation's token ids as they are."""
     if rows.height == 0:
         return None
     from rlvrflow.engines import HFEngine
-    from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.engines.hf_engine import FormattedEngine, PromptFormat
     from rlvrflow.training.distributed import dist_env
     from rlvrflow.training.episode_format import run_format
     from rlvrflow.training.grpo_episodes import EpisodePlayer, check_fits, check_supported
 
     check_supported(g, dist_env().is_distributed)
-    batch = max(g.prompts_per_step * g.num_generations, 1)
-    engine = HFEngine(backend.generation_module, tokenizer, str(device), batch, prompt_format=PromptFormat())
+    if g.rollout == "vllm":
+        shared = rollouts.engine
+        vllm = shared.engine if isinstance(shared, FormattedEngine) else shared  # chat format wraps it
+        engine = FormattedEngine(vllm, tokenizer, PromptFormat())
+    else:
+        batch = max(g.prompts_per_step * g.num_generations, 1)
+        engine = HFEngine(backend.generation_module, tokenizer, str(device), batch, prompt_format=PromptFormat())
     by_id = {str(r["id"]): r for r in rows.iter_rows(named=True)}
     episode_fmt = run_format(tokenizer, fmt.kind)
     player = EpisodePlayer(engine, by_id, episode_fmt, g, reward_cfg, seed)
@@ -339,7 +348,12 @@ class SyncRollouts:
         return self
 
     def __exit__(self, *exc) -> None:
-        pass  # nothing runs beside the trainer
+        """Nothing runs beside the trainer; a vLLM engine is shut down now, not when it is collected, so
+        the next engine in this process (evaluate's, another run's) may start."""
+        if self.g.rollout == "vllm" and self.engine is not None:
+            from rlvrflow.engines.factory import release
+
+            release(self.engine)
 
     def start(self, run, backend) -> None:
         if run.step:  # resumed: the engine holds the SFT weights, the policy the checkpoint's
@@ -564,17 +578,19 @@ def _padded(rows: list[list[float]], device):
 def _rollout_engine(kind: str, model, tokenizer, sft_model, device, cfg: TrainingConfig, fmt, dtype):
     """HF (the live policy) or vLLM (its own copy of the SFT weights, in `dtype`, prompts rendered in `fmt`)."""
     if kind == "vllm":
+        from rlvrflow.engines.factory import default_max_model_len, vllm_prompting
         from rlvrflow.engines.hf_engine import FormattedEngine
         from rlvrflow.engines.vllm_engine import VLLMEngine
         from rlvrflow.training.precision import dtype_name
 
-        max_len = cfg.tiny.max_positions if cfg.is_embedded else 4096
+        max_len = cfg.tiny.max_positions if cfg.is_embedded else default_max_model_len(sft_model)
         vllm = VLLMEngine(
             str(sft_model),
             dtype=dtype_name(dtype),
             max_model_len=max_len,
             seed=cfg.seed,
             enforce_eager=device.type == "cpu",
+            stop_token_ids=vllm_prompting(sft_model, fmt)[2],  # the HF engine's: EOS and the template's end of turn
         )
         return vllm if fmt.kind == "raw" else FormattedEngine(vllm, tokenizer, fmt)
     from rlvrflow.engines import HFEngine

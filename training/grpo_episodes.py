@@ -272,8 +272,6 @@ def check_supported(g, distributed: bool) -> None:
     fix = "or set training.episodes: false to train without the environment's rows"
     if g.rollout_mode == "async":
         raise ValueError(f"training.grpo.rollout_mode 'async' does not play episodes yet; set rollout_mode: sync {fix}")
-    if g.rollout == "vllm":
-        raise ValueError(f"training.grpo.rollout 'vllm' does not play episodes yet; set rollout: hf {fix}")
     if distributed or g.backend == "deepspeed":
         raise ValueError(
             "GRPO on episodes runs in one process with the torch backend (not several ranks or DeepSpeed); "

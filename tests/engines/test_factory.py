@@ -189,3 +189,47 @@ def test_first_loads_from_several_threads_at_once(tiny_model_dir):
             [sys.executable, "-c", script, str(tiny_model_dir)], capture_output=True, text=True, timeout=300
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_vllm_stops_on_a_stop_string_that_is_one_special_token(qwen_dir):
+    """An episode format's `<|im_end|>` stop: vLLM decodes without special tokens, so it could never match
+    the string; the engine stops on its id instead. A plain string (a newline) stays a text stop."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from rlvrflow.engines.vllm_engine import VLLMEngine
+
+    tok = AutoTokenizer.from_pretrained(qwen_dir)
+    engine = VLLMEngine.__new__(VLLMEngine)  # no vLLM here: only its tokenizer is read
+    engine.llm = SimpleNamespace(get_tokenizer=lambda: tok)
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert end in tok.all_special_ids
+    assert engine._special_stops(("<|im_end|>", "\n", "Answer:")) == [end]
+    assert engine._special_stops(()) == []
+
+
+def test_grpos_vllm_engine_stops_where_the_hf_engine_does(qwen_dir, monkeypatch):
+    """GRPO builds its vLLM rollout engine itself: it stops on the HF engine's ids, the chat template's
+    end of turn among them, or a model whose EOS is another token would write past its turn; and its
+    context is the model's positions when fewer than 4096 (vLLM refuses a longer one)."""
+    import torch
+
+    import rlvrflow.engines.vllm_engine as vllm_engine
+    from rlvrflow.training.config import TrainingConfig
+    from rlvrflow.training.grpo import _rollout_engine
+
+    seen = {}
+
+    class Built:
+        def __init__(self, model, **kwargs):
+            seen.update(kwargs)
+
+    monkeypatch.setattr(vllm_engine, "VLLMEngine", Built)
+    hf = make_engine("hf", qwen_dir)
+    assert hf.prompt_format.kind == "chat"
+    cfg = TrainingConfig(model=str(qwen_dir))
+    _rollout_engine("vllm", None, hf.tokenizer, qwen_dir, torch.device("cpu"), cfg, hf.prompt_format, torch.float32)
+    end = hf.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert end in seen["stop_token_ids"] and set(seen["stop_token_ids"]) == set(hf.eos_token_ids)
+    assert seen["max_model_len"] == hf.model.config.max_position_embeddings < 4096  # vLLM refuses more

@@ -67,7 +67,6 @@ def test_an_update_on_episodes_alone_moves_the_conversation_the_reward_favours(e
     "change, field",
     [
         ({"rollout_mode": "async"}, "rollout_mode 'async'"),
-        ({"rollout": "vllm"}, "rollout 'vllm'"),
         ({"backend": "deepspeed"}, "backend: torch"),
     ],
 )
