@@ -15,9 +15,10 @@ right column and refund it. The outcome check is the refunds table: exactly that
 Per seed, from the pretrained tiny base (`embedded-base`, adapted to the bench's characters):
 - SFT: `--worked` worked transcripts (lookup, refund, a one-line reply), the loss on the assistant's
   tokens only (training/episode_sft.py), `--sft-steps` steps;
-- GRPO: episode GRPO from that SFT model on outcome-only rows (training/episode_grpo.py), by default
-  90 steps of 8 prompts x 8 episodes at temperature 0.7, lr 2e-4 after 10 warmup steps (bench/README.md
-  has the trials behind these);
+- GRPO: the chain's GRPO trainer (training/grpo.py `train_grpo`) from that SFT model on the outcome-only
+  rows as episode rows of one tier, its held-out eval playing the held-out tasks at step 0 (the SFT
+  model's score) and at the end; by default 90 steps of 8 prompts x 8 episodes at temperature 0.7, lr
+  2e-4 after 10 warmup steps, no KL term, no refill rounds (`--refill-rounds`);
 - control: the SFT model trained on the same transcripts for as many seconds as the GRPO stage took.
 Each is scored on the same held-out tasks (other orders), one greedy episode per task; gains come
 with 95% paired bootstrap intervals (training.report.gain_interval). Diagnostics for a run that does
@@ -54,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TARGET_GAIN, TARGET_SECONDS = 20.0, 900.0
+EPISODE_TOKENS = 96  # most tokens of one assistant message, in training and eval
 
 
 def cpu_seconds() -> float:
@@ -159,6 +161,53 @@ def worked_transcript(row: dict, orders: dict[int, dict]):
     )
 
 
+def episode_frame(rows: list[dict], env):
+    """The rows as the chain's GRPO takes them (DESIGN.md columns): an environment category's episode rows,
+    every one in the `learnable` tier, so the curriculum sampler draws them alike (no tiering run here)."""
+    import polars as pl
+
+    from rlvrflow.verifiers.config import EPISODE
+
+    params = env.model_dump_json()
+    return pl.DataFrame(
+        [
+            {
+                "id": r["id"],
+                "prompt": r["prompt"],
+                "reference": r["reference"],
+                "verifier": EPISODE,
+                "verifier_params": params,
+                "category": "refunds",
+                "tier": "learnable",
+                "pass_at_1": 0.5,
+            }
+            for r in rows
+        ]
+    )
+
+
+def score_episodes(model, tok, rows: list[dict]) -> dict:
+    """One greedy episode per row (`episode_frame` rows), as the evaluate stage and GRPO's held-out eval
+    play them (training/eval_episodes.py): pass_at_1_greedy, the episode figures and `by_prompt`."""
+    from rlvrflow.engines import HFEngine
+    from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.training.eval_episodes import evaluate_episode_rows
+
+    engine = HFEngine(model, tok, device="cpu", batch_size=64, prompt_format=PromptFormat())
+    return evaluate_episode_rows(engine, rows, EPISODE_TOKENS, seed=0, per_category=0)[0]
+
+
+def all_greedy_episodes(model, tok, env, rows: list[dict]) -> list:
+    """Every row's greedy episode (the failure analysis reads all their tool runs)."""
+    from rlvrflow.engines import HFEngine, SamplingParams
+    from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.training.episodes import play_episodes
+    from rlvrflow.training.eval_episodes import episode_view
+
+    view, fmt = episode_view(HFEngine(model, tok, device="cpu", batch_size=64, prompt_format=PromptFormat()))
+    return play_episodes(view, env, rows, fmt, SamplingParams(temperature=0.0, max_new_tokens=EPISODE_TOKENS), seed=0)
+
+
 def diagnostics(result: dict) -> dict:
     keep = (
         "pass_at_1_greedy",
@@ -175,14 +224,15 @@ def diagnostics(result: dict) -> dict:
 def run_seed(seed: int, args, out: Path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvrflow.training.config import SFTConfig
-    from rlvrflow.training.episode_format import PLAIN
-    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
-    from rlvrflow.training.episode_sft import sft_on_transcripts
-    from rlvrflow.training.episodes import evaluate_episodes
+    from rlvrflow.curriculum import CurriculumConfig
     from rlvrflow.io import read_jsonl
+    from rlvrflow.training.config import EvalConfig, SFTConfig, TrainingConfig
+    from rlvrflow.training.episode_format import PLAIN
+    from rlvrflow.training.episode_sft import sft_on_transcripts
+    from rlvrflow.training.grpo import train_grpo
     from rlvrflow.training.report import gain_interval
     from rlvrflow.training.tiny_base import BASE_DIR, adapt_base
+    from rlvrflow.verifiers import RewardConfig
 
     t_seed, cpu0 = time.perf_counter(), cpu_seconds()
     d = out / f"seed{seed}"
@@ -194,12 +244,10 @@ def run_seed(seed: int, args, out: Path) -> dict:
     held, train = ids[: args.eval_tasks], ids[args.eval_tasks :]
     eval_rows, train_rows = task_rows(orders, held, rng, "eval"), task_rows(orders, train, rng, "train")
     worked = [worked_transcript(r, orders) for r in train_rows[: args.worked]]
-    rl_rows = train_rows[args.worked :]  # outcome-only: prompt and reference, no transcript
+    rl_rows = episode_frame(train_rows[args.worked :], env)  # outcome-only: prompt and reference, no transcript
+    held_out = episode_frame(eval_rows, env).to_dicts()
     texts = [PLAIN.prompt(w.messages) for w in worked] + ['{"error": "0123456789"} ' + "".join(TASKS.values())]
-    tools, ev = env.schemas(), dict(max_new_tokens=96, batch_size=64)
-
-    def score(model, tok):
-        return evaluate_episodes(model, tok, env, eval_rows, PLAIN, ev["max_new_tokens"], batch_size=ev["batch_size"])
+    tools = env.schemas()
 
     # arm 1: SFT on worked transcripts (or an earlier run's, trained with the same settings)
     card = {k: getattr(args, k) for k in SFT_KEYS} | {"seed": seed}
@@ -235,22 +283,40 @@ def run_seed(seed: int, args, out: Path) -> dict:
             flush=True,
         )
 
-    # arm 2: GRPO on episodes from the SFT model; its step-0 eval is the SFT model's
-    cfg = EpisodeGRPOConfig(
-        max_steps=args.grpo_steps,
-        prompts_per_step=args.prompts,
-        num_generations=args.group,
-        learning_rate=args.grpo_lr,
-        warmup_steps=args.grpo_warmup,
-        temperature=args.temperature,
-        max_new_tokens=96,
-        eval_max_new_tokens=96,
-        logging_steps=1,
-        checkpoint=_ckpt(args.grpo_steps),
+    # arm 2: the chain's GRPO (training/grpo.py) on the episode rows from the SFT model; its held-out eval
+    # plays the held-out tasks at step 0 (the SFT model's) and at the end
+    cfg = TrainingConfig(
+        model=str(sft_dir),
+        torch_threads=args.threads,
+        grpo={
+            "max_steps": args.grpo_steps,
+            "prompts_per_step": args.prompts,
+            "num_generations": args.group,
+            "learning_rate": args.grpo_lr,
+            "warmup_steps": args.grpo_warmup,
+            "temperature": args.temperature,
+            "episode_max_new_tokens": EPISODE_TOKENS,
+            "beta": 0.0,
+            "max_refill_rounds": args.refill_rounds,
+            "logging_steps": 1,
+        },
+        checkpoint={"every": args.grpo_steps, "keep_last": 1},  # one eval at the end: the final checkpoint
     )
+    eval_cfg = EvalConfig(k=1, n_samples=1, episode_max_new_tokens=EPISODE_TOKENS, samples_per_category=4)
     t0, c0 = time.perf_counter(), cpu_seconds()
     start = with_context(sft_dir, d / "grpo_start", args.context)
-    summary = train_episode_grpo(start, env, rl_rows, eval_rows, cfg, d / "grpo", seed)
+    summary = train_grpo(
+        start,
+        rl_rows,
+        cfg,
+        CurriculumConfig(),
+        RewardConfig(),
+        rl_rows.head(0),  # no single-reply rows: the held-out episodes are the eval's headline
+        eval_cfg,
+        d / "grpo",
+        seed,
+        eval_episodes=held_out,
+    )
     grpo_seconds, grpo_cpu = time.perf_counter() - t0, cpu_seconds() - c0
     evals, metrics = read_jsonl(d / "grpo" / "evals.jsonl"), read_jsonl(d / "grpo" / "metrics.jsonl")
     by = {e["step"]: e for e in evals}
@@ -276,7 +342,7 @@ def run_seed(seed: int, args, out: Path) -> dict:
             max_length=512,
         )  # the cosine over 100k steps is flat: the rate SFT ended near, held
         ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=summary["seconds"])
-        ctrl_res = score(ctrl, ctok)
+        ctrl_res = score_episodes(ctrl, ctok, held_out)
         ctrl_seconds, ctrl_cpu = time.perf_counter() - t0, cpu_seconds() - c0
     total = time.perf_counter() - t_seed + (sft_seconds if args.sft_from else 0.0)
     cpu_total = cpu_seconds() - cpu0 + (sft_cpu if args.sft_from else 0.0)
@@ -301,10 +367,10 @@ def run_seed(seed: int, args, out: Path) -> dict:
         "gain_grpo_over_control": gain_interval(ctrl_res, grpo_res) if ctrl_res else None,
         "gain_control_over_sft": gain_interval(sft_res, ctrl_res) if ctrl_res else None,
         "zero_variance_fraction": summary["zero_variance_fraction"],
-        "train_success_first_quarter": sum(m["correct_rate"] for m in metrics[:q]) / q,
-        "train_success_last_quarter": sum(m["correct_rate"] for m in metrics[-q:]) / q,
-        "train_malformed_first_quarter": sum(m["malformed_rate"] for m in metrics[:q]) / q,
-        "train_malformed_last_quarter": sum(m["malformed_rate"] for m in metrics[-q:]) / q,
+        "train_success_first_quarter": _quarter(metrics[:q], "episode_success_rate"),
+        "train_success_last_quarter": _quarter(metrics[-q:], "episode_success_rate"),
+        "train_malformed_first_quarter": _quarter(metrics[:q], "episode_malformed_rate"),
+        "train_malformed_last_quarter": _quarter(metrics[-q:], "episode_malformed_rate"),
     }
     g = line["gain_grpo_over_sft"]
     ctrl_text = f"control {ctrl_res['pass_at_1_greedy']:.1%}" if ctrl_res else "no control arm"
@@ -353,8 +419,6 @@ def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int, max_turns
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rlvrflow.training import checkpoint as ckpt
-    from rlvrflow.training.episode_format import PLAIN
-    from rlvrflow.training.episodes import evaluate_episodes
 
     rng = random.Random(seed)
     orders = build_shop(seed_dir / "shop.db", n_orders, seed)
@@ -364,10 +428,10 @@ def analyse(seed_dir: Path, seed: int, eval_tasks: int, n_orders: int, max_turns
     # grpo_start is the SFT model GRPO started from (with_context): there also when the SFT was reused
     for name, path in (("sft", seed_dir / "grpo_start"), ("grpo", ckpt.latest_checkpoint(seed_dir / "grpo"))):
         model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-        res = evaluate_episodes(model, tok, env, rows, PLAIN, 96, keep=len(rows))
+        episodes = all_greedy_episodes(model, tok, env, rows)
         out[name] = {
-            "pass_at_1_greedy": res["pass_at_1_greedy"],
-            "failures": failure_kinds(rows, res["samples"], orders),
+            "pass_at_1_greedy": sum(e.verdict.correct for e in episodes) / len(episodes),
+            "failures": failure_kinds(rows, [e.to_dict() for e in episodes], orders),
         }
         print(f"{name}: {out[name]}", flush=True)
     return out
@@ -407,10 +471,10 @@ def reused_sft(sft_dir: Path, card: dict) -> Path:
     return sft_dir
 
 
-def _ckpt(steps: int):
-    from rlvrflow.training.config import CheckpointConfig
-
-    return CheckpointConfig(every=steps, keep_last=1)  # one eval at the end: the final checkpoint, not the best
+def _quarter(metrics: list[dict], key: str) -> float:
+    """The mean of `key` over the steps that played episodes (a step of refills only may have none)."""
+    values = [m[key] for m in metrics if key in m]
+    return sum(values) / max(1, len(values))
 
 
 def _with_prompts(record: dict, summary: dict, first: bool) -> dict:
@@ -453,6 +517,12 @@ def main() -> int:
     )
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--group", type=int, default=8)
+    ap.add_argument(
+        "--refill-rounds",
+        type=int,
+        default=0,
+        help="GRPO's max_refill_rounds: draws that replace zero-variance groups within a step (0: none)",
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sft-from", default=None, help="an earlier run's --out whose SFT models to start from")
     ap.add_argument("--no-control", action="store_true", help="skip the control arm (a screening run)")

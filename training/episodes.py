@@ -1,8 +1,7 @@
-"""Episodes as training data: play them in batches with a rollout engine, score a model on held-out
-episodes, and the log-probs of a whole conversation with only the policy's own tokens in the loss.
+"""Episodes as training data: play them in batches with a rollout engine, and the log-probs of a whole
+conversation with only the policy's own tokens in the loss (held-out episodes: training/eval_episodes.py).
 
     episodes = play_episodes(engine, env, rows, PLAIN, SamplingParams(temperature=1.0), seed=0)
-    result = evaluate_episodes(model, tokenizer, env, eval_rows, PLAIN, max_new_tokens=96)
     logp, mask = conversation_logprobs(model, [PLAIN.render(tok, ep, tools) for ep in episodes], pad_id, dev)
 
 `play_episodes` runs `verifiers.episode.run_episodes` with a policy that renders every live
@@ -115,37 +114,6 @@ def episode_stats(episodes: list, rewards: list[float] | None = None) -> dict:
     if rewards is not None:
         out["reward_mean"] = sum(rewards) / n
     return out
-
-
-def evaluate_episodes(
-    model,
-    tokenizer,
-    env,
-    rows: Sequence[dict],
-    fmt: EpisodeFormat,
-    max_new_tokens: int,
-    device: str = "cpu",
-    batch_size: int = 64,
-    keep: int = 4,
-) -> dict:
-    """Greedy held-out episodes, one per row: `pass_at_1_greedy` (the end state matched), the
-    `episode_stats` figures, `by_prompt` ({ids, greedy}: the per-row results a paired bootstrap needs,
-    training.report.gain_interval) and the first `keep` transcripts."""
-    from rlvrflow.engines import HFEngine, SamplingParams
-
-    engine = HFEngine(model, tokenizer, device=device, batch_size=batch_size)
-    episodes = play_episodes(
-        engine, env, rows, fmt, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), seed=0
-    )
-    stats = episode_stats(episodes)
-    greedy = [float(e.verdict.status == "correct") for e in episodes]
-    return {
-        "pass_at_1_greedy": stats.pop("success_rate"),
-        **stats,
-        "prompts": len(rows),
-        "by_prompt": {"ids": [str(r["id"]) for r in rows], "greedy": greedy},
-        "samples": [e.to_dict() for e in episodes[:keep]],
-    }
 
 
 def masked_token_logprobs(logits, ids, policy_mask, temperature: float = 1.0, entropy: str | None = None):

@@ -102,13 +102,17 @@ def train_grpo(
     on_progress=None,
     workers: int | None = None,
     timeout_s: float = 30.0,
+    eval_episodes=(),
 ) -> dict:
     """Run GRPO from `sft_model` (HF dir) on the tiered train rows; resume from out_dir when possible.
 
     tiered_train_df: polars rows with the DESIGN.md columns after `curriculum.tier_rows` (id, prompt,
     reference, verifier, verifier_params, category, tier, pass_at_1). curriculum_cfg: a
     `curriculum.config.CurriculumConfig` for the sampler. reward_cfg: a `verifiers.config.RewardConfig`.
-    eval_df: held-out rows for `evaluate`. on_progress(step, total, metrics) is called after each step.
+    eval_df: held-out rows for `evaluate`; eval_episodes: held-out episode rows (an environment's category,
+    as training/eval_episodes.py takes them), one greedy episode each at step 0 and every checkpoint, under
+    each eval record's `episodes`, or as its headline when eval_df has no rows (an agent-only run).
+    on_progress(step, total, metrics) is called after each step.
     workers, timeout_s: the verifier pool's processes and per-item deadline (the spec's verifiers
     section) for rewards and evals alike; workers=None: one process per CPU core.
     Returns {final_checkpoint, best_checkpoint, baseline, final, evals, zero_variance_fraction,
@@ -179,7 +183,7 @@ def train_grpo(
         backend,
         tokenizer,
         fmt,
-        HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s),
+        HeldOut(eval_df, eval_cfg, seed, reward_cfg, workers, timeout_s, tuple(eval_episodes)),
         g.max_steps,
         g.logging_steps,
         partial(step_line, total=g.max_steps),

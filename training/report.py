@@ -101,7 +101,12 @@ def warn_loudly(message: str) -> None:
     log.warning("\n%s\n%s\n%s", bar, message, bar)
 
 
-GRPO_SERIES = (("reward_mean", "reward mean"), ("correct_rate", "correct rate"))
+GRPO_SERIES = (
+    ("reward_mean", "reward mean"),
+    ("correct_rate", "correct rate"),
+    ("episode_reward_mean", "episode reward mean"),
+    ("episode_success_rate", "episode success"),
+)
 
 
 def plot_curves(
@@ -114,7 +119,8 @@ def plot_curves(
     eval_keys=("pass_at_1_greedy", "pass_at_1_sampled", "pass_at_k", "format_rate"),
 ) -> Path | None:
     """The trainer's per-step `series` ((metrics key, label) pairs) beside the held-out `eval_keys` per
-    checkpoint; None without data. GRPO's reward and correct rate by default; DPO passes its own."""
+    checkpoint (and held-out episodes' success where the evals have them); None without data. GRPO's
+    reward and correct rate (of replies and of episodes) by default; DPO passes its own."""
     if not metrics and not evals:
         return None
     import matplotlib
@@ -129,8 +135,13 @@ def plot_curves(
     ax1.set_xlabel(f"{trainer} step")
     ax1.set_title(left_title)
     ax1.legend()
-    for key in eval_keys:
-        ax2.plot([e["step"] for e in evals], [e[key] for e in evals], marker="o", label=key)
+    for key in eval_keys:  # an eval of episodes alone has no sampled pass@1 or pass@k
+        points = [(e["step"], e[key]) for e in evals if e.get(key) is not None]
+        if points:
+            ax2.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=key)
+    points = [(e["step"], e["episodes"]["pass_at_1_greedy"]) for e in evals if isinstance(e.get("episodes"), dict)]
+    if points:  # held-out episodes beside single replies
+        ax2.plot([p[0] for p in points], [p[1] for p in points], marker="s", label="episodes pass_at_1_greedy")
     ax2.set_xlabel(f"{trainer} step (0 = SFT baseline)")
     ax2.set_ylim(0, 1)
     ax2.set_title("held-out eval")

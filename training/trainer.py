@@ -143,7 +143,9 @@ class RunState:
 class HeldOut:
     """The held-out eval a run does at step 0 and at every checkpoint (training/eval.py `evaluate_live`).
 
-    workers, timeout_s: the verifier pool's processes (None: one per CPU core) and per-item deadline."""
+    workers, timeout_s: the verifier pool's processes (None: one per CPU core) and per-item deadline.
+    episodes: held-out rows of an environment's category (training/eval_episodes.py), one greedy episode
+    each, reported under the record's `episodes`; with no single-reply `rows` they are the headline."""
 
     rows: Any
     cfg: Any
@@ -151,6 +153,7 @@ class HeldOut:
     reward_cfg: Any = None
     workers: int | None = None
     timeout_s: float = 30.0
+    episodes: tuple = ()
 
 
 class Trainer:
@@ -276,22 +279,30 @@ class Trainer:
         b.sync_generation_module()  # every rank: a collective under ZeRO-3
         record = kept = by_prompt = None
         if b.is_main:
-            with b.autocast():
-                live = evaluate_live(
-                    b.generation_module,
-                    self.tokenizer,
-                    h.rows,
-                    h.cfg,
-                    h.seed,
-                    self.out / "samples" / f"step_{step:06d}.jsonl",
-                    h.workers,
-                    str(self.device),
-                    prompt_format=self.fmt,
-                    reward_cfg=h.reward_cfg,
-                    timeout_s=h.timeout_s,
-                )
-            result, kept = live.result, live if b.exact_evals else None
+            samples = self.out / "samples" / f"step_{step:06d}.jsonl"
+            if len(h.rows) or not h.episodes:  # (no rows of either kind: evaluate_live's error names the split)
+                with b.autocast():
+                    live = evaluate_live(
+                        b.generation_module,
+                        self.tokenizer,
+                        h.rows,
+                        h.cfg,
+                        h.seed,
+                        samples,
+                        h.workers,
+                        str(self.device),
+                        prompt_format=self.fmt,
+                        reward_cfg=h.reward_cfg,
+                        timeout_s=h.timeout_s,
+                    )
+                # a loop eval the evaluate stage may reuse holds the single replies only
+                result, kept = live.result, live if b.exact_evals and not h.episodes else None
+            episodes = self._episodes(samples) if h.episodes else None  # after: evaluate_live writes the file
+            if not len(h.rows):  # episodes alone: they are the headline
+                result = {**episodes, "headline_scope": "episodes"}
             record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
+            if episodes is not None and len(h.rows):
+                record["episodes"] = {k: v for k, v in episodes.items() if k not in ("per_category", "by_prompt")}
             append_jsonl(self.out / "evals.jsonl", {**record, "per_category": result["per_category"]})
             by_prompt = result.get("by_prompt") or {}
         record, by_prompt = b.broadcast((record, by_prompt))
@@ -302,6 +313,23 @@ class Trainer:
         self.scalars.add("eval", record, step)
         self._kept = kept
         return record
+
+    def _episodes(self, samples: Path) -> dict:
+        """One greedy episode per held-out episode row with the live policy (training/eval_episodes.py);
+        their transcripts go to the step's samples file."""
+        from rlvrflow.engines import HFEngine
+        from rlvrflow.training.eval_episodes import evaluate_episode_rows
+
+        h, b = self.held_out, self.backend
+        engine = HFEngine(b.generation_module, self.tokenizer, str(self.device), prompt_format=self.fmt)
+        with b.autocast():
+            result, records = evaluate_episode_rows(
+                engine, list(h.episodes), h.cfg.episode_max_new_tokens, h.seed, h.cfg.samples_per_category
+            )
+        samples.parent.mkdir(parents=True, exist_ok=True)
+        for r in records:
+            append_jsonl(samples, r)
+        return result
 
     def save(self, record: dict) -> None:
         """Checkpoint the run at its step with `record` (the eval of these weights) in meta.json; then

@@ -1,11 +1,12 @@
 """Training on episodes: the policy mask, the loss's gradient on tool results, zero advantages of an
-all-equal group, SFT on transcripts, and a GRPO-on-episodes run that resumes exactly."""
+all-equal group, SFT on transcripts, and the chain's GRPO on episode rows alone, resuming exactly."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -157,33 +158,50 @@ class Scripted:
         return outs
 
 
+class _Reports:
+    def report(self, ids, rates):
+        self.rates = dict(zip(ids, rates))
+
+
 def test_all_equal_rewards_give_zero_advantage_and_no_update(env, tokenizer, one_torch_thread):
     import torch
 
-    from rlvrflow.training.backends import TorchBackend
-    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, EpisodeRollouts, EpisodeSampler, update_on_episodes
+    from rlvrflow.training.backends import make_backend
+    from rlvrflow.training.config import GRPOConfig
+    from rlvrflow.training.grpo import update_policy
+    from rlvrflow.training.grpo_episodes import EpisodeBatch, EpisodePlayer
 
-    rows = [
-        {"id": "a", "prompt": "Refund order 7.", "reference": "[[7, 30]]"},
-        {"id": "b", "prompt": "Refund order 8.", "reference": "[[8, 45]]"},
-    ]
+    rows = {
+        r["id"]: {**r, "verifier_params": env.model_dump_json()}
+        for r in (
+            {"id": "a", "prompt": "Refund order 7.", "reference": "[[7, 30]]"},
+            {"id": "b", "prompt": "Refund order 8.", "reference": "[[8, 45]]"},
+        )
+    }
     engine = Scripted({"Refund order 7.": [LOOKUP, REFUND, "Refunded 30."], "Refund order 8.": ["Sorry."]})
-    cfg = EpisodeGRPOConfig(prompts_per_step=2, num_generations=3, filter_zero_variance=False)
-    groups, info = EpisodeRollouts(engine, env, rows, PLAIN, cfg, seed=0).collect(EpisodeSampler(2, 0), 0, None)
-    assert info["groups_zero_variance"] == 2 and info["groups_zero_solved"] == 1
-    assert {g.task_id: g.correct for g in groups} == {"a": [True] * 3, "b": [False] * 3}
+    g = GRPOConfig(prompts_per_step=2, num_generations=3, filter_zero_variance=False, beta=0.0, warmup_steps=0)
+    player = EpisodePlayer(engine, rows, PLAIN, g, SimpleNamespace(format_weight=0.1, correctness_weight=1.0), seed=0)
+    reports = _Reports()
+    assert player.take(["a", "b"], reports, step=0, rnd=0) == []
+    info = player.info()
+    assert info["episode_groups_zero_variance"] == 0 and len(player.kept) == 2  # kept: the filter is off
+    assert reports.rates == {"a": 1.0, "b": 0.0}
+    assert {grp.task_id: [e.verdict.correct for e in grp.episodes] for grp in player.kept} == {
+        "a": [True] * 3,
+        "b": [False] * 3,
+    }
     model = tiny_model(tokenizer)
     before = [p.detach().clone() for p in model.parameters()]
-    stats = update_on_episodes(
-        TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(), torch.device("cpu")
-    )
-    assert stats["grad_norm"] == 0.0
+
+    def update():
+        batch = EpisodeBatch(player.kept, tokenizer, PLAIN, g, "cpu")
+        backend = make_backend(model, g, torch.float32)
+        return update_policy(backend, None, [], g, tokenizer.pad_token_id, torch.device("cpu"), episodes=batch)
+
+    assert update()["grad_norm"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    # one differing episode in a group: the update moves the weights
-    groups[1].rewards[0] += 1.0
-    update_on_episodes(
-        TorchBackend(model, cfg.optim()), groups, cfg, tokenizer, PLAIN, env.schemas(), torch.device("cpu")
-    )
+    player.kept[1].rewards[0] += 1.0  # one differing episode in a group: the update moves the weights
+    update()
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
@@ -226,49 +244,100 @@ def _start_model(tmp_path, env, tokenizer) -> Path:
     return out
 
 
-def test_episode_grpo_runs_and_resumes_exactly(env, tokenizer, tmp_path, one_torch_thread):
+def _episode_frame(env, orders):
+    """Episode rows as GRPO takes them (tiered, DESIGN.md columns), all in one tier."""
+    import polars as pl
+
+    from rlvrflow.verifiers.config import EPISODE
+
+    return pl.DataFrame(
+        [
+            {
+                "id": f"r{o}",
+                "prompt": f"Refund order {o}.",
+                "reference": f"[[{o}, {t}]]",
+                "verifier": EPISODE,
+                "verifier_params": env.model_dump_json(),
+                "category": "refunds",
+                "tier": "learnable",
+                "pass_at_1": 0.5,
+            }
+            for o, t in orders
+        ]
+    )
+
+
+def _grpo(start, rows, out, seed: int, on_progress=None, **grpo):
+    """The chain's GRPO (training/grpo.py) on episode rows alone, the first two held out as episodes."""
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training.config import EvalConfig, TrainingConfig
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.verifiers import RewardConfig
+
+    cfg = TrainingConfig(
+        model=str(start),
+        torch_threads=1,
+        grpo={"warmup_steps": 0, "beta": 0.0, "max_refill_rounds": 0, **grpo},
+        checkpoint={"every": 2, "keep_last": 3},
+    )
+    eval_cfg = EvalConfig(k=1, n_samples=1, episode_max_new_tokens=grpo.get("episode_max_new_tokens", 40))
+    held = rows.head(2).to_dicts()
+    return train_grpo(
+        start,
+        rows,
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        rows.head(0),
+        eval_cfg,
+        out,
+        seed,
+        on_progress=on_progress,
+        eval_episodes=held,
+    )
+
+
+def test_grpo_on_episodes_alone_runs_and_resumes_exactly(env, tokenizer, tmp_path, one_torch_thread):
+    """Agent-only rows through the chain's one GRPO trainer: the held-out episodes are the evals' headline,
+    and a run cut at step 2 resumes to the same metrics, evals and weights as the whole run."""
     import torch
     from safetensors.torch import load_file
 
-    from rlvrflow.training.config import CheckpointConfig
-    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
-
     start = _start_model(tmp_path, env, tokenizer)
-    rows = [
-        {"id": f"r{o}", "prompt": f"Refund order {o}.", "reference": f"[[{o}, {t}]]"}
-        for o, t in ((7, 30), (8, 45), (9, 12))
-    ]
-    cfg = EpisodeGRPOConfig(
+    rows = _episode_frame(env, ((7, 30), (8, 45), (9, 12)))
+    settings = dict(
         max_steps=4,
         prompts_per_step=2,
         num_generations=4,
         learning_rate=1e-3,
-        max_new_tokens=40,
+        episode_max_new_tokens=40,
         temperature=0.5,
-        eval_max_new_tokens=40,
-        checkpoint=CheckpointConfig(every=2, keep_last=3),
+        filter_zero_variance=False,
     )
-    whole = train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "whole", seed=3)
+    whole = _grpo(start, rows, tmp_path / "whole", 3, **settings)
 
     def crash(step, total, metrics):
         if step == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "cut", seed=3, on_progress=crash)
-    resumed = train_episode_grpo(start, env, rows, rows[:2], cfg, tmp_path / "cut", seed=3)
+        _grpo(start, rows, tmp_path / "cut", 3, on_progress=crash, **settings)
+    resumed = _grpo(start, rows, tmp_path / "cut", 3, **settings)
 
     metrics = [json.loads(x) for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
     assert len(metrics) == 4 and any("skipped" not in m for m in metrics)  # some steps trained
-    assert 0 <= metrics[0]["zero_variance_fraction"] <= 1 and "malformed_rate" in metrics[0]
+    assert all(m["episode_groups_seen"] == 2 and "episode_malformed_rate" in m for m in metrics)
     for name in ("metrics.jsonl", "evals.jsonl"):
         assert (tmp_path / "whole" / name).read_text() == (tmp_path / "cut" / name).read_text()
     a = load_file(tmp_path / "whole" / "step_000004" / "model.safetensors")
     b = load_file(tmp_path / "cut" / "step_000004" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert whole["groups_seen"] == resumed["groups_seen"] == 8
-    assert [e["step"] for e in whole["evals"]] == [0, 2, 4] and "pass_at_1_greedy" in whole["final"]
-    assert (tmp_path / "whole" / "samples" / "step_000004.jsonl").is_file()
+    assert [e["step"] for e in whole["evals"]] == [0, 2, 4]
+    assert whole["final"]["headline_scope"] == "episodes" and whole["final"]["n_prompts"] == 2
+    assert "turns_mean" in whole["final"] and "pass_at_1_greedy" in whole["final"]
+    samples = (tmp_path / "whole" / "samples" / "step_000004.jsonl").read_text().splitlines()
+    assert samples and all(json.loads(x)["mode"] == "episode" for x in samples)
 
 
 def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp_path, one_torch_thread):
@@ -277,9 +346,7 @@ def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp
     with the `<|im_end|>` it stopped on, and GRPO on episodes runs on it (random weights: what it writes
     is noise, the plumbing is what is tested)."""
     from rlvrflow.engines import HFEngine, SamplingParams
-    from rlvrflow.training.config import CheckpointConfig
     from rlvrflow.training.episode_format import chat_format
-    from rlvrflow.training.episode_grpo import EpisodeGRPOConfig, train_episode_grpo
     from rlvrflow.training.episodes import play_episodes
     from rlvrflow.training.modeling import load_model_and_tokenizer
     from rlvrflow.training.qwen_model import build_qwen2_model
@@ -307,15 +374,10 @@ def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp
                 run = []
         assert spans == [m["content"] + "<|im_end|>" for m in ep.messages if m["role"] == "assistant"]
         assert "get_order" in tok.decode(ids)  # the tools are in what the model read
-    cfg = EpisodeGRPOConfig(
-        max_steps=1,
-        prompts_per_step=2,
-        num_generations=2,
-        max_new_tokens=12,
-        eval_max_new_tokens=12,
-        checkpoint=CheckpointConfig(every=1),
-    )
-    summary = train_episode_grpo(start, env, rows, rows[:1], cfg, tmp_path / "grpo", seed=0, fmt=fmt)
+    frame = _episode_frame(env, ((7, 30), (8, 45)))
+    settings = dict(max_steps=1, prompts_per_step=2, num_generations=2, episode_max_new_tokens=12)
+    summary = _grpo(start, frame, tmp_path / "grpo", 0, filter_zero_variance=False, **settings)
+    assert summary["prompt_format"] == "chat"  # the template's: GRPO played and trained through chat_format
     assert summary["groups_seen"] == 2 and (tmp_path / "grpo" / "step_000001" / "model.safetensors").is_file()
 
 
@@ -327,3 +389,41 @@ def test_an_episode_longer_than_the_models_positions_is_an_error_that_names_the_
     limit = model.config.max_position_embeddings
     with pytest.raises(ValueError, match=f"renders to {limit + 1} tokens, over the model's {limit} positions"):
         conversation_logprobs(model, [([1] * (limit + 1), [0] * limit + [1])], 0, "cpu")
+
+
+def test_held_out_episodes_beside_single_replies_are_reported_apart(env, tokenizer, toy, tmp_path, one_torch_thread):
+    """With single-reply held-out rows the headline stays theirs; the episodes' figures go under `episodes`
+    in every eval record and beside them in curves.png."""
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.training.config import EvalConfig, TrainingConfig
+    from rlvrflow.training.grpo import train_grpo
+    from rlvrflow.verifiers import RewardConfig
+
+    start = _start_model(tmp_path, env, tokenizer)
+    rows = _episode_frame(env, ((7, 30), (8, 45), (9, 12)))
+    cfg = TrainingConfig(
+        model=str(start),
+        torch_threads=1,
+        grpo={"max_steps": 1, "prompts_per_step": 2, "num_generations": 2, "episode_max_new_tokens": 40, "beta": 0.0},
+        checkpoint={"every": 1},
+    )
+    summary = train_grpo(
+        start,
+        rows,
+        cfg,
+        CurriculumConfig(dedup_window=0),
+        RewardConfig(),
+        toy.copy_rows(3, 1, split="eval"),
+        EvalConfig(k=1, n_samples=1, max_new_tokens=8, episode_max_new_tokens=40),
+        tmp_path / "grpo",
+        seed=0,
+        eval_episodes=rows.head(2).to_dicts(),
+    )
+    for record in summary["evals"]:
+        assert "headline_scope" not in record and record["n_prompts"] == 3
+        assert record["episodes"]["n_prompts"] == 2 and "pass_at_1_greedy" in record["episodes"]
+    modes = {
+        json.loads(x)["mode"] for x in (tmp_path / "grpo" / "samples" / "step_000001.jsonl").read_text().splitlines()
+    }
+    assert "episode" in modes and len(modes) > 1  # the replies' samples and the episodes' transcripts, one file
+    assert (tmp_path / "grpo" / "curves.png").is_file()

@@ -15,10 +15,10 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm")
 
 from ..engines.test_vllm_episodes import ORDERS, env, qwen  # noqa: E402, F401
+from .test_episode_training import _episode_frame  # noqa: E402
 
 
 def test_grpo_plays_episodes_on_its_vllm_engine(qwen, env, toy, tmp_path, monkeypatch):  # noqa: F811
-    import polars as pl
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -27,7 +27,6 @@ def test_grpo_plays_episodes_on_its_vllm_engine(qwen, env, toy, tmp_path, monkey
     from rlvrflow.training.config import EvalConfig, TrainingConfig
     from rlvrflow.training.grpo import train_grpo
     from rlvrflow.verifiers import RewardConfig
-    from rlvrflow.verifiers.config import EPISODE
 
     prompts: list = []
     generate = VLLMEngine.generate
@@ -37,21 +36,7 @@ def test_grpo_plays_episodes_on_its_vllm_engine(qwen, env, toy, tmp_path, monkey
         return generate(self, batch, n, sampling, seed)
 
     monkeypatch.setattr(VLLMEngine, "generate", recording)
-    rows = pl.DataFrame(
-        [
-            {
-                "id": f"r{o}",
-                "prompt": f"Refund order {o}.",
-                "reference": f"[[{o}, {t}]]",
-                "verifier": EPISODE,
-                "verifier_params": env.model_dump_json(),
-                "category": "refunds",
-                "tier": "learnable",
-                "pass_at_1": 0.5,
-            }
-            for o, t in ORDERS
-        ]
-    )
+    rows = _episode_frame(env, ORDERS)
     cfg = TrainingConfig(
         model=str(qwen),
         torch_threads=1,
