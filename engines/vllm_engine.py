@@ -105,7 +105,7 @@ class VLLMEngine:
         enforce_eager: bool = False,
         seed: int = 0,
         stop_token_ids: tuple[int, ...] = (),
-        enable_prefix_caching: bool = True,
+        enable_prefix_caching: bool | None = None,
     ) -> None:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights move without pickling
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -132,7 +132,8 @@ class VLLMEngine:
                 seed=seed,
                 distributed_executor_backend="uni",
                 logprobs_mode="processed_logprobs",
-                enable_prefix_caching=enable_prefix_caching,
+                # None: vLLM's own choice per model (on where the model supports it)
+                **({} if enable_prefix_caching is None else {"enable_prefix_caching": enable_prefix_caching}),
                 **(whole if current_platform.is_cpu() else {}),
             )
         except BaseException:

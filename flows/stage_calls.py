@@ -424,7 +424,9 @@ def tier_finish(job: Job, stats: dict) -> Result:
 
 
 def grpo(job: Job) -> Result:
-    """training.train_grpo from the SFT model on the tiered rows; resumes from the folder's checkpoints."""
+    """training.train_grpo from the SFT model on the tiered rows; resumes from the folder's checkpoints.
+    Its held-out evals also play the held-out episodes (held_out_episodes: none with training.episodes
+    false), reported under each eval record's `episodes`."""
     import polars as pl
 
     from rlvrflow.training.grpo import train_grpo
@@ -448,6 +450,7 @@ def grpo(job: Job) -> Result:
         on_progress=progress,
         workers=spec.verifiers.workers,
         timeout_s=spec.verifiers.timeout_s,
+        eval_episodes=held_out_episodes(job),
     )
     stats = {
         k: summary.get(k)
@@ -617,7 +620,12 @@ def measure_episodes(spec, engine, rows: list[dict], samples: Path) -> dict:
     hf = isinstance(engine, HFEngine)
     with autocast(dev, resolve_dtype(spec.training.dtype, dev)) if hf else contextlib.nullcontext():
         result, records = evaluate_episode_rows(
-            engine, rows, spec.eval.episode_max_new_tokens, spec.training.seed, spec.eval.samples_per_category
+            engine,
+            rows,
+            spec.eval.episode_max_new_tokens,
+            spec.training.seed,
+            spec.eval.samples_per_category,
+            spec.verifiers.reward,
         )
     for record in records:
         append_jsonl(samples, record)

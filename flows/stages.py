@@ -10,7 +10,8 @@
     tier      split.{train,episodes} sft.model     curriculum training.{seed,device,episodes}
                                                    verifiers.timeout_s (+ algorithm: episodes
                                                    tiered for grpo only)          whole engine calls
-    grpo      sft.model tier.rows split.eval       training.{grpo,checkpoint,seed,device} curriculum
+    grpo      sft.model tier.rows split.{eval,     training.{grpo,checkpoint,seed,device,episodes}
+              episodes}                            curriculum
                                                    verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
     dpo       sft.model tier.rows tier.rollouts    training.{dpo,checkpoint,seed,device}
               split.eval                           verifiers.{reward,timeout_s} eval + MODEL_SETTINGS -
@@ -242,12 +243,13 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "grpo",
-            inputs=("sft.model", "tier.rows", "split.eval"),
+            inputs=("sft.model", "tier.rows", "split.eval", "split.episodes"),
             sections=(
                 "training.grpo",
                 "training.checkpoint",
                 "training.seed",
                 "training.device",
+                "training.episodes",
                 "curriculum",
                 "verifiers.reward",
                 "verifiers.timeout_s",

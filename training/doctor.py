@@ -53,7 +53,7 @@ def _samples(dirs: list[Path], rec: RunRecords) -> None:
     """Rows with a response and a reward from the samples files in `dirs` (training.eval's SAMPLE_FIELDS);
     a row's model is its `model` field or the file's name (`step_000100.samples.jsonl` -> step_000100).
     Episodes go to `rec.transcripts` instead: an evaluate record's `transcript` (mode `episode`), or a
-    row that is a transcript itself (episode GRPO's samples/step_NNNNNN.jsonl); an episode's final
+    row that is a transcript itself (the earlier episode-only trainer's samples); an episode's final
     reply is not a single reply, so it never goes to `rec.samples`."""
     for d in dirs:
         for path in sorted({p for pattern in SAMPLE_GLOBS for p in d.glob(pattern)}):

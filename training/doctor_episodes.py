@@ -6,14 +6,15 @@ rules; training/doctor.py runs them after those. What they read:
     metrics      the per-step keys of training.episodes.episode_stats: turns_mean, malformed_rate,
                  max_turns_rate, tool_calls_mean, success_rate. The chain's GRPO stage logs them with an
                  `episode_` prefix (episode_turns_mean, ...) beside the single-reply correct_rate, on the
-                 steps that drew episodes; episode GRPO logs them bare. A step's `episode_<key>` is read
-                 when present, else `<key>`; success falls back to correct_rate only in a run with no
+                 steps that drew episodes; runs of the earlier episode-only trainer logged them bare. A
+                 step's `episode_<key>` is read when present, else `<key>`; success falls back to correct_rate only in a run with no
                  `episode_` key at all (in a mixed run correct_rate is the single replies' rate).
-    evals        a model's episode figures: its eval result's `episodes` (the evaluate stage), or the
-                 result itself when it holds those keys, bare or `episode_`-prefixed (episode GRPO's
-                 evals.jsonl); the episode count is `n_prompts` or `prompts`
+    evals        a model's episode figures: its eval result's `episodes` (the evaluate stage, GRPO's
+                 held-out evals beside single replies), or the result itself when it holds those keys,
+                 bare or `episode_`-prefixed (an agent-only GRPO run's evals.jsonl, whose headline they
+                 are); the episode count is `n_prompts` or `prompts`
     transcripts  finished episodes ({model, transcript: verifiers.episode.Episode.to_dict()}) from the
-                 samples files of the evaluate stage and of episode GRPO
+                 samples files of the evaluate stage and of GRPO's held-out evals
     read_only_tools  tools whose SQL is a SELECT (from the run's environments), when known
 
 turns_grow       assistant turns per episode up by x1.3 and half a turn while success stays flat
@@ -117,9 +118,9 @@ def turns_grow(rec: RunRecords) -> Finding | None:
     if len(held) >= 2:
         evidence.append(f"held-out turns {held[0][1]:.2f} ({held[0][0]}) -> {held[-1][1]:.2f} ({held[-1][0]})")
     change = (
-        "lower the environment's max_turns or raise its turn_penalty.per_turn (verifiers.rules[].environment; "
-        "default 0.02 a message past free_turns 3, at most 0.2); read the transcripts for calls that repeat "
-        "(tool_loops) or results the policy ignores"
+        "lower the environment's max_turns (verifiers.rules[].environment) or raise "
+        "verifiers.reward.turn_penalty.per_turn (default 0.02 a message past free_turns 3, at most 0.2); read "
+        "the transcripts for calls that repeat (tool_loops) or results the policy ignores"
     )
     return Finding(
         "turns_grow", "warning", "episodes take more turns while success does not rise", tuple(evidence), change

@@ -94,8 +94,9 @@ def _pick(rows: list[dict], per_category: int, seed: int) -> list[int]:
     return sorted(picked, key=lambda i: (str(rows[i].get("category") or ""), str(rows[i]["id"])))
 
 
-def sample_record(row: dict, episode, env=None) -> dict:
-    """An episode as a samples-file record (see the module docstring); `reward` with `env`'s turn penalty."""
+def sample_record(row: dict, episode, reward_cfg=None) -> dict:
+    """An episode as a samples-file record (see the module docstring); its `reward` under `reward_cfg`
+    (the spec's verifiers.reward, as GRPO rewards episodes; the defaults for None)."""
     from rlvrflow.verifiers.episode import EpisodeRewardConfig, episode_reward
 
     return {
@@ -106,7 +107,7 @@ def sample_record(row: dict, episode, env=None) -> dict:
         "response": episode.final_reply,
         "status": episode.verdict.status,
         "score": float(episode.verdict.score),
-        "reward": float(episode_reward(episode, EpisodeRewardConfig.of(env) if env is not None else None).total),
+        "reward": float(episode_reward(episode, EpisodeRewardConfig.of(reward_cfg)).total),
         "n_tokens": None,
         "turns": episode.assistant_turns,
         "stop": episode.stop,
@@ -115,10 +116,11 @@ def sample_record(row: dict, episode, env=None) -> dict:
 
 
 def evaluate_episode_rows(
-    engine, rows: list[dict], max_new_tokens: int, seed: int, per_category: int
+    engine, rows: list[dict], max_new_tokens: int, seed: int, per_category: int, reward_cfg=None
 ) -> tuple[dict | None, list[dict]]:
     """(result, sample records) of one greedy episode per row, rows in id order; (None, []) without
-    rows. `max_new_tokens` bounds each assistant message."""
+    rows. `max_new_tokens` bounds each assistant message; `reward_cfg` (verifiers.reward) gives the
+    samples' rewards."""
     from rlvrflow.engines import SamplingParams
     from rlvrflow.training.episodes import play_episodes
 
@@ -128,11 +130,10 @@ def evaluate_episode_rows(
     view, fmt = episode_view(engine)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     episodes: list = [None] * len(rows)
-    envs: list = [None] * len(rows)
     for env, idx in _environments(rows):
         played = play_episodes(view, env, [rows[i] for i in idx], fmt, greedy, seed)
         for i, ep in zip(idx, played):
-            episodes[i], envs[i] = ep, env
+            episodes[i] = ep
     categories = [str(r.get("category") or "") for r in rows]
     per_cat = {}
     for c in sorted(set(categories)):
@@ -150,7 +151,7 @@ def evaluate_episode_rows(
             "stops": [e.stop for e in episodes],
         },
     }
-    return result, [sample_record(rows[i], episodes[i], envs[i]) for i in _pick(rows, per_category, seed)]
+    return result, [sample_record(rows[i], episodes[i], reward_cfg) for i in _pick(rows, per_category, seed)]
 
 
 MESSAGE_CHARS = 400  # a message longer than this is clipped in the middle on the markdown page

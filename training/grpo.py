@@ -168,6 +168,11 @@ def train_grpo(
     is_episode = tiered_train_df["verifier"] == EPISODE
     tasks = {t.id: t for t in tasks_from_df(tiered_train_df.filter(~is_episode))}
     sampler = make_sampler(tiered_train_df, curriculum_cfg, seed, g.prompts_per_step, g.num_generations)
+    if is_episode.any():  # before any engine starts: what the loop cannot play episodes with
+        from rlvrflow.training.distributed import dist_env
+        from rlvrflow.training.grpo_episodes import check_supported
+
+        check_supported(g, dist_env().is_distributed)
     rollouts = _collector(
         g, out, backend, tokenizer, fmt, sft_model, cfg, tasks, reward_cfg, seed, device, dtype, workers, timeout_s
     )
@@ -293,29 +298,29 @@ def _note_context_full(run, step: int, ep_info: dict, batch) -> None:
 def _episode_player(rows, g, backend, tokenizer, fmt, reward_cfg, seed: int, device, rollouts):
     """The EpisodePlayer of the episode rows among the tiered rows (None without any): episodes rendered
     in the run's episode format, played by the live policy through an HF engine or, with `rollout: vllm`,
-    by the rollouts' own vLLM engine (its weights pushed after every update as for the replies), both
-    fed the rendered conversation's token ids as they are."""
+    by the rollouts' own vLLM engine (its weights pushed after every update as for the replies). Both are
+    seen through `eval_episodes.episode_view`, as evaluate plays episodes: the rendered conversation's
+    token ids, no special tokens added to a chat template's (one BOS)."""
     if rows.height == 0:
         return None
     from rlvrflow.engines import HFEngine
-    from rlvrflow.engines.hf_engine import FormattedEngine, PromptFormat
-    from rlvrflow.training.distributed import dist_env
-    from rlvrflow.training.episode_format import run_format
-    from rlvrflow.training.grpo_episodes import EpisodePlayer, check_fits, check_supported
+    from rlvrflow.engines.hf_engine import FormattedEngine
+    from rlvrflow.training.episodes import context_limit
+    from rlvrflow.training.eval_episodes import episode_view
+    from rlvrflow.training.grpo_episodes import EpisodePlayer, check_fits
 
-    check_supported(g, dist_env().is_distributed)
     if g.rollout == "vllm":
         shared = rollouts.engine
-        vllm = shared.engine if isinstance(shared, FormattedEngine) else shared  # chat format wraps it
-        engine = FormattedEngine(vllm, tokenizer, PromptFormat())
+        base = shared if isinstance(shared, FormattedEngine) else FormattedEngine(shared, tokenizer, fmt)
     else:
         batch = max(g.prompts_per_step * g.num_generations, 1)
-        engine = HFEngine(backend.generation_module, tokenizer, str(device), batch, prompt_format=PromptFormat())
+        base = HFEngine(backend.generation_module, tokenizer, str(device), batch, prompt_format=fmt)
+    engine, episode_fmt = episode_view(base)
     by_id = {str(r["id"]): r for r in rows.iter_rows(named=True)}
-    episode_fmt = run_format(tokenizer, fmt.kind)
     player = EpisodePlayer(engine, by_id, episode_fmt, g, reward_cfg, seed)
     player.max_positions = getattr(backend.module.config, "max_position_embeddings", None)
-    check_fits(by_id, tokenizer, episode_fmt, g, player.max_positions)
+    limits = [n for n in (player.max_positions, context_limit(engine)) if n]  # vLLM's max_model_len may be less
+    check_fits(by_id, tokenizer, episode_fmt, g, min(limits) if limits else None)
     return player
 
 

@@ -9,7 +9,7 @@ of the same step, and both kinds enter one loss and one optimizer step.
 `take` sits in `collect_groups`' draw: each round's episode ids are played there and then (G episodes
 each, every live conversation's next message in one engine call per turn: training/episodes.py
 `play_episodes`, each message at most `episode_max_new_tokens`), rewarded by `verifiers.episode.episode_reward`
-with the spec's format and correctness weights and the environment's `turn_penalty`, reported to the sampler
+with `verifiers.reward`'s format and correctness weights and its `turn_penalty`, reported to the sampler
 (online re-tiering), and kept when their rewards differ (`grpo_math.zero_variance_groups`, its tolerance)
 or always, without filter_zero_variance: counted as the replies' Tally counts them (zero-variance only
 when dropped). Each environment's episodes in a round sample from `episode_seed`, apart from the round's
@@ -55,7 +55,9 @@ class EpisodePlayer:
 
     def __init__(self, engine, rows: dict[str, dict], fmt, g, reward_cfg, seed: int) -> None:
         self.engine, self.rows, self.fmt, self.g, self.seed = engine, rows, fmt, g, seed
-        self.weights = {"format_weight": reward_cfg.format_weight, "correctness_weight": reward_cfg.correctness_weight}
+        from rlvrflow.verifiers.episode import EpisodeRewardConfig
+
+        self.reward = EpisodeRewardConfig.of(reward_cfg)
         self.envs: dict[str, object] = {}
         self.max_positions: int | None = None  # the policy's, which every rendered conversation must fit
         self.start_step()
@@ -93,7 +95,7 @@ class EpisodePlayer:
             )
             for j, i in enumerate(these):
                 eps = played[j * n : (j + 1) * n]
-                groups[i] = EpisodeGroup(i, eps, [self._reward(e, env) for e in eps], env.schemas())
+                groups[i] = EpisodeGroup(i, eps, [self._reward(e) for e in eps], env.schemas())
         ordered = [groups[i] for i in mine]
         sampler.report(mine, [sum(e.verdict.correct for e in grp.episodes) / n for grp in ordered])
         flat = zero_variance_groups(torch.tensor([grp.rewards for grp in ordered], dtype=torch.float32)).tolist()
@@ -107,10 +109,10 @@ class EpisodePlayer:
                 self.kept.append(grp)
         return [i for i in ids if i not in self.rows]
 
-    def _reward(self, episode, env) -> float:
-        from rlvrflow.verifiers.episode import EpisodeRewardConfig, episode_reward
+    def _reward(self, episode) -> float:
+        from rlvrflow.verifiers.episode import episode_reward
 
-        return episode_reward(episode, EpisodeRewardConfig.of(env, **self.weights)).total
+        return episode_reward(episode, self.reward).total
 
     def info(self) -> dict:
         """The step's episode figures, `episode_`-prefixed (none when the step drew no episode row)."""

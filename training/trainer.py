@@ -295,8 +295,9 @@ class Trainer:
                         reward_cfg=h.reward_cfg,
                         timeout_s=h.timeout_s,
                     )
-                # a loop eval the evaluate stage may reuse holds the single replies only
-                result, kept = live.result, live if b.exact_evals and not h.episodes else None
+                # the loop eval the evaluate stage may reuse: the single replies' result and samples text
+                # (read before the episodes' transcripts are appended; evaluate plays the episodes itself)
+                result, kept = live.result, live if b.exact_evals else None
             episodes = self._episodes(samples) if h.episodes else None  # after: evaluate_live writes the file
             if not len(h.rows):  # episodes alone: they are the headline
                 result = {**episodes, "headline_scope": "episodes"}
@@ -324,9 +325,16 @@ class Trainer:
         engine = HFEngine(b.generation_module, self.tokenizer, str(self.device), prompt_format=self.fmt)
         with b.autocast():
             result, records = evaluate_episode_rows(
-                engine, list(h.episodes), h.cfg.episode_max_new_tokens, h.seed, h.cfg.samples_per_category
+                engine,
+                list(h.episodes),
+                h.cfg.episode_max_new_tokens,
+                h.seed,
+                h.cfg.samples_per_category,
+                h.reward_cfg,
             )
         samples.parent.mkdir(parents=True, exist_ok=True)
+        if not len(h.rows):  # nothing wrote the file this eval: a rerun of the step starts it afresh
+            samples.unlink(missing_ok=True)
         for r in records:
             append_jsonl(samples, r)
         return result

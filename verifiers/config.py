@@ -52,8 +52,8 @@ class VerifierRule(_Frozen):
             "tools, max_turns, outcome, instructions, ...} (verifiers/environment.py); the database path is "
             "relative to the spec file's folder and each row's reference is the outcome query's expected rows. "
             "Its rows are checked at attach; with training.episodes (the default) SFT learns the worked "
-            "transcripts, tiering and GRPO play the outcome-only rows as episodes, and the evaluate stage plays "
-            "the held-out ones, one greedy episode per row"
+            "transcripts, tiering (for GRPO, not DPO) and GRPO play the outcome-only rows as episodes, and "
+            "GRPO's evals and the evaluate stage play the held-out ones, one greedy episode per row"
         ),
     )
 
@@ -122,9 +122,20 @@ class LengthPenaltyConfig(_Frozen):
         return self.scale_tokens or self.target_tokens
 
 
+class TurnPenalty(_Frozen):
+    """What extra assistant messages cost an episode's reward: min(max_penalty, per_turn * turns past free_turns)."""
+
+    per_turn: float = Field(0.02, ge=0.0, description="penalty per assistant message beyond free_turns; 0 turns it off")
+    free_turns: int = Field(
+        3, ge=1, description="assistant messages an episode takes without penalty (the lookups a task needs + reply)"
+    )
+    max_penalty: float = Field(0.2, ge=0.0, le=1.0, description="largest turn penalty ever subtracted")
+
+
 class RewardConfig(_Frozen):
     """How a verdict becomes a GRPO reward: weighted format, correctness and process layers, minus
-    the optional length penalty (`verifiers.reward`)."""
+    the optional length penalty (`verifiers.reward`); an episode's: format and correctness minus the
+    turn penalty (verifiers/episode.py)."""
 
     format_weight: float = Field(
         0.1,
@@ -149,6 +160,13 @@ class RewardConfig(_Frozen):
     process_params: dict[str, Any] = Field(
         default_factory=dict,
         description=("reference for process_verifier, e.g. {required: ['return policy']} for keyword"),
+    )
+    turn_penalty: TurnPenalty = Field(
+        default_factory=TurnPenalty,
+        description=(
+            "{per_turn, free_turns, max_penalty}: what each assistant message past free_turns costs an episode's "
+            "GRPO reward (an environment's rows; tiering counts successes only), bounded by max_penalty"
+        ),
     )
     length_penalty: LengthPenaltyConfig = Field(
         default_factory=LengthPenaltyConfig,

@@ -161,16 +161,6 @@ class OutcomeCheck(_Frozen):
         return _single(query, "outcome.query")
 
 
-class TurnPenalty(_Frozen):
-    """What extra assistant messages cost an episode's reward: min(max_penalty, per_turn * turns past free_turns)."""
-
-    per_turn: float = Field(0.02, ge=0.0, description="penalty per assistant message beyond free_turns")
-    free_turns: int = Field(
-        3, ge=1, description="assistant messages an episode takes without penalty (the lookups a task needs + reply)"
-    )
-    max_penalty: float = Field(0.2, ge=0.0, le=1.0, description="largest turn penalty ever subtracted")
-
-
 class Environment(_Frozen):
     """What an episode runs against: the database, the tools, the turn limit and the outcome check."""
 
@@ -188,13 +178,6 @@ class Environment(_Frozen):
     instructions: str = Field("", description="system message put before the row's prompt (may be empty)")
     tool_timeout_s: float = Field(5.0, gt=0, description="wall-clock limit of one SQL tool call")
     max_result_rows: int = Field(50, ge=1, description="rows of a query tool's result shown to the policy")
-    turn_penalty: TurnPenalty = Field(
-        default_factory=TurnPenalty,
-        description=(
-            "{per_turn, free_turns, max_penalty}: what each assistant message past free_turns costs the episode's "
-            "GRPO reward (tiering counts successes only), bounded by max_penalty; per_turn 0 turns it off"
-        ),
-    )
 
     @field_validator("database")
     @classmethod

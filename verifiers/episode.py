@@ -22,7 +22,7 @@ Rewards, in the layers of verifiers/shaping.py:
     format       = 1 when the episode ended with a final reply and every call parsed, named a known
                    tool and passed its schema, else 0
     turn_penalty = min(max_penalty, per_turn * max(0, assistant messages - free_turns))   (the
-                   environment's `turn_penalty`; 0.02 a message past 3, at most 0.2, by default)
+                   spec's verifiers.reward.turn_penalty; 0.02 a message past 3, at most 0.2, by default)
     total        = format_weight * format + correctness_weight * correctness - turn_penalty
 """
 
@@ -35,7 +35,8 @@ from typing import Callable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import verdict as V
-from .environment import Environment, Sandbox, ToolError, TurnPenalty, expected_rows, outcome_matches
+from .config import TurnPenalty
+from .environment import Environment, Sandbox, ToolError, expected_rows, outcome_matches
 from .function_call import _THINK, Call, extract_calls
 
 PROMPT, POLICY, ENVIRONMENT = "prompt", "policy", "environment"
@@ -209,12 +210,19 @@ class EpisodeRewardConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     format_weight: float = Field(0.1, ge=0.0, description="weight of the format layer")
     correctness_weight: float = Field(1.0, ge=0.0, description="weight of the end-state check")
-    turns: TurnPenalty = Field(default_factory=TurnPenalty, description="the environment's turn_penalty")
+    turns: TurnPenalty = Field(default_factory=TurnPenalty, description="verifiers.reward.turn_penalty")
 
     @classmethod
-    def of(cls, env: Environment, format_weight: float = 0.1, correctness_weight: float = 1.0) -> "EpisodeRewardConfig":
-        """The reward of `env`'s episodes: the spec's layer weights and the environment's own turn penalty."""
-        return cls(format_weight=format_weight, correctness_weight=correctness_weight, turns=env.turn_penalty)
+    def of(cls, reward=None) -> "EpisodeRewardConfig":
+        """The episode reward of a spec's `verifiers.reward` (a RewardConfig): its format and correctness
+        weights and its turn_penalty; the defaults for None."""
+        if reward is None:
+            return cls()
+        return cls(
+            format_weight=reward.format_weight,
+            correctness_weight=reward.correctness_weight,
+            turns=getattr(reward, "turn_penalty", None) or TurnPenalty(),
+        )
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,10 @@ def test_grpo_draws_plays_and_trains_on_the_tiered_episodes(db, split_rows, tmp_
     assert transcripts and {"messages", "tool_runs", "stop", "verdict"} <= set(whole)
     assert [m["role"] for m in whole["messages"]][-1] == "assistant" and transcripts[0]["mode"] == "episode"
     assert transcripts[0]["task_id"] in set(tiers.filter(pl.col("verifier") == EPISODE)["id"])
+    # the loop's held-out evals play the held-out episodes beside the single replies' headline
+    held = pl.read_parquet(split_rows["split"]["episodes"]).filter(pl.col("split") == "eval").height
+    evals = [json.loads(line) for line in (tmp_path / "grpo" / "evals.jsonl").read_text().splitlines()]
+    assert held and all(e["episodes"]["n_prompts"] == min(held, 4) and "headline_scope" not in e for e in evals)
     if lora is None:
         sft = AutoModelForCausalLM.from_pretrained(inputs["sft"]["model"])
         final = AutoModelForCausalLM.from_pretrained(tmp_path / "grpo" / "step_000002")
@@ -303,7 +307,7 @@ def test_a_chat_model_runs_the_episode_stages_through_its_template(db, split_row
 
 def test_episode_settings_the_loop_cannot_play_fail_when_the_spec_is_read(db):  # noqa: F811
     """Not after prepare, attach, split and SFT: the spec names the field and the two ways out; vLLM
-    rollouts play episodes (tests/training/test_grpo_vllm.py), so a spec may ask for them."""
+    rollouts play episodes (tests/training/test_grpo_vllm_episodes.py), so a spec may ask for them."""
     from rlvrflow.flows.spec import SpecError
 
     grpo = {**TRAINING["grpo"], "rollout_mode": "async"}

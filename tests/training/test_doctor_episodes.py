@@ -91,7 +91,7 @@ def test_turns_grow_while_success_is_flat(prefix):
         f is not None
         and "turns per episode 2.2" in f.evidence[0]
         and "verifiers.rules[].environment" in f.change
-        and "turn_penalty.per_turn" in f.change
+        and "verifiers.reward.turn_penalty.per_turn" in f.change
     )
     # the same growth with success rising is the policy learning to look things up: no finding
     assert E.turns_grow(healthy(metrics=metrics(prefix, turns_mean=lambda s: 2.0 + 0.05 * s))) is None

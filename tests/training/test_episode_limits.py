@@ -14,7 +14,7 @@ from rlvrflow.training.config import GRPOConfig
 from rlvrflow.training.episode_format import PLAIN
 from rlvrflow.training.episodes import episode_stats, play_episodes
 from rlvrflow.training.grpo_episodes import EpisodeBatch, EpisodeGroup, EpisodePlayer, policy_span
-from rlvrflow.verifiers.environment import TurnPenalty
+from rlvrflow.verifiers.config import RewardConfig, TurnPenalty
 from rlvrflow.verifiers.episode import CONTEXT_FULL, run_episode
 
 from ..verifiers.test_environment import _call, _row, agent, db, env  # noqa: F401
@@ -74,7 +74,7 @@ def test_context_full_and_over_long_episodes_stay_out_of_the_loss_without_an_err
     assert short.rendered == [] and short.cut == short.overlong == 2
 
 
-def _player(env, tokenizer, replies: list[str], filter_zero: bool, rewards=None):  # noqa: F811
+def _player(env, tokenizer, replies: list[str], filter_zero: bool, reward=None):  # noqa: F811
     """An EpisodePlayer over two rows whose G=2 episodes answer `replies` in turn."""
     engine = _Engine(tokenizer, 4096, "")
     queue = iter(replies)
@@ -89,8 +89,7 @@ def _player(env, tokenizer, replies: list[str], filter_zero: bool, rewards=None)
         "b": {"id": "b", "verifier_params": params, **_row(7, "Kettle", 36.0)},
     }
     g = GRPOConfig(prompts_per_step=2, num_generations=2, filter_zero_variance=filter_zero)
-    reward = SimpleNamespace(format_weight=0.1, correctness_weight=1.0)
-    return EpisodePlayer(engine, rows, PLAIN, g, reward, seed=0)
+    return EpisodePlayer(engine, rows, PLAIN, g, reward or RewardConfig(), seed=0)
 
 
 class _Sampler:
@@ -110,13 +109,13 @@ def test_episode_groups_count_zero_variance_as_the_replies_do(env, tiny_tokenize
         assert len(player.kept) == 2 - zero
 
 
-def test_grpo_rewards_episodes_with_the_environments_own_turn_penalty(env, tiny_tokenizer):  # noqa: F811
-    """An environment's turn_penalty reaches GRPO's group rewards; the default charges nothing for two turns."""
+def test_grpo_rewards_episodes_with_the_specs_turn_penalty(env, tiny_tokenizer):  # noqa: F811
+    """verifiers.reward's turn_penalty reaches GRPO's group rewards; the default charges nothing for two turns."""
     look = _call("get_order", order_id=7).replace("\n", " ")
     replies = ["no refund", look, look, look] + ["no refund"] * 3  # turn 1 for the 4 conversations, then turn 2
-    strict = env.model_copy(update={"turn_penalty": TurnPenalty(per_turn=0.15, free_turns=1)})
-    for environment, second_turn in ((env, 0.1), (strict, 0.1 - 0.15)):
-        player = _player(environment, tiny_tokenizer, list(replies), filter_zero=False)
+    strict = RewardConfig(turn_penalty=TurnPenalty(per_turn=0.15, free_turns=1))
+    for reward, second_turn in ((RewardConfig(), 0.1), (strict, 0.1 - 0.15)):
+        player = _player(env, tiny_tokenizer, list(replies), filter_zero=False, reward=reward)
         player.take(["a", "b"], _Sampler(), step=0, rnd=0)
         assert [r for grp in player.kept for r in grp.rewards] == pytest.approx([0.1, *[second_turn] * 3])
 

@@ -339,6 +339,17 @@ def test_grpo_on_episodes_alone_runs_and_resumes_exactly(env, tokenizer, tmp_pat
     samples = (tmp_path / "whole" / "samples" / "step_000004.jsonl").read_text().splitlines()
     assert samples and all(json.loads(x)["mode"] == "episode" for x in samples)
 
+    def crash_early(step, total, metrics):  # before the first checkpoint: the rerun starts from step 0
+        if step == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _grpo(start, rows, tmp_path / "early", 3, on_progress=crash_early, **settings)
+    _grpo(start, rows, tmp_path / "early", 3, **settings)
+    for step in ("step_000000", "step_000002"):  # each eval's transcripts once, not once per attempt
+        name = f"samples/{step}.jsonl"
+        assert (tmp_path / "early" / name).read_text() == (tmp_path / "whole" / name).read_text()
+
 
 def test_a_chat_model_plays_and_trains_on_episodes_through_its_template(env, tmp_path, one_torch_thread):
     """The in-project Qwen2 test model (ChatML, `<|im_end|>`, a BPE tokenizer) through `chat_format`: its

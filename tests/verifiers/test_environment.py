@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rlvrflow.verifiers.environment import Environment, TurnPenalty, expected_rows, sql_parameters
+from rlvrflow.verifiers.config import TurnPenalty
+from rlvrflow.verifiers.environment import Environment, expected_rows, sql_parameters
 from rlvrflow.verifiers.episode import (
     ENVIRONMENT,
     FINAL,
@@ -232,16 +233,17 @@ def test_max_turns_ends_an_unfinished_episode_without_format_and_with_the_turn_p
     assert r.turn_penalty == pytest.approx(0.15) and r.total == pytest.approx(-0.15)
 
 
-def test_a_spec_sets_the_turn_penalty_on_the_environment_and_the_reward_reads_it(db):
-    spec = _spec(db) | {"turn_penalty": {"per_turn": 0.1, "free_turns": 1, "max_penalty": 0.5}}
-    env = Environment.model_validate(spec)
+def test_the_spec_sets_the_turn_penalty_in_verifiers_reward_and_the_episode_reward_reads_it(env):
+    from rlvrflow.verifiers.config import RewardConfig
+
+    reward = RewardConfig.model_validate({"format_weight": 0.2, "turn_penalty": {"per_turn": 0.1, "free_turns": 1}})
     ep = run_episode(env, _row(*TASKS[0]), agent)  # two lookups' worth of turns, then the reply
-    r = episode_reward(ep, EpisodeRewardConfig.of(env))
+    r = episode_reward(ep, EpisodeRewardConfig.of(reward))
     assert r.turn_penalty == pytest.approx(0.1 * (ep.assistant_turns - 1)) and r.correctness == 1.0
+    assert r.total == pytest.approx(0.2 + 1.0 - r.turn_penalty)
     assert episode_reward(ep).turn_penalty == pytest.approx(0.02 * max(0, ep.assistant_turns - 3))
-    assert Environment.model_validate_json(env.model_dump_json()).turn_penalty.per_turn == 0.1  # rows carry it
     with pytest.raises(ValidationError, match="max_penalty"):
-        Environment.model_validate(_spec(db) | {"turn_penalty": {"max_penalty": 2}})
+        RewardConfig.model_validate({"turn_penalty": {"max_penalty": 2}})
 
 
 def test_turn_penalty_is_bounded():
