@@ -356,7 +356,7 @@ def tier(job: Job) -> Result:
     from rlvrflow.curriculum.episode_tiers import tier_episodes
     from rlvrflow.curriculum.tiering import ROLLOUTS_FILE, default_score_fn, tier_with_rollouts
     from rlvrflow.engines.factory import make_engine, release
-    from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.training.eval_episodes import episode_view
     from rlvrflow.training.modeling import pick_device, set_threads
     from rlvrflow.verifiers.config import EPISODE
 
@@ -372,13 +372,12 @@ def tier(job: Job) -> Result:
         batch_size=spec.curriculum.engine_batch_size,
         seed=spec.training.seed,
         field="curriculum.engine",
-        prompt_format=PromptFormat() if episodes else None,  # an episode's format renders its own prompts
     )
     score = default_score_fn(spec.verifiers.workers, spec.verifiers.timeout_s)
     try:
-        if episodes:
-            fmt = _episode_format(model)
-            tiered, rollouts = tier_episodes(df, engine, spec.curriculum, spec.training.seed, fmt)
+        if episodes:  # seen as evaluate and GRPO see it: the episode format's rendering, its token ids as they are
+            view, fmt = episode_view(engine)
+            tiered, rollouts = tier_episodes(df, view, spec.curriculum, spec.training.seed, fmt)
         else:
             tiered, rollouts = tier_with_rollouts(df, engine, spec.curriculum, spec.training.seed, score_fn=score)
     finally:
@@ -386,17 +385,6 @@ def tier(job: Job) -> Result:
     rejects = df.head(0).with_columns(pl.lit(None, pl.String).alias(c) for c in ("stage", "reason", "detail"))
     stats = {"rows_in": df.height, "rows_kept": tiered.height, "rows_rejected": 0, "rejected_by_reason": {}}
     return Result(stats, kept=tiered, rejects=rejects, tables={"rollouts": (ROLLOUTS_FILE, rollouts)})
-
-
-def _episode_format(model_dir: Path):
-    """The episode format of the model directory's prompt format (training.episode_format.run_format)."""
-    from transformers import AutoTokenizer
-
-    from rlvrflow.engines.hf_engine import PromptFormat
-    from rlvrflow.training.episode_format import run_format
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    return run_format(tokenizer, PromptFormat.for_model_dir(model_dir, tokenizer).kind)
 
 
 def tier_finish(job: Job, stats: dict) -> Result:
