@@ -223,9 +223,10 @@ def test_the_rollout_mode_is_in_the_grpo_stage_key_and_reaches_train_grpo():
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "retail" / "spec.yaml")
     mode = with_overrides(spec, {"training.grpo.rollout_mode": "async"})
     stale = with_overrides(mode, {"training.grpo.max_staleness": 3})
+    outputs = {"sft": ("model",), "tier": ("rows",), "split": ("eval", "episodes")}
     upstream = {
-        name: Manifest(name, "k", None, {out: out}, {out: f"{name}-{out}"})
-        for name, out in (("sft", "model"), ("tier", "rows"), ("split", "eval"))
+        name: Manifest(name, "k", None, {o: o for o in outs}, {o: f"{name}-{o}" for o in outs})
+        for name, outs in outputs.items()
     }
     keys = [stage_key_of(STAGES["grpo"], s, upstream) for s in (spec, mode, stale)]
     assert len(set(keys)) == 3
