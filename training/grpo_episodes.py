@@ -263,8 +263,9 @@ def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | No
     if longest + g.episode_max_new_tokens > max_positions:
         raise ValueError(
             f"episode row {worst!r} opens with {longest} tokens; with one message of "
-            f"generation.episode_max_new_tokens={g.episode_max_new_tokens} that is over the model's {max_positions} positions, and every turn adds more: "
-            "use a model with a longer context, shorten the environment's instructions or the prompt template, "
+            f"generation.episode_max_new_tokens={g.episode_max_new_tokens} that is over the {max_positions} positions the "
+            "model (and a vLLM rollout engine's max_model_len) holds, and every turn adds more: use a model with a "
+            "longer context, shorten the environment's instructions or the prompt template, "
             "or set training.episodes: false to train without the episodes"
         )
 

@@ -233,3 +233,29 @@ def test_grpos_vllm_engine_stops_where_the_hf_engine_does(qwen_dir, monkeypatch)
     end = hf.tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert end in seen["stop_token_ids"] and set(seen["stop_token_ids"]) == set(hf.eos_token_ids)
     assert seen["max_model_len"] == hf.model.config.max_position_embeddings < 4096  # vLLM refuses more
+
+
+def test_every_episode_player_hands_its_engine_one_bos(tiny_model, tiny_tokenizer):
+    """Tiering, GRPO and evaluate play episodes through `episode_view`: the chat template renders the
+    conversation (writing <s> itself) and its ids reach a token-id engine (vLLM's FormattedEngine) and the
+    HF engine with one BOS, not the tokenizer's second one."""
+    import copy
+
+    from rlvrflow.training.eval_episodes import episode_view
+
+    tok = copy.deepcopy(tiny_tokenizer)
+    # BOS_TEMPLATE with an end of turn after each message, which an episode format needs
+    tok.chat_template = (
+        "<s>{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}" + tok.eos_token + "\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant: {% endif %}"
+    )
+    fmt = PromptFormat("chat")
+    opening = [{"role": "user", "content": "Refund order 7."}]
+    recorder = Recorder()
+    vllm_view, episode_fmt = episode_view(FormattedEngine(recorder, tok, fmt))
+    hf_view, _ = episode_view(HFEngine(tiny_model, tok, prompt_format=fmt))
+    text = episode_fmt.prompt(opening, [])
+    assert text.startswith("<s>") and tok(text).input_ids[:2] == [tok.bos_token_id] * 2
+    vllm_view.generate([text], 1, SamplingParams(), 0)
+    for ids in (recorder.prompts[0], hf_view._encode([text])[0][0].tolist()):
+        assert ids[0] == tok.bos_token_id and ids[1] != tok.bos_token_id

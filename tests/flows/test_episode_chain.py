@@ -243,7 +243,7 @@ def test_orchestration_max_rows_caps_the_episode_rows_of_each_split_too(db, tmp_
 def test_a_model_too_short_for_an_episode_opening_stops_before_sft_trains(db, split_rows, tmp_path):  # noqa: F811
     """An opening plus one message over the model's positions is an error in the sft stage, naming the way out."""
     spec = _spec(db, tiny={**TRAINING["tiny"], "max_positions": 96})
-    with pytest.raises(ValueError, match="over the model's 96 positions.*training.episodes: false"):
+    with pytest.raises(ValueError, match="over the 96 positions the model.*training.episodes: false"):
         _sft(spec, tmp_path, split_rows)
     assert not (tmp_path / "sft" / "sft").exists()
 
