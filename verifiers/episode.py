@@ -221,7 +221,7 @@ class EpisodeRewardConfig(BaseModel):
         return cls(
             format_weight=reward.format_weight,
             correctness_weight=reward.correctness_weight,
-            turns=getattr(reward, "turn_penalty", None) or TurnPenalty(),
+            turns=reward.turn_penalty,
         )
 
 

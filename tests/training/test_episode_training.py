@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -170,6 +169,7 @@ def test_all_equal_rewards_give_zero_advantage_and_no_update(env, tokenizer, one
     from rlvrflow.training.config import GRPOConfig
     from rlvrflow.training.grpo import update_policy
     from rlvrflow.training.grpo_episodes import EpisodeBatch, EpisodePlayer
+    from rlvrflow.verifiers import RewardConfig
 
     rows = {
         r["id"]: {**r, "verifier_params": env.model_dump_json()}
@@ -180,7 +180,7 @@ def test_all_equal_rewards_give_zero_advantage_and_no_update(env, tokenizer, one
     }
     engine = Scripted({"Refund order 7.": [LOOKUP, REFUND, "Refunded 30."], "Refund order 8.": ["Sorry."]})
     g = GRPOConfig(prompts_per_step=2, num_generations=3, filter_zero_variance=False, beta=0.0, warmup_steps=0)
-    player = EpisodePlayer(engine, rows, PLAIN, g, SimpleNamespace(format_weight=0.1, correctness_weight=1.0), seed=0)
+    player = EpisodePlayer(engine, rows, PLAIN, g, RewardConfig(), seed=0)
     reports = _Reports()
     assert player.take(["a", "b"], reports, step=0, rnd=0) == []
     info = player.info()
