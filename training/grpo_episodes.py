@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlvrflow.training.episode_format import PLAIN
 from rlvrflow.training.episodes import episode_stats, play_episodes
 from rlvrflow.verifiers.episode import CONTEXT_FULL
 
@@ -257,7 +258,10 @@ def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | No
         env = envs.get(params) or envs.setdefault(params, Environment.model_validate_json(params))
         opening = [{"role": "system", "content": env.instructions}] if env.instructions else []
         opening.append({"role": "user", "content": str(row["prompt"])})
-        n = len(tokenizer(fmt.prompt(opening, env.schemas()), add_special_tokens=False).input_ids)
+        # as the engine encodes it (eval_episodes.episode_view): the plain format's BOS added, a chat
+        # template's own special tokens as they are
+        text = fmt.prompt(opening, env.schemas())
+        n = len(tokenizer(text, add_special_tokens=fmt is PLAIN).input_ids)
         if n > longest:
             longest, worst = n, row["id"]
     if longest + g.episode_max_new_tokens > max_positions:

@@ -112,7 +112,8 @@ class Scalars:
 
     With "tensorboard" in `report_to` it writes with `torch.utils.tensorboard.SummaryWriter`; with an
     empty list every call is a no-op. Tags are "<section>/<metric>" (e.g. "grpo/reward_mean");
-    a "step" key (the x axis, passed as `step`), non-numeric and non-finite values are skipped. `purge_step`: on a resumed run, events at this step
+    a nested dict adds its own level ("eval/episodes/pass_at_1_greedy"); a "step" key (the x axis,
+    passed as `step`), lists, strings, booleans and non-finite values are skipped. `purge_step`: on a resumed run, events at this step
     and after (written before the interruption) are hidden from readers, as metrics.jsonl is cut.
     """
 
@@ -138,6 +139,9 @@ class Scalars:
         if self._writer is None:
             return
         for name, value in metrics.items():
+            if isinstance(value, dict):  # a nested record (the held-out episodes' figures): "eval/episodes/..."
+                self.add(f"{section}/{name}", value, step)
+                continue
             if (
                 name == "step"
                 or isinstance(value, bool)

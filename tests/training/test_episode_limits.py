@@ -13,7 +13,7 @@ from rlvrflow.engines import SamplingParams
 from rlvrflow.training.config import GRPOConfig
 from rlvrflow.training.episode_format import PLAIN
 from rlvrflow.training.episodes import episode_stats, play_episodes
-from rlvrflow.training.grpo_episodes import EpisodeBatch, EpisodeGroup, EpisodePlayer, policy_span
+from rlvrflow.training.grpo_episodes import EpisodeBatch, EpisodeGroup, EpisodePlayer, check_fits, policy_span
 from rlvrflow.verifiers.config import RewardConfig, TurnPenalty
 from rlvrflow.verifiers.episode import CONTEXT_FULL, run_episode
 
@@ -56,6 +56,18 @@ def test_an_opening_without_room_for_one_message_ends_before_any_turn(env, tiny_
     sampling = SamplingParams(temperature=1.0, max_new_tokens=40)
     (episode,) = play_episodes(engine, env, [_row(7, "Kettle", 36.0)], PLAIN, sampling, seed=0)
     assert episode.stop == CONTEXT_FULL and episode.assistant_turns == 0 and engine.longest == 0
+
+
+def test_the_opening_check_counts_the_bos_the_engine_adds_to_a_plain_prompt(env, tiny_tokenizer):  # noqa: F811
+    rows = {"t1": {"id": "t1", "verifier_params": env.model_dump_json(), **_row(7, "Kettle", 36.0)}}
+    opening = [{"role": "system", "content": env.instructions}] if env.instructions else []
+    text = PLAIN.prompt([*opening, {"role": "user", "content": rows["t1"]["prompt"]}], env.schemas())
+    seen = len(tiny_tokenizer(text, add_special_tokens=True).input_ids)  # what the engine is handed
+    assert seen == len(tiny_tokenizer(text, add_special_tokens=False).input_ids) + 1  # the BOS
+    g = GRPOConfig(episode_max_new_tokens=40)
+    check_fits(rows, tiny_tokenizer, PLAIN, g, seen + 40)
+    with pytest.raises(ValueError, match=f"opens with {seen} tokens"):
+        check_fits(rows, tiny_tokenizer, PLAIN, g, seen + 39)
 
 
 def test_context_full_and_over_long_episodes_stay_out_of_the_loss_without_an_error(env, tiny_tokenizer):  # noqa: F811

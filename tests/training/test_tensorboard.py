@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from rlvrflow.curriculum import CurriculumConfig
 from rlvrflow.training.config import EvalConfig, TrainingConfig
 from rlvrflow.training.grpo import train_grpo
+from rlvrflow.training.progress import Scalars
 from rlvrflow.training.sft import run_sft
 from rlvrflow.verifiers import RewardConfig
 
@@ -66,6 +67,28 @@ def test_grpo_writes_step_and_eval_scalars(tmp_path, sft_model, toy):
     assert "grpo/step" not in tags
     assert tags["eval/pass_at_1_greedy"] == [0, 2, 3]  # the SFT baseline, then each checkpoint
     assert tags["eval/length_mean"] == [0, 2, 3]
+
+
+def test_nested_records_get_their_own_tag_level(tmp_path):
+    # a mixed run's eval record holds the held-out episodes' figures as a nested dict
+    record = {
+        "step": 4,
+        "pass_at_1_greedy": 0.5,
+        "episodes": {"pass_at_1_greedy": 0.25, "tool_calls": {"refund": 3}, "success_by_turns": {"3": [4, 1]}},
+        "per_category": {"refunds": {"pass_at_1_greedy": 0.25, "n": 4}},
+        "headline_scope": "replies",
+        "truncated": False,
+        "nan": float("nan"),
+    }
+    with Scalars(["tensorboard"], tmp_path) as scalars:
+        scalars.add("eval", record, step=4)
+    assert _scalars(tmp_path) == {
+        "eval/pass_at_1_greedy": [4],
+        "eval/episodes/pass_at_1_greedy": [4],
+        "eval/episodes/tool_calls/refund": [4],
+        "eval/per_category/refunds/pass_at_1_greedy": [4],
+        "eval/per_category/refunds/n": [4],
+    }
 
 
 @pytest.mark.parametrize("value", [["wandb"], ["tensorboard", "mlflow"]])
