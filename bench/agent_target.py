@@ -19,7 +19,8 @@ Per seed, from the pretrained tiny base (`embedded-base`, adapted to the bench's
   rows as episode rows of one tier, its held-out eval playing the held-out tasks at step 0 (the SFT
   model's score) and at the end; by default 90 steps of 8 prompts x 8 episodes at temperature 0.7, lr
   2e-4 after 10 warmup steps, no KL term, no refill rounds (`--refill-rounds`);
-- control: the SFT model trained on the same transcripts for as many seconds as the GRPO stage took.
+- control: the SFT model trained on the same transcripts for as many CPU seconds as the GRPO stage took
+  (its two held-out evals included, so the control gets a little more than GRPO's loop had).
 Each is scored on the same held-out tasks (other orders), one greedy episode per task; gains come
 with 95% paired bootstrap intervals (training.report.gain_interval). Diagnostics for a run that does
 not learn: the share of zero-variance groups, success by turns taken, malformed calls, turn-limit stops.
@@ -328,7 +329,7 @@ def run_seed(seed: int, args, out: Path) -> dict:
         flush=True,
     )
 
-    # arm 3: control, the SFT model trained on the same transcripts for GRPO's loop seconds
+    # arm 3: control, the SFT model trained on the same transcripts for the GRPO stage's CPU seconds
     ctrl_res, ctrl_log, ctrl_seconds, ctrl_cpu = None, [], 0.0, 0.0
     if not args.no_control:
         t0, c0 = time.perf_counter(), cpu_seconds()
@@ -341,7 +342,9 @@ def run_seed(seed: int, args, out: Path) -> dict:
             logging_steps=50,
             max_length=512,
         )  # the cosine over 100k steps is flat: the rate SFT ended near, held
-        ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=summary["seconds"])
+        # as many CPU seconds as the GRPO stage took, its two held-out evals included (a little more than
+        # its loop had: the control's edge); the wall clock would also count the machine's other jobs
+        ctrl_log = sft_on_transcripts(ctrl, ctok, worked, tools, csc, seed + 1, max_time_s=grpo_cpu, clock=cpu_seconds)
         ctrl_res = score_episodes(ctrl, ctok, held_out)
         ctrl_seconds, ctrl_cpu = time.perf_counter() - t0, cpu_seconds() - c0
     total = time.perf_counter() - t_seed + (sft_seconds if args.sft_from else 0.0)

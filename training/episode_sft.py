@@ -90,9 +90,11 @@ def sft_on_transcripts(
     device="cpu",
     fmt: EpisodeFormat = PLAIN,
     max_time_s: float | None = None,
+    clock=time.perf_counter,
 ) -> list[dict]:
-    """Train `model` in place for `sc.max_steps` steps (`training.config.SFTConfig`), or until `max_time_s`;
-    returns the step log's records (step, loss, lr, grad_norm, tokens, seconds)."""
+    """Train `model` in place for `sc.max_steps` steps (`training.config.SFTConfig`), or until `clock()`
+    has moved `max_time_s` (wall seconds by default; the bench's control arm passes a CPU clock);
+    returns the step log's records (step, loss, lr, grad_norm, tokens, seconds), the last step's always."""
     import torch
 
     from rlvrflow.training.backends import TorchBackend
@@ -104,17 +106,22 @@ def sft_on_transcripts(
     model.train()
     backend = TorchBackend(model, Optim.of(sc))
     batches = _length_bucketed_batches(data, sc.batch_size, seed)
-    records, t0 = [], time.perf_counter()
-    for step in range(sc.max_steps):
-        if max_time_s is not None and time.perf_counter() - t0 >= max_time_s:
-            break
+    records, t0, c0 = [], time.perf_counter(), clock()
+
+    def out_of_time() -> bool:
+        return max_time_s is not None and clock() - c0 >= max_time_s
+
+    done = sc.max_steps <= 0 or out_of_time()  # the clock is read once before the first step and once after each
+    step = 0
+    while not done:
         batch = [data[i] for i in next(batches)]
         loss = masked_nll(model, batch, tokenizer.pad_token_id, torch.device(device))
         backend.zero_grad()
         backend.backward(loss)
         lr = backend.lr()
         grad_norm = backend.step()
-        if step % sc.logging_steps == 0 or step == sc.max_steps - 1:
+        done = step == sc.max_steps - 1 or out_of_time()
+        if step % sc.logging_steps == 0 or done:
             records.append(
                 {
                     "step": step + 1,
@@ -125,5 +132,6 @@ def sft_on_transcripts(
                     "seconds": round(time.perf_counter() - t0, 2),
                 }
             )
+        step += 1
     model.eval()
     return records

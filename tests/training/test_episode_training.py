@@ -225,6 +225,23 @@ def test_sft_on_transcripts_learns_the_policy_turns(env, tokenizer, one_torch_th
         sft_on_transcripts(model, tokenizer, [bad], env.schemas(), SFTConfig(max_steps=1), seed=0)
 
 
+def test_sft_on_transcripts_stops_on_the_clock_it_is_given_and_logs_its_last_step(env, tokenizer, one_torch_thread):
+    # the bench's control arm trains for the CPU seconds GRPO took: any clock, read once before each step
+    from rlvrflow.training.config import SFTConfig
+    from rlvrflow.training.episode_sft import sft_on_transcripts
+
+    ticks = iter(range(1000))
+    sc = SFTConfig(max_steps=50, learning_rate=1e-3, batch_size=2, warmup_steps=0, logging_steps=3)
+    log = sft_on_transcripts(
+        tiny_model(tokenizer), tokenizer, [worked(7, 30)], env.schemas(), sc, 0, max_time_s=6, clock=lambda: next(ticks)
+    )
+    # the clock reads 0 at the start, 1 before the first step and one more after each: 6 after step 5
+    assert [r["step"] for r in log] == [1, 4, 5]
+    args = (tiny_model(tokenizer), tokenizer, [worked(7, 30)], env.schemas())
+    assert sft_on_transcripts(*args, sc, 0, max_time_s=0) == []
+    assert [r["step"] for r in sft_on_transcripts(*args, sc.model_copy(update={"max_steps": 7}), 0)] == [1, 4, 7]
+
+
 def _start_model(tmp_path, env, tokenizer) -> Path:
     from rlvrflow.training.config import SFTConfig
     from rlvrflow.training.episode_sft import sft_on_transcripts
