@@ -551,7 +551,9 @@ def measure_model(
     training.eval_episodes; the result's `episodes`, their transcripts appended to `samples`), then
     each regression set and the robustness set, one engine (one model load) for all.
     `reuse(engine)` may give the training loop's own record of the held-out eval ({result, samples,
-    path}); the result then names it in `reused_from`. Returns (result, {regression, robustness})."""
+    path, episodes, episode_samples}); the result then names it in `reused_from`, and the episodes'
+    result holds it too when the loop played these same episodes. Returns (result, {regression,
+    robustness})."""
     from rlvrflow.engines.factory import release
     from rlvrflow.flows.eval_sets import load_sets
     from rlvrflow.training.eval import eval_engine
@@ -583,7 +585,9 @@ def measure_model(
             samples.write_text(loop["samples"], encoding="utf-8")
             result = {"name": name, "model": str(model), **loop["result"], "reused_from": str(loop["path"])}
         if episodes:
-            result["episodes"] = measure_episodes(spec, engine, episodes, samples)
+            result["episodes"] = loop_episodes(loop, episodes, samples) or measure_episodes(
+                spec, engine, episodes, samples
+            )
         extra = {
             "regression": {set_name: evaluate_on(part) for set_name, part in sets.regression.items()},
             "robustness": None if sets.robustness is None else evaluate_on(sets.robustness),
@@ -591,6 +595,19 @@ def measure_model(
     finally:
         release(engine)
     return result, extra
+
+
+def loop_episodes(loop: dict | None, rows: list[dict], samples: Path) -> dict | None:
+    """The training loop's result for the held-out episode `rows` when it played exactly these rows (by
+    id) on the weights its record belongs to; their sample records appended to `samples`. None: play them."""
+    from rlvrflow.io import append_jsonl
+
+    found = (loop or {}).get("episodes")
+    if not found or sorted(found.get("by_prompt", {}).get("ids", [])) != sorted(str(r["id"]) for r in rows):
+        return None
+    for record in loop["episode_samples"]:
+        append_jsonl(samples, record)
+    return {**found, "reused_from": str(loop["path"])}
 
 
 def measure_episodes(spec, engine, rows: list[dict], samples: Path) -> dict:

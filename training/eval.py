@@ -173,10 +173,13 @@ LOOP_EVALS_DIR = "evals"  # in a GRPO or DPO run folder: step_NNNNNN.json, each 
 @dataclass(frozen=True)
 class LoopEval:
     """An eval a training loop ran on its live policy (`evaluate_live`), kept until the weights it
-    evaluated are on disk (`write_loop_eval`): the result and the samples file's text."""
+    evaluated are on disk (`write_loop_eval`): the result and the samples file's text; with held-out
+    episodes, their result (training.eval_episodes.evaluate_episode_rows) and sample records too."""
 
     result: dict
     samples: str
+    episodes: dict | None = None
+    episode_samples: tuple[dict, ...] = ()
 
 
 def write_loop_eval(run_dir: str | Path, name: str, kept: LoopEval) -> Path | None:
@@ -190,7 +193,17 @@ def write_loop_eval(run_dir: str | Path, name: str, kept: LoopEval) -> Path | No
         path.parent.mkdir(parents=True, exist_ok=True)
         return write_text(
             path,
-            json.dumps({"name": name, "samples": kept.samples, "result": kept.result}, ensure_ascii=False, default=str),
+            json.dumps(
+                {
+                    "name": name,
+                    "samples": kept.samples,
+                    "result": kept.result,
+                    "episodes": kept.episodes,
+                    "episode_samples": list(kept.episode_samples),
+                },
+                ensure_ascii=False,
+                default=str,
+            ),
         )
     except (OSError, ValueError) as exc:  # the record only saves the evaluate stage time: never end a run over it
         log.warning("could not keep the eval of %s in %s (%s); the evaluate stage will evaluate it", name, path, exc)
@@ -213,14 +226,21 @@ def drop_loop_evals(run_dir: str | Path, checkpoints) -> None:
 def read_loop_eval(run_dir: str | Path, name: str) -> dict | None:
     """The training loop's own held-out eval of the model the evaluate stage calls `name` (sft: the
     model the loop started from, or a checkpoint's step_NNNNNN) in the run folder `run_dir`:
-    {result: the `evaluate_engine` result, samples: the samples file's text, path: the record}, or
-    None when the loop kept none (several ranks or DeepSpeed, or a record it could not write)."""
+    {result: the `evaluate_engine` result, samples: the samples file's text, path: the record,
+    episodes: the held-out episodes' result or None, episode_samples: their sample records}, or None
+    when the loop kept none (several ranks or DeepSpeed, or a record it could not write)."""
     path = Path(run_dir) / LOOP_EVALS_DIR / f"{'step_000000' if name == 'sft' else name}.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return {"result": record["result"], "samples": record["samples"], "path": path}
+    return {
+        "result": record["result"],
+        "samples": record["samples"],
+        "path": path,
+        "episodes": record.get("episodes"),
+        "episode_samples": record.get("episode_samples") or [],
+    }
 
 
 def sample_task_indices(tasks: list[Task], per_category: int, seed: int) -> list[int]:

@@ -39,7 +39,7 @@ import logging
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -296,9 +296,13 @@ class Trainer:
                         timeout_s=h.timeout_s,
                     )
                 # the loop eval the evaluate stage may reuse: the single replies' result and samples text
-                # (read before the episodes' transcripts are appended; evaluate plays the episodes itself)
+                # (read before the episodes' transcripts are appended), then the episodes' result and records
                 result, kept = live.result, live if b.exact_evals else None
-            episodes = self._episodes(samples) if h.episodes else None  # after: evaluate_live writes the file
+            episodes = None
+            if h.episodes:  # after: evaluate_live writes the file
+                episodes, records = self._episodes(samples)
+                if kept is not None:
+                    kept = replace(kept, episodes=episodes, episode_samples=tuple(records))
             if not len(h.rows):  # episodes alone: they are the headline
                 result = {**episodes, "headline_scope": "episodes"}
             record = {"step": step, **{k: v for k, v in result.items() if k not in ("per_category", "by_prompt")}}
@@ -315,9 +319,9 @@ class Trainer:
         self._kept = kept
         return record
 
-    def _episodes(self, samples: Path) -> dict:
-        """One greedy episode per held-out episode row with the live policy (training/eval_episodes.py);
-        their transcripts go to the step's samples file."""
+    def _episodes(self, samples: Path) -> tuple[dict, list[dict]]:
+        """One greedy episode per held-out episode row with the live policy (training/eval_episodes.py):
+        (result, sample records); the records also go to the step's samples file."""
         from rlvrflow.engines import HFEngine
         from rlvrflow.training.eval_episodes import evaluate_episode_rows
 
@@ -337,7 +341,7 @@ class Trainer:
             samples.unlink(missing_ok=True)
         for r in records:
             append_jsonl(samples, r)
-        return result
+        return result, records
 
     def save(self, record: dict) -> None:
         """Checkpoint the run at its step with `record` (the eval of these weights) in meta.json; then
