@@ -193,9 +193,10 @@ def score_episodes(model, tok, rows: list[dict]) -> dict:
     play them (training/eval_episodes.py): pass_at_1_greedy, the episode figures and `by_prompt`."""
     from rlvrflow.engines import HFEngine
     from rlvrflow.engines.hf_engine import PromptFormat
+    from rlvrflow.training.eval import EVAL_BATCH
     from rlvrflow.training.eval_episodes import evaluate_episode_rows
 
-    engine = HFEngine(model, tok, device="cpu", batch_size=64, prompt_format=PromptFormat())
+    engine = HFEngine(model, tok, device="cpu", batch_size=EVAL_BATCH, prompt_format=PromptFormat())
     return evaluate_episode_rows(engine, rows, EPISODE_TOKENS, seed=0, per_category=0)[0]
 
 
@@ -204,9 +205,10 @@ def all_greedy_episodes(model, tok, env, rows: list[dict]) -> list:
     from rlvrflow.engines import HFEngine, SamplingParams
     from rlvrflow.engines.hf_engine import PromptFormat
     from rlvrflow.training.episodes import play_episodes
+    from rlvrflow.training.eval import EVAL_BATCH
     from rlvrflow.training.eval_episodes import episode_view
 
-    view, fmt = episode_view(HFEngine(model, tok, device="cpu", batch_size=64, prompt_format=PromptFormat()))
+    view, fmt = episode_view(HFEngine(model, tok, device="cpu", batch_size=EVAL_BATCH, prompt_format=PromptFormat()))
     return play_episodes(view, env, rows, fmt, SamplingParams(temperature=0.0, max_new_tokens=EPISODE_TOKENS), seed=0)
 
 

@@ -695,7 +695,8 @@ def evaluate(job: Job) -> Result:
 
 
 def loop_eval(job: Job, engine) -> dict | None:
-    """The trained stage's own held-out eval of this job's model ({result, samples, path}), or None.
+    """The trained stage's own held-out eval of this job's model ({result, samples, path, episodes,
+    episode_samples}: training.eval.read_loop_eval), or None.
 
     GRPO and DPO evaluate the model they start from and each checkpoint on these rows, with the eval,
     reward, seed and precision settings this stage reads (all in their own stage key), and keep each

@@ -167,6 +167,7 @@ def evaluate_engine(
     return result
 
 
+EVAL_BATCH = 128  # rows per generate call of every held-out eval: the loops' and the evaluate stage's alike
 LOOP_EVALS_DIR = "evals"  # in a GRPO or DPO run folder: step_NNNNNN.json, each in-loop eval whole
 
 
@@ -346,7 +347,7 @@ def evaluate_model(
     seed: int,
     workers: int | None = None,
     device: str = "cpu",
-    batch_size: int = 128,
+    batch_size: int = EVAL_BATCH,
     prompt_format=None,
     samples_path: str | Path | None = None,
     reward_cfg=None,
@@ -371,7 +372,7 @@ def evaluate_live(
     samples_path: str | Path,
     workers: int | None = None,
     device: str = "cpu",
-    batch_size: int = 128,
+    batch_size: int = EVAL_BATCH,
     prompt_format=None,
     reward_cfg=None,
     timeout_s: float = 30.0,
@@ -413,7 +414,7 @@ def eval_engine(model_path: str | Path, eval_cfg: EvalConfig, device: str = "aut
         model_path,
         device=str(dev),
         dtype=dtype_name(dt),
-        batch_size=128,
+        batch_size=EVAL_BATCH,
         seed=seed,
         load=lambda path: load_model_and_tokenizer(path, dev, trainable=False, dtype=dt),
         field="eval.engine",

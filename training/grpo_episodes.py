@@ -245,8 +245,9 @@ def episode_seed(round_seed: int, k: int) -> int:
 
 
 def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | None) -> None:
-    """Before the first step: every episode's opening (instructions and ticket) plus one message must fit
-    the model's positions, else a ValueError naming what to change (played episodes only grow)."""
+    """Before the first step: every episode's opening (instructions and ticket) plus one message and its
+    stop string must fit the model's positions, as play_episodes counts them, else a ValueError naming
+    what to change (played episodes only grow)."""
     if max_positions is None:
         return
     from rlvrflow.verifiers.environment import Environment
@@ -264,10 +265,13 @@ def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | No
         n = len(tokenizer(text, add_special_tokens=fmt is PLAIN).input_ids)
         if n > longest:
             longest, worst = n, row["id"]
-    if longest + g.episode_max_new_tokens > max_positions:
+    # play_episodes keeps room for the message and its stop string (training/episodes.py)
+    stop = max((len(tokenizer(s, add_special_tokens=False).input_ids) for s in fmt.stop), default=0)
+    if longest + g.episode_max_new_tokens + stop > max_positions:
         raise ValueError(
             f"episode row {worst!r} opens with {longest} tokens; with one message of "
-            f"generation.episode_max_new_tokens={g.episode_max_new_tokens} that is over the {max_positions} positions the "
+            f"generation.episode_max_new_tokens={g.episode_max_new_tokens} and the stop string after it that is "
+            f"over the {max_positions} positions the "
             "model (and a vLLM rollout engine's max_model_len) holds, and every turn adds more: use a model with a "
             "longer context, shorten the environment's instructions or the prompt template, "
             "or set training.episodes: false to train without the episodes"

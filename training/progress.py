@@ -135,12 +135,16 @@ class Scalars:
     def enabled(self) -> bool:
         return self._writer is not None
 
-    def add(self, section: str, metrics: dict, step: int) -> None:
+    def add(self, section: str, metrics: dict, step: int, leave_out: tuple[str, ...] = ()) -> None:
+        """`leave_out`: keys skipped at every level (a dict keyed by names the model wrote, such as the
+        episodes' `tool_calls`, would make a tag of every name)."""
         if self._writer is None:
             return
         for name, value in metrics.items():
+            if name in leave_out:
+                continue
             if isinstance(value, dict):  # a nested record (the held-out episodes' figures): "eval/episodes/..."
-                self.add(f"{section}/{name}", value, step)
+                self.add(f"{section}/{name}", value, step, leave_out)
                 continue
             if (
                 name == "step"

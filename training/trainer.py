@@ -45,7 +45,13 @@ from typing import Any, Callable
 
 from rlvrflow.io import append_jsonl, read_jsonl, write_json, write_text
 from rlvrflow.training import checkpoint as ckpt
-from rlvrflow.training.eval import LOOP_EVALS_DIR, drop_loop_evals, write_checkpoint_eval, write_loop_eval
+from rlvrflow.training.eval import (
+    EVAL_BATCH,
+    LOOP_EVALS_DIR,
+    drop_loop_evals,
+    write_checkpoint_eval,
+    write_loop_eval,
+)
 from rlvrflow.training.progress import Scalars, progress_bar
 from rlvrflow.training.report import plot_curves
 
@@ -315,7 +321,7 @@ class Trainer:
         if not run.held_out_first:
             run.held_out_first = by_prompt
         run.held_out_last = by_prompt
-        self.scalars.add("eval", record, step)
+        self.scalars.add("eval", record, step, leave_out=("tool_calls",))  # tool names: the model's own text
         self._kept = kept
         return record
 
@@ -326,7 +332,7 @@ class Trainer:
         from rlvrflow.training.eval_episodes import evaluate_episode_rows
 
         h, b = self.held_out, self.backend
-        engine = HFEngine(b.generation_module, self.tokenizer, str(self.device), prompt_format=self.fmt)
+        engine = HFEngine(b.generation_module, self.tokenizer, str(self.device), EVAL_BATCH, prompt_format=self.fmt)
         with b.autocast():
             result, records = evaluate_episode_rows(
                 engine,

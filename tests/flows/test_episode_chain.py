@@ -254,7 +254,7 @@ def test_episodes_without_room_stop_at_context_full_and_the_run_goes_on(db, spli
     records `context_full`, and GRPO counts the cut episodes, warns and trains to its last step."""
     from transformers import AutoTokenizer
 
-    from rlvrflow.training import episodes
+    from rlvrflow.training import episodes, grpo_episodes
     from rlvrflow.training.episode_format import PLAIN
 
     grpo = {**TRAINING["grpo"], "filter_zero_variance": False}
@@ -269,6 +269,10 @@ def test_episodes_without_room_stop_at_context_full_and_the_run_goes_on(db, spli
     lengths = sorted({len(tok(PLAIN.prompt(m, env.schemas())).input_ids) for m in opening})
     assert len(lengths) > 1  # two tickets of different lengths: one kind plays, the other has no room
     monkeypatch.setattr(episodes, "context_limit", lambda engine: lengths[-1] - 1 + 12 + 1)
+    # GRPO's check before its first step refuses such a run (an opening without room for one message);
+    # in a real run cut episodes come from conversations that grew, which this untrained model cannot
+    # write, so the check is lifted here: the loop's handling of cut episodes is what is tested
+    monkeypatch.setattr(grpo_episodes, "check_fits", lambda *args: None)
     tiers, rollouts, _ = _tier(spec, tmp_path, inputs)
     assert {"context_full", "final_reply"} <= set(rollouts["finish_reason"])
     metrics = _grpo(spec, tmp_path, inputs, tiers)

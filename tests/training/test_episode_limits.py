@@ -58,16 +58,23 @@ def test_an_opening_without_room_for_one_message_ends_before_any_turn(env, tiny_
     assert episode.stop == CONTEXT_FULL and episode.assistant_turns == 0 and engine.longest == 0
 
 
-def test_the_opening_check_counts_the_bos_the_engine_adds_to_a_plain_prompt(env, tiny_tokenizer):  # noqa: F811
+def test_the_opening_check_refuses_exactly_the_openings_play_episodes_cannot_continue(env, tiny_tokenizer):  # noqa: F811
+    # the engine is handed the plain prompt with its BOS, and keeps room for a message and its stop string
     rows = {"t1": {"id": "t1", "verifier_params": env.model_dump_json(), **_row(7, "Kettle", 36.0)}}
     opening = [{"role": "system", "content": env.instructions}] if env.instructions else []
     text = PLAIN.prompt([*opening, {"role": "user", "content": rows["t1"]["prompt"]}], env.schemas())
-    seen = len(tiny_tokenizer(text, add_special_tokens=True).input_ids)  # what the engine is handed
+    seen = len(tiny_tokenizer(text, add_special_tokens=True).input_ids)
     assert seen == len(tiny_tokenizer(text, add_special_tokens=False).input_ids) + 1  # the BOS
     g = GRPOConfig(episode_max_new_tokens=40)
-    check_fits(rows, tiny_tokenizer, PLAIN, g, seen + 40)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=40)
+    fits = seen + 40 + len(tiny_tokenizer(PLAIN.stop[0], add_special_tokens=False).input_ids)
+    check_fits(rows, tiny_tokenizer, PLAIN, g, fits)
+    (played,) = play_episodes(_looping(env, tiny_tokenizer, fits), env, [rows["t1"]], PLAIN, sampling, seed=0)
+    assert played.assistant_turns >= 1
     with pytest.raises(ValueError, match=f"opens with {seen} tokens"):
-        check_fits(rows, tiny_tokenizer, PLAIN, g, seen + 39)
+        check_fits(rows, tiny_tokenizer, PLAIN, g, fits - 1)
+    (played,) = play_episodes(_looping(env, tiny_tokenizer, fits - 1), env, [rows["t1"]], PLAIN, sampling, seed=0)
+    assert played.stop == CONTEXT_FULL and played.assistant_turns == 0
 
 
 def test_context_full_and_over_long_episodes_stay_out_of_the_loss_without_an_error(env, tiny_tokenizer):  # noqa: F811

@@ -456,22 +456,28 @@ def test_held_out_episodes_beside_single_replies_are_reported_apart(env, tokeniz
     assert "episode" in modes and len(modes) > 1  # the replies' samples and the episodes' transcripts, one file
     assert (tmp_path / "grpo" / "curves.png").is_file()
 
+    # TensorBoard: the episodes' figures one level down
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "grpo" / "tb"))
+    acc.Reload()
+    assert "eval/episodes/pass_at_1_greedy" in acc.Tags()["scalars"]
+
     # the loop keeps the episodes' result beside the replies' for the evaluate stage to reuse: the same
-    # as playing them again on the saved checkpoint
-    from rlvrflow.engines import HFEngine
+    # as the stage's own engine (training.eval.eval_engine) playing them again on the saved checkpoint
     from rlvrflow.flows.stage_calls import loop_episodes
-    from rlvrflow.training.eval import read_loop_eval
+    from rlvrflow.training.eval import eval_engine, read_loop_eval
     from rlvrflow.training.eval_episodes import evaluate_episode_rows
-    from rlvrflow.training.modeling import load_model_and_tokenizer
 
     held = rows.head(2).to_dicts()
     loop = read_loop_eval(tmp_path / "grpo", "step_000001")
-    model, tok = load_model_and_tokenizer(tmp_path / "grpo" / "step_000001", "cpu", trainable=False)
-    again, records = evaluate_episode_rows(HFEngine(model, tok, "cpu"), held, 40, 0, 4, RewardConfig())
+    engine = eval_engine(tmp_path / "grpo" / "step_000001", EvalConfig(), "cpu", "auto", 0)
+    again, records = evaluate_episode_rows(engine, held, 40, 0, 4, RewardConfig())
     assert loop["episodes"] == again and loop["episode_samples"] == records and records
     samples = tmp_path / "evaluate.samples.jsonl"
     reused = loop_episodes(loop, held, samples)
     assert reused == {**again, "reused_from": str(loop["path"])}
     assert [json.loads(x) for x in samples.read_text().splitlines()] == records
     assert loop_episodes(loop, held[:1], samples) is None  # other rows: evaluate plays them itself
-    assert loop_episodes(read_loop_eval(tmp_path / "grpo", "sft"), held, samples)["n_prompts"] == 2
+    step0 = read_loop_eval(tmp_path / "grpo", "sft")  # the model GRPO started from, at step 0
+    assert loop_episodes(step0, held, samples)["by_prompt"]["ids"] == sorted(r["id"] for r in held)

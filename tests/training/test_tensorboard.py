@@ -74,18 +74,23 @@ def test_nested_records_get_their_own_tag_level(tmp_path):
     record = {
         "step": 4,
         "pass_at_1_greedy": 0.5,
-        "episodes": {"pass_at_1_greedy": 0.25, "tool_calls": {"refund": 3}, "success_by_turns": {"3": [4, 1]}},
+        "episodes": {
+            "pass_at_1_greedy": 0.25,
+            "turns_mean": 2.5,
+            "success_by_turns": {"3": [4, 1]},
+            "tool_calls": {"refund": 3, "any name a model wrote": 1},
+        },
         "per_category": {"refunds": {"pass_at_1_greedy": 0.25, "n": 4}},
         "headline_scope": "replies",
         "truncated": False,
         "nan": float("nan"),
     }
     with Scalars(["tensorboard"], tmp_path) as scalars:
-        scalars.add("eval", record, step=4)
+        scalars.add("eval", record, step=4, leave_out=("tool_calls",))
     assert _scalars(tmp_path) == {
         "eval/pass_at_1_greedy": [4],
         "eval/episodes/pass_at_1_greedy": [4],
-        "eval/episodes/tool_calls/refund": [4],
+        "eval/episodes/turns_mean": [4],
         "eval/per_category/refunds/pass_at_1_greedy": [4],
         "eval/per_category/refunds/n": [4],
     }
