@@ -47,6 +47,11 @@ def _prompt_length(engine):
     return lambda text: len(fmt.encode(tokenizer, text))
 
 
+def stop_length(tokenizer, fmt: EpisodeFormat) -> int:
+    """Tokens of the format's longest stop string: the room a message needs after its own tokens."""
+    return max((len(tokenizer(s, add_special_tokens=False).input_ids) for s in fmt.stop), default=0)
+
+
 def play_episodes(engine, env, rows: Sequence[dict], fmt: EpisodeFormat, sampling, seed: int) -> list:
     """One episode per row (`prompt`, `reference`), every live conversation's next message drawn in one
     `engine.generate` call per turn; turn t samples with seed `seed + 7919 * t`. `sampling` is the
@@ -60,8 +65,9 @@ def play_episodes(engine, env, rows: Sequence[dict], fmt: EpisodeFormat, samplin
     tools, turn = env.schemas(), [0]
     limit, length = context_limit(engine), _prompt_length(engine)
     if limit is not None and length is not None:
-        stop_tokens = max((len(engine.tokenizer(s, add_special_tokens=False).input_ids) for s in fmt.stop), default=0)
-        room = limit - sampling.max_new_tokens - stop_tokens  # the longest prompt that still takes a message
+        room = (
+            limit - sampling.max_new_tokens - stop_length(engine.tokenizer, fmt)
+        )  # the longest prompt that takes a message
     else:
         room = None
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlvrflow.training.episode_format import PLAIN
-from rlvrflow.training.episodes import episode_stats, play_episodes
+from rlvrflow.training.episodes import episode_stats, play_episodes, stop_length
 from rlvrflow.verifiers.episode import CONTEXT_FULL
 
 
@@ -265,9 +265,8 @@ def check_fits(rows: dict[str, dict], tokenizer, fmt, g, max_positions: int | No
         n = len(tokenizer(text, add_special_tokens=fmt is PLAIN).input_ids)
         if n > longest:
             longest, worst = n, row["id"]
-    # play_episodes keeps room for the message and its stop string (training/episodes.py)
-    stop = max((len(tokenizer(s, add_special_tokens=False).input_ids) for s in fmt.stop), default=0)
-    if longest + g.episode_max_new_tokens + stop > max_positions:
+    # play_episodes keeps room for the message and its stop string
+    if longest + g.episode_max_new_tokens + stop_length(tokenizer, fmt) > max_positions:
         raise ValueError(
             f"episode row {worst!r} opens with {longest} tokens; with one message of "
             f"generation.episode_max_new_tokens={g.episode_max_new_tokens} and the stop string after it that is "
