@@ -77,6 +77,25 @@ def make_sample(out: Path, worked_fraction: float | None = None) -> tuple[float,
     return w1 + w2, c1 + c2
 
 
+def evaluate_as_run(model, rows, spec, seed: int, cfg=None) -> dict:
+    """`training.eval.evaluate` as the run's evaluate stage calls it (flows/stage_calls.py evaluate): the
+    spec's device, dtype, verifier pool and reward; `cfg` in place of `spec.eval` where given."""
+    from rlvrflow.training.eval import evaluate
+
+    tc = spec.training
+    return evaluate(
+        model,
+        rows,
+        spec.eval if cfg is None else cfg,
+        seed,
+        workers=spec.verifiers.workers,
+        device=tc.device,
+        dtype=tc.dtype,
+        reward_cfg=spec.verifiers.reward,
+        timeout_s=spec.verifiers.timeout_s,
+    )
+
+
 def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     """The run's SFT checkpoint trained on its worked replies for the GRPO stage's seconds, evaluated
     like the run's models; its eval result (with per-prompt scores)."""
@@ -84,7 +103,6 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
 
     import polars as pl
 
-    from rlvrflow.training.eval import evaluate
     from rlvrflow.training.sft import run_sft
 
     stages = report["stages"]
@@ -105,18 +123,7 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     t = time.perf_counter()
     model = run_sft(sft_dir, pl.read_parquet(split / "train.parquet"), cfg, out / "control", seed)
     seconds = time.perf_counter() - t
-    # as the run's evaluate stage calls it (flows/stage_calls.py evaluate): same device, dtype, pool and reward
-    result = evaluate(
-        model,
-        pl.read_parquet(split / "eval.parquet"),
-        spec.eval,
-        seed,
-        workers=spec.verifiers.workers,
-        device=tc.device,
-        dtype=tc.dtype,
-        reward_cfg=spec.verifiers.reward,
-        timeout_s=spec.verifiers.timeout_s,
-    )
+    result = evaluate_as_run(model, pl.read_parquet(split / "eval.parquet"), spec, seed)
     return {**result, "steps": steps, "seconds": round(seconds, 1)}
 
 
@@ -125,25 +132,9 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
     as well, since an eval draws at least one), as the evaluate stage calls it otherwise."""
     import polars as pl
 
-    from rlvrflow.training.eval import evaluate
-
     cfg = spec.eval.model_copy(update={"max_prompts": None, "n_samples": 1, "k": 1})
     rows = pl.read_parquet(split / "eval.parquet")
-    tc = spec.training
-    return {
-        name: evaluate(
-            path,
-            rows,
-            cfg,
-            seed,
-            workers=spec.verifiers.workers,
-            device=tc.device,
-            dtype=tc.dtype,
-            reward_cfg=spec.verifiers.reward,
-            timeout_s=spec.verifiers.timeout_s,
-        )
-        for name, path in models.items()
-    }
+    return {name: evaluate_as_run(path, rows, spec, seed, cfg) for name, path in models.items()}
 
 
 def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:

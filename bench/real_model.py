@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.demo_target import control_arm, timed  # noqa: E402
+from bench.demo_target import control_arm, evaluate_as_run, timed  # noqa: E402
 from bench.real_model_answers import GGUF_NAME, RETAIL_LAYOUT, math_tickets  # noqa: E402
 
 SPEC = ROOT / "bench/real_model.yaml"
@@ -205,7 +205,6 @@ def one_seed(seed: int, args) -> dict:
     from rlvrflow.flows.eval_sets import load_sets
     from rlvrflow.flows.stage_calls import measure_model
     from rlvrflow.training.doctor import diagnose
-    from rlvrflow.training.eval import evaluate
     from rlvrflow.training.report import gain_interval
 
     out = Path(args.out) / f"seed_{seed}"
@@ -241,18 +240,7 @@ def one_seed(seed: int, args) -> dict:
     )
     base_seconds = time.perf_counter() - t
     control = control_arm(report, spec, seed, out)
-    tc = spec.training
-    control_zh = evaluate(
-        control["model"],
-        chinese_rows,
-        spec.eval,
-        seed,
-        workers=spec.verifiers.workers,
-        device=tc.device,
-        dtype=tc.dtype,
-        reward_cfg=spec.verifiers.reward,
-        timeout_s=spec.verifiers.timeout_s,
-    )
+    control_zh = evaluate_as_run(control["model"], chinese_rows, spec, seed)
     trained = report.get("algorithm", "grpo")
     arms = {
         "zero_shot": arm(base, base_sets["regression"]["chinese"]["pass_at_1_greedy"], base_seconds),
@@ -301,30 +289,18 @@ def ceiling(seed_dir: Path, args) -> dict:
 
     from rlvrflow.flows.cli import parse_overrides
     from rlvrflow.flows.common import load_run_spec
-    from rlvrflow.training.eval import evaluate
 
     report = json.loads(Path(json.loads((seed_dir / "latest.json").read_text())["report"]).read_text())
     spec = load_run_spec(args.spec, overrides=parse_overrides(args.set))
     n = args.samples
     cfg = spec.eval.model_copy(update={"n_samples": n, "k": n})
     eval_rows = pl.read_parquet(Path(report["stages"]["split"]["dir"]) / "eval.parquet")
-    tc = spec.training
     models = {"sft": Path(report["stages"]["sft"]["dir"]) / "sft", "grpo": Path(report["checkpoint"])}
     by_model: dict[str, dict[str, tuple[bool, int]]] = {}
     out: dict = {"seed_dir": seed_dir.name, "samples": n, "models": {}}
     for name, path in models.items():
         t = time.perf_counter()
-        result = evaluate(
-            path,
-            eval_rows,
-            cfg,
-            0,
-            workers=spec.verifiers.workers,
-            device=tc.device,
-            dtype=tc.dtype,
-            reward_cfg=spec.verifiers.reward,
-            timeout_s=spec.verifiers.timeout_s,
-        )
+        result = evaluate_as_run(path, eval_rows, spec, 0, cfg)
         bp = result["by_prompt"]
         # per prompt: the greedy verdict, then how many of the n samples were right
         by_model[name] = {i: (bool(g), round(r * n)) for i, g, r in zip(bp["ids"], bp["greedy"], bp["sampled"])}
