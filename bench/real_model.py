@@ -291,7 +291,11 @@ def ceiling(seed_dir: Path, args) -> dict:
     from rlvrflow.flows.common import load_run_spec
 
     report = json.loads(Path(json.loads((seed_dir / "latest.json").read_text())["report"]).read_text())
-    spec = load_run_spec(args.spec, overrides=parse_overrides(args.set))
+    # the run's own overrides (real_model.json of `run` beside the seed folder) unless --set gives them
+    written = seed_dir.parent / "real_model.json"
+    sets = args.set or (json.loads(written.read_text())["sets"] if written.exists() else [])
+    seed = int(seed_dir.name.removeprefix("seed_")) if seed_dir.name.startswith("seed_") else 0
+    spec = load_run_spec(args.spec, overrides=parse_overrides([f"training.seed={seed}", *sets]))
     n = args.samples
     cfg = spec.eval.model_copy(update={"n_samples": n, "k": n})
     eval_rows = pl.read_parquet(Path(report["stages"]["split"]["dir"]) / "eval.parquet")
@@ -300,7 +304,7 @@ def ceiling(seed_dir: Path, args) -> dict:
     out: dict = {"seed_dir": seed_dir.name, "samples": n, "models": {}}
     for name, path in models.items():
         t = time.perf_counter()
-        result = evaluate_as_run(path, eval_rows, spec, 0, cfg)
+        result = evaluate_as_run(path, eval_rows, spec, seed, cfg)
         bp = result["by_prompt"]
         # per prompt: the greedy verdict, then how many of the n samples were right
         by_model[name] = {i: (bool(g), round(r * n)) for i, g, r in zip(bp["ids"], bp["greedy"], bp["sampled"])}
@@ -367,6 +371,9 @@ def print_seed(row: dict) -> None:
 def verdicts(rows: list[dict]) -> tuple[list[str], bool]:
     import statistics
 
+    seeds = [r["seed"] for r in rows]
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"verdict: seeds {sorted(seeds)} repeat; give each seed's run once")
     lines, ok = [], True
     for name, key, target in (
         ("over SFT", "grpo_over_sft", TARGET_OVER_SFT),
@@ -406,7 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("ceiling", help="pass@k of runs' SFT and GRPO checkpoints: what sharpening could reach")
     c.add_argument("runs", type=Path, nargs="+", help="seed folders of `run` (OUT/seed_N)")
     c.add_argument("--spec", type=Path, default=SPEC)
-    c.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="the overrides the runs used")
+    c.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="the overrides the runs used (default: those in the real_model.json beside the seed folder)",
+    )
     c.add_argument("--samples", type=int, default=16, help="sampled replies per held-out prompt (default 16)")
     v = sub.add_parser("verdict", help="the goal's verdict over the seeds of several `run` outputs")
     v.add_argument("files", type=Path, nargs="+", help="real_model.json files of `run`, one seed or more each")
