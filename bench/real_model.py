@@ -290,6 +290,8 @@ def ceiling(seed_dir: Path, args) -> dict:
     from rlvrflow.flows.cli import parse_overrides
     from rlvrflow.flows.common import load_run_spec
 
+    if not (seed_dir / "latest.json").exists():
+        raise SystemExit(f"ceiling: {seed_dir} has no latest.json: give a seed folder of `run` (OUT/seed_N)")
     report = json.loads(Path(json.loads((seed_dir / "latest.json").read_text())["report"]).read_text())
     # the run's own overrides (real_model.json of `run` beside the seed folder) unless --set gives them
     written = seed_dir.parent / "real_model.json"
@@ -425,7 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("files", type=Path, nargs="+", help="real_model.json files of `run`, one seed or more each")
     args = ap.parse_args(argv)
     if args.cmd == "verdict":
-        rows = [r for f in args.files for r in json.loads(f.read_text())["rows"]]
+        missing = [str(f) for f in args.files if not f.exists()]
+        if missing:
+            raise SystemExit(f"verdict: no such file: {', '.join(missing)} (a real_model.json that `run` wrote)")
+        rows = [r for f in args.files for r in json.loads(f.read_text()).get("rows", [])]
+        if not rows:
+            raise SystemExit("verdict: the files hold no seed rows: give real_model.json files that `run` wrote")
         lines, ok = verdicts(rows)
         print("\n".join(lines))
         return 0 if ok else 1
