@@ -148,3 +148,21 @@ def test_ceiling_rates_and_changes_count_prompts_as_a_reader_would(bench):
         "grpo_fixed_never_right_before": 1,  # c
         "grpo_broke": 1,  # d
     }
+
+
+def test_verdict_counts_only_the_seeds_that_ran_the_control_arm(bench):
+    def row(seed, over_sft, over_control, seconds=3000.0):
+        gains = {"grpo_over_sft": {"points": over_sft}, "grpo_over_control": None}
+        if over_control is not None:
+            gains["grpo_over_control"] = {"points": over_control}
+        return {"seed": seed, "gains": gains, "seconds": seconds}
+
+    lines, ok = bench.verdicts([row(0, 12.0, 6.0), row(1, 11.0, None), row(2, 10.0, 8.0)])
+    assert "mean +11.0 points held-out greedy on 3 seed(s)" in lines[0] and lines[0].endswith("PASS")
+    # two seeds with a control arm are not three, whatever their mean
+    assert "mean +7.0 points held-out greedy on 2 seed(s)" in lines[1] and lines[1].endswith("FAIL")
+    assert not ok
+    lines, ok = bench.verdicts([row(0, 12.0, None), row(1, 11.0, None), row(2, 10.0, None)])
+    assert lines[1] == "[real] target GRPO over control: not measured (no control arm) -> FAIL" and not ok
+    with pytest.raises(SystemExit, match="repeat"):
+        bench.verdicts([row(0, 12.0, 6.0), row(0, 11.0, 6.0)])
