@@ -97,8 +97,9 @@ def evaluate_as_run(model, rows, spec, seed: int, cfg=None) -> dict:
 
 
 def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
-    """The run's SFT checkpoint trained on its worked replies for the GRPO stage's seconds, evaluated
-    like the run's models; its eval result (with per-prompt scores)."""
+    """The run's SFT checkpoint trained on its worked replies for the GRPO stage's seconds (CPU seconds at
+    the SFT stage's CPU pace where the run recorded both, else wall seconds at SFT's wall pace), evaluated
+    like the run's models; its eval result (with per-prompt scores, the steps and the clock)."""
     import shutil
 
     import polars as pl
@@ -114,8 +115,15 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
             "solution): there is no SFT pace to give the control GRPO's time"
         )
     trained = report.get("algorithm", "grpo")
-    pace = sft_stats["steps"] / max(sft_stats["seconds"], 1e-9)
-    steps = max(1, round(stages[trained]["seconds"] * pace))
+    # CPU seconds where both stages recorded them: on a shared machine the wall clock counts the neighbours,
+    # and SFT and GRPO rarely share it with the same ones. The stages' CPU spans their loading and saving
+    # (and GRPO's checkpoint evals), so the control trains no less than GRPO did.
+    sft_cpu, trained_cpu = stages["sft"].get("cpu_seconds"), stages[trained].get("cpu_seconds")
+    if sft_cpu and trained_cpu:
+        clock, pace, budget = "cpu", sft_stats["steps"] / sft_cpu, trained_cpu
+    else:
+        clock, pace, budget = "wall", sft_stats["steps"] / max(sft_stats["seconds"], 1e-9), stages[trained]["seconds"]
+    steps = max(1, round(budget * pace))
     split = Path(stages["split"]["dir"])
     tc = spec.training
     cfg = tc.model_copy(update={"seed": seed, "sft": tc.sft.model_copy(update={"max_steps": steps, "warmup_steps": 0})})
@@ -124,7 +132,7 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     model = run_sft(sft_dir, pl.read_parquet(split / "train.parquet"), cfg, out / "control", seed)
     seconds = time.perf_counter() - t
     result = evaluate_as_run(model, pl.read_parquet(split / "eval.parquet"), spec, seed)
-    return {**result, "steps": steps, "seconds": round(seconds, 1)}
+    return {**result, "steps": steps, "seconds": round(seconds, 1), "clock": clock}
 
 
 def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> dict[str, dict]:

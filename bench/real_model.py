@@ -256,10 +256,12 @@ def one_seed(seed: int, args) -> dict:
         "seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),
         "stage_seconds": {k: v["seconds"] for k, v in stages.items()},
+        "stage_cpu_seconds": {k: v.get("cpu_seconds") for k, v in stages.items()},
         "n_prompts": sft["n_prompts"],
         "n_chinese": chinese_rows.height,
         "tiers": report.get("tiers"),
         "control_steps": None if control is None else control["steps"],
+        "control_clock": None if control is None else control["clock"],
         "arms": arms,
         "gains": {
             "grpo_over_sft": gain_interval(sft, final),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import socket
 import time
@@ -185,6 +186,9 @@ class Manifest:
     digests: dict[str, str] = field(default_factory=dict)  # name -> sha256 (files) or tree digest
     stats: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    # CPU seconds of the build (this process and the child processes it waited for): on a shared machine
+    # the wall clock also counts the neighbours. None for a stage built before it was recorded.
+    cpu_seconds: float | None = None
     cached: bool = False
     reason: str = ""  # why it was computed (empty when it came from the cache)
     key_parts: dict[str, str] = field(default_factory=dict)
@@ -202,6 +206,7 @@ class Manifest:
             digests=data["digests"],
             stats=data.get("stats", {}),
             seconds=data.get("seconds", 0.0),
+            cpu_seconds=data.get("cpu_seconds"),
             cached=data.get("cached", False),
             reason=data.get("reason", ""),
             key_parts=data.get("key_parts", {}),
@@ -216,6 +221,7 @@ class Manifest:
             "digests": self.digests,
             "stats": self.stats,
             "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
             "cached": self.cached,
             "reason": self.reason,
             "key_parts": self.key_parts,
@@ -240,6 +246,7 @@ def read_manifest(folder: Path) -> Manifest | None:
         digests=data["digests"],
         stats=data.get("stats", {}),
         seconds=data.get("seconds", 0.0),
+        cpu_seconds=data.get("cpu_seconds"),
         cached=True,
         key_parts=data.get("key_parts", {}),
     )
@@ -289,9 +296,10 @@ def build_stage(
             for child in list(folder.iterdir()):  # leftovers of an unfinished or forced build
                 if child.name != ".lock":
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), cpu_seconds()
         outputs, stats = build(folder)
         seconds = round(time.monotonic() - start, 3)
+        cpu = round(cpu_seconds() - cpu_start, 3)
         digests = {name: _digest_any(folder / rel) for name, rel in outputs.items()}
         manifest = Manifest(
             stage,
@@ -301,6 +309,7 @@ def build_stage(
             digests,
             dict(stats),
             seconds,
+            cpu,
             cached=False,
             reason=reason,
             key_parts=dict(parts),
@@ -311,6 +320,13 @@ def build_stage(
         return manifest
     finally:
         (folder / ".lock").unlink(missing_ok=True)
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process (all its threads) and of the child processes it has
+    waited for (a launcher's ranks, a sandbox's runs)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _digest_any(path: Path) -> str:

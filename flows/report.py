@@ -55,7 +55,14 @@ def write_run_report(
     final_ckpt = st.get("final_checkpoint") or str(m["sft"].path("model"))
     final_name = Path(final_ckpt).name if Path(final_ckpt).name in results else "sft"
     stages = {
-        name: {"key": x.key, "cached": x.cached, "seconds": x.seconds, "dir": str(x.dir), "reason": x.reason}
+        name: {
+            "key": x.key,
+            "cached": x.cached,
+            "seconds": x.seconds,
+            "cpu_seconds": x.cpu_seconds,
+            "dir": str(x.dir),
+            "reason": x.reason,
+        }
         for name, x in m.items()
     }
     report = build_report(

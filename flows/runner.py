@@ -312,7 +312,8 @@ def counts_line(name: str, m: Manifest, summary: Callable[[dict], str] | None = 
         what = row_counts(st)
     else:
         what = ", ".join(f"{k} {v}" for k, v in st.items() if isinstance(v, (int, float)))
-    how = f"cached {m.key}" if m.cached else f"computed in {m.seconds:.1f} s: {m.reason}"
+    cpu = "" if m.cpu_seconds is None else f" ({m.cpu_seconds:.1f} s CPU)"
+    how = f"cached {m.key}" if m.cached else f"computed in {m.seconds:.1f} s{cpu}: {m.reason}"
     return f"  {name:<9} {what}  [{how}]"
 
 

@@ -32,6 +32,26 @@ def test_second_build_is_cached_and_force_rebuilds(tmp_path):
     assert len(calls) == 2 and not third.cached and third.path("data").read_text() == "y"
 
 
+def test_a_build_records_its_cpu_seconds_with_a_waited_child_and_the_cache_keeps_them(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    def build(out: Path):
+        spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+        subprocess.run([sys.executable, "-c", spin], check=True)
+        time.sleep(0.3)  # wall, not CPU
+        (out / "data.txt").write_text("x")
+        return {"data": "data.txt"}, {}
+
+    built = build_stage(tmp_path, "s", "k", build)
+    # the child's 0.4 s of spinning counts; the sleep does not (the wall seconds hold both)
+    assert built.cpu_seconds is not None and 0.4 <= built.cpu_seconds < built.seconds
+    assert built.seconds >= 0.7
+    again = build_stage(tmp_path, "s", "k", build)
+    assert again.cached and again.cpu_seconds == built.cpu_seconds and again.seconds == built.seconds
+
+
 def test_key_follows_file_content_and_config(tmp_path):
     f = tmp_path / "in.txt"
     f.write_text("a")
