@@ -405,13 +405,38 @@ def main(argv: list[str] | None = None) -> int:
             lambda: grpo_loss_backward(model, flat_p, completions, tok.pad_token_id, True),
         )
         rows.append(("update fwd+bwd", r, scored, scored, t_plain, t_ours))
+    if model.config._attn_implementation == "sdpa_gqa":  # engines/attention.py switched it at load
+        # the same decoder and update under transformers' sdpa (which copies the grouped KV heads) as the peer
+        def under_sdpa(fn):
+            model.set_attn_implementation("sdpa")
+            try:
+                return fn()
+            finally:
+                model.set_attn_implementation("sdpa_gqa")
+
+        rollout = lambda: engine.generate(prompts, args.group, sampled, args.seed)  # noqa: E731
+        update = lambda: grpo_loss_backward(model, flat_p, completions, tok.pad_token_id, True)  # noqa: E731
+        same = [c.token_ids for g in under_sdpa(rollout) for c in g] == [c.token_ids for g in rollout() for c in g]
+        print(f"[check] sampled tokens identical under sdpa and sdpa_gqa: {same}")
+        if not same:
+            raise SystemExit("sdpa and sdpa_gqa sample different tokens: the attention switch is not exact")
+        for r in range(args.repeats):
+            t_sdpa, a, t_gqa, b = pair(r, lambda: under_sdpa(rollout), rollout)
+            n = sum(len(c.token_ids) for g in b for c in g)
+            rows.append(("rollout gqa", r, n, n, t_sdpa, t_gqa))
+        for r in range(args.repeats):
+            t_sdpa, _, t_gqa, _ = pair(r, lambda: under_sdpa(update), update)
+            rows.append(("update gqa", r, scored, scored, t_sdpa, t_gqa))
 
     print(
         f"\nmodel {args.model} ({n_layers} layers); {args.prompts} prompts x G={args.group}; prompt "
         f"{sum(map(len, p_ids)) / len(p_ids):.0f} tokens, completion {scored / len(completions):.1f} tokens "
         f"(cap {args.max_new_tokens}); {args.threads} threads"
     )
-    print("tokens/s by the wall clock and by this process's CPU seconds (ratio: rlvrflow's over transformers')")
+    print(
+        "tokens/s by the wall clock and by this process's CPU seconds (ratio: rlvrflow's over transformers'; "
+        "the `gqa` rows: the same rlvrflow path under sdpa_gqa over transformers' sdpa)"
+    )
     print(
         f"{'path':<16}{'rep':>4}{'transformers':>14}{'rlvrflow':>10}{'ratio':>8}{'CPU: tf':>11}{'rlvrflow':>10}{'ratio':>8}"
     )

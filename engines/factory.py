@@ -103,11 +103,14 @@ def release(engine) -> None:
 def _load_hf(path: Path, device: str, dtype: str):
     import torch
 
+    from rlvrflow.engines.attention import use_cpu_gqa
+
     with HF_LOAD_LOCK:  # importing transformers and from_pretrained are not thread-safe (see engines.hf_engine)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype if dtype == "auto" else getattr(torch, dtype))
+    use_cpu_gqa(model, device)  # grouped KV heads without transformers' copy of them (engines/attention.py)
     return model.to(device).eval(), tokenizer
 
 

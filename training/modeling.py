@@ -74,6 +74,7 @@ def load_model_and_tokenizer(
     A LoRA adapter directory loads its base (in `dtype`, frozen) with the adapter on top (trainable
     when `trainable`). The tokenizer gets a pad token (EOS) when it has none, so batching always works.
     """
+    from rlvrflow.engines.attention import use_cpu_gqa
     from rlvrflow.engines.hf_engine import HF_LOAD_LOCK
     from rlvrflow.training import lora
 
@@ -84,6 +85,7 @@ def load_model_and_tokenizer(
 
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype).to(device)
+    use_cpu_gqa(model, device)  # grouped KV heads without transformers' copy of them (engines/attention.py)
     if adapter:
         model.requires_grad_(False)
         model = lora.load_adapters(model, path, trainable)
