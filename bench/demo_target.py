@@ -98,7 +98,7 @@ def evaluate_as_run(model, rows, spec, seed: int, cfg=None) -> dict:
 
 def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     """The run's SFT checkpoint trained on its worked replies for the GRPO stage's seconds (CPU seconds at
-    the SFT stage's CPU pace where the run recorded both, else wall seconds at SFT's wall pace), evaluated
+    SFT's CPU pace where the run recorded both, else wall seconds at SFT's wall pace), evaluated
     like the run's models; its eval result (with per-prompt scores, the steps and the clock)."""
     import shutil
 
@@ -115,10 +115,11 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
             "solution): there is no SFT pace to give the control GRPO's time"
         )
     trained = report.get("algorithm", "grpo")
-    # CPU seconds where both stages recorded them: on a shared machine the wall clock counts the neighbours,
-    # and SFT and GRPO rarely share it with the same ones. The stages' CPU spans their loading and saving
-    # (and GRPO's checkpoint evals), so the control trains no less than GRPO did.
-    sft_cpu, trained_cpu = stages["sft"].get("cpu_seconds"), stages[trained].get("cpu_seconds")
+    # CPU seconds where the run recorded them (SFT's training loop, the GRPO stage): on a shared machine the
+    # wall clock counts the neighbours, and SFT and GRPO rarely share it with the same ones. The control
+    # then matches GRPO's compute, not its time: the stage's CPU spans its checkpoint evals and, with
+    # asynchronous rollouts, the generator process beside the trainer.
+    sft_cpu, trained_cpu = sft_stats.get("cpu_seconds"), stages[trained].get("cpu_seconds")
     if sft_cpu and trained_cpu:
         clock, pace, budget = "cpu", sft_stats["steps"] / sft_cpu, trained_cpu
     else:
@@ -183,6 +184,7 @@ def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
         control = control_arm(report, spec, seed, out)
         row.update(
             control_steps=control["steps"],
+            control_clock=control["clock"],
             control_seconds=control["seconds"],
             control_pass_at_1_greedy=round(100 * control["pass_at_1_greedy"], 1),
             over_control=gain_interval(control, final),
@@ -263,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             f"sampled {row['sft_pass_at_1_sampled']:.1f} -> {row['grpo_pass_at_1_sampled']:.1f}; pass@k "
             f"{row['sft_pass_at_k']:.1f} -> {row['grpo_pass_at_k']:.1f}"
             + (
-                f"; control ({row['control_steps']} more SFT steps) {row['control_pass_at_1_greedy']:.1f}, "
+                f"; control ({row['control_steps']} more SFT steps, by {row.get('control_clock', 'wall')} seconds) {row['control_pass_at_1_greedy']:.1f}, "
                 f"GRPO over it {_interval(row['over_control'])}"
                 if "over_control" in row
                 else ""

@@ -228,6 +228,10 @@ def one_seed(seed: int, args) -> dict:
     report = json.loads((run_dir / "report.json").read_text())
     spec = load_run_spec(args.spec, smoke=args.smoke, overrides=parse_overrides(sets))
     stages = report["stages"]
+    if args.reuse:  # cached stages took no time now: the chain's seconds are those its stages recorded
+        wall = sum(v["seconds"] for v in stages.values())
+        cpus = [v.get("cpu_seconds") for v in stages.values()]
+        cpu = None if None in cpus else sum(cpus)
     eval_rows = pl.read_parquet(Path(stages["split"]["dir"]) / "eval.parquet")
     chinese_rows = load_sets(spec).regression["chinese"]
     by_name = {r["name"]: r for r in report["eval_matrix"]}
@@ -254,7 +258,8 @@ def one_seed(seed: int, args) -> dict:
     return {
         "seed": seed,
         "seconds": round(wall, 1),
-        "cpu_seconds": round(cpu, 1),
+        "cpu_seconds": None if cpu is None else round(cpu, 1),
+        "timing": "the stages' records (--reuse)" if args.reuse else "measured",
         "stage_seconds": {k: v["seconds"] for k, v in stages.items()},
         "stage_cpu_seconds": {k: v.get("cpu_seconds") for k, v in stages.items()},
         "n_prompts": sft["n_prompts"],
@@ -351,7 +356,8 @@ def _interval(g: dict | None) -> str:
 
 def print_seed(row: dict) -> None:
     print(
-        f"[real] seed {row['seed']}: chain {row['seconds']:.0f} s ({row['cpu_seconds']:.0f} s CPU); "
+        f"[real] seed {row['seed']}: chain {row['seconds']:.0f} s "
+        f"({'?' if row['cpu_seconds'] is None else round(row['cpu_seconds'])} s CPU; {row.get('timing', 'measured')}); "
         f"{row['n_prompts']} held-out English prompts, {row['n_chinese']} Chinese",
         flush=True,
     )
@@ -362,6 +368,8 @@ def print_seed(row: dict) -> None:
             f"  {name:10} {a['greedy']:7.1f} {a['sampled']:8.1f} {a['format']:7.1f} {a['length']:7.1f} {zh:>9} "
             f"{'-' if a['seconds'] is None else round(a['seconds']):>8}"
         )
+    if row.get("control_steps"):
+        print(f"  control: {row['control_steps']} more SFT steps, sized by {row.get('control_clock', 'wall')} seconds")
     for name, g in row["gains"].items():
         print(f"  {name:26} {_interval(g)}")
     c = row["grpo"]
@@ -417,14 +425,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument(
         "--reuse",
         action="store_true",
-        help="reuse the chain's cached stages (not --force): to redo "
-        "the arms after a failure; the chain's seconds are then the cache's, not a timing",
+        help="reuse the chain's cached stages (not --force): to redo or add "
+        "the arms; the chain's seconds are then the sum its stages recorded when they were built",
     )
     r.add_argument("--smoke", action="store_true", help="rlvrflow run's smoke budget: the chain end to end, no figures")
     r.add_argument(
         "--no-control",
         action="store_true",
-        help="skip the control arm (a trial of GRPO settings; `run --reuse` on the same OUT adds it later)",
+        help="skip the control arm (a trial of GRPO settings; `run --reuse` on the same OUT adds it later); "
+        "the verdict over the control then reads FAIL (not measured)",
     )
     c = sub.add_parser("ceiling", help="pass@k of runs' SFT and GRPO checkpoints: what sharpening could reach")
     c.add_argument("runs", type=Path, nargs="+", help="seed folders of `run` (OUT/seed_N)")

@@ -70,8 +70,14 @@ def use_cpu_gqa(model, device: torch.device | str) -> bool:
         return False
     heads = getattr(config, "num_attention_heads", None)
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    if not heads or kv_heads >= heads:
+    if not heads or kv_heads >= heads or not _torch_has_enable_gqa():
         return False
     register()
-    model.set_attn_implementation(NAME)
-    return True
+    model.set_attn_implementation(NAME)  # only warns where a model cannot switch: read back what it runs
+    return config._attn_implementation == NAME
+
+
+def _torch_has_enable_gqa() -> bool:
+    """`scaled_dot_product_attention(enable_gqa=...)` arrived in torch 2.5; the project allows older."""
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    return (major, minor) >= (2, 5)

@@ -110,7 +110,7 @@ def _load_hf(path: Path, device: str, dtype: str):
 
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype if dtype == "auto" else getattr(torch, dtype))
-    use_cpu_gqa(model, device)  # grouped KV heads without transformers' copy of them (engines/attention.py)
+        use_cpu_gqa(model, device)  # grouped KV heads without transformers' copy of them (engines/attention.py)
     return model.to(device).eval(), tokenizer
 
 

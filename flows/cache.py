@@ -323,10 +323,30 @@ def build_stage(
 
 
 def cpu_seconds() -> float:
-    """User + system CPU seconds of this process (all its threads) and of the child processes it has
-    waited for (a launcher's ranks, a sandbox's runs)."""
+    """User + system CPU seconds of this process (all its threads), of the child processes it has waited
+    for, and of its live children so far (the verifier pool's workers outlive a stage; read from /proc
+    where there is one). A stage's difference of two readings is then its own CPU, workers included.
+    Not counted: processes that are not this one's descendants (the other ranks of a torchrun or
+    deepspeed launch, Dask workers), and CPU of builds running at once in other threads of this process
+    is counted in each."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime + _live_children_cpu()
+
+
+def _live_children_cpu() -> float:
+    """CPU seconds of this process's live children, each with its own waited-for children (/proc, Linux)."""
+    proc, me, total = Path("/proc"), str(os.getpid()), 0
+    if not proc.is_dir():
+        return 0.0
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended while we looked
+            continue
+        fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
+        if len(fields) > 14 and fields[1] == me:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _digest_any(path: Path) -> str:

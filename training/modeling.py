@@ -85,7 +85,7 @@ def load_model_and_tokenizer(
 
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(weights, dtype=dtype).to(device)
-    use_cpu_gqa(model, device)  # grouped KV heads without transformers' copy of them (engines/attention.py)
+        use_cpu_gqa(model, device)  # grouped KV heads without transformers' copy of them (engines/attention.py)
     if adapter:
         model.requires_grad_(False)
         model = lora.load_adapters(model, path, trainable)

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import shutil
+import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,12 @@ class Conversation:
 
     ids: list[int]
     mask: list[int]
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process (all its threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _size(item) -> int:
@@ -241,7 +248,7 @@ def run_sft(
     data += conversations
     for w in warnings:
         log.warning("%s", w["message"])
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     steps = sc.max_steps if data else 0
     tb_tmp = out.with_name(f".tmp-tb-{out.name}.{os.getpid()}")  # out/ is replaced whole at the save
     shutil.rmtree(tb_tmp, ignore_errors=True)
@@ -261,6 +268,7 @@ def run_sft(
         "steps": steps,
         "final_loss": loss_val,
         "seconds": round(time.perf_counter() - t0, 2),
+        "cpu_seconds": round(_cpu_seconds() - c0, 2),  # the same span in this process's CPU seconds
         **cut,
         "warnings": warnings,  # flows/report.py carries them into report.json
         "input_key": key,

@@ -86,7 +86,49 @@ def test_gradients_match_sdpa(saved, tiny_tokenizer):
         assert torch.allclose(a.grad, b.grad, atol=1e-6, rtol=1e-5), name
 
 
-def test_the_rollout_engine_switches_and_samples_the_same_tokens(saved, tiny_tokenizer):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "q_len,kv_len,masked",
+    [(5, 5, True), (5, 5, False), (1, 9, True), (1, 9, False), (3, 8, False), (4, 4, "float")],
+    ids=["prefill-padded", "prefill-causal", "decode-padded", "decode", "static-cache-prefill", "float-mask"],
+)
+def test_the_function_matches_transformers_sdpa_in_every_case_a_decoder_hits(q_len, kv_len, masked, dtype):
+    from types import SimpleNamespace
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from rlvrflow.engines.attention import _sdpa_gqa_forward
+
+    g = torch.Generator().manual_seed(0)
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    q = torch.randn(2, 6, q_len, 16, generator=g).to(dtype)
+    k, v = (torch.randn(2, 2, kv_len, 16, generator=g).to(dtype) for _ in range(2))
+    mask = None
+    if masked:
+        # row 0 left-padded by 2, causal over the last q_len positions
+        causal = torch.arange(kv_len)[None, :] <= torch.arange(kv_len - q_len, kv_len)[:, None]
+        keep = torch.ones(2, 1, q_len, kv_len, dtype=torch.bool) & causal
+        keep[0, :, :, :2] = False
+        mask = keep if masked is True else torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, float("-inf"))
+    want, _ = sdpa_attention_forward(module, q, k, v, mask, scaling=0.25)
+    got, _ = _sdpa_gqa_forward(module, q, k, v, mask, scaling=0.25)
+    assert got.shape == want.shape == (2, q_len, 6, 16)
+    assert torch.allclose(got, want, atol=1e-6 if dtype == torch.float32 else 1e-2, rtol=0)
+
+
+def test_a_lora_policy_runs_it_and_trains_the_same(saved, tiny_tokenizer):
+    from rlvrflow.training.config import LoRAConfig
+    from rlvrflow.training.modeling import load_policy
+
+    model, _ = load_policy(saved, torch.device("cpu"), torch.float32, LoRAConfig(r=4, alpha=8.0))
+    assert model.base_model.model.config._attn_implementation == "sdpa_gqa"
+    batch = padded_batch(tiny_tokenizer)
+    loss = model(**batch, labels=batch["input_ids"]).loss
+    model.base_model.model.set_attn_implementation("sdpa")
+    assert torch.equal(loss, model(**batch, labels=batch["input_ids"]).loss)
+
+
+def test_the_rollout_engine_switches_and_samples_the_same_tokens(saved, tiny_tokenizer, monkeypatch):
     from transformers import AutoModelForCausalLM
 
     from rlvrflow.engines.factory import make_engine
@@ -97,8 +139,14 @@ def test_the_rollout_engine_switches_and_samples_the_same_tokens(saved, tiny_tok
     plain = HFEngine(AutoModelForCausalLM.from_pretrained(saved).eval(), tiny_tokenizer, device="cpu")
     prompts = ["hello world, this is a longer prompt", "hi"]
     params = SamplingParams(max_new_tokens=10, temperature=1.0)
-    got = engine.generate(prompts, 3, params, seed=7)
     want = plain.generate(prompts, 3, params, seed=7)
+    import transformers.integrations.sdpa_attention as sdpa
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("repeat_kv called: the KV heads were copied")
+
+    monkeypatch.setattr(sdpa, "repeat_kv", no_copy)  # the engine's own decoder (shared prompts) included
+    got = engine.generate(prompts, 3, params, seed=7)
     assert [[c.token_ids for c in g] for g in got] == [[c.token_ids for c in g] for g in want]
 
 
@@ -121,6 +169,8 @@ def test_left_alone_without_grouped_heads_off_cpu_or_off_sdpa(tiny_tokenizer):
     assert not use_cpu_gqa(ungrouped, "cpu") and ungrouped.config._attn_implementation == "sdpa"
     grouped = gqa_model(tiny_tokenizer)
     assert not use_cpu_gqa(grouped, "cuda") and grouped.config._attn_implementation == "sdpa"
+    ungrouped.config.num_key_value_heads = None  # a config without the field: one KV head per query head
+    assert not use_cpu_gqa(ungrouped, "cpu")
     grouped.set_attn_implementation("eager")
     assert not use_cpu_gqa(grouped, torch.device("cpu")) and grouped.config._attn_implementation == "eager"
     assert use_cpu_gqa(gqa_model(tiny_tokenizer), torch.device("cpu"))

@@ -52,6 +52,39 @@ def test_a_build_records_its_cpu_seconds_with_a_waited_child_and_the_cache_keeps
     assert again.cached and again.cpu_seconds == built.cpu_seconds and again.seconds == built.seconds
 
 
+def test_a_build_counts_the_cpu_of_a_worker_that_outlives_it_and_not_its_earlier_work(tmp_path):
+    # the verifier pool's workers start before a stage and end after it: only their CPU during the build
+    import subprocess
+    import sys
+
+    spin = (
+        "import sys, time\n"
+        "def spin(s):\n"
+        "    t = time.process_time()\n"
+        "    while time.process_time() - t < s: pass\n"
+        "spin(0.6)\n"  # before the stage: not its CPU
+        "print('ready', flush=True); sys.stdin.readline()\n"
+        "spin(0.4)\n"
+        "print('done', flush=True); sys.stdin.readline()\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", spin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "ready"
+
+        def build(out: Path):
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+            assert worker.stdout.readline().strip() == "done"
+            (out / "data.txt").write_text("x")
+            return {"data": "data.txt"}, {}
+
+        built = build_stage(tmp_path, "s", "k", build)
+    finally:
+        worker.stdin.close()
+        worker.wait()
+    assert 0.4 <= built.cpu_seconds < 0.9
+
+
 def test_key_follows_file_content_and_config(tmp_path):
     f = tmp_path / "in.txt"
     f.write_text("a")
