@@ -119,7 +119,10 @@ def control_arm(report: dict, spec, seed: int, out: Path) -> dict:
     # wall clock counts the neighbours, and SFT and GRPO rarely share it with the same ones. The control
     # then matches GRPO's compute, not its time: the stage's CPU spans its checkpoint evals and, with
     # asynchronous rollouts, the generator process beside the trainer.
-    sft_cpu, trained_cpu = sft_stats.get("cpu_seconds"), stages[trained].get("cpu_seconds")
+    # (a run from before SFT recorded its loop's CPU: the SFT stage's, which adds its loading and saving
+    # and so gives the control a few percent fewer steps)
+    sft_cpu = sft_stats.get("cpu_seconds") or stages["sft"].get("cpu_seconds")
+    trained_cpu = stages[trained].get("cpu_seconds")
     if sft_cpu and trained_cpu:
         clock, pace, budget = "cpu", sft_stats["steps"] / sft_cpu, trained_cpu
     else:
