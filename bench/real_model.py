@@ -18,7 +18,8 @@ regression set, so Chinese is reported apart and never trained on.
 LoRA r=16; SFT on the worked rows, tiering and GRPO on the outcome-only rows) and adds what the run
 does not measure itself, with the same evaluate call as the run's evaluate stage (as bench/demo_target.py):
 - zero-shot: the imported base, never trained;
-- control: the run's SFT trained further on the worked rows for GRPO's seconds (demo_target.control_arm).
+- control: the run's SFT trained further on the worked rows for GRPO's CPU seconds at SFT's CPU pace
+  (demo_target.control_arm; wall seconds for runs recorded before stages kept their CPU seconds).
 Every arm is scored on the run's held-out prompts (greedy and sampled pass@1, format rate, length) and on
 the Chinese set; GRPO is the final checkpoint (not the best: choosing on the held-out split flatters it).
 Gains are paired bootstrap intervals over the held-out prompts (training.report.gain_interval). From the
