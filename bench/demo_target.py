@@ -15,8 +15,9 @@ interval over the held-out prompts (training.report.gain_interval), and sampled 
 
 The control arm asks whether the gain comes from the outcome-only rows or from more compute: the
 run's SFT checkpoint trained further on the same worked replies with the same SFT settings, for as
-many steps as the run's own SFT pace fits into the seconds the GRPO stage took (evals included, so the
-control gets at least GRPO's time), then evaluated by the same function on the same held-out prompts.
+many steps as the run's own SFT pace fits into the seconds the GRPO stage took (CPU seconds where the
+run recorded them, as runs now do; evals included, so the control gets at least GRPO's compute), then
+evaluated by the same function on the same held-out prompts.
 
 The run's eval takes 200 of the ~700 held-out prompts (`eval.max_prompts`), so a seed's gain there
 carries about +-6.5 points of sampling noise (its bootstrap interval). The bench also scores the SFT
