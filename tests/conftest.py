@@ -88,8 +88,9 @@ def build_tokenizer():
     )
 
 
-def build_model(tokenizer, seed: int = 0, hidden: int = 64, layers: int = 2):
-    """A random-init LlamaForCausalLM sized for a few milliseconds per forward pass."""
+def build_model(tokenizer, seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 2, kv_heads: int = 2):
+    """A random-init LlamaForCausalLM sized for a few milliseconds per forward pass (kv_heads < heads:
+    grouped-query attention)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -98,8 +99,8 @@ def build_model(tokenizer, seed: int = 0, hidden: int = 64, layers: int = 2):
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=2,  # head_dim 32: vLLM-CPU minimum
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,  # the defaults' head_dim 32: vLLM-CPU minimum
         max_position_embeddings=256,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,

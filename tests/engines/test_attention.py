@@ -12,23 +12,9 @@ torch = pytest.importorskip("torch")
 
 
 def gqa_model(tokenizer, heads: int = 4, kv_heads: int = 2, seed: int = 0):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from ..conftest import build_model
 
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(cfg).eval()
+    return build_model(tokenizer, seed, heads=heads, kv_heads=kv_heads)
 
 
 @pytest.fixture
