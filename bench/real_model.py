@@ -277,6 +277,10 @@ def one_seed(seed: int, args) -> dict:
             "grpo_over_sft_sampled": gain_interval(sft, final, "sampled"),
             "grpo_over_control_sampled": None if control is None else gain_interval(control, final, "sampled"),
         },
+        "greedy_changes": {
+            "grpo": greedy_changes(sft, final),
+            **({} if control is None else {"control": greedy_changes(sft, control)}),
+        },
         "grpo": grpo_curve(grpo_dir),
         "rollout_samples": last_samples(grpo_dir),
         "greedy_samples": {
@@ -288,6 +292,33 @@ def one_seed(seed: int, args) -> dict:
         },
         "doctor": [f.to_dict() for f in diagnose(run_dir)],
     }
+
+
+def greedy_changes(before: dict, after: dict) -> dict:
+    """What training did to the greedy replies on the held-out prompts, from two eval results (SFT and a
+    later model): right before and after, replies whose extracted answer changed, prompts fixed and broken.
+    Fixes and breaks net to the gain; their sizes say whether a small gain is a small change or a churn."""
+    a, b = before["by_prompt"], after["by_prompt"]
+    if sorted(a["ids"]) != sorted(b["ids"]):
+        raise SystemExit("greedy changes: the two evals scored different held-out prompts")
+    then = dict(zip(a["ids"], zip(a["greedy"], a["answers"])))
+    now = dict(zip(b["ids"], zip(b["greedy"], b["answers"])))
+    return {
+        "prompts": len(then),
+        "right_before": sum(bool(g) for g, _ in then.values()),
+        "right_after": sum(bool(g) for g, _ in now.values()),
+        "answers_changed": sum(then[i][1] != now[i][1] for i in then),
+        "fixed": sum(not then[i][0] and bool(now[i][0]) for i in then),
+        "broke": sum(bool(then[i][0]) and not now[i][0] for i in then),
+    }
+
+
+def run_changes(seed_dir: Path) -> dict:
+    """greedy_changes of a `run` seed folder's final checkpoint against its SFT, from the run's report."""
+    if not (seed_dir / "latest.json").exists():
+        raise SystemExit(f"changes: {seed_dir} has no latest.json: give a seed folder of `run` (OUT/seed_N)")
+    report = json.loads(Path(json.loads((seed_dir / "latest.json").read_text())["report"]).read_text())
+    return greedy_changes(report["baseline"], report["final"])
 
 
 def ceiling(seed_dir: Path, args) -> dict:
@@ -314,6 +345,11 @@ def ceiling(seed_dir: Path, args) -> dict:
     models = {"sft": Path(report["stages"]["sft"]["dir"]) / "sft", "grpo": Path(report["checkpoint"])}
     by_model: dict[str, dict[str, tuple[bool, int]]] = {}
     out: dict = {"seed_dir": seed_dir.name, "samples": n, "models": {}}
+    if args.sft_only:  # GRPO's greedy verdicts as the run's evaluate stage scored its final checkpoint
+        final = Path(report["stages"]["evaluate"]["dir"]) / f"{models.pop('grpo').name}.json"
+        bp = json.loads(final.read_text())["by_prompt"]
+        by_model["grpo"] = {i: (bool(g), 0) for i, g in zip(bp["ids"], bp["greedy"])}
+        out["grpo_greedy_from"] = final.name
     for name, path in models.items():
         t = time.perf_counter()
         result = evaluate_as_run(path, eval_rows, spec, seed, cfg)
@@ -321,7 +357,7 @@ def ceiling(seed_dir: Path, args) -> dict:
         # per prompt: the greedy verdict, then how many of the n samples were right
         by_model[name] = {i: (bool(g), round(r * n)) for i, g, r in zip(bp["ids"], bp["greedy"], bp["sampled"])}
         out["models"][name] = {**pass_rates(by_model[name], n), "seconds": round(time.perf_counter() - t, 1)}
-    return {**out, **changes(by_model["sft"], by_model["grpo"])}
+    return {**out, **changes(by_model["sft"], by_model["grpo"], n)}
 
 
 def pass_rates(per: dict[str, tuple[bool, int]], n: int) -> dict:
@@ -338,8 +374,8 @@ def pass_rates(per: dict[str, tuple[bool, int]], n: int) -> dict:
     }
 
 
-def changes(sft: dict[str, tuple[bool, int]], grpo: dict[str, tuple[bool, int]]) -> dict:
-    """Per prompt, what GRPO's greedy reply changed against SFT's, and whether SFT's samples had the answer."""
+def changes(sft: dict[str, tuple[bool, int]], grpo: dict[str, tuple[bool, int]], n: int) -> dict:
+    """Per prompt, what GRPO's greedy reply changed against SFT's, and whether SFT's `n` samples had the answer."""
     ids = sorted(sft)
     return {
         "prompts": len(ids),
@@ -348,7 +384,34 @@ def changes(sft: dict[str, tuple[bool, int]], grpo: dict[str, tuple[bool, int]])
         "grpo_fixed": sum(not sft[i][0] and grpo[i][0] for i in ids),
         "grpo_fixed_never_right_before": sum(not sft[i][0] and sft[i][1] == 0 and grpo[i][0] for i in ids),
         "grpo_broke": sum(sft[i][0] and not grpo[i][0] for i in ids),
+        "by_sft_samples": margins(sft, grpo, n),
     }
+
+
+def margins(sft: dict[str, tuple[bool, int]], grpo: dict[str, tuple[bool, int]], n: int) -> list[dict]:
+    """GRPO's greedy changes by how often SFT's `n` samples were right on the prompt (none, under half,
+    at least half): GRPO trains the sampled replies, so a greedy reply right while most samples are wrong
+    rests on a narrow margin, and one wrong while most samples are right is the closest to a fix."""
+    bands = (
+        ("none", lambda c: c == 0),
+        ("under half", lambda c: 0 < 2 * c < n),
+        ("half or more", lambda c: 2 * c >= n > 0),
+    )
+    out = []
+    for name, inside in bands:
+        ids = [i for i in sorted(sft) if inside(sft[i][1])]
+        right = [i for i in ids if sft[i][0]]
+        wrong = [i for i in ids if not sft[i][0]]
+        out.append(
+            {
+                "sft_samples_right": name,
+                "sft_greedy_right": len(right),
+                "broke": sum(not grpo[i][0] for i in right),
+                "sft_greedy_wrong": len(wrong),
+                "fixed": sum(grpo[i][0] for i in wrong),
+            }
+        )
+    return out
 
 
 def _interval(g: dict | None) -> str:
@@ -447,6 +510,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the overrides the runs used (default: those in the real_model.json beside the seed folder)",
     )
     c.add_argument("--samples", type=int, default=16, help="sampled replies per held-out prompt (default 16)")
+    c.add_argument(
+        "--sft-only",
+        action="store_true",
+        help="sample only the SFT model; GRPO's greedy verdicts are those of the run's evaluate stage",
+    )
+    g = sub.add_parser("changes", help="what GRPO did to runs' greedy replies: answers changed, fixed, broken")
+    g.add_argument("runs", type=Path, nargs="+", help="seed folders of `run` (OUT/seed_N)")
     v = sub.add_parser("verdict", help="the goal's verdict over the seeds of several `run` outputs")
     v.add_argument("files", type=Path, nargs="+", help="real_model.json files of `run`, one seed or more each")
     args = ap.parse_args(argv)
@@ -462,6 +532,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if ok else 1
     if args.cmd == "setup":
         setup()
+        return 0
+    if args.cmd == "changes":
+        for run in args.runs:
+            print(f"[real] changes {run}: {json.dumps(run_changes(run))}", flush=True)
         return 0
     if args.cmd == "ceiling":
         for run in args.runs:

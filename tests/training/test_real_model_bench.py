@@ -140,13 +140,21 @@ def test_ceiling_rates_and_changes_count_prompts_as_a_reader_would(bench):
     assert rates["pass_at_1"] == pytest.approx(100 * (1 + 0.5 + 0 + 0.25) / 4, abs=0.05)
     assert rates["pass_at_4"] == 75.0 and "pass_at_8" not in rates
     assert rates["any"] == 75.0
-    assert bench.changes(sft, grpo) == {
+    assert bench.changes(sft, grpo, 4) == {
         "prompts": 4,
         "sft_greedy_wrong_sampled_right": 1,  # b
         "sft_never_right": 1,  # c
         "grpo_fixed": 2,  # b, c
         "grpo_fixed_never_right_before": 1,  # c
         "grpo_broke": 1,  # d
+        "by_sft_samples": [
+            # c: no SFT sample right, greedy wrong, fixed
+            {"sft_samples_right": "none", "sft_greedy_right": 0, "broke": 0, "sft_greedy_wrong": 1, "fixed": 1},
+            # d: greedy right on 1 of 4 samples, broken
+            {"sft_samples_right": "under half", "sft_greedy_right": 1, "broke": 1, "sft_greedy_wrong": 0, "fixed": 0},
+            # a kept; b (2 of 4, half) fixed
+            {"sft_samples_right": "half or more", "sft_greedy_right": 1, "broke": 0, "sft_greedy_wrong": 1, "fixed": 1},
+        ],
     }
 
 
@@ -166,3 +174,24 @@ def test_verdict_counts_only_the_seeds_that_ran_the_control_arm(bench):
     assert lines[1] == "[real] target GRPO over control: not measured (no control arm) -> FAIL" and not ok
     with pytest.raises(SystemExit, match="repeat"):
         bench.verdicts([row(0, 12.0, 6.0), row(0, 11.0, 6.0)])
+
+
+def test_greedy_changes_count_fixes_breaks_and_changed_answers_per_prompt(bench):
+    def result(rows):  # (id, greedy right, extracted answer), in any order
+        return {
+            "by_prompt": {"ids": [r[0] for r in rows], "greedy": [r[1] for r in rows], "answers": [r[2] for r in rows]}
+        }
+
+    sft = result([("a", 1, "36"), ("b", 0, "12"), ("c", 0, "7"), ("d", 1, "5")])
+    # a kept; b fixed; c wrong with another answer; d broken: the order of the prompts does not matter
+    grpo = result([("d", 0, "6"), ("c", 0, "8"), ("b", 1, "13"), ("a", 1, "36")])
+    assert bench.greedy_changes(sft, grpo) == {
+        "prompts": 4,
+        "right_before": 2,
+        "right_after": 2,
+        "answers_changed": 3,
+        "fixed": 1,
+        "broke": 1,
+    }
+    with pytest.raises(SystemExit, match="different held-out prompts"):
+        bench.greedy_changes(sft, result([("a", 1, "36")]))
