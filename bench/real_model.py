@@ -357,6 +357,11 @@ def ceiling(seed_dir: Path, args) -> dict:
         # per prompt: the greedy verdict, then how many of the n samples were right
         by_model[name] = {i: (bool(g), round(r * n)) for i, g, r in zip(bp["ids"], bp["greedy"], bp["sampled"])}
         out["models"][name] = {**pass_rates(by_model[name], n), "seconds": round(time.perf_counter() - t, 1)}
+    if sorted(by_model["sft"]) != sorted(by_model["grpo"]):  # --sft-only: the stage's prompts, or other --set
+        raise SystemExit(
+            f"ceiling: {seed_dir}'s SFT and GRPO were scored on different held-out prompts: give the run's own "
+            "--set overrides (eval.max_prompts and the seed pick the prompts)"
+        )
     return {**out, **changes(by_model["sft"], by_model["grpo"], n)}
 
 
