@@ -345,11 +345,11 @@ def ceiling(seed_dir: Path, args) -> dict:
     models = {"sft": Path(report["stages"]["sft"]["dir"]) / "sft", "grpo": Path(report["checkpoint"])}
     by_model: dict[str, dict[str, tuple[bool, int]]] = {}
     out: dict = {"seed_dir": seed_dir.name, "samples": n, "models": {}}
-    if args.sft_only:  # GRPO's greedy verdicts as the run's evaluate stage scored its final checkpoint
-        final = Path(report["stages"]["evaluate"]["dir"]) / f"{models.pop('grpo').name}.json"
-        bp = json.loads(final.read_text())["by_prompt"]
+    if args.sft_only:  # GRPO's greedy verdicts as the run's report holds its final checkpoint's (run_changes')
+        bp = report["final"]["by_prompt"]
         by_model["grpo"] = {i: (bool(g), 0) for i, g in zip(bp["ids"], bp["greedy"])}
-        out["grpo_greedy_from"] = final.name
+        out["grpo_greedy_from"] = f"report: {report['final']['name']}"
+        models.pop("grpo")
     for name, path in models.items():
         t = time.perf_counter()
         result = evaluate_as_run(path, eval_rows, spec, seed, cfg)
@@ -357,7 +357,7 @@ def ceiling(seed_dir: Path, args) -> dict:
         # per prompt: the greedy verdict, then how many of the n samples were right
         by_model[name] = {i: (bool(g), round(r * n)) for i, g, r in zip(bp["ids"], bp["greedy"], bp["sampled"])}
         out["models"][name] = {**pass_rates(by_model[name], n), "seconds": round(time.perf_counter() - t, 1)}
-    if sorted(by_model["sft"]) != sorted(by_model["grpo"]):  # --sft-only: the stage's prompts, or other --set
+    if sorted(by_model["sft"]) != sorted(by_model["grpo"]):  # --sft-only: the report's prompts, or other --set
         raise SystemExit(
             f"ceiling: {seed_dir}'s SFT and GRPO were scored on different held-out prompts: give the run's own "
             "--set overrides (eval.max_prompts and the seed pick the prompts)"
@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument(
         "--sft-only",
         action="store_true",
-        help="sample only the SFT model; GRPO's greedy verdicts are those of the run's evaluate stage",
+        help="sample only the SFT model; GRPO's greedy verdicts are those of the run's report",
     )
     g = sub.add_parser("changes", help="what GRPO did to runs' greedy replies: answers changed, fixed, broken")
     g.add_argument("runs", type=Path, nargs="+", help="seed folders of `run` (OUT/seed_N)")
