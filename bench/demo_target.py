@@ -27,6 +27,10 @@ the same quantity.
 
 Targets (issue 15): each `make demo` at most 480 s on a 2-core machine; greedy gain at least +20
 points (mean of the seeds, none under +12); GRPO at least +10 points over the control arm (mean).
+Per seed it also records how GRPO spent its rollouts (issue 39, item 6): the groups it scored, refills
+included; the zero-variance share, all right and all wrong; the rollouts; the whole-split gain per
+1,000 of them; and the run doctor's warnings on the run (a healthy run has none).
+
 Prints one line per seed and the verdicts, writes OUT/demo_target.json; exit status 0 when all hold.
 Timings on a shared machine are noisy: the CPU seconds of the process tree are printed beside the wall.
 """
@@ -150,10 +154,27 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
     return {name: evaluate_as_run(path, rows, spec, seed, cfg) for name, path in models.items()}
 
 
+def rollout_use(grpo_dir: Path, group_size: int) -> dict:
+    """How a GRPO stage spent its rollouts, from its metrics.jsonl: the groups it scored (refills
+    included), the zero-variance share of them, split into all right and all wrong, and the rollouts."""
+    steps = [json.loads(line) for line in (Path(grpo_dir) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    seen = sum(int(m.get("groups_seen") or 0) for m in steps)
+    flat = sum(int(m.get("groups_zero_variance") or 0) for m in steps)
+    solved = sum(int(m.get("groups_zero_solved") or 0) for m in steps)
+    return {
+        "groups": seen,
+        "zero_variance": round(flat / max(1, seen), 3),
+        "zero_variance_all_right": solved,
+        "zero_variance_all_wrong": flat - solved,
+        "rollouts": seen * group_size,
+    }
+
+
 def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
     from rlvrflow.flows.cli import parse_overrides
     from rlvrflow.flows.common import with_overrides
     from rlvrflow.flows.spec import load_spec
+    from rlvrflow.training.doctor import diagnose
     from rlvrflow.training.report import gain_interval
 
     out = Path(args.out) / f"seed_{seed}"
@@ -166,6 +187,7 @@ def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
     wall, cpu = timed(cmd, out / "cli.log")  # not run.log: the chain writes its own there, then moves it
     report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
     sft, final = report["baseline"], report["final"]
+    spec = with_overrides(load_spec(args.spec), parse_overrides(sets))
     row = {
         "seed": seed,
         "seconds": round(wall + sample[0], 1),
@@ -181,8 +203,10 @@ def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
         },
         "gain": gain_interval(sft, final),
         "gain_sampled": gain_interval(sft, final, "sampled"),
+        **rollout_use(Path(report["stages"]["grpo"]["dir"]), spec.training.grpo.num_generations),
+        # the run doctor's warnings on the run (a healthy run has none)
+        "doctor_warnings": sorted(f.name for f in diagnose(out) if f.severity != "info"),
     }
-    spec = with_overrides(load_spec(args.spec), parse_overrides(sets))
     models = {"sft": sft["model"], "grpo": final["model"]}
     if not args.no_control:
         control = control_arm(report, spec, seed, out)
@@ -285,6 +309,14 @@ def main(argv: list[str] | None = None) -> int:
                 if "over_control" in w
                 else ""
             ),
+            flush=True,
+        )
+        print(
+            f"[demo]   GRPO drew {row['groups']} groups ({row['rollouts']} rollouts, refills included): "
+            f"zero-variance {row['zero_variance']:.0%} ({row['zero_variance_all_right']} all right, "
+            f"{row['zero_variance_all_wrong']} all wrong); whole-split gain per 1,000 rollouts "
+            f"{1000 * w['gain']['points'] / max(1, row['rollouts']):+.2f} points; run doctor: "
+            f"{', '.join(row['doctor_warnings']) or 'no warning'}",
             flush=True,
         )
         print(f"[demo]   stages: {json.dumps(row['stage_seconds'])}", flush=True)

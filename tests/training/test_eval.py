@@ -245,3 +245,23 @@ def test_demo_bench_scores_every_held_out_prompt(sft_model, toy, tmp_path, load_
     direct = evaluate(sft_model, rows, EvalConfig(max_new_tokens=12, n_samples=1, k=1), seed=0, device="cpu")
     assert whole["a"]["pass_at_1_greedy"] == direct["pass_at_1_greedy"]
     assert whole["a"]["by_prompt"]["greedy"] == whole["b"]["by_prompt"]["greedy"]
+
+
+def test_demo_bench_counts_how_grpo_spent_its_rollouts(tmp_path, load_bench):
+    """bench/demo_target.py's rollout use: every logged step's groups pooled (refills included), the flat
+    ones split into all right and all wrong, rollouts = groups x group size; a blank line is skipped."""
+    import json
+
+    steps = [
+        {"step": 1, "groups_seen": 12, "groups_zero_variance": 4, "groups_zero_solved": 1},
+        {"step": 2, "groups_seen": 8, "groups_zero_variance": 6, "groups_zero_solved": 5},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n\n")
+    use = load_bench("demo_target").rollout_use(tmp_path, 8)
+    assert use == {
+        "groups": 20,
+        "zero_variance": 0.5,
+        "zero_variance_all_right": 6,
+        "zero_variance_all_wrong": 4,
+        "rollouts": 160,
+    }
