@@ -1,0 +1,155 @@
+"""Where GRPO's zero-variance groups come from: every group a run draws, by what the sampler knew of it.
+
+    nice .venv/bin/python bench/zero_variance_sources.py run SPEC --out OUT [--set FIELD=VALUE ...]
+    .venv/bin/python bench/zero_variance_sources.py table OUT/draws.jsonl [OTHER/draws.jsonl ...]
+
+`run` is `rlvrflow run SPEC --out OUT [--set ...]` in this process, with the curriculum sampler's
+`report` wrapped: GRPO calls it once per draw with each group's share of right completions
+(training/grpo.py collect_groups, refill rounds included), and the wrapper writes one line per group to
+OUT/draws.jsonl: the sampler's batch number, the prompt id, its category, its tier when drawn (before
+this group re-tiers it) and the share right. Nothing else in the run changes: the same spec with the
+same overrides gives the same groups as a plain `rlvrflow run`. Stages already built under OUT are
+reused, as the CLI does, so the earlier stages can be copied in from another run; a reused GRPO stage
+draws nothing, and the bench says so. `table` reads one or more such files and prints, for each, the share of its
+groups that came back all wrong, mixed and all right:
+- by the tier the prompt was drawn from;
+- by that tier, whether this was the prompt's first draw in the run, and the third of the run;
+- by what the prompt's previous group in the run did (first draw, all wrong, mixed, all right);
+- by category.
+A group is zero-variance on correctness when it is all wrong or all right; the run's own
+`zero_variance_fraction` counts reward ties, so a group all wrong but with mixed format rewards is
+mixed there and all wrong here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+OUTCOMES = ("all wrong", "mixed", "all right")
+
+
+def outcome(rate: float) -> str:
+    return "all wrong" if rate <= 0.0 else ("all right" if rate >= 1.0 else "mixed")
+
+
+@contextmanager
+def record_draws(path: Path):
+    """Within the block, every group reported to a curriculum sampler is written to `path` as a line."""
+    from rlvrflow.curriculum.adaptive import AdaptiveSampler
+    from rlvrflow.curriculum.sampler import StratifiedSampler
+
+    originals = {cls: cls.report for cls in (StratifiedSampler, AdaptiveSampler)}
+    with open(path, "w") as fh:
+
+        def wrap(original):
+            def report(self, ids, success_rates):
+                drawn_from = {pid: self.tier.get(pid) for pid in ids}
+                moved = original(self, ids, success_rates)
+                for pid, rate in zip(ids, success_rates):
+                    line = {
+                        "batch": self.batches,
+                        "id": pid,
+                        "category": self.category.get(pid),
+                        "tier": drawn_from[pid],
+                        "rate": float(rate),
+                    }
+                    fh.write(json.dumps(line) + "\n")
+                fh.flush()
+                return moved
+
+            return report
+
+        try:
+            for cls, original in originals.items():
+                cls.report = wrap(original)
+            yield path
+        finally:
+            for cls, original in originals.items():
+                cls.report = original
+
+
+def tables(draws: list[dict]) -> dict[str, dict[str, dict]]:
+    """{table name: {row key: {"groups": n, "all wrong": share, "mixed": share, "all right": share}}}."""
+    last = max((d["batch"] for d in draws), default=0)
+    seen: set[str] = set()
+    previous: dict[str, str] = {}
+    counts: dict[str, defaultdict[str, Counter]] = {
+        name: defaultdict(Counter) for name in ("tier", "tier, draw, third", "previous group", "category")
+    }
+    for d in draws:
+        got = outcome(d["rate"])
+        first = d["id"] not in seen
+        third = min(2, 3 * d["batch"] // (last + 1))
+        counts["tier"][d["tier"]][got] += 1
+        counts["tier, draw, third"][f"{d['tier']}, {'first' if first else 'again'}, {third + 1}/3"][got] += 1
+        counts["previous group"]["first draw" if first else previous[d["id"]]][got] += 1
+        counts["category"][d["category"]][got] += 1
+        seen.add(d["id"])
+        previous[d["id"]] = got
+    return {
+        name: {
+            key: {"groups": sum(c.values()), **{o: round(c[o] / sum(c.values()), 3) for o in OUTCOMES}}
+            for key, c in sorted(rows.items(), key=lambda kv: str(kv[0]))
+        }
+        for name, rows in counts.items()
+    }
+
+
+def print_tables(path: Path, draws: list[dict]) -> dict:
+    result = tables(draws)
+    flat = sum(outcome(d["rate"]) != "mixed" for d in draws)
+    print(
+        f"{path}: {len(draws)} groups, {len({d['id'] for d in draws})} prompts; all wrong or all right: "
+        f"{flat / max(1, len(draws)):.1%}"
+    )
+    for name, rows in result.items():
+        print(f"  by {name}:")
+        print(f"    {'':<30}{'groups':>7}" + "".join(f"{o:>11}" for o in OUTCOMES))
+        for key, r in rows.items():
+            print(f"    {str(key):<30}{r['groups']:>7}" + "".join(f"{r[o]:>11.2f}" for o in OUTCOMES))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="rlvrflow run, writing OUT/draws.jsonl")
+    run.add_argument("spec")
+    run.add_argument("--out", required=True)
+    run.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    table = sub.add_parser("table", help="the tables of one or more draws.jsonl files")
+    table.add_argument("draws", nargs="+")
+    args = ap.parse_args(argv)
+    if args.cmd == "table":
+        for p in args.draws:
+            rows = [json.loads(line) for line in Path(p).read_text().splitlines() if line.strip()]
+            print_tables(Path(p), rows)
+        return 0
+    from rlvrflow.flows.cli import main as cli
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with record_draws(out / "draws.jsonl"):
+        status = cli(["run", args.spec, "--out", str(out), *[x for s in args.set for x in ("--set", s)]])
+    rows = [json.loads(line) for line in (out / "draws.jsonl").read_text().splitlines() if line.strip()]
+    if not rows:
+        print(
+            f"no group was drawn: the GRPO stage under {out} was reused from an earlier run with these settings; "
+            "use a new --out (or delete its stages/grpo) so that GRPO runs",
+            file=sys.stderr,
+        )
+        return 1
+    (out / "draw_tables.json").write_text(json.dumps(print_tables(out / "draws.jsonl", rows), indent=1) + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""bench/zero_variance_sources.py: the draw log written through a real sampler's `report`, and the tables
+read from it. If these drifted, the bench's account of where zero-variance groups come from would be wrong."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from rlvrflow.curriculum.config import CurriculumConfig
+from rlvrflow.curriculum.sampler import StratifiedSampler
+
+
+@pytest.fixture(scope="module")
+def bench(load_bench):
+    return load_bench("zero_variance_sources")
+
+
+def test_the_log_holds_each_group_with_the_tier_it_was_drawn_from(bench, tmp_path):
+    df = pl.DataFrame(
+        {
+            "id": ["h1", "h2", "l1", "l2"],
+            "category": ["a", "a", "a", "b"],
+            "tier": ["too_hard", "too_hard", "learnable", "learnable"],
+            "pass_at_1": [0.0, 0.0, 0.5, 0.5],
+        }
+    )
+    cfg = CurriculumConfig(weights={"learnable": 1.0, "too_hard": 1.0, "too_easy": 0.0}, retier_window=1)
+    sampler = StratifiedSampler(df, cfg, seed=0, batch_size=4)
+    ids = sampler.next_batch()
+    rates = {"h1": 0.5, "h2": 0.0, "l1": 1.0, "l2": 0.25}
+    with bench.record_draws(tmp_path / "draws.jsonl") as path:
+        moved = sampler.report(ids, [rates[i] for i in ids])
+    lines = {d["id"]: d for d in map(json.loads, path.read_text().splitlines())}
+    # the tier is the one the prompt was drawn from, not the one its group moved it to
+    assert moved["h1"] == ("too_hard", "learnable") and lines["h1"]["tier"] == "too_hard"
+    assert moved["l1"] == ("learnable", "too_easy") and lines["l1"]["tier"] == "learnable"
+    assert {i: (d["category"], d["rate"], d["batch"]) for i, d in lines.items()} == {
+        "h1": ("a", 0.5, 1),
+        "h2": ("a", 0.0, 1),
+        "l1": ("a", 1.0, 1),
+        "l2": ("b", 0.25, 1),
+    }
+    # outside the block the sampler reports as before and nothing more is written
+    sampler.report(["h2"], [0.0])
+    assert len(path.read_text().splitlines()) == 4
+
+
+def test_tables_split_groups_by_tier_draw_and_previous_group(bench):
+    draws = [
+        {"batch": 0, "id": "p", "category": "a", "tier": "learnable", "rate": 0.5},
+        {"batch": 0, "id": "q", "category": "b", "tier": "too_hard", "rate": 0.0},
+        {"batch": 4, "id": "p", "category": "a", "tier": "learnable", "rate": 1.0},
+        {"batch": 5, "id": "q", "category": "b", "tier": "too_hard", "rate": 0.0},
+        {"batch": 5, "id": "p", "category": "a", "tier": "learnable", "rate": 1.0},
+    ]
+    t = bench.tables(draws)
+    assert t["tier"]["learnable"] == {"groups": 3, "all wrong": 0.0, "mixed": 0.333, "all right": 0.667}
+    assert t["tier"]["too_hard"] == {"groups": 2, "all wrong": 1.0, "mixed": 0.0, "all right": 0.0}
+    # batches 0..5 in thirds: 0-1 first, 2-3 second, 4-5 last
+    assert t["tier, draw, third"]["learnable, first, 1/3"]["groups"] == 1
+    assert t["tier, draw, third"]["learnable, again, 3/3"] == {
+        "groups": 2,
+        "all wrong": 0.0,
+        "mixed": 0.0,
+        "all right": 1.0,
+    }
+    assert t["previous group"]["first draw"]["groups"] == 2
+    assert t["previous group"]["mixed"] == {"groups": 1, "all wrong": 0.0, "mixed": 0.0, "all right": 1.0}
+    assert t["previous group"]["all right"]["groups"] == 1
+    assert t["previous group"]["all wrong"]["all wrong"] == 1.0
+    assert t["category"]["b"]["groups"] == 2
