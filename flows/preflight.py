@@ -3,11 +3,13 @@ the retrain flow logs them as its first warnings and puts them in report.json's 
 
     for n in preflight(spec): print(n.kind, n.message)
 
-Three checks, each on the rows as logged (ingested, not yet cleaned or deduplicated):
+Three checks on the rows as logged (ingested, not yet cleaned or deduplicated), and two on the spec:
 - no worked rows: no row has a `solution`, so SFT will be skipped; the choices and what each costs;
 - prompts longer than the model's positions: the template's prompt plus the longest completion cap
   (the embedded models read one token a character, plus BOS; a local model's own tokenizer counts);
-- settings the chosen model ignores: `training.tiny` with `embedded-base` or a local model.
+- settings the chosen model ignores: `training.tiny` with `embedded-base` or a local model;
+- a 16-bit `training.dtype` on a CPU that emulates it: a matmul timed in that dtype against float32
+  on this machine (training/precision.py), a notice when it is over SLOW_HALF_PRECISION times slower.
 It reads the sources whole (the ingest step only: no cleaning, no validation); a source that matches
 no file yet is a notice, not an error, since spec-check also runs before the logs are generated.
 """
@@ -22,6 +24,9 @@ from rlvrflow.flows.spec import DomainSpec
 from rlvrflow.training.config import TINY_BASE_DIMS, TinyModelConfig
 
 LONGEST_SHOWN = 3  # the longest prompts named in the notice
+# a 16-bit dtype this many times slower than float32 in a CPU matmul: the CPU has no native instructions
+# for it (where it has them, bfloat16 measured 1.5x faster than float32 in the GRPO update)
+SLOW_HALF_PRECISION = 2.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class Notice:
 
 def preflight(spec: DomainSpec) -> list[Notice]:
     """Every notice for `spec` (see the module docstring); empty when there is nothing to say."""
-    notices = ignored_settings(spec)
+    notices = ignored_settings(spec) + slow_half_precision(spec)
     rows = _logged_rows(spec)
     if isinstance(rows, str):
         return notices + [Notice("data_unread", f"the data checks (worked rows, prompt lengths) were skipped: {rows}")]
@@ -138,6 +143,28 @@ def too_long(spec: DomainSpec, rows: list[dict]) -> list[Notice]:
                 "never saw positions that far and answers those prompts with noise, and SFT cuts their start. Fix: shorten "
                 "them (cleaning.template, or validation.max_prompt_chars to drop them), or use a model with more positions"
             ),
+        )
+    ]
+
+
+def slow_half_precision(spec: DomainSpec) -> list[Notice]:
+    """`training.dtype` bfloat16 or float16 on a CPU that emulates it: every stage would run that much slower."""
+    from rlvrflow.training.modeling import pick_device
+    from rlvrflow.training.precision import cpu_matmul_slowdown
+
+    t = spec.training
+    if t.dtype not in ("bfloat16", "float16") or t.device == "cuda" or pick_device(t.device).type != "cpu":
+        return []
+    slower = cpu_matmul_slowdown(t.dtype)
+    if slower < SLOW_HALF_PRECISION:
+        return []
+    return [
+        Notice(
+            "slow_half_precision",
+            f"training.dtype: {t.dtype} on this CPU: a {t.dtype} matmul took {slower:.0f}x as long as a float32 one "
+            "(measured here), so the CPU has no native instructions for it and SFT, tiering, GRPO and eval would "
+            f"run several times slower. Fix: training.dtype: float32 (or auto, float32 on a CPU); {t.dtype} pays "
+            "on GPUs and on CPUs with AVX512-BF16 or AMX",
         )
     ]
 

@@ -11,6 +11,7 @@ float16 needs loss scaling (`torch.amp.GradScaler`); bfloat16 and float32 do not
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 
@@ -24,6 +25,29 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return torch.float32
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_matmul_slowdown(name: str, size: int = 256, repeats: int = 3) -> float:
+    """How many times longer a `size`-square matmul takes in dtype `name` than in float32 on this CPU
+    (best of `repeats`, current thread count), measured once per process.
+
+    bfloat16 and float16 pay on CPUs with native instructions for them (AVX512-BF16, AMX); elsewhere
+    torch emulates them, and on an AVX2-only CPU a bfloat16 matmul measured 68x slower than float32.
+    A measurement, not a CPU-flag lookup: the flags torch exposes for this are private."""
+    import time
+
+    def best(dtype: torch.dtype) -> float:
+        a, b = torch.ones(size, size, dtype=dtype), torch.ones(size, size, dtype=dtype)
+        a @ b  # warm-up: first-call dispatch and allocation
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    return best(DTYPES[name]) / max(best(torch.float32), 1e-9)
 
 
 def dtype_name(dtype: torch.dtype) -> str:

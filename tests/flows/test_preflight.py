@@ -143,3 +143,46 @@ def test_every_command_survives_a_closed_pipe(tmp_path):
         assert done.stderr == "", args
     done = closed_pipe_run(["--help"])  # argparse swallows its own failed write and exits 0: quiet as well
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_a_16_bit_dtype_on_a_cpu_that_emulates_it_is_named_with_the_fix(tmp_path, monkeypatch):
+    """training.dtype bfloat16 on a CPU: the notice carries the measured slowdown and the field to change;
+    under the threshold, for float32 and auto, and on a GPU device it says nothing (and measures nothing)."""
+    from rlvrflow.training import precision
+
+    calls = []
+
+    def measured(slower):
+        def fake(name):
+            calls.append(name)
+            return slower
+
+        return fake
+
+    def spec_with(**training):
+        spec = load_spec(outside(tmp_path))
+        return spec.model_copy(update={"training": spec.training.model_copy(update=training)})
+
+    monkeypatch.setattr(precision, "cpu_matmul_slowdown", measured(68.4))
+    (n,) = [n for n in preflight(spec_with(dtype="bfloat16", device="cpu")) if n.kind == "slow_half_precision"]
+    assert n.warn and calls == ["bfloat16"]
+    assert n.message.startswith("training.dtype: bfloat16 on this CPU: a bfloat16 matmul took 68x as long")
+    assert "Fix: training.dtype: float32" in n.message
+    (n,) = [n for n in preflight(spec_with(dtype="float16", device="cpu")) if n.kind == "slow_half_precision"]
+    assert "float16 matmul" in n.message
+
+    calls.clear()
+    monkeypatch.setattr(precision, "cpu_matmul_slowdown", measured(1.5))  # native bf16: faster end to end
+    assert not [n for n in preflight(spec_with(dtype="bfloat16", device="cpu")) if n.kind == "slow_half_precision"]
+    assert calls == ["bfloat16"]
+    calls.clear()
+    for training in ({"dtype": "float32", "device": "cpu"}, {"dtype": "auto"}, {"dtype": "bfloat16", "device": "cuda"}):
+        assert not [n for n in preflight(spec_with(**training)) if n.kind == "slow_half_precision"]
+    assert calls == []
+
+
+def test_the_cpu_slowdown_is_measured_once_per_dtype():
+    from rlvrflow.training.precision import cpu_matmul_slowdown
+
+    first = cpu_matmul_slowdown("bfloat16")
+    assert 0 < first < float("inf") and cpu_matmul_slowdown("bfloat16") is first  # cached, not re-timed
