@@ -29,7 +29,7 @@ Targets (issue 15): each `make demo` at most 480 s on a 2-core machine; greedy g
 points (mean of the seeds, none under +12); GRPO at least +10 points over the control arm (mean).
 Per seed it also records how GRPO spent its rollouts (issue 39, item 6): the groups it scored, refills
 included; the zero-variance share, all right and all wrong; the rollouts; the whole-split gain per
-1,000 of them; and the run doctor's warnings on the run (a healthy run has none).
+1,000 of them; and the run doctor's warnings and critical findings on the run (a healthy run has none).
 
 Prints one line per seed and the verdicts, writes OUT/demo_target.json; exit status 0 when all hold.
 Timings on a shared machine are noisy: the CPU seconds of the process tree are printed beside the wall.
@@ -155,12 +155,13 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
 
 
 def rollout_use(grpo_dir: Path, group_size: int) -> dict:
-    """How a GRPO stage spent its rollouts, from its metrics.jsonl: the groups it scored (refills
-    included), the zero-variance share of them, split into all right and all wrong, and the rollouts."""
-    steps = [json.loads(line) for line in (Path(grpo_dir) / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    seen = sum(int(m.get("groups_seen") or 0) for m in steps)
-    flat = sum(int(m.get("groups_zero_variance") or 0) for m in steps)
-    solved = sum(int(m.get("groups_zero_solved") or 0) for m in steps)
+    """How a GRPO stage spent its rollouts, from its summary.json (the run's totals, whatever
+    `logging_steps`): the groups it scored (refills included), the zero-variance share of them, split
+    into all right and all wrong, and the rollouts."""
+    summary = json.loads((Path(grpo_dir) / "summary.json").read_text())
+    seen = int(summary["groups_seen"])
+    flat = int(summary["groups_zero_variance"])
+    solved = int(summary["groups_zero_solved"])
     return {
         "groups": seen,
         "zero_variance": round(flat / max(1, seen), 3),
@@ -204,8 +205,8 @@ def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
         "gain": gain_interval(sft, final),
         "gain_sampled": gain_interval(sft, final, "sampled"),
         **rollout_use(Path(report["stages"]["grpo"]["dir"]), spec.training.grpo.num_generations),
-        # the run doctor's warnings on the run (a healthy run has none)
-        "doctor_warnings": sorted(f.name for f in diagnose(out) if f.severity != "info"),
+        # the run doctor's warnings and critical findings on the run (a healthy run has none)
+        "doctor_findings": sorted(f"{f.name} ({f.severity})" for f in diagnose(out) if f.severity != "info"),
     }
     models = {"sft": sft["model"], "grpo": final["model"]}
     if not args.no_control:
@@ -224,6 +225,9 @@ def one_seed(seed: int, args, sample: tuple[float, float]) -> dict:
         **{f"{m}_pass_at_1_greedy": round(100 * r["pass_at_1_greedy"], 1) for m, r in whole.items()},
         "gain": gain_interval(whole["sft"], whole["grpo"]),
     }
+    row["whole_split"]["gain_per_1k_rollouts"] = round(
+        1000 * row["whole_split"]["gain"]["points"] / max(1, row["rollouts"]), 3
+    )
     if "control" in whole:
         row["whole_split"]["over_control"] = gain_interval(whole["control"], whole["grpo"])
     return row
@@ -315,8 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             f"[demo]   GRPO drew {row['groups']} groups ({row['rollouts']} rollouts, refills included): "
             f"zero-variance {row['zero_variance']:.0%} ({row['zero_variance_all_right']} all right, "
             f"{row['zero_variance_all_wrong']} all wrong); whole-split gain per 1,000 rollouts "
-            f"{1000 * w['gain']['points'] / max(1, row['rollouts']):+.2f} points; run doctor: "
-            f"{', '.join(row['doctor_warnings']) or 'no warning'}",
+            f"{w['gain_per_1k_rollouts']:+.2f} points; run doctor: {', '.join(row['doctor_findings']) or 'no warning'}",
             flush=True,
         )
         print(f"[demo]   stages: {json.dumps(row['stage_seconds'])}", flush=True)

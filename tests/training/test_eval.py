@@ -248,15 +248,15 @@ def test_demo_bench_scores_every_held_out_prompt(sft_model, toy, tmp_path, load_
 
 
 def test_demo_bench_counts_how_grpo_spent_its_rollouts(tmp_path, load_bench):
-    """bench/demo_target.py's rollout use: every logged step's groups pooled (refills included), the flat
-    ones split into all right and all wrong, rollouts = groups x group size; a blank line is skipped."""
+    """bench/demo_target.py's rollout use: the GRPO stage's run totals from summary.json (not metrics.jsonl,
+    which holds only every `logging_steps`-th step), the flat groups split into all right and all wrong,
+    rollouts = groups x group size."""
     import json
 
-    steps = [
-        {"step": 1, "groups_seen": 12, "groups_zero_variance": 4, "groups_zero_solved": 1},
-        {"step": 2, "groups_seen": 8, "groups_zero_variance": 6, "groups_zero_solved": 5},
-    ]
-    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(s) for s in steps) + "\n\n")
+    summary = {"groups_seen": 20, "groups_zero_variance": 10, "groups_zero_solved": 6, "groups_trained": 10}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    # a sparse step log (logging_steps 5) that would undercount: not read
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 5, "groups_seen": 4, "groups_zero_variance": 1}))
     use = load_bench("demo_target").rollout_use(tmp_path, 8)
     assert use == {
         "groups": 20,
