@@ -6,8 +6,11 @@
 `run` is `rlvrflow run SPEC --out OUT [--set ...]` in this process, with the curriculum sampler's
 `report` wrapped: GRPO calls it once per draw with each group's share of right completions
 (training/grpo.py collect_groups, refill rounds included), and the wrapper writes one line per group to
-OUT/draws.jsonl: the sampler's batch number, the prompt id, its category, its tier when drawn (before
-this group re-tiers it) and the share right. Nothing else in the run changes: the same spec with the
+OUT/draws.jsonl: `batch`, the sampler's count of draws so far (each refill round is a draw, so this is
+not the GRPO step; under `rollout_mode: async` the trainer draws ahead, so it can run a few draws past
+the group's own, and groups later dropped as stale are logged too), the prompt id, its category, its
+tier when drawn (before this group re-tiers it) and the share right. A GRPO stage that resumes from a
+checkpoint logs only the draws after the resume, and the bench says so. Nothing else in the run changes: the same spec with the
 same overrides gives the same groups as a plain `rlvrflow run`. Stages already built under OUT are
 reused, as the CLI does, so the earlier stages can be copied in from another run; a reused GRPO stage
 draws nothing, and the bench says so. `table` reads one or more such files and prints, for each, the share of its
@@ -140,13 +143,23 @@ def main(argv: list[str] | None = None) -> int:
     with record_draws(out / "draws.jsonl"):
         status = cli(["run", args.spec, "--out", str(out), *[x for s in args.set for x in ("--set", s)]])
     rows = [json.loads(line) for line in (out / "draws.jsonl").read_text().splitlines() if line.strip()]
+    if status != 0:
+        print(f"rlvrflow run exited with status {status} (its log: {out}); the tables are not written", file=sys.stderr)
+        return status
     if not rows:
         print(
-            f"no group was drawn: the GRPO stage under {out} was reused from an earlier run with these settings; "
-            "use a new --out (or delete its stages/grpo) so that GRPO runs",
+            f"no group was drawn: the GRPO stage under {out} was reused from an earlier run with these settings, "
+            "or the spec trains with another algorithm (training.algorithm); use a new --out (or delete its "
+            "stages/grpo) so that GRPO runs",
             file=sys.stderr,
         )
         return 1
+    if rows[0]["batch"] > 1:
+        print(
+            f"the log starts at draw {rows[0]['batch']}: GRPO resumed from a checkpoint, so the tables cover only "
+            "the draws after the resume",
+            file=sys.stderr,
+        )
     (out / "draw_tables.json").write_text(json.dumps(print_tables(out / "draws.jsonl", rows), indent=1) + "\n")
     return status
 

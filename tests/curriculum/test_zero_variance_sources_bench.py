@@ -49,16 +49,16 @@ def test_the_log_holds_each_group_with_the_tier_it_was_drawn_from(bench, tmp_pat
 
 def test_tables_split_groups_by_tier_draw_and_previous_group(bench):
     draws = [
-        {"batch": 0, "id": "p", "category": "a", "tier": "learnable", "rate": 0.5},
-        {"batch": 0, "id": "q", "category": "b", "tier": "too_hard", "rate": 0.0},
-        {"batch": 4, "id": "p", "category": "a", "tier": "learnable", "rate": 1.0},
-        {"batch": 5, "id": "q", "category": "b", "tier": "too_hard", "rate": 0.0},
+        {"batch": 1, "id": "p", "category": "a", "tier": "learnable", "rate": 0.5},
+        {"batch": 1, "id": "q", "category": "b", "tier": "too_hard", "rate": 0.0},
         {"batch": 5, "id": "p", "category": "a", "tier": "learnable", "rate": 1.0},
+        {"batch": 6, "id": "q", "category": "b", "tier": "too_hard", "rate": 0.0},
+        {"batch": 6, "id": "p", "category": "a", "tier": "learnable", "rate": 1.0},
     ]
     t = bench.tables(draws)
     assert t["tier"]["learnable"] == {"groups": 3, "all wrong": 0.0, "mixed": 0.333, "all right": 0.667}
     assert t["tier"]["too_hard"] == {"groups": 2, "all wrong": 1.0, "mixed": 0.0, "all right": 0.0}
-    # batches 0..5 in thirds: 0-1 first, 2-3 second, 4-5 last
+    # draws are counted from 1; thirds of 0..6: batch 1 in the first, 5 and 6 in the last
     assert t["tier, draw, third"]["learnable, first, 1/3"]["groups"] == 1
     assert t["tier, draw, third"]["learnable, again, 3/3"] == {
         "groups": 2,
