@@ -378,8 +378,9 @@ def cmd_spec_check(args) -> int:
 
 
 def print_preflight(spec) -> None:
-    """What the data implies before anything trains (flows/preflight.py): no worked rows, prompts longer
-    than the model's positions, settings the model ignores; one line each."""
+    """What the data and the spec imply before anything trains (flows/preflight.py): no worked rows,
+    prompts longer than the model's positions, settings the model ignores, a 16-bit dtype this CPU
+    emulates; one line each."""
     from rlvrflow.flows.preflight import preflight
 
     notices = preflight(spec)

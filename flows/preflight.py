@@ -3,7 +3,7 @@ the retrain flow logs them as its first warnings and puts them in report.json's 
 
     for n in preflight(spec): print(n.kind, n.message)
 
-Three checks on the rows as logged (ingested, not yet cleaned or deduplicated), and two on the spec:
+Two checks on the rows as logged (ingested, not yet cleaned or deduplicated), and two on the spec:
 - no worked rows: no row has a `solution`, so SFT will be skipped; the choices and what each costs;
 - prompts longer than the model's positions: the template's prompt plus the longest completion cap
   (the embedded models read one token a character, plus BOS; a local model's own tokenizer counts);
@@ -27,6 +27,7 @@ LONGEST_SHOWN = 3  # the longest prompts named in the notice
 # a 16-bit dtype this many times slower than float32 in a CPU matmul: the CPU has no native instructions
 # for it (where it has them, bfloat16 measured 1.5x faster than float32 in the GRPO update)
 SLOW_HALF_PRECISION = 2.0
+NATIVE = {"bfloat16": "AVX512-BF16 or AMX-BF16", "float16": "AVX512-FP16 or AMX-FP16"}  # the instructions each needs
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def slow_half_precision(spec: DomainSpec) -> list[Notice]:
             f"training.dtype: {t.dtype} on this CPU: a {t.dtype} matmul took {slower:.0f}x as long as a float32 one "
             "(measured here), so the CPU has no native instructions for it and SFT, tiering, GRPO and eval would "
             f"run several times slower. Fix: training.dtype: float32 (or auto, float32 on a CPU); {t.dtype} pays "
-            "on GPUs and on CPUs with AVX512-BF16 or AMX",
+            f"on GPUs and on CPUs with {NATIVE[t.dtype]}",
         )
     ]
 

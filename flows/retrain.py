@@ -154,8 +154,8 @@ def retrain(
         force,
         spec.orchestration.runner,
     )
-    # what the data implies (no worked rows, prompts past the model's positions, ignored settings): the
-    # run's first lines, and report.json's warnings
+    # what the data and the spec imply (no worked rows, prompts past the model's positions, ignored settings,
+    # a 16-bit dtype this CPU emulates): the run's first lines, and report.json's warnings
     notices = [{"kind": n.kind, "message": n.message} for n in preflight(spec) if n.warn]
     for n in notices:
         logger.warning("%s", n["message"])

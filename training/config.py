@@ -468,8 +468,8 @@ class TrainingConfig(_Frozen):
         "supports it, else float32 (always float32 on CPU). Trainable weights stay float32 (forwards run under "
         "autocast), frozen ones (the KL reference, a LoRA base) are stored in this dtype; log-probs and the loss "
         "are float32. float16 adds loss scaling. On a CPU, bfloat16 and float16 pay only with native instructions "
-        "(AVX512-BF16, AMX); where the CPU emulates them, spec-check and the run's first warnings say so "
-        "(flows/preflight.py).",
+        "(AVX512-BF16 or AMX-BF16; AVX512-FP16 or AMX-FP16); where the CPU emulates them, spec-check and the "
+        "run's first warnings say so (flows/preflight.py).",
     )
     lora: LoRAConfig | None = Field(
         None, description="LoRA adapters for SFT and GRPO (e.g. {r: 16, alpha: 32}); None trains every weight."

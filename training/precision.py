@@ -32,8 +32,9 @@ def cpu_matmul_slowdown(name: str, size: int = 256, repeats: int = 3) -> float:
     """How many times longer a `size`-square matmul takes in dtype `name` than in float32 on this CPU
     (best of `repeats`, current thread count), measured once per process.
 
-    bfloat16 and float16 pay on CPUs with native instructions for them (AVX512-BF16, AMX); elsewhere
-    torch emulates them, and on an AVX2-only CPU a bfloat16 matmul measured 68x slower than float32.
+    bfloat16 and float16 pay on CPUs with native instructions for them (AVX512-BF16 or AMX-BF16;
+    AVX512-FP16 or AMX-FP16); elsewhere torch emulates them, and on an AVX2-only CPU a bfloat16 matmul
+    measured 68-85x slower than float32.
     A measurement, not a CPU-flag lookup: the flags torch exposes for this are private."""
     import time
 
