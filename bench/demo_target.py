@@ -154,14 +154,18 @@ def whole_split(models: dict[str, str | Path], spec, seed: int, split: Path) -> 
     return {name: evaluate_as_run(path, rows, spec, seed, cfg) for name, path in models.items()}
 
 
-def rollout_use(grpo_dir: Path, group_size: int) -> dict:
-    """How a GRPO stage spent its rollouts, from its summary.json (the run's totals, whatever
-    `logging_steps`): the groups it scored (refills included), the zero-variance share of them, split
-    into all right and all wrong, and the rollouts."""
+def group_totals(grpo_dir: Path) -> tuple[int, int, int]:
+    """A GRPO stage's groups scored (refills included), zero-variance ones and all-right ones among those,
+    from its summary.json: the run's totals, whatever `logging_steps` (metrics.jsonl holds only every
+    logging_steps-th step)."""
     summary = json.loads((Path(grpo_dir) / "summary.json").read_text())
-    seen = int(summary["groups_seen"])
-    flat = int(summary["groups_zero_variance"])
-    solved = int(summary["groups_zero_solved"])
+    return int(summary["groups_seen"]), int(summary["groups_zero_variance"]), int(summary["groups_zero_solved"])
+
+
+def rollout_use(grpo_dir: Path, group_size: int) -> dict:
+    """How a GRPO stage spent its rollouts: the groups it scored, the zero-variance share of them, split
+    into all right and all wrong, and the rollouts."""
+    seen, flat, solved = group_totals(grpo_dir)
     return {
         "groups": seen,
         "zero_variance": round(flat / max(1, seen), 3),

@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.demo_target import control_arm, evaluate_as_run, timed  # noqa: E402
+from bench.demo_target import control_arm, evaluate_as_run, group_totals, timed  # noqa: E402
 from bench.real_model_answers import GGUF_NAME, RETAIL_LAYOUT, math_tickets  # noqa: E402
 
 SPEC = ROOT / "bench/real_model.yaml"
@@ -139,12 +139,12 @@ def setup(data: Path = DATA, wheels: Path = WHEELS) -> None:
 
 
 def grpo_curve(grpo_dir: Path) -> dict:
-    """From the GRPO stage's metrics.jsonl: per step reward, correct rate, zero-variance share and truncation."""
+    """From the GRPO stage's metrics.jsonl: per step reward, correct rate, zero-variance share and truncation;
+    the run's zero-variance share from its summary.json (demo_target.group_totals)."""
     from rlvrflow.io import read_jsonl
 
     steps = read_jsonl(grpo_dir / "metrics.jsonl")
-    seen = sum(m.get("groups_seen", 0) for m in steps)
-    zero = sum(m.get("groups_zero_variance", 0) for m in steps)
+    seen, zero, _ = group_totals(grpo_dir)
     # a step logs its truncated share and its tokens (total and per completion): weigh steps by completions
     done = [
         (m["truncated_fraction"], m["completion_tokens"] / m["completion_tokens_mean"])

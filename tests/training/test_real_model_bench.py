@@ -122,6 +122,9 @@ def test_grpo_curve_weighs_truncation_by_completions(bench, tmp_path):
         },
     ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    # the run's group totals, as the stage's summary.json holds them
+    summary = {"groups_seen": 8, "groups_zero_variance": 5, "groups_zero_solved": 1}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
     curve = bench.grpo_curve(tmp_path)
     assert curve["zero_variance_share"] == pytest.approx(5 / 8)
     # 10 completions at step 1 (half truncated), 30 at step 2 (none): 5 of 40
