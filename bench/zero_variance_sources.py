@@ -79,6 +79,26 @@ def record_draws(path: Path):
                 cls.report = original
 
 
+def read_draws(path: Path) -> list[dict]:
+    """The lines of a draws.jsonl; a missing file or a line that is not a draw stops with its file and line."""
+    if not Path(path).is_file():
+        raise SystemExit(f"{path}: no such file; `run` writes OUT/draws.jsonl")
+    rows = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            float(row["rate"]), int(row["batch"]), row["id"], row["tier"], row["category"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(
+                f"{path}:{n}: not a draw line ({exc!r}); each line needs batch, id, category, tier and rate, "
+                "as `run` writes them"
+            ) from None
+        rows.append(row)
+    return rows
+
+
 def tables(draws: list[dict]) -> dict[str, dict[str, dict]]:
     """{table name: {row key: {"groups": n, "all wrong": share, "mixed": share, "all right": share}}}."""
     last = max((d["batch"] for d in draws), default=0)
@@ -133,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "table":
         for p in args.draws:
-            rows = [json.loads(line) for line in Path(p).read_text().splitlines() if line.strip()]
-            print_tables(Path(p), rows)
+            print_tables(Path(p), read_draws(Path(p)))
         return 0
     from rlvrflow.flows.cli import main as cli
 
@@ -142,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with record_draws(out / "draws.jsonl"):
         status = cli(["run", args.spec, "--out", str(out), *[x for s in args.set for x in ("--set", s)]])
-    rows = [json.loads(line) for line in (out / "draws.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_draws(out / "draws.jsonl")
     if status != 0:
         print(f"rlvrflow run exited with status {status} (its log: {out}); the tables are not written", file=sys.stderr)
         return status

@@ -71,3 +71,17 @@ def test_tables_split_groups_by_tier_draw_and_previous_group(bench):
     assert t["previous group"]["all right"]["groups"] == 1
     assert t["previous group"]["all wrong"]["all wrong"] == 1.0
     assert t["category"]["b"]["groups"] == 2
+
+
+def test_a_bad_draws_file_names_its_file_and_line(bench, tmp_path):
+    with pytest.raises(SystemExit, match="no such file"):
+        bench.main(["table", str(tmp_path / "missing.jsonl")])
+    bad = tmp_path / "draws.jsonl"
+    bad.write_text(
+        json.dumps({"batch": 1, "id": "p", "category": "a", "tier": "learnable", "rate": 0.5})
+        + "\n\n"
+        + json.dumps({"batch": 2, "id": "q", "category": "a", "rate": 1.0})
+        + "\n"
+    )
+    with pytest.raises(SystemExit, match=r"draws.jsonl:3: not a draw line .*'tier'"):
+        bench.main(["table", str(bad)])
