@@ -47,9 +47,9 @@ def outcome(rate: float) -> str:
 def record_draws(path: Path):
     """Within the block, every group reported to a curriculum sampler is written to `path` as a line."""
     from rlvrflow.curriculum.adaptive import AdaptiveSampler
-    from rlvrflow.curriculum.sampler import StratifiedSampler
+    from rlvrflow.curriculum.sampler import StratifiedSampler, UniformSampler
 
-    originals = {cls: cls.report for cls in (StratifiedSampler, AdaptiveSampler)}
+    originals = {cls: cls.report for cls in (StratifiedSampler, AdaptiveSampler, UniformSampler)}
     with open(path, "w") as fh:
 
         def wrap(original):

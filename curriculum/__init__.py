@@ -2,7 +2,7 @@
 
     rows = assign_split(rows, cfg.eval_fraction, seed)
     tiered = tier_to_dir(rows.filter(split == "train"), sft_dir, cfg, out_dir, seed)   # or tier_rows(...)
-    sampler = make_sampler(tiered, cfg, seed, batch_size, group_size)   # quota, or adaptive (cfg.sampler)
+    sampler = make_sampler(tiered, cfg, seed, batch_size, group_size)   # quota, adaptive or uniform (cfg.sampler)
 
 Tiering samples through a rollout engine (`rlvrflow.engines`). Heavy dependencies (torch,
 transformers, matplotlib) are imported inside the functions that use them, so `import

@@ -293,9 +293,12 @@ class AdaptiveSampler:
 
 
 def make_sampler(df, cfg: CurriculumConfig, seed: int, batch_size: int = 8, group_size: int = 8):
-    """The sampler `cfg.sampler` names: StratifiedSampler (quota) or AdaptiveSampler (adaptive)."""
+    """The sampler `cfg.sampler` names: StratifiedSampler (quota), AdaptiveSampler (adaptive) or
+    UniformSampler (uniform)."""
     if cfg.sampler == "adaptive":
         return AdaptiveSampler(df, cfg, seed, batch_size, group_size)
-    from rlvrflow.curriculum.sampler import StratifiedSampler
+    from rlvrflow.curriculum.sampler import StratifiedSampler, UniformSampler
 
+    if cfg.sampler == "uniform":
+        return UniformSampler(df, seed, batch_size)
     return StratifiedSampler(df, cfg, seed, batch_size)

@@ -165,12 +165,15 @@ class CurriculumConfig(_Frozen):
         "Tiering samples n_samples completions per row, so the pool GRPO can use in its steps x "
         "prompts_per_step draws is all it needs.",
     )
-    sampler: Literal["quota", "adaptive"] = Field(
+    sampler: Literal["quota", "adaptive", "uniform"] = Field(
         "quota",
         description="How GRPO draws its prompts: quota (category x tier quotas, online re-tiering; "
-        "curriculum/sampler.py) or adaptive (each prompt weighted by the chance that its group comes back "
-        "mixed, learned online per category and offline success count; curriculum/adaptive.py). Under "
-        "adaptive the tier weights multiply each prompt's weight instead of setting batch shares.",
+        "curriculum/sampler.py), adaptive (each prompt weighted by the chance that its group comes back "
+        "mixed, learned online per category and offline success count; curriculum/adaptive.py) or uniform "
+        "(shuffled epochs over the tiered pool, as a plain data loader draws: the baseline the other two "
+        "are measured against; tiers, weights and dedup_window are not read, and the tier stage still runs "
+        "for its report). Under adaptive the tier weights multiply each prompt's weight instead of setting "
+        "batch shares.",
     )
     adaptive: AdaptiveSampling = Field(
         default_factory=AdaptiveSampling, description="Settings of sampler: adaptive (ignored by quota)."

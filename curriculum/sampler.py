@@ -387,11 +387,16 @@ def _train_pool(df, who: str = "StratifiedSampler"):
 
 
 class UniformSampler:
-    """The baseline: uniform epochs over the train pool, no tiers or quotas; same interface.
+    """Uniform epochs over the train pool, no tiers or quotas (`curriculum.sampler: uniform`): what a plain
+    shuffled data loader does, and the baseline the curriculum's samplers are measured against.
 
-    `report` only records nothing (there is no re-tiering); prompts still never repeat within one
-    epoch, which is what a plain shuffled data loader does.
+    Each epoch is a seeded shuffle of every train id; a prompt never repeats within an epoch (nor
+    within a batch across the epoch boundary). Tiers, weights, category weights and the recent-prompt
+    window are not read; `report` only counts the draw (there is no re-tiering). `tier` and `category`
+    (when the frame has them) are kept as they came in, for logs and benches.
     """
+
+    kind = "uniform"
 
     def __init__(self, df, seed: int, batch_size: int = 8) -> None:
         if batch_size < 1:
@@ -399,10 +404,18 @@ class UniformSampler:
         if "id" not in df.columns:
             raise ValueError("UniformSampler: the frame lacks 'id'")
         pool = df.filter(df["split"] == "train") if "split" in df.columns else df
-        self.ids = sorted(pool["id"].to_list())
-        if not self.ids:
-            raise ValueError("UniformSampler: no train rows to sample from")
+        if pool.height == 0:
+            raise ValueError("UniformSampler: no train rows to sample from (split == 'train' matched nothing)")
+        if pool["id"].is_duplicated().any():
+            raise ValueError("UniformSampler: duplicate ids in the train pool; ids must be unique")
+        self.ids = sorted(str(i) for i in pool["id"].to_list())
+        ids = [str(i) for i in pool["id"].to_list()]
+        self.category = dict(zip(ids, pool["category"].to_list())) if "category" in pool.columns else {}
+        self.tier = dict(zip(ids, pool["tier"].to_list())) if "tier" in pool.columns else {}
         self.batch_size = batch_size
+        self.seed = seed
+        self.batches = 0
+        self.fallback_counts: Counter[str] = Counter()  # never a fallback: the same interface as the others
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.queue: list[str] = []
 
@@ -417,11 +430,36 @@ class UniformSampler:
         return out
 
     def report(self, ids: list[str], success_rates: list[float]) -> dict[str, tuple[str, str]]:
+        """No re-tiering: counts the draw and moves nothing."""
+        self.batches += 1
         return {}
 
+    def _pool_digest(self) -> str:
+        return hashlib.sha256("\n".join(self.ids).encode()).hexdigest()[:16]
+
     def state_dict(self) -> dict:
-        return {"rng": self.rng.bit_generator.state, "queue": list(self.queue), "batch_size": self.batch_size}
+        return {
+            "kind": self.kind,
+            "version": STATE_VERSION,
+            "pool": self._pool_digest(),
+            "batches": self.batches,
+            "rng": self.rng.bit_generator.state,
+            "queue": list(self.queue),
+            "batch_size": self.batch_size,
+        }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict()` taken from a uniform sampler over the same pool."""
+        if state.get("kind", "quota") != self.kind or state.get("version") != STATE_VERSION:
+            raise ValueError(
+                f"sampler state kind {state.get('kind', 'quota')!r} version {state.get('version')!r} is not a "
+                f"uniform sampler's (version {STATE_VERSION}); resume with the curriculum.sampler the run started with"
+            )
+        if state["pool"] != self._pool_digest():
+            raise ValueError(
+                f"sampler state was saved for another train pool (digest {state['pool']}, this pool "
+                f"{self._pool_digest()}); resume with the same tiers.parquet and split"
+            )
+        self.batches = int(state["batches"])
         self.rng.bit_generator.state = state["rng"]
         self.queue = list(state["queue"])

@@ -283,6 +283,37 @@ def test_uniform_sampler_covers_the_pool_each_epoch_and_resumes():
     assert draw(v, 5) == after
 
 
+def test_sampler_uniform_ignores_tiers_and_weights():
+    from rlvrflow.curriculum import make_sampler
+
+    cfg = CurriculumConfig(sampler="uniform", weights={"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0})
+    u = make_sampler(BIG, cfg, seed=0, batch_size=10)
+    assert isinstance(u, UniformSampler)
+    drawn = Counter(cell_of(BIG)[p][1] for b in draw(u, 27) for p in b)
+    # one epoch: every train prompt once, the zero-weight tiers included (a quota sampler draws none of them)
+    assert drawn == Counter(BIG.filter(pl.col("split") == "train")["tier"].to_list())
+    assert u.report(["a-learnable-0"], [1.0]) == {} and u.tier["a-learnable-0"] == "learnable" and u.batches == 1
+
+
+def test_a_sampler_state_resumes_only_the_sampler_and_pool_it_came_from():
+    quota = StratifiedSampler(BIG, CurriculumConfig(), seed=0, batch_size=8)
+    uniform = UniformSampler(BIG, seed=0, batch_size=8)
+    with pytest.raises(ValueError, match="not a uniform sampler's"):
+        UniformSampler(BIG, seed=0, batch_size=8).load_state_dict(quota.state_dict())
+    with pytest.raises(ValueError, match="not a quota sampler's"):
+        StratifiedSampler(BIG, CurriculumConfig(), seed=0, batch_size=8).load_state_dict(uniform.state_dict())
+    smaller = BIG.filter(pl.col("id") != "a-learnable-0")
+    with pytest.raises(ValueError, match="another train pool"):
+        UniformSampler(smaller, seed=0, batch_size=8).load_state_dict(uniform.state_dict())
+
+
+def test_uniform_sampler_rejects_an_empty_pool_and_duplicate_ids():
+    with pytest.raises(ValueError, match="no train rows"):
+        UniformSampler(BIG.filter(pl.col("split") == "none"), seed=0)
+    with pytest.raises(ValueError, match="duplicate ids"):
+        UniformSampler(pl.concat([BIG, BIG.head(1)]), seed=0)
+
+
 def test_variable_batch_sizes_keep_the_quotas():
     s = StratifiedSampler(BIG, CurriculumConfig(dedup_window=2), seed=0, batch_size=8)
     sizes = [8, 3, 1, 8, 5] * 60

@@ -394,6 +394,36 @@ def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp
     assert moved == drawn_arms
 
 
+def test_the_uniform_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp_path, sft_model, toy):
+    import polars as pl
+
+    from rlvrflow.curriculum import UniformSampler
+
+    rows = toy.copy_rows(30, 1)
+    cfg = toy.cfg(grpo={"max_steps": 3, "prompts_per_step": 4, "num_generations": 4}, checkpoint={"every": 3})
+    # every prompt tiered too_hard, whose weight is 0: a quota sampler would have nothing to draw by weight
+    cur = CurriculumConfig(sampler="uniform", weights={"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0})
+    out = train_grpo(
+        sft_model,
+        rows.with_columns(tier=pl.lit("too_hard")),
+        cfg,
+        cur,
+        RewardConfig(),
+        toy.copy_rows(4, 3, split="eval"),
+        EvalConfig(k=1, n_samples=1, max_new_tokens=12),
+        tmp_path,
+        seed=0,
+    )
+    state = torch.load(tmp_path / "step_000003" / "state.pt", weights_only=False)["sampler"]
+    seen = out["groups_seen"]
+    # one draw per round, refills included; within the first epoch every id drawn left the queue once
+    assert state["kind"] == "uniform" and state["batches"] >= 3
+    assert len(state["queue"]) == rows.height - seen
+    resumed = UniformSampler(rows, seed=0, batch_size=4)
+    resumed.load_state_dict(state)
+    assert resumed.next_batch() == state["queue"][:4]
+
+
 @pytest.mark.parametrize("trainer_temperature, clipped", [(1.5, False), (1.0, True)])
 def test_async_old_logprobs_and_the_loss_score_the_same_tempered_policy(sft_model, trainer_temperature, clipped):
     """An async group carries the generator's log-probs as its old policy. Drawn at temperature 1.5, they
