@@ -342,7 +342,7 @@ class StratifiedSampler:
         """Restore a `state_dict()` taken from a sampler over the same pool and batch size."""
         if state.get("kind", "quota") != "quota":
             raise ValueError(
-                f"sampler state is an {state['kind']!r} sampler's, not a quota sampler's; resume with "
+                f"sampler state is the {state['kind']!r} sampler's, not a quota sampler's; resume with "
                 "the curriculum.sampler the run started with"
             )
         if state.get("version") != STATE_VERSION:
@@ -420,18 +420,29 @@ class UniformSampler:
         self.queue: list[str] = []
 
     def next_batch(self, n: int | None = None) -> list[str]:
+        """The next n ids (default batch_size; all of them when the pool is smaller). A batch that crosses
+        into a new epoch skips that epoch's ids already in the batch and leaves them in the queue, so each
+        epoch still draws every prompt once."""
+        size = self.batch_size if n is None else n
+        if size < 1:
+            raise ValueError(f"next_batch: n={n} must be >= 1")
         out: list[str] = []
-        while len(out) < min(self.batch_size if n is None else n, len(self.ids)):
-            if not self.queue:
-                self.queue = [self.ids[i] for i in self.rng.permutation(len(self.ids))]
-            pid = self.queue.pop(0)
-            if pid not in out:
-                out.append(pid)
+        taken: set[str] = set()
+        while len(out) < min(size, len(self.ids)):
+            idx = next((i for i, pid in enumerate(self.queue) if pid not in taken), None)
+            if idx is None:  # this epoch is used up (its last ids may be in this batch): the next one
+                self.queue.extend(self.ids[i] for i in self.rng.permutation(len(self.ids)))
+                continue
+            pid = self.queue.pop(idx)
+            out.append(pid)
+            taken.add(pid)
+        self.batches += 1
         return out
 
     def report(self, ids: list[str], success_rates: list[float]) -> dict[str, tuple[str, str]]:
-        """No re-tiering: counts the draw and moves nothing."""
-        self.batches += 1
+        """No re-tiering: moves nothing."""
+        if len(ids) != len(success_rates):
+            raise ValueError(f"report: {len(ids)} ids but {len(success_rates)} success rates")
         return {}
 
     def _pool_digest(self) -> str:
@@ -450,10 +461,14 @@ class UniformSampler:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict()` taken from a uniform sampler over the same pool."""
-        if state.get("kind", "quota") != self.kind or state.get("version") != STATE_VERSION:
+        if state.get("kind", "quota") != self.kind:
             raise ValueError(
-                f"sampler state kind {state.get('kind', 'quota')!r} version {state.get('version')!r} is not a "
-                f"uniform sampler's (version {STATE_VERSION}); resume with the curriculum.sampler the run started with"
+                f"sampler state is the {state.get('kind', 'quota')!r} sampler's, not a uniform sampler's; resume "
+                "with the curriculum.sampler the run started with"
+            )
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(
+                f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release"
             )
         if state["pool"] != self._pool_digest():
             raise ValueError(

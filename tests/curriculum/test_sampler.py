@@ -292,7 +292,22 @@ def test_sampler_uniform_ignores_tiers_and_weights():
     drawn = Counter(cell_of(BIG)[p][1] for b in draw(u, 27) for p in b)
     # one epoch: every train prompt once, the zero-weight tiers included (a quota sampler draws none of them)
     assert drawn == Counter(BIG.filter(pl.col("split") == "train")["tier"].to_list())
-    assert u.report(["a-learnable-0"], [1.0]) == {} and u.tier["a-learnable-0"] == "learnable" and u.batches == 1
+    assert u.report(["a-learnable-0"], [1.0]) == {} and u.tier["a-learnable-0"] == "learnable"
+    assert u.batches == 27  # draws, as the other samplers count them (refills included; reports are not draws)
+    with pytest.raises(ValueError, match="1 ids but 2 success rates"):
+        u.report(["a-learnable-0"], [1.0, 0.0])
+    with pytest.raises(ValueError, match="n=0"):
+        u.next_batch(0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_uniform_epochs_draw_every_prompt_once_across_batch_boundaries(seed):
+    """10 prompts in batches of 4: batches straddle epochs; an id already in the batch is deferred, not lost."""
+    ten = pool({("a", "learnable"): 10})
+    u = UniformSampler(ten, seed=seed, batch_size=4)
+    batches = draw(u, 10)  # 40 draws: exactly 4 epochs
+    assert all(len(set(b)) == 4 for b in batches)
+    assert set(Counter(p for b in batches for p in b).values()) == {4}
 
 
 def test_a_sampler_state_resumes_only_the_sampler_and_pool_it_came_from():
