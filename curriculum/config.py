@@ -171,12 +171,12 @@ class CurriculumConfig(_Frozen):
         "curriculum/sampler.py), adaptive (each prompt weighted by the chance that its group comes back "
         "mixed, learned online per category and offline success count; curriculum/adaptive.py) or uniform "
         "(shuffled epochs over the tiered pool, as a plain data loader draws: the baseline the other two "
-        "are measured against; tiers, weights and dedup_window are not read, and the tier stage still runs "
-        "for its report). Under adaptive the tier weights multiply each prompt's weight instead of setting "
+        "are measured against; it reads none of the other sampler settings: tiers, weights, category_weights, "
+        "dedup_window, fallback, when_exhausted, retier_window; the tier stage still runs, for its report). Under adaptive the tier weights multiply each prompt's weight instead of setting "
         "batch shares.",
     )
     adaptive: AdaptiveSampling = Field(
-        default_factory=AdaptiveSampling, description="Settings of sampler: adaptive (ignored by quota)."
+        default_factory=AdaptiveSampling, description="Settings of sampler: adaptive (read by no other sampler)."
     )
     retier_window: int = Field(
         4,

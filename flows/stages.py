@@ -7,7 +7,7 @@
                                                    orchestration.max_rows                         -
     sft       attach.rows split.{train,episodes}   training.{tiny,sft,seed,device,episodes}
               (+ model)                            + MODEL_SETTINGS                               -
-    tier      split.{train,episodes} sft.model     curriculum training.{seed,device,episodes}
+    tier      split.{train,episodes} sft.model     TIERING_SETTINGS training.{seed,device,episodes}
                                                    verifiers.timeout_s (+ algorithm: episodes
                                                    tiered for grpo only)          whole engine calls
     grpo      sft.model tier.rows split.{eval,     training.{grpo,checkpoint,seed,device,episodes}
@@ -48,10 +48,25 @@ from typing import Any
 
 from rlvrflow.flows import drift, promotion, stage_calls
 from rlvrflow.flows.cache import Manifest, file_digest, tree_digest
+from rlvrflow.curriculum.config import CurriculumConfig
 from rlvrflow.flows.runner import Stage, row_counts, run_stage
 from rlvrflow.flows.spec import DomainSpec
 
 MODEL_SETTINGS = ("training.prompt_format", "training.system_prompt", "training.dtype", "training.lora")
+# The curriculum fields that only decide how GRPO draws from the tiers (or the split's share): tiering reads
+# every other one, so a field added to CurriculumConfig enters the tier stage's key unless it is named here.
+SAMPLER_ONLY = (
+    "weights",
+    "category_weights",
+    "dedup_window",
+    "fallback",
+    "when_exhausted",
+    "sampler",
+    "adaptive",
+    "retier_window",
+    "eval_fraction",
+)
+TIERING_SETTINGS = tuple(f"curriculum.{f}" for f in CurriculumConfig.model_fields if f not in SAMPLER_ONLY)
 
 
 def _digest(p: Path) -> str:
@@ -215,7 +230,15 @@ STAGES: dict[str, Stage] = {
         Stage(
             "tier",
             inputs=("split.train", "split.episodes", "sft.model"),
-            sections=("curriculum", "training.seed", "training.device", "training.episodes", "verifiers.timeout_s"),
+            # what tiering reads of the curriculum: not the sampler's settings, so a run that changes only
+            # how GRPO draws (sampler, weights, dedup_window, ...) reuses the tiers
+            sections=(
+                *TIERING_SETTINGS,
+                "training.seed",
+                "training.device",
+                "training.episodes",
+                "verifiers.timeout_s",
+            ),
             code=("curriculum", "engines", "verifiers", "training"),  # training: episodes are played there
             call=stage_calls.tier,
             plan=stage_calls.tier_plan,

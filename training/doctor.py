@@ -104,6 +104,9 @@ def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None
         rec.notes.append(
             f"{metrics} not found: training rules (reward, length, KL, zero-variance groups, NaN) were skipped"
         )
+    summary = grpo_dir / "summary.json"
+    if summary.is_file():
+        rec.sampler = _read_json(summary).get("sampler")
     evals = grpo_dir / "evals.jsonl"
     if with_evals:
         if evals.is_file():

@@ -99,6 +99,7 @@ class RunRecords:
     and `reward` (optionally `prompt`, `step`, `model`). transcripts: finished episodes as {model,
     transcript: verifiers.episode.Episode.to_dict()} (training/doctor_episodes.py reads them).
     read_only_tools: the environments' tools whose SQL is a SELECT, when the run's episodes are found.
+    sampler: the curriculum.sampler GRPO drew with (summary.json), when recorded.
     notes: what could not be read."""
 
     metrics: list[dict] = field(default_factory=list)
@@ -112,6 +113,8 @@ class RunRecords:
     samples: list[dict] = field(default_factory=list)
     transcripts: list[dict] = field(default_factory=list)
     read_only_tools: frozenset[str] = frozenset()
+    # curriculum.sampler the GRPO stage drew with (its summary.json); None: not recorded
+    sampler: str | None = None
     max_regression: float = DEFAULT_MAX_REGRESSION
     notes: list[str] = field(default_factory=list)
 
@@ -396,6 +399,12 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
         change = (
             "the policy collapsed during training (its correct rate fell), which emptied the groups: lower "
             "training.grpo.learning_rate, restart from SFT or the best checkpoint; the tiers are not the cause"
+        )
+    elif rec.sampler == "uniform":
+        change = (
+            "the prompts were drawn uniformly (curriculum.sampler: uniform), which reads no tiers: "
+            "sampler: quota draws the learnable tier first and re-tiers online"
+            + ("; the flat groups are mostly all wrong, so more SFT may also be needed" if side == "hard" else "")
         )
     elif side == "hard":
         change = (

@@ -255,6 +255,7 @@ def train_grpo(
         "dtype": dtype_name(dtype),
         **counts,
         "rollout_mode": g.rollout_mode,
+        "sampler": curriculum_cfg.sampler,  # the doctor's advice on flat groups depends on it
         **rollouts.summary(),
     }
     return trainer.finish(sft_model, extra)

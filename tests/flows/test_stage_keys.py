@@ -147,3 +147,30 @@ def test_the_sft_key_covers_the_environment_database_and_both_keys_the_episode_c
     assert stage_key_of(STAGES["sft"], spec, UPSTREAM) != sft
     assert "code:verifiers" in sft.parts
     assert "code:training" in stage_key_of(STAGES["tier"], spec, UPSTREAM).parts
+
+
+def test_the_tier_key_follows_what_tiering_reads_and_the_grpo_key_every_curriculum_field(toy_spec):
+    """A run that changes only how GRPO draws (sampler, weights, window...) reuses the tiers; a change to
+    what tiering samples or keeps retiers. GRPO reads the whole curriculum, so its key moves either way."""
+    spec = load_spec(toy_spec)
+    base = {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("tier", "grpo")}
+    drawing_only = (
+        {"sampler": "uniform"},
+        {"sampler": "adaptive"},
+        {"weights": {"learnable": 1.0, "too_hard": 0.2, "too_easy": 0.0}},
+        {"dedup_window": 9},
+        {"retier_window": 2},
+        {"fallback": "tier_first"},
+    )
+    for update in drawing_only:
+        moved = _with(spec, "curriculum", update)
+        assert stage_key_of(STAGES["tier"], moved, UPSTREAM) == base["tier"], update
+        assert stage_key_of(STAGES["grpo"], moved, UPSTREAM) != base["grpo"], update
+    for update in (
+        {"n_samples": 3, "k": 2},
+        {"max_rows": 7},
+        {"boundaries": {"too_hard_max": 0.25, "too_easy_min": 1.0}},
+    ):
+        assert stage_key_of(STAGES["tier"], _with(spec, "curriculum", update), UPSTREAM) != base["tier"], update
+    more_tokens = _with(spec, "generation", {"max_new_tokens": 7})
+    assert stage_key_of(STAGES["tier"], more_tokens, UPSTREAM) != base["tier"]

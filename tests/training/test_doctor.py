@@ -174,6 +174,26 @@ def test_zero_variance_after_a_collapse_blames_the_update_not_the_tiers():
     assert f is not None and "collapsed" in f.change and "0.400 (steps 1-10) -> 0.000" in f.evidence[1]
 
 
+@pytest.mark.parametrize("correct, extra", [(0.1, "more SFT"), (0.5, None)])
+def test_zero_variance_under_the_uniform_sampler_points_at_the_sampler_not_the_tiers(correct, extra):
+    rec = healthy(
+        metrics=metrics(zero_variance_fraction=lambda s: 0.8, correct_rate=lambda s: correct), sampler="uniform"
+    )
+    f = R.mostly_zero_variance(rec)
+    assert f is not None and "curriculum.sampler: uniform" in f.change and "re-tier (" not in f.change
+    assert (extra in f.change) if extra else "SFT" not in f.change
+
+
+def test_the_doctor_reads_the_sampler_from_the_grpo_summary(tmp_path):
+    from rlvrflow.training.doctor import load_records
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.1}\n')
+    (tmp_path / "summary.json").write_text('{"sampler": "uniform"}')
+    assert load_records(tmp_path).sampler == "uniform"
+    (tmp_path / "summary.json").unlink()
+    assert load_records(tmp_path).sampler is None
+
+
 def test_heldout_falls():
     f = R.heldout_falls(healthy(evals=[ev("sft", 0.34), ev("step_000020", 0.20), ev("step_000040", 0.25)]))
     assert f is not None and "-14.0 points" in f.evidence[0] and "step_000020" in f.evidence[0]
