@@ -141,7 +141,7 @@ def run_local(
         previous = read_json(out / "latest.json")
         log = out / RUN_LOG
         start = time.monotonic()
-        with quiet_console(log):
+        with quiet_console(log), _server_start_named():
             state = retrain(
                 spec_path=str(spec_path),
                 out=str(out),
@@ -159,6 +159,32 @@ def run_local(
         kept = Path(result["run_dir"]) / RUN_LOG
         os.replace(log, kept)  # beside report.json; a failed run's log stays at OUT/run.log
     return RunOutcome(True, seconds, result=result, previous=previous, log=str(kept))
+
+
+# Prefect raises a plain RuntimeError when its ephemeral API server does not answer in time; its text
+# is the one way to tell it from any other RuntimeError (prefect/server/api/server.py SubprocessASGIServer)
+EPHEMERAL_TIMEOUT = "Timed out while attempting to connect to ephemeral Prefect API server"
+
+
+@contextmanager
+def _server_start_named():
+    """Prefect's ephemeral server not starting in time becomes a TransientError that says why and what to
+    set, instead of a traceback reported as a bug: on a machine whose cores are all busy (other training
+    jobs, a niced run) the server's start can take longer than the wait."""
+    from rlvrflow.flows.errors import TransientError
+
+    try:
+        yield
+    except RuntimeError as exc:
+        if EPHEMERAL_TIMEOUT not in str(exc):
+            raise
+        wait = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
+        raise TransientError(
+            f"Prefect's ephemeral API server did not answer within {wait} s of waiting (the cores are busy?). "
+            "Run again when the machine is less loaded, or wait longer: "
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=600 rlvrflow run ..., or start a server once "
+            "(prefect server start) and point PREFECT_API_URL at it. Finished stages are reused."
+        ) from exc
 
 
 def _failure(state) -> tuple[str, str]:

@@ -106,6 +106,31 @@ def test_run_missing_sources_fails_with_the_stage_and_fix(prefect_harness, toy_s
     assert "Traceback" not in out
 
 
+def test_a_prefect_server_that_does_not_start_in_time_is_transient_with_the_fix(
+    toy_spec, tmp_path, capsys, monkeypatch
+):
+    """Prefect's own RuntimeError on a slow ephemeral-server start (a busy machine) is not a bug: exit 75,
+    the wait it gave up after, what to set, and no traceback."""
+    import rlvrflow.flows.retrain as retrain_module
+    from rlvrflow.flows.run_in_process import EPHEMERAL_TIMEOUT
+
+    def slow_server(**kwargs):
+        raise RuntimeError(EPHEMERAL_TIMEOUT + ".")
+
+    monkeypatch.setattr(retrain_module, "retrain", slow_server)
+    monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    assert main(["run", str(toy_spec), "--out", str(tmp_path / "out")]) == 75
+    err = capsys.readouterr().err
+    assert "did not answer within 120 s" in err and "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=600" in err
+    assert "Traceback" not in err and "bug" not in err
+
+    def other(**kwargs):
+        raise RuntimeError("something else")
+
+    monkeypatch.setattr(retrain_module, "retrain", other)
+    assert main(["run", str(toy_spec), "--out", str(tmp_path / "out")]) == 70  # any other RuntimeError: a bug
+
+
 @pytest.mark.slow
 def test_run_twice_second_reuses_every_stage(prefect_harness, toy_spec, tmp_path, capsys, read_artifact, read_logs):
     out = tmp_path / "out"
