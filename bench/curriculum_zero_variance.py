@@ -23,6 +23,12 @@ k, boundaries; about a minute for the retail split's 2,303 prompts x 8) and cach
 arms sample from that same pool. Offline tiering costs n_samples rollouts per pool prompt once; that
 cost is printed too, apart from the GRPO budget that the comparison holds equal.
 
+This loop loads the SFT model as it is and prompts raw text with full fine-tuning: a spec with chat
+prompts or LoRA (bench/real_model.yaml) is measured through the chain instead, where the same
+uniform baseline is `curriculum.sampler: uniform`: `rlvrflow run SPEC --out OUT --set
+curriculum.sampler=uniform` beside the spec's own run (the earlier stages, tiering included, are
+reused when copied into OUT).
+
     .venv/bin/python bench/curriculum_zero_variance.py                  # defaults: 30 steps, 8 x 8
     .venv/bin/python bench/curriculum_zero_variance.py --curriculum spec --seeds 0,1,2   # the measurement
     .venv/bin/python bench/curriculum_zero_variance.py --steps 60 --eval-prompts 200 --seed 1
