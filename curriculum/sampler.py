@@ -392,8 +392,9 @@ class UniformSampler:
 
     Each epoch is a seeded shuffle of every train id; a prompt never repeats within an epoch (nor
     within a batch across the epoch boundary). Tiers, weights, category weights and the recent-prompt
-    window are not read; `report` only counts the draw (there is no re-tiering). `tier` and `category`
-    (when the frame has them) are kept as they came in, for logs and benches.
+    window are not read; `next_batch` counts the draws (`batches`), `report` moves nothing (there is no
+    re-tiering). `tier` and `category` (when the frame has them) are kept as they came in, for logs and
+    benches.
     """
 
     kind = "uniform"

@@ -176,12 +176,14 @@ def _server_start_named():
     try:
         yield
     except RuntimeError as exc:
-        if EPHEMERAL_TIMEOUT not in str(exc):
+        # a server process that exited (a broken OUT/.prefect database, a full disk) is not slowness: Prefect
+        # says so in the same message, and its traceback with the server's output is what a report needs
+        if EPHEMERAL_TIMEOUT not in str(exc) or "process exited with code" in str(exc):
             raise
         wait = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
         raise TransientError(
-            f"Prefect's ephemeral API server did not answer within {wait} s of waiting (the cores are busy?). "
-            "Run again when the machine is less loaded, or wait longer: "
+            f"Prefect's ephemeral API server did not answer within {wait} s of waiting, while still running "
+            "(the cores are busy?). Run again when the machine is less loaded, or wait longer: "
             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=600 rlvrflow run ..., or start a server once "
             "(prefect server start) and point PREFECT_API_URL at it. Finished stages are reused."
         ) from exc

@@ -112,23 +112,32 @@ def test_a_prefect_server_that_does_not_start_in_time_is_transient_with_the_fix(
     """Prefect's own RuntimeError on a slow ephemeral-server start (a busy machine) is not a bug: exit 75,
     the wait it gave up after, what to set, and no traceback."""
     import rlvrflow.flows.retrain as retrain_module
+    from rlvrflow.flows import run_in_process
     from rlvrflow.flows.run_in_process import EPHEMERAL_TIMEOUT
 
     def slow_server(**kwargs):
         raise RuntimeError(EPHEMERAL_TIMEOUT + ".")
 
     monkeypatch.setattr(retrain_module, "retrain", slow_server)
+    # Prefect's settings stay out of the process environment the later tests see
+    monkeypatch.setattr(run_in_process, "prefect_environment", lambda out: None)
     monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     assert main(["run", str(toy_spec), "--out", str(tmp_path / "out")]) == 75
     err = capsys.readouterr().err
     assert "did not answer within 120 s" in err and "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=600" in err
     assert "Traceback" not in err and "bug" not in err
 
+    def crashed(**kwargs):
+        raise RuntimeError(EPHEMERAL_TIMEOUT + ". Ephemeral server process exited with code 1. stderr: no such table")
+
     def other(**kwargs):
         raise RuntimeError("something else")
 
-    monkeypatch.setattr(retrain_module, "retrain", other)
-    assert main(["run", str(toy_spec), "--out", str(tmp_path / "out")]) == 70  # any other RuntimeError: a bug
+    # a server that died is not a slow one, and any other RuntimeError is not either: bugs, with the traceback
+    for fails in (crashed, other):
+        monkeypatch.setattr(retrain_module, "retrain", fails)
+        assert main(["run", str(toy_spec), "--out", str(tmp_path / "out")]) == 70
+        assert "Traceback" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -152,6 +152,10 @@ def test_the_sft_key_covers_the_environment_database_and_both_keys_the_episode_c
 def test_the_tier_key_follows_what_tiering_reads_and_the_grpo_key_every_curriculum_field(toy_spec):
     """A run that changes only how GRPO draws (sampler, weights, window...) reuses the tiers; a change to
     what tiering samples or keeps retiers. GRPO reads the whole curriculum, so its key moves either way."""
+    from rlvrflow.curriculum import CurriculumConfig
+    from rlvrflow.flows.stages import SAMPLER_ONLY
+
+    assert set(SAMPLER_ONLY) <= set(CurriculumConfig.model_fields)  # a renamed field would stay in the key
     spec = load_spec(toy_spec)
     base = {name: stage_key_of(STAGES[name], spec, UPSTREAM) for name in ("tier", "grpo")}
     drawing_only = (
