@@ -46,7 +46,7 @@ from collections import Counter, deque
 import numpy as np
 
 from rlvrflow.curriculum.config import CurriculumConfig
-from rlvrflow.curriculum.sampler import LOG_KEEP, RETIER_SUMMARY_EVERY, _train_pool
+from rlvrflow.curriculum.sampler import LOG_KEEP, RETIER_SUMMARY_EVERY, _train_pool, check_state
 
 log = logging.getLogger("rlvrflow.curriculum")
 
@@ -271,16 +271,7 @@ class AdaptiveSampler:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict()` taken from an adaptive sampler over the same pool and batch size."""
-        if state.get("kind") != "adaptive" or state.get("version") != STATE_VERSION:
-            raise ValueError(
-                f"sampler state kind {state.get('kind', 'quota')!r} version {state.get('version')!r} is not an "
-                f"adaptive sampler's (version {STATE_VERSION}); resume with the curriculum.sampler the run started with"
-            )
-        if state["pool"] != self._pool_digest():
-            raise ValueError(
-                f"sampler state was saved for another train pool (digest {state['pool']}, this pool "
-                f"{self._pool_digest()}); resume with the same tiers.parquet and split"
-            )
+        check_state(state, "adaptive", STATE_VERSION, self._pool_digest())
         self.batches = state["batches"]
         self.rng.bit_generator.state = state["rng"]
         self.value = {(c, int(k), int(n)): float(v) for c, k, n, v in state["value"]}

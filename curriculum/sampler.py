@@ -340,20 +340,7 @@ class StratifiedSampler:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict()` taken from a sampler over the same pool and batch size."""
-        if state.get("kind", "quota") != "quota":
-            raise ValueError(
-                f"sampler state is the {state['kind']!r} sampler's, not a quota sampler's; resume with "
-                "the curriculum.sampler the run started with"
-            )
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(
-                f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release"
-            )
-        if state["pool"] != self._pool_digest():
-            raise ValueError(
-                f"sampler state was saved for another train pool (digest {state['pool']}, this pool "
-                f"{self._pool_digest()}); resume with the same tiers.parquet and split"
-            )
+        check_state(state, "quota", STATE_VERSION, self._pool_digest())
         self.batches, self.moves = state["batches"], state["moves"]
         self._moves_summarized = state.get("moves_summarized", self.moves)
         self.rng.bit_generator.state = state["rng"]
@@ -368,6 +355,26 @@ class StratifiedSampler:
         self.last_drawn = dict(state["last_drawn"])
         self.fallback_counts = Counter(state["fallback_counts"])
         self.fallback_log = deque(state["fallback_log"], maxlen=LOG_KEEP)
+
+
+def check_state(state: dict, kind: str, version: int, pool: str) -> None:
+    """What every sampler checks before it resumes from `state`: the same kind of sampler (a state with no
+    kind is a quota sampler's, as before kinds were recorded), the same release's layout, the same pool."""
+    saved = state.get("kind", "quota")
+    if saved != kind:
+        raise ValueError(
+            f"sampler state is the {saved!r} sampler's, not {'an' if kind == 'adaptive' else 'a'} {kind} sampler's; "
+            "resume with the curriculum.sampler the run started with"
+        )
+    if state.get("version") != version:
+        raise ValueError(
+            f"sampler state version {state.get('version')!r} is not {version}; it comes from another rlvrflow release"
+        )
+    if state["pool"] != pool:
+        raise ValueError(
+            f"sampler state was saved for another train pool (digest {state['pool']}, this pool {pool}); resume "
+            "with the same tiers.parquet and split"
+        )
 
 
 def _train_pool(df, who: str = "StratifiedSampler"):
@@ -462,20 +469,7 @@ class UniformSampler:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a `state_dict()` taken from a uniform sampler over the same pool."""
-        if state.get("kind", "quota") != self.kind:
-            raise ValueError(
-                f"sampler state is the {state.get('kind', 'quota')!r} sampler's, not a uniform sampler's; resume "
-                "with the curriculum.sampler the run started with"
-            )
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(
-                f"sampler state version {state.get('version')!r} is not {STATE_VERSION}; it comes from another rlvrflow release"
-            )
-        if state["pool"] != self._pool_digest():
-            raise ValueError(
-                f"sampler state was saved for another train pool (digest {state['pool']}, this pool "
-                f"{self._pool_digest()}); resume with the same tiers.parquet and split"
-            )
+        check_state(state, self.kind, STATE_VERSION, self._pool_digest())
         self.batches = int(state["batches"])
         self.rng.bit_generator.state = state["rng"]
         self.queue = list(state["queue"])
