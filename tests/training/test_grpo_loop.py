@@ -362,26 +362,23 @@ def test_kill_9_then_rerun_resumes_the_adaptive_sampler_exactly(tmp_path, sft_mo
     assert a["kind"] == "adaptive" and a == b
 
 
+def _three_steps(sft_model, toy, rows, cur, out_dir):
+    """Three GRPO steps of 4 prompts x 4 drawing from `rows` with curriculum `cur`, checkpointed at step 3:
+    (train_grpo's summary, the checkpoint's sampler state)."""
+    cfg = toy.cfg(grpo={"max_steps": 3, "prompts_per_step": 4, "num_generations": 4}, checkpoint={"every": 3})
+    eval_rows, eval_cfg = toy.copy_rows(4, 3, split="eval"), EvalConfig(k=1, n_samples=1, max_new_tokens=12)
+    out = train_grpo(sft_model, rows, cfg, cur, RewardConfig(), eval_rows, eval_cfg, out_dir, seed=0)
+    return out, torch.load(out_dir / "step_000003" / "state.pt", weights_only=False)["sampler"]
+
+
 def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp_path, sft_model, toy):
     import polars as pl
 
     rows = toy.copy_rows(30, 1).with_columns(
         pl.Series("n_correct", [i % 9 for i in range(30)]), pl.lit(8).alias("n_samples")
     )
-    cfg = toy.cfg(grpo={"max_steps": 3, "prompts_per_step": 4, "num_generations": 4}, checkpoint={"every": 3})
     cur = CurriculumConfig(sampler="adaptive", adaptive={"step": 1.0}, dedup_window=0)
-    train_grpo(
-        sft_model,
-        rows,
-        cfg,
-        cur,
-        RewardConfig(),
-        toy.copy_rows(4, 3, split="eval"),
-        EvalConfig(k=1, n_samples=1, max_new_tokens=12),
-        tmp_path,
-        seed=0,
-    )
-    state = torch.load(tmp_path / "step_000003" / "state.pt", weights_only=False)["sampler"]
+    _, state = _three_steps(sft_model, toy, rows, cur, tmp_path)
     assert state["kind"] == "adaptive" and state["batches"] >= 3
     drawn_arms = {int(pid[-4:]) % 9 for pid in state["last_drawn"]}
     assert len(state["last_drawn"]) >= 4
@@ -400,21 +397,9 @@ def test_the_uniform_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp_
     from rlvrflow.curriculum import UniformSampler
 
     rows = toy.copy_rows(30, 1)
-    cfg = toy.cfg(grpo={"max_steps": 3, "prompts_per_step": 4, "num_generations": 4}, checkpoint={"every": 3})
     # every prompt tiered too_hard, whose weight is 0: a quota sampler would have nothing to draw by weight
     cur = CurriculumConfig(sampler="uniform", weights={"learnable": 1.0, "too_hard": 0.0, "too_easy": 0.0})
-    out = train_grpo(
-        sft_model,
-        rows.with_columns(tier=pl.lit("too_hard")),
-        cfg,
-        cur,
-        RewardConfig(),
-        toy.copy_rows(4, 3, split="eval"),
-        EvalConfig(k=1, n_samples=1, max_new_tokens=12),
-        tmp_path,
-        seed=0,
-    )
-    state = torch.load(tmp_path / "step_000003" / "state.pt", weights_only=False)["sampler"]
+    out, state = _three_steps(sft_model, toy, rows.with_columns(tier=pl.lit("too_hard")), cur, tmp_path)
     seen = out["groups_seen"]
     # one draw per round, refills included (3 steps of 4 prompts: more than 12 ids drawn means a refill
     # round, which is a draw of its own); within the first epoch every id drawn left the queue once
