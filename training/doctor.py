@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from rlvrflow.io import read_jsonl
+from rlvrflow.training.checkpoint import latest_checkpoint
 from rlvrflow.training.doctor_episodes import EPISODE_RULES
 from rlvrflow.training.doctor_rules import DEFAULT_MAX_REGRESSION, RULES, Finding, RunRecords
 
@@ -90,6 +91,16 @@ def _read_only_tools(split_dir: Path) -> frozenset[str]:
     return frozenset(name for name, read in reads.items() if read)
 
 
+def _sampler(grpo_dir: Path) -> str | None:
+    """The curriculum.sampler GRPO drew with: its summary.json, or for a run stopped before it, the
+    newest checkpoint's meta.json; None where neither records it (a run from before either did)."""
+    summary = grpo_dir / "summary.json"
+    if summary.is_file():
+        return _read_json(summary).get("sampler")
+    newest = latest_checkpoint(grpo_dir)
+    return _read_json(newest / "meta.json").get("sampler") if newest is not None else None
+
+
 def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None:
     if grpo_dir is None:
         rec.notes.append(
@@ -104,9 +115,7 @@ def _grpo_part(grpo_dir: Path | None, rec: RunRecords, with_evals: bool) -> None
         rec.notes.append(
             f"{metrics} not found: training rules (reward, length, KL, zero-variance groups, NaN) were skipped"
         )
-    summary = grpo_dir / "summary.json"
-    if summary.is_file():
-        rec.sampler = _read_json(summary).get("sampler")
+    rec.sampler = _sampler(grpo_dir)
     evals = grpo_dir / "evals.jsonl"
     if with_evals:
         if evals.is_file():

@@ -99,7 +99,8 @@ class RunRecords:
     and `reward` (optionally `prompt`, `step`, `model`). transcripts: finished episodes as {model,
     transcript: verifiers.episode.Episode.to_dict()} (training/doctor_episodes.py reads them).
     read_only_tools: the environments' tools whose SQL is a SELECT, when the run's episodes are found.
-    sampler: the curriculum.sampler GRPO drew with (summary.json), when recorded.
+    sampler: the curriculum.sampler GRPO drew with (summary.json, or a stopped run's newest checkpoint), when
+    recorded.
     notes: what could not be read."""
 
     metrics: list[dict] = field(default_factory=list)
@@ -113,7 +114,7 @@ class RunRecords:
     samples: list[dict] = field(default_factory=list)
     transcripts: list[dict] = field(default_factory=list)
     read_only_tools: frozenset[str] = frozenset()
-    # curriculum.sampler the GRPO stage drew with (its summary.json); None: not recorded
+    # curriculum.sampler the GRPO stage drew with (summary.json or the newest checkpoint); None: not recorded
     sampler: str | None = None
     max_regression: float = DEFAULT_MAX_REGRESSION
     notes: list[str] = field(default_factory=list)

@@ -195,6 +195,7 @@ def train_grpo(
         device,
         parts={"sampler": sampler},
         state_cls=GRPORun,
+        meta={"sampler": curriculum_cfg.sampler},  # a stopped run's doctor reads it from its newest checkpoint
     )
     with trainer:
         run = trainer.start(resume)

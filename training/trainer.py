@@ -185,6 +185,7 @@ class Trainer:
         device,
         parts: dict | None = None,
         state_cls: type[RunState] = RunState,
+        meta: dict | None = None,
     ) -> None:
         self.name, self.out, self.cfg, self.backend, self.tokenizer, self.fmt = (
             name,
@@ -196,6 +197,7 @@ class Trainer:
         )
         self.held_out, self.steps, self.log_every, self.line = held_out, steps, log_every, line
         self.device, self.parts, self.state_cls = device, parts or {}, state_cls
+        self.meta = meta or {}  # what every checkpoint's meta.json states besides its step and eval
         self.run: RunState | None = None
         self.scalars = Scalars([], self.out / TB_DIR)
         self.bar = self.log = None
@@ -365,7 +367,7 @@ class Trainer:
         samples = self.out / "samples" / f"step_{run.step:06d}.jsonl"
         if b.is_main and samples.is_file():  # the eval's samples, next to its metrics in meta.json
             extra["samples.jsonl"] = samples.read_text(encoding="utf-8")
-        b.save_checkpoint(self.out, run.step, self.tokenizer, state, {"eval": record}, extra=extra)
+        b.save_checkpoint(self.out, run.step, self.tokenizer, state, {**self.meta, "eval": record}, extra=extra)
         if b.is_main:
             c = self.cfg.checkpoint
             drop_loop_evals(self.out, ckpt.apply_retention(self.out, c.keep_last, c.keep_best, c.metric))

@@ -194,6 +194,23 @@ def test_the_doctor_reads_the_sampler_from_the_grpo_summary(tmp_path):
     assert load_records(tmp_path).sampler is None
 
 
+def test_a_stopped_run_s_sampler_comes_from_its_newest_checkpoint(tmp_path):
+    """No summary.json (the run stopped before finishing): the newest complete checkpoint's meta.json,
+    which the trainer writes at every checkpoint, says which sampler drew."""
+    from rlvrflow.training.doctor import load_records
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.1}\n')
+    for step, sampler in ((8, "quota"), (16, "uniform")):
+        ckpt = tmp_path / f"step_{step:06d}"
+        ckpt.mkdir()
+        (ckpt / "state.pt").write_bytes(b"")
+        (ckpt / "meta.json").write_text(json.dumps({"step": step, "sampler": sampler}))
+    (tmp_path / "step_000024").mkdir()  # an unfinished save: no state.pt or meta.json
+    assert load_records(tmp_path).sampler == "uniform"
+    (tmp_path / "summary.json").write_text('{"sampler": "adaptive"}')  # a finished run's summary wins
+    assert load_records(tmp_path).sampler == "adaptive"
+
+
 def test_heldout_falls():
     f = R.heldout_falls(healthy(evals=[ev("sft", 0.34), ev("step_000020", 0.20), ev("step_000040", 0.25)]))
     assert f is not None and "-14.0 points" in f.evidence[0] and "step_000020" in f.evidence[0]

@@ -405,6 +405,8 @@ def test_the_uniform_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp_
     # round, which is a draw of its own); within the first epoch every id drawn left the queue once
     assert state["kind"] == "uniform" and state["batches"] >= 3 and (seen > 12) == (state["batches"] > 3)
     assert len(state["queue"]) == rows.height - seen
+    # the checkpoint's meta.json names the sampler too: the doctor of a run stopped before summary.json
+    assert json.loads((tmp_path / "step_000003" / "meta.json").read_text())["sampler"] == "uniform"
     resumed = UniformSampler(rows, seed=0, batch_size=4)
     resumed.load_state_dict(state)
     assert resumed.next_batch() == state["queue"][:4]
