@@ -2,7 +2,8 @@
 
 A checkpoint is a directory `step_000050/` holding the model (safetensors + config) and tokenizer in
 Hugging Face format, so `AutoModelForCausalLM.from_pretrained` loads it directly, plus `state.pt`
-(optimizer, LR schedule, sampler state, RNG states, step) and `meta.json` (step, eval metrics).
+(optimizer, LR schedule, sampler state, RNG states, step) and `meta.json` (step, eval metrics, and what
+the trainer adds: GRPO's sampler name).
 With the DeepSpeed backend the optimizer and LR schedule live instead in `deepspeed/` (DeepSpeed's own
 `engine.save_checkpoint` layout: every rank writes its ZeRO optimizer partition there) and `state.pt`
 names that folder; the HF weights are gathered (ZeRO-3) and written by rank 0.

@@ -93,7 +93,8 @@ def _read_only_tools(split_dir: Path) -> frozenset[str]:
 
 def _sampler(grpo_dir: Path) -> str | None:
     """The curriculum.sampler GRPO drew with: its summary.json, or for a run stopped before it, the
-    newest checkpoint's meta.json; None where neither records it (a run from before either did)."""
+    newest complete checkpoint's meta.json; None where neither records it (a run stopped before its first
+    checkpoint, or one from before either recorded it)."""
     summary = grpo_dir / "summary.json"
     if summary.is_file():
         return _read_json(summary).get("sampler")

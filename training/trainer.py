@@ -167,7 +167,8 @@ class Trainer:
 
     `backend`: training/backends.py (its `is_main`, `broadcast` and `barrier` make every rank keep the
     same RunState). `parts`: objects with state_dict/load_state_dict saved in each checkpoint under
-    their key (GRPO's sampler). `state_cls`: RunState or an algorithm's extension of it.
+    their key (GRPO's sampler). `state_cls`: RunState or an algorithm's extension of it. `meta`: what
+    every checkpoint's meta.json states beside its step and eval (GRPO's sampler name, for the doctor).
     """
 
     def __init__(

@@ -197,6 +197,7 @@ def test_the_doctor_reads_the_sampler_from_the_grpo_summary(tmp_path):
 def test_a_stopped_run_s_sampler_comes_from_its_newest_checkpoint(tmp_path):
     """No summary.json (the run stopped before finishing): the newest complete checkpoint's meta.json,
     which the trainer writes at every checkpoint, says which sampler drew."""
+    from rlvrflow.training.checkpoint import checkpoint_tmp_dir
     from rlvrflow.training.doctor import load_records
 
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.1}\n')
@@ -205,7 +206,11 @@ def test_a_stopped_run_s_sampler_comes_from_its_newest_checkpoint(tmp_path):
         ckpt.mkdir()
         (ckpt / "state.pt").write_bytes(b"")
         (ckpt / "meta.json").write_text(json.dumps({"step": step, "sampler": sampler}))
-    (tmp_path / "step_000024").mkdir()  # an unfinished save: no state.pt or meta.json
+    # an unfinished save (checkpoint_tmp_dir's folder, renamed into place only when complete)
+    unfinished = tmp_path / f"{checkpoint_tmp_dir(tmp_path, 24).name}"
+    unfinished.mkdir()
+    (unfinished / "state.pt").write_bytes(b"")
+    (unfinished / "meta.json").write_text(json.dumps({"step": 24, "sampler": "adaptive"}))
     assert load_records(tmp_path).sampler == "uniform"
     (tmp_path / "summary.json").write_text('{"sampler": "adaptive"}')  # a finished run's summary wins
     assert load_records(tmp_path).sampler == "adaptive"

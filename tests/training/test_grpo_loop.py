@@ -380,6 +380,7 @@ def test_the_adaptive_sampler_runs_in_the_loop_and_its_state_is_checkpointed(tmp
     cur = CurriculumConfig(sampler="adaptive", adaptive={"step": 1.0}, dedup_window=0)
     _, state = _three_steps(sft_model, toy, rows, cur, tmp_path)
     assert state["kind"] == "adaptive" and state["batches"] >= 3
+    assert json.loads((tmp_path / "step_000003" / "meta.json").read_text())["sampler"] == "adaptive"
     drawn_arms = {int(pid[-4:]) % 9 for pid in state["last_drawn"]}
     assert len(state["last_drawn"]) >= 4
     # step 1.0: every drawn arm's value is now the share of mixed groups in its last batch; the others keep
