@@ -37,6 +37,11 @@ from rlvrflow.io import write_json
 _REPO = Path(__file__).resolve().parent.parent
 _CODE_SUFFIXES = {".py", ".yaml", ".yml", ".json", ".sql", ".txt"}
 _digest_memo: dict[tuple[str, int, int], str] = {}
+# What an output folder holds about how its build ran, not what it made: the SFT's wall and CPU
+# seconds (sft_stats.json), its per-step timings at the logging interval (sft_metrics.jsonl) and its
+# TensorBoard events. They are left out of the folder's digest, so an SFT rebuilt to the same
+# weights (a --force, a new `sft.logging_steps`) keeps the keys of tiering, GRPO and eval.
+RUN_RECORDS = frozenset({"sft_stats.json", "sft_metrics.jsonl", "tb"})
 
 
 def file_digest(path: str | Path) -> str:
@@ -55,7 +60,7 @@ def file_digest(path: str | Path) -> str:
 
 def tree_digest(root: str | Path, suffixes: set[str] | None = None, skip: frozenset[str] = frozenset()) -> str:
     """sha256 over the relative paths and contents of the files under `root` (sorted), leaving out
-    `__pycache__` and the folders named in `skip`."""
+    `__pycache__` and the files and folders named in `skip`."""
     root = Path(root)
     h = hashlib.sha256()
     files = sorted(
@@ -170,7 +175,7 @@ def check_outputs(folder: Path, data: dict) -> str:
             return f"missing {name}"
         if name in prints and prints[name] == fingerprint(path):
             continue
-        if _digest_any(path) != data["digests"].get(name):
+        if output_digest(path) != data["digests"].get(name):
             return f"{name}: content differs from the manifest's digest"
     return ""
 
@@ -300,7 +305,7 @@ def build_stage(
         outputs, stats = build(folder)
         seconds = round(time.monotonic() - start, 3)
         cpu = round(cpu_seconds() - cpu_start, 3)
-        digests = {name: _digest_any(folder / rel) for name, rel in outputs.items()}
+        digests = {name: output_digest(folder / rel) for name, rel in outputs.items()}
         manifest = Manifest(
             stage,
             str(key),
@@ -349,9 +354,10 @@ def _live_children_cpu() -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def _digest_any(path: Path) -> str:
+def output_digest(path: Path) -> str:
+    """The digest of a stage output: a file's content, or a folder's tree without its RUN_RECORDS."""
     if path.is_dir():
-        return tree_digest(path)
+        return tree_digest(path, skip=RUN_RECORDS)
     return file_digest(path)
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvrflow.flows import drift, promotion, stage_calls
-from rlvrflow.flows.cache import Manifest, file_digest, tree_digest
+from rlvrflow.flows.cache import Manifest, file_digest, output_digest, tree_digest
 from rlvrflow.curriculum.config import CurriculumConfig
 from rlvrflow.flows.runner import Stage, row_counts, run_stage
 from rlvrflow.flows.spec import DomainSpec
@@ -124,7 +124,7 @@ def _eval_inputs(spec: DomainSpec, upstream: dict) -> dict[str, Any]:
 
     models = stage_calls.models_to_evaluate(upstream["sft"].path("model"), upstream["policy"].dir)
     return {
-        "models": {name: tree_digest(path) for name, path in models.items()},
+        "models": {name: output_digest(Path(path)) for name, path in models.items()},
         "eval_sets": set_digests(spec),
         **_verifier_files(spec, upstream),
     }
@@ -390,4 +390,4 @@ def champion_data(model_dir: str | Path) -> Manifest:
 def given_model(path: str | Path) -> Manifest:
     """A model folder from outside the pipeline (`rlvrflow tier --model DIR`) as an 'sft' manifest."""
     path = Path(path).resolve()
-    return Manifest("sft", "given", path, {"model": "."}, {"model": tree_digest(path)}, cached=True)
+    return Manifest("sft", "given", path, {"model": "."}, {"model": output_digest(path)}, cached=True)

@@ -251,3 +251,30 @@ def test_a_manifest_that_lies_or_is_cut_short_is_rebuilt(tmp_path):
     manifest.write_text(manifest.read_text()[:40])  # half a JSON file
     rebuilt = build_stage(tmp_path, "s", "k", _builder(calls))
     assert not rebuilt.cached and len(calls) == 3 and "manifest is unreadable" in rebuilt.reason
+
+
+def test_a_rebuild_to_the_same_weights_keeps_the_model_digest_whatever_its_timings(tmp_path):
+    """The SFT folder's run records (seconds, per-step timings, TensorBoard events) are not part of
+    the digest downstream keys hash; its weights, config and tokenizer are."""
+
+    def sft_like(weights: bytes, seconds: float):
+        def build(out: Path):
+            model = out / "sft"
+            (model / "tb").mkdir(parents=True)
+            (model / "model.safetensors").write_bytes(weights)
+            (model / "config.json").write_text('{"hidden_size": 8}')
+            (model / "sft_stats.json").write_text(json.dumps({"steps": 4, "seconds": seconds}))
+            (model / "sft_metrics.jsonl").write_text(json.dumps({"step": 3, "step_seconds": seconds / 4}) + "\n")
+            (model / "tb" / "events.out.tfevents.1").write_bytes(str(seconds).encode())
+            return {"model": "sft"}, {}
+
+        return build
+
+    first = build_stage(tmp_path, "sft", "k", sft_like(b"\x01\x02", 12.5))
+    again = build_stage(tmp_path, "sft", "k", sft_like(b"\x01\x02", 40.0), force=True)
+    assert not again.cached and again.digests == first.digests
+    other = build_stage(tmp_path, "sft", "k", sft_like(b"\x01\x03", 12.5), force=True)
+    assert other.digests != first.digests
+
+    (other.path("model") / "config.json").write_text('{"hidden_size": 16}')  # the model edited in place
+    assert not build_stage(tmp_path, "sft", "k", sft_like(b"\x01\x03", 12.5)).cached

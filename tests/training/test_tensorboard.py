@@ -105,3 +105,22 @@ def test_unknown_report_to_is_a_spec_error_naming_the_choices(value):
 
 def test_report_to_defaults_to_tensorboard():
     assert TrainingConfig().report_to == ["tensorboard"] and TrainingConfig(report_to=[]).report_to == []
+
+
+def test_an_sft_rebuilt_with_other_logging_keeps_its_output_digest(tmp_path, base_model, toy):
+    """Timings, the logging interval and TensorBoard events change only the SFT folder's run records,
+    which the stage cache leaves out of the digest that tiering's, GRPO's and eval's keys hash."""
+    from rlvrflow.flows.cache import RUN_RECORDS, output_digest, tree_digest
+
+    rows = toy.copy_rows(20, 0)
+    plain = run_sft(base_model, rows, toy.cfg(sft={"max_steps": 4, "logging_steps": 1}), tmp_path / "a", seed=0)
+    logged = run_sft(
+        base_model,
+        rows,
+        toy.cfg(sft={"max_steps": 4, "logging_steps": 3}, report_to=["tensorboard"]),
+        tmp_path / "b",
+        seed=0,
+    )
+    assert tree_digest(plain) != tree_digest(logged)  # the records do differ
+    assert output_digest(plain) == output_digest(logged)
+    assert {p.name for p in logged.iterdir()} - {p.name for p in plain.iterdir()} <= RUN_RECORDS
