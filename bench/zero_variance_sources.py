@@ -18,7 +18,11 @@ groups that came back all wrong, mixed and all right:
 - by the tier the prompt was drawn from;
 - by that tier, whether this was the prompt's first draw in the run, and the third of the run;
 - by what the prompt's previous group in the run did (first draw, all wrong, mixed, all right);
-- by category.
+- by category;
+- by the prompt's offline tiering result (k of n right) and whether this was its first draw, read from
+  the tier stage of the run next to the draws.jsonl (OUT/latest.json's report names it); left out
+  when that run or its tiers are gone. A first draw's outcome against its offline count shows how far
+  the policy has moved from the SFT model the tiers measured.
 A group is zero-variance on correctness when it is all wrong or all right; the run's own
 `zero_variance_fraction` counts reward ties, so a group all wrong but with mixed format rewards is
 mixed there and all wrong here.
@@ -99,14 +103,32 @@ def read_draws(path: Path) -> list[dict]:
     return rows
 
 
-def tables(draws: list[dict]) -> dict[str, dict[str, dict]]:
-    """{table name: {row key: {"groups": n, "all wrong": share, "mixed": share, "all right": share}}}."""
+def offline_counts(draws_path: Path) -> dict[str, str] | None:
+    """Each prompt's offline tiering result as "k/n" (k of n samples right), from the tier stage of the
+    run that wrote `draws_path` (its folder's latest.json names the report, the report the tier stage's
+    key); None when the run, its report or the tiers are not there."""
+    import polars as pl
+
+    out = Path(draws_path).parent
+    try:
+        report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
+        tiers = pl.read_parquet(out / "stages" / "tier" / report["stages"]["tier"]["key"] / "tiers.parquet")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {
+        i: f"{k}/{n}"
+        for i, k, n in zip(tiers["id"].to_list(), tiers["n_correct"].to_list(), tiers["n_samples"].to_list())
+    }
+
+
+def tables(draws: list[dict], offline: dict[str, str] | None = None) -> dict[str, dict[str, dict]]:
+    """{table name: {row key: {"groups": n, "all wrong": share, "mixed": share, "all right": share}}};
+    with `offline` (prompt id -> "k/n" of its tiering), also the groups by that count and first draw."""
     last = max((d["batch"] for d in draws), default=0)
     seen: set[str] = set()
     previous: dict[str, str] = {}
-    counts: dict[str, defaultdict[str, Counter]] = {
-        name: defaultdict(Counter) for name in ("tier", "tier, draw, third", "previous group", "category")
-    }
+    names = ["tier", "tier, draw, third", "previous group", "category"] + (["offline k/n, draw"] if offline else [])
+    counts: dict[str, defaultdict[str, Counter]] = {name: defaultdict(Counter) for name in names}
     for d in draws:
         got = outcome(d["rate"])
         first = d["id"] not in seen
@@ -115,6 +137,8 @@ def tables(draws: list[dict]) -> dict[str, dict[str, dict]]:
         counts["tier, draw, third"][f"{d['tier']}, {'first' if first else 'again'}, {third + 1}/3"][got] += 1
         counts["previous group"]["first draw" if first else previous[d["id"]]][got] += 1
         counts["category"][d["category"]][got] += 1
+        if offline:
+            counts["offline k/n, draw"][f"{offline.get(d['id'], '?')}, {'first' if first else 'again'}"][got] += 1
         seen.add(d["id"])
         previous[d["id"]] = got
     return {
@@ -127,7 +151,7 @@ def tables(draws: list[dict]) -> dict[str, dict[str, dict]]:
 
 
 def print_tables(path: Path, draws: list[dict]) -> dict:
-    result = tables(draws)
+    result = tables(draws, offline_counts(path))
     flat = sum(outcome(d["rate"]) != "mixed" for d in draws)
     print(
         f"{path}: {len(draws)} groups, {len({d['id'] for d in draws})} prompts; all wrong or all right: "

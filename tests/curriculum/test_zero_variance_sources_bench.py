@@ -85,3 +85,27 @@ def test_a_bad_draws_file_names_its_file_and_line(bench, tmp_path):
     )
     with pytest.raises(SystemExit, match=r"draws.jsonl:3: not a draw line .*'tier'"):
         bench.main(["table", str(bad)])
+
+
+def test_the_offline_table_reads_the_tiers_of_the_run_beside_the_draws(bench, tmp_path):
+    draws = [
+        {"batch": 1, "id": "p", "category": "a", "tier": "learnable", "rate": 1.0},
+        {"batch": 1, "id": "q", "category": "a", "tier": "too_hard", "rate": 0.0},
+        {"batch": 4, "id": "p", "category": "a", "tier": "learnable", "rate": 0.5},
+    ]
+    (tmp_path / "draws.jsonl").write_text("".join(json.dumps(d) + "\n" for d in draws))
+    assert bench.offline_counts(tmp_path / "draws.jsonl") is None  # no run here: the table is left out
+    assert "offline k/n, draw" not in bench.tables(draws)
+
+    tier_dir = tmp_path / "stages" / "tier" / "k1"
+    tier_dir.mkdir(parents=True)
+    pl.DataFrame({"id": ["p", "q"], "n_correct": [2, 0], "n_samples": [4, 4]}).write_parquet(tier_dir / "tiers.parquet")
+    report = tmp_path / "runs" / "r1" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"stages": {"tier": {"key": "k1", "dir": "elsewhere/k1"}}}))
+    (tmp_path / "latest.json").write_text(json.dumps({"report": str(report)}))
+    offline = bench.offline_counts(tmp_path / "draws.jsonl")
+    assert offline == {"p": "2/4", "q": "0/4"}
+    t = bench.tables(draws, offline)["offline k/n, draw"]
+    assert t["2/4, first"] == {"groups": 1, "all wrong": 0.0, "mixed": 0.0, "all right": 1.0}
+    assert t["2/4, again"]["mixed"] == 1.0 and t["0/4, first"]["all wrong"] == 1.0
