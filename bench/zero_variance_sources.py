@@ -103,10 +103,10 @@ def read_draws(path: Path) -> list[dict]:
     return rows
 
 
-def offline_counts(draws_path: Path) -> dict[str, str] | None:
-    """Each prompt's offline tiering result as "k/n" (k of n samples right), from the tier stage of the
-    run that wrote `draws_path` (its folder's latest.json names the report, the report the tier stage's
-    key); None when the run, its report or the tiers are not there."""
+def offline_counts(draws_path: Path) -> dict[str, tuple[int, int]] | None:
+    """Each prompt's offline tiering result (k right of n samples), from the tier stage of the run that
+    wrote `draws_path` (its folder's latest.json names the report, the report the tier stage's key);
+    None when the run, its report or the tiers are not there."""
     import polars as pl
 
     out = Path(draws_path).parent
@@ -116,19 +116,31 @@ def offline_counts(draws_path: Path) -> dict[str, str] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return {
-        i: f"{k}/{n}"
+        i: (int(k), int(n))
         for i, k, n in zip(tiers["id"].to_list(), tiers["n_correct"].to_list(), tiers["n_samples"].to_list())
     }
 
 
-def tables(draws: list[dict], offline: dict[str, str] | None = None) -> dict[str, dict[str, dict]]:
-    """{table name: {row key: {"groups": n, "all wrong": share, "mixed": share, "all right": share}}};
-    with `offline` (prompt id -> "k/n" of its tiering), also the groups by that count and first draw."""
+def tables(
+    draws: list[dict], offline: dict[str, tuple[int, int]] | None = None, group_size: int | None = None
+) -> dict[str, dict[str, dict]]:
+    """{table name: {row key: {"groups": n, "all wrong": share, "mixed": share, "all right": share}}}.
+
+    With `offline` (prompt id -> its tiering's (k, n)), also the groups by that count and first draw;
+    with `group_size` too, each of those rows gets "mixed if unchanged": the chance that a group of
+    that size comes back mixed if the policy were still the model the tiers measured (the
+    Beta-binomial predictive under the pool's fitted prior, as the adaptive sampler's starting value).
+    """
     last = max((d["batch"] for d in draws), default=0)
     seen: set[str] = set()
     previous: dict[str, str] = {}
     names = ["tier", "tier, draw, third", "previous group", "category"] + (["offline k/n, draw"] if offline else [])
     counts: dict[str, defaultdict[str, Counter]] = {name: defaultdict(Counter) for name in names}
+    predicted: dict[str, float] = {}
+    if offline and group_size:
+        from rlvrflow.curriculum.adaptive import beta_from_counts, mixed_chance
+
+        a, b = beta_from_counts(list(offline.values()))
     for d in draws:
         got = outcome(d["rate"])
         first = d["id"] not in seen
@@ -138,30 +150,47 @@ def tables(draws: list[dict], offline: dict[str, str] | None = None) -> dict[str
         counts["previous group"]["first draw" if first else previous[d["id"]]][got] += 1
         counts["category"][d["category"]][got] += 1
         if offline:
-            counts["offline k/n, draw"][f"{offline.get(d['id'], '?')}, {'first' if first else 'again'}"][got] += 1
+            k_n = offline.get(d["id"])
+            key = f"{'?' if k_n is None else f'{k_n[0]}/{k_n[1]}'}, {'first' if first else 'again'}"
+            counts["offline k/n, draw"][key][got] += 1
+            if group_size and k_n is not None:
+                predicted[key] = round(mixed_chance(*k_n, a, b, group_size), 3)
         seen.add(d["id"])
         previous[d["id"]] = got
-    return {
+    result = {
         name: {
             key: {"groups": sum(c.values()), **{o: round(c[o] / sum(c.values()), 3) for o in OUTCOMES}}
             for key, c in sorted(rows.items(), key=lambda kv: str(kv[0]))
         }
         for name, rows in counts.items()
     }
+    for key, chance in predicted.items():
+        result["offline k/n, draw"][key]["mixed if unchanged"] = chance
+    return result
 
 
-def print_tables(path: Path, draws: list[dict]) -> dict:
-    result = tables(draws, offline_counts(path))
+def print_tables(path: Path, draws: list[dict], group_size: int | None = None) -> dict:
+    result = tables(draws, offline_counts(path), group_size)
     flat = sum(outcome(d["rate"]) != "mixed" for d in draws)
     print(
         f"{path}: {len(draws)} groups, {len({d['id'] for d in draws})} prompts; all wrong or all right: "
         f"{flat / max(1, len(draws)):.1%}"
     )
     for name, rows in result.items():
+        extra = any("mixed if unchanged" in r for r in rows.values())
         print(f"  by {name}:")
-        print(f"    {'':<30}{'groups':>7}" + "".join(f"{o:>11}" for o in OUTCOMES))
+        print(
+            f"    {'':<30}{'groups':>7}"
+            + "".join(f"{o:>11}" for o in OUTCOMES)
+            + ("   mixed if unchanged" if extra else "")
+        )
         for key, r in rows.items():
-            print(f"    {str(key):<30}{r['groups']:>7}" + "".join(f"{r[o]:>11.2f}" for o in OUTCOMES))
+            chance = r.get("mixed if unchanged")
+            print(
+                f"    {str(key):<30}{r['groups']:>7}"
+                + "".join(f"{r[o]:>11.2f}" for o in OUTCOMES)
+                + (f"{chance:>21.2f}" if chance is not None else "")
+            )
     return result
 
 
@@ -174,10 +203,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     table = sub.add_parser("table", help="the tables of one or more draws.jsonl files")
     table.add_argument("draws", nargs="+")
+    table.add_argument(
+        "--group-size",
+        type=int,
+        metavar="G",
+        help="the run's training.grpo.num_generations: adds, to the offline table, the share of groups "
+        "that would come back mixed if the policy were still the tiered model",
+    )
     args = ap.parse_args(argv)
     if args.cmd == "table":
         for p in args.draws:
-            print_tables(Path(p), read_draws(Path(p)))
+            print_tables(Path(p), read_draws(Path(p)), args.group_size)
         return 0
     from rlvrflow.flows.cli import main as cli
 
@@ -203,7 +239,13 @@ def main(argv: list[str] | None = None) -> int:
             "the draws after the resume",
             file=sys.stderr,
         )
-    (out / "draw_tables.json").write_text(json.dumps(print_tables(out / "draws.jsonl", rows), indent=1) + "\n")
+    from rlvrflow.flows.cli import parse_overrides
+    from rlvrflow.flows.common import with_overrides
+    from rlvrflow.flows.spec import load_spec
+
+    group_size = with_overrides(load_spec(args.spec), parse_overrides(args.set)).training.grpo.num_generations
+    tables_of_run = print_tables(out / "draws.jsonl", rows, group_size)
+    (out / "draw_tables.json").write_text(json.dumps(tables_of_run, indent=1) + "\n")
     return status
 
 

@@ -105,7 +105,16 @@ def test_the_offline_table_reads_the_tiers_of_the_run_beside_the_draws(bench, tm
     report.write_text(json.dumps({"stages": {"tier": {"key": "k1", "dir": "elsewhere/k1"}}}))
     (tmp_path / "latest.json").write_text(json.dumps({"report": str(report)}))
     offline = bench.offline_counts(tmp_path / "draws.jsonl")
-    assert offline == {"p": "2/4", "q": "0/4"}
+    assert offline == {"p": (2, 4), "q": (0, 4)}
     t = bench.tables(draws, offline)["offline k/n, draw"]
     assert t["2/4, first"] == {"groups": 1, "all wrong": 0.0, "mixed": 0.0, "all right": 1.0}
     assert t["2/4, again"]["mixed"] == 1.0 and t["0/4, first"]["all wrong"] == 1.0
+
+    # with the group size, each row carries what a policy still equal to the tiered model would give:
+    # the adaptive sampler's Beta-binomial predictive under the prior fitted to the pool's counts
+    from rlvrflow.curriculum.adaptive import beta_from_counts, mixed_chance
+
+    t = bench.tables(draws, offline, group_size=6)["offline k/n, draw"]
+    a, b = beta_from_counts([(2, 4), (0, 4)])
+    assert t["2/4, first"]["mixed if unchanged"] == round(mixed_chance(2, 4, a, b, 6), 3)
+    assert t["2/4, first"]["mixed if unchanged"] > t["0/4, first"]["mixed if unchanged"]
