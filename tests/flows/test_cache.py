@@ -278,3 +278,40 @@ def test_a_rebuild_to_the_same_weights_keeps_the_model_digest_whatever_its_timin
 
     (other.path("model") / "config.json").write_text('{"hidden_size": 16}')  # the model edited in place
     assert not build_stage(tmp_path, "sft", "k", sft_like(b"\x01\x03", 12.5)).cached
+    # a run record edited after the build is still the same model: the stage stays cached
+    again = build_stage(tmp_path, "sft", "k", sft_like(b"\x01\x03", 12.5))
+    (again.path("model") / "sft_stats.json").write_text("{}")
+    assert build_stage(tmp_path, "sft", "k", sft_like(b"\x01\x03", 99.0)).cached
+
+
+def test_only_the_records_at_the_top_of_an_output_folder_are_left_out(tmp_path):
+    from rlvrflow.flows.cache import output_digest
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "sft_stats.json").write_text("1")
+    before = output_digest(tmp_path)
+    (tmp_path / "sub" / "sft_stats.json").write_text("2")  # a file of that name deeper down is content
+    assert output_digest(tmp_path) != before
+
+
+def test_a_manifest_written_with_the_whole_tree_s_digest_stays_valid(tmp_path):
+    """Caches built before run records were left out recorded the whole folder's digest; their outputs
+    are checked against it, not rebuilt as corrupted."""
+    from rlvrflow.flows.cache import tree_digest
+
+    def build(out: Path):
+        (out / "sft").mkdir()
+        (out / "sft" / "model.safetensors").write_bytes(b"\x01")
+        (out / "sft" / "sft_stats.json").write_text('{"seconds": 3}')
+        return {"model": "sft"}, {}
+
+    first = build_stage(tmp_path, "sft", "k", build)
+    manifest = first.dir / "_manifest.json"
+    data = json.loads(manifest.read_text())
+    data["digests"]["model"] = tree_digest(first.path("model"))  # as the older code wrote it
+    manifest.write_text(json.dumps(data))
+    os.utime(first.path("model") / "model.safetensors")  # a copied folder: its fingerprint changed
+    again = build_stage(tmp_path, "sft", "k", build)
+    assert again.cached and again.digests["model"] == tree_digest(first.path("model"))
+    (first.path("model") / "model.safetensors").write_bytes(b"\x02")  # changed weights are still caught
+    assert not build_stage(tmp_path, "sft", "k", build).cached

@@ -123,4 +123,8 @@ def test_an_sft_rebuilt_with_other_logging_keeps_its_output_digest(tmp_path, bas
     )
     assert tree_digest(plain) != tree_digest(logged)  # the records do differ
     assert output_digest(plain) == output_digest(logged)
-    assert {p.name for p in logged.iterdir()} - {p.name for p in plain.iterdir()} <= RUN_RECORDS
+    assert {p.name for p in logged.iterdir()} ^ {p.name for p in plain.iterdir()} <= RUN_RECORDS
+    # a model folder handed in from outside (`rlvrflow tier --model DIR`) is keyed the same way
+    from rlvrflow.flows.stages import given_model
+
+    assert given_model(plain).digests["model"] == given_model(logged).digests["model"] == output_digest(plain)
