@@ -363,13 +363,13 @@ def mostly_zero_variance(rec: RunRecords) -> Finding | None:
     correct = _series(rec.metrics, "correct_rate")
     rate = statistics.fmean(v for _, v in correct) if correct else None
     trend = _quarters(correct)
-    # groups pooled over all steps from metrics.jsonl, the figure a finished run's report.json carries as
-    # zero_variance_fraction (a stage folder may have no report); older logs without group counts give
-    # the mean of the steps' shares, and say so
+    # groups pooled over the steps metrics.jsonl logs (every step at logging_steps 1; a finished run's
+    # report.json pools every step, and a stopped run's stage folder has no report); older logs without
+    # group counts give the mean of the steps' shares, and say so
     steps = f"steps {zv[0][0]}-{zv[-1][0]}"
     evidence = [
         f"zero-variance groups: {share:.0%} of the {pooled[1]} groups scored over {steps}, refills included "
-        "(pooled from metrics.jsonl, as a run's report.json zero_variance_fraction is)"
+        "(pooled over the steps metrics.jsonl logs; a finished run's report.json zero_variance_fraction pools every step)"
         if pooled
         else f"zero-variance groups: {share:.0%} per step on average over {steps} (the steps log no group counts)"
     ]
