@@ -104,21 +104,22 @@ def read_draws(path: Path) -> list[dict]:
 
 
 def offline_counts(draws_path: Path) -> dict[str, tuple[int, int]] | None:
-    """Each prompt's offline tiering result (k right of n samples), from the tier stage of the run that
-    wrote `draws_path` (its folder's latest.json names the report, the report the tier stage's key);
-    None when the run, its report or the tiers are not there."""
+    """Each train prompt's offline tiering result (k right of n samples), the pool GRPO draws from,
+    from the tier stage of the run next to `draws_path` (that folder's latest.json names the report,
+    the report the tier stage's key); None when the run, its report or the tiers are not there or not
+    readable. Rows without counts are left out, as the adaptive sampler leaves them out of its prior."""
     import polars as pl
 
     out = Path(draws_path).parent
     try:
         report = json.loads(Path(json.loads((out / "latest.json").read_text())["report"]).read_text())
         tiers = pl.read_parquet(out / "stages" / "tier" / report["stages"]["tier"]["key"] / "tiers.parquet")
-    except (OSError, ValueError, KeyError, TypeError):
+        if "split" in tiers.columns:
+            tiers = tiers.filter(pl.col("split") == "train")
+        rows = zip(tiers["id"].to_list(), tiers["n_correct"].to_list(), tiers["n_samples"].to_list())
+    except (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
         return None
-    return {
-        i: (int(k), int(n))
-        for i, k, n in zip(tiers["id"].to_list(), tiers["n_correct"].to_list(), tiers["n_samples"].to_list())
-    }
+    return {i: (int(k), int(n)) for i, k, n in rows if k is not None and n}
 
 
 def tables(

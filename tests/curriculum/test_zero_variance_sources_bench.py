@@ -99,7 +99,14 @@ def test_the_offline_table_reads_the_tiers_of_the_run_beside_the_draws(bench, tm
 
     tier_dir = tmp_path / "stages" / "tier" / "k1"
     tier_dir.mkdir(parents=True)
-    pl.DataFrame({"id": ["p", "q"], "n_correct": [2, 0], "n_samples": [4, 4]}).write_parquet(tier_dir / "tiers.parquet")
+    pl.DataFrame(  # the eval row and the row without counts are not in the pool GRPO draws from
+        {
+            "id": ["p", "q", "e", "x"],
+            "split": ["train", "train", "eval", "train"],
+            "n_correct": [2, 0, 4, None],
+            "n_samples": [4, 4, 4, None],
+        }
+    ).write_parquet(tier_dir / "tiers.parquet")
     report = tmp_path / "runs" / "r1" / "report.json"
     report.parent.mkdir(parents=True)
     report.write_text(json.dumps({"stages": {"tier": {"key": "k1", "dir": "elsewhere/k1"}}}))
