@@ -27,8 +27,10 @@ Run (see bench/gpu_smoke.sh for the wrapper that checks the environment first):
 
 The reward is a stand-in (the fraction of even token ids in a completion): a random model never
 solves arithmetic, so a verifier would give all-zero groups and a zero loss. The stand-in gives every
-group reward variance, which is what exercises the advantage and loss path. Left out here: vLLM
-rollouts and the KL term (beta 0). `--loop` then runs the whole `train_grpo` loop with the DeepSpeed
+group reward variance, which is what exercises the advantage and loss path. With `--model` (a real
+model, rewarded by the math verifier) and vLLM installed, the same prompts and groups then go through
+the project's vLLM engine (engines/vllm_engine.py) in bf16, and its rollout tokens/s print beside HF
+`generate`'s of each arm (`--vllm auto|on|off`). Left out here: the KL term (beta 0). `--loop` then runs the whole `train_grpo` loop with the DeepSpeed
 backend on the copy-task toy (`tests/training_scale/ds_loop_worker.py`, as the CPU test does on 2 gloo
 ranks) with ZeRO-2 and ZeRO-3 on the GPUs: rank-0 rollouts and eval broadcast, grad_accum 2, per-rank
 checkpoints, kill after step 3 and resume; it checks the ranks agree and the resumed run ends at the
@@ -109,6 +111,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["auto", "on", "off"],
         default="auto",
         help="the train_grpo loop on the DeepSpeed backend (ZeRO-2 and 3, kill + resume); auto: when deepspeed imports",
+    )
+    p.add_argument(
+        "--vllm",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="with --model: the same prompts and groups through the project's vLLM engine after the arms "
+        "(rollout tokens/s beside HF generate's); auto: when vllm imports, on: fail if it does not",
     )
     p.add_argument("--ds-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--arm", choices=ARMS, default="full", help=argparse.SUPPRESS)  # the ZeRO-2 child's arm
@@ -464,6 +473,69 @@ def run(args: argparse.Namespace, arm: str) -> dict:
     return log
 
 
+def vllm_rollouts(args: argparse.Namespace, device) -> dict:
+    """--model's rollouts through the project's vLLM engine (engines/vllm_engine.py, in this process):
+    the same chat prompts, group size, temperature 1.0 and token cap as the arms' HF `generate`, bf16 on
+    a GPU (float32 on CPU), --steps calls each with its own seed; tokens/s per call and the verifier's
+    reward, so the first GPU run measures what the rollout engine buys on a real model."""
+    from transformers import AutoTokenizer
+
+    from rlvrflow.engines.factory import vllm_prompting
+    from rlvrflow.engines.hf_engine import PromptFormat, SamplingParams
+    from rlvrflow.engines.vllm_engine import VLLMEngine
+
+    folder = real_model_dir(args)
+    fmt = PromptFormat.for_tokenizer(AutoTokenizer.from_pretrained(folder), "auto")  # as build_real prompts
+    tokenizer, fmt, stops = vllm_prompting(folder, fmt)  # the stop ids the project's vLLM engines get
+    asks = shop_questions(args.prompts)
+    prompt_ids = [fmt.encode(tokenizer, q) for q, _ in asks]
+    cuda = device.type == "cuda"
+    t0 = time.perf_counter()
+    engine = VLLMEngine(
+        str(folder),
+        dtype="bfloat16" if cuda else "float32",
+        max_model_len=max(len(p) for p in prompt_ids) + args.max_new_tokens + 16,
+        gpu_memory_utilization=0.3 if cuda else 0.1,
+        enforce_eager=not cuda,
+        seed=args.seed,
+        stop_token_ids=stops,
+    )
+    log = {"phase": "vllm", "model": Path(args.model).name, "load_s": time.perf_counter() - t0, "steps": []}
+    sampling = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens)
+    try:
+        for step in range(args.steps):
+            t0 = time.perf_counter()
+            groups = engine.generate(prompt_ids, n=args.group, sampling=sampling, seed=args.seed + step)
+            seconds = time.perf_counter() - t0
+            comps = [list(c.token_ids) for g in groups for c in g]
+            rewards = verifier_rewards(tokenizer, comps, [g for _, g in asks], args.group)
+            entry = {
+                "step": step,
+                "rollout_tok_s": sum(len(c) for c in comps) / seconds,
+                "completions": len(comps),
+                "reward_mean": rewards.mean().item(),
+                "ended": sum(bool(c) and c[-1] in stops for c in comps) / len(comps),
+            }
+            log["steps"].append(entry)
+            print(json.dumps(entry), flush=True)
+    finally:
+        engine.close()
+    return log
+
+
+def summarize_vllm(log: dict, hf_tok_s: dict[str, float]) -> str:
+    steps = log["steps"][1:] or log["steps"]  # the first call includes warm-up (graphs, allocator)
+    mean = lambda key: sum(s[key] for s in steps) / len(steps)  # noqa: E731
+    beside = ", ".join(
+        f"{arm} {tok_s:.0f} tok/s ({mean('rollout_tok_s') / tok_s:.2f}x)" for arm, tok_s in hf_tok_s.items()
+    )
+    return (
+        f"[vllm] {log['model']}: loaded in {log['load_s']:.0f} s; rollout {mean('rollout_tok_s'):.0f} tok/s, "
+        f"reward {mean('reward_mean'):.3f}, ended {100 * mean('ended'):.0f}%"
+        + (f"; HF generate in the arms above: {beside}" if beside else "")
+    )
+
+
 def summarize(log: dict) -> str:
     steps = log["steps"][1:] or log["steps"]  # the first step includes warm-up (kernels, allocator)
     mean = lambda key: sum(s[key] for s in steps) / len(steps)  # noqa: E731
@@ -621,12 +693,31 @@ def main(argv: list[str] | None = None) -> int:
         barrier()
         leave_process_group()  # an exit with the group up can abort a rank after its work (SIGABRT)
         return 0
-    summaries = []
+    summaries, hf_tok_s = [], {}
     for arm in args.arm_list:
-        summaries.append(summarize(run(args, arm)))
+        log = run(args, arm)
+        steps = log["steps"][1:] or log["steps"]
+        hf_tok_s[arm] = sum(s["rollout_tok_s"] for s in steps) / len(steps)
+        summaries.append(summarize(log))
         print(summaries[-1], flush=True)
+        del log
         if args.device == "cuda":
             torch.cuda.empty_cache()  # the next arm's peaks start from an empty allocator
+    if args.vllm != "off":
+        try:
+            import vllm  # noqa: F401
+        except ImportError as exc:
+            if args.vllm == "on":
+                print(f"--vllm on but vllm does not import ({exc}); pip install 'rlvrflow[gpu]'", file=sys.stderr)
+                return 4
+            print(f"[vllm] skipped: vllm does not import ({exc})", flush=True)
+        else:
+            if not args.model:
+                print("[vllm] skipped: vLLM loads a saved model; give --model (a real one)", flush=True)
+            else:
+                device = torch.device("cuda" if args.device == "cuda" else "cpu")
+                summaries.append(summarize_vllm(vllm_rollouts(args, device), hf_tok_s))
+                print(summaries[-1], flush=True)
     try:
         import deepspeed  # noqa: F401
     except ImportError as exc:

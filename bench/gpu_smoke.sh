@@ -7,14 +7,16 @@
 # update tokens/s, the update's MFU (formula in bench/gpu_smoke.py's docstring; peak by GPU name or
 # --peak-tflops), peak memory of rollout and update, losses; exits non-zero on NaN/inf or any error.
 #
-# On the GPU machine, from the repository root (needs python with a CUDA torch; vLLM is not used;
-# transformers, peft and DeepSpeed come from the wheelhouse when missing):
+# On the GPU machine, from the repository root (needs python with a CUDA torch; transformers, peft and
+# DeepSpeed come from the wheelhouse when missing; vLLM is used where it is installed, with --model):
 #   bench/gpu_smoke.sh                          # everything; extra args go to bench/gpu_smoke.py
 #   bench/gpu_smoke.sh --steps 2 --deepspeed off --arms lora
 #   bench/gpu_smoke.sh --peak-tflops 756       # a GPU not in the script's table (here an H100 PCIe)
 #   bench/gpu_smoke.sh --model SmolLM2-135M-Instruct.Q4_1.gguf --deepspeed off --loop off
 #                                               # a real model (a HF folder, or a .gguf imported first: needs gguf),
 #                                               # prompted through its chat template, rewarded by the math verifier
+#                                               # (and, when vllm imports, the same rollouts through the
+#                                               # project's vLLM engine in bf16: tokens/s beside HF generate's)
 #   WHEELHOUSE=bench/out/wheels bench/gpu_smoke.sh   # first pip-installs missing deps from that folder, offline
 # On a dev box with a package index, to prepare that folder (~60 MB with the deepspeed source; give the
 # python version of the GPU box; nothing in it is torch):
