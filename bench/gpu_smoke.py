@@ -127,6 +127,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.arm_list = [a.strip() for a in args.arms.split(",") if a.strip()]
     if not args.arm_list or set(args.arm_list) - set(ARMS):
         p.error(f"--arms {args.arms!r}: pick from {','.join(ARMS)}")
+    if args.vllm == "on" and not args.model:
+        p.error("--vllm on needs --model: vLLM loads a saved model folder, and the random model is never saved")
     return args
 
 
@@ -523,9 +525,15 @@ def vllm_rollouts(args: argparse.Namespace, device) -> dict:
     return log
 
 
+def warm_mean(log: dict, key: str) -> float:
+    """The mean of `key` over a phase's steps after the first, which includes warm-up (kernels, graphs,
+    allocator); over the one step when there is only one."""
+    steps = log["steps"][1:] or log["steps"]
+    return sum(s[key] for s in steps) / len(steps)
+
+
 def summarize_vllm(log: dict, hf_tok_s: dict[str, float]) -> str:
-    steps = log["steps"][1:] or log["steps"]  # the first call includes warm-up (graphs, allocator)
-    mean = lambda key: sum(s[key] for s in steps) / len(steps)  # noqa: E731
+    mean = lambda key: warm_mean(log, key)  # noqa: E731
     beside = ", ".join(
         f"{arm} {tok_s:.0f} tok/s ({mean('rollout_tok_s') / tok_s:.2f}x)" for arm, tok_s in hf_tok_s.items()
     )
@@ -537,8 +545,7 @@ def summarize_vllm(log: dict, hf_tok_s: dict[str, float]) -> str:
 
 
 def summarize(log: dict) -> str:
-    steps = log["steps"][1:] or log["steps"]  # the first step includes warm-up (kernels, allocator)
-    mean = lambda key: sum(s[key] for s in steps) / len(steps)  # noqa: E731
+    mean = lambda key: warm_mean(log, key)  # noqa: E731
     top = lambda key: max(s[key] for s in log["steps"])  # noqa: E731
     mem = (
         f"peak mem rollout {top('rollout_peak_gib'):.2f} GiB, update {top('update_peak_gib'):.2f} GiB"
@@ -696,8 +703,7 @@ def main(argv: list[str] | None = None) -> int:
     summaries, hf_tok_s = [], {}
     for arm in args.arm_list:
         log = run(args, arm)
-        steps = log["steps"][1:] or log["steps"]
-        hf_tok_s[arm] = sum(s["rollout_tok_s"] for s in steps) / len(steps)
+        hf_tok_s[arm] = warm_mean(log, "rollout_tok_s")
         summaries.append(summarize(log))
         print(summaries[-1], flush=True)
         del log
