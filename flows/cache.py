@@ -404,4 +404,16 @@ def _lock_is_stale(lock: Path) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _exited(int(pid))
+
+
+def _exited(pid: int) -> bool:
+    """Whether `pid` is a zombie: it exited and its parent has not reaped it yet, so `kill(pid, 0)`
+    still succeeds. A killed build stays one under a parent that never waits for it, e.g. a process
+    that made itself a child subreaper (the verifier pool does). Read from /proc; where there is none,
+    the process counts as alive."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False

@@ -21,7 +21,11 @@ PY="${MLFLOW_PYTHON:-$ROOT/.venv/bin/python}"
 PIDFILE="$MLFLOW_HOME/server.pid"
 mkdir -p "$MLFLOW_HOME"
 
-pid_alive() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+# A process that exited but was not reaped yet (a zombie) still answers kill -0: it counts as stopped.
+# It stays a zombie when its parent is a Python process that made itself a child subreaper (the
+# verifier pool does, for the sandbox's orphans) and never waits for it.
+running() { kill -0 "$1" 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' "/proc/$1/status"; }
+pid_alive() { [ -f "$PIDFILE" ] && running "$(cat "$PIDFILE")"; }
 
 free_port() {
     "$PY" - <<'EOF'
@@ -64,8 +68,8 @@ cmd_stop() {  # SIGTERM the process group, then SIGKILL after 30 s
     if ! pid_alive; then rm -f "$PIDFILE"; echo "mlflow_local: not running"; return 0; fi
     local pid; pid="$(cat "$PIDFILE")"
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 "$pid" 2>/dev/null; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
+    for _ in $(seq 60); do running "$pid" || break; sleep 0.5; done
+    if running "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
     rm -f "$PIDFILE"
     echo "mlflow_local: stopped (pid $pid)"
 }

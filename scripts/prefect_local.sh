@@ -33,7 +33,11 @@ BIN="$ROOT/.venv/bin"
 export PATH="$BIN:$PATH"   # the worker runs flows under this Python
 mkdir -p "$PREFECT_HOME"
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A process that exited but was not reaped yet (a zombie) still answers kill -0: it counts as stopped.
+# It stays a zombie when its parent is a Python process that made itself a child subreaper (the
+# verifier pool does, for the sandbox's orphans) and never waits for it.
+running() { kill -0 "$1" 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' "/proc/$1/status"; }
+pid_alive() { [ -f "$1" ] && running "$(cat "$1")"; }
 
 start_bg() {  # start_bg NAME CMD...: own process group (set -m) so one signal stops it and its children
     local name="$1"; shift
@@ -51,8 +55,8 @@ stop_bg() {  # stop_bg NAME: SIGTERM the process group, then SIGKILL after 30 s
     if ! pid_alive "$pidfile"; then rm -f "$pidfile"; return 0; fi
     local pid; pid="$(cat "$pidfile")"
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 "$pid" 2>/dev/null; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
+    for _ in $(seq 60); do running "$pid" || break; sleep 0.5; done
+    if running "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
     rm -f "$pidfile"
     echo "prefect_local: $1 stopped (pid $pid)"
 }
