@@ -23,6 +23,9 @@ groups that came back all wrong, mixed and all right:
   the tier stage of the run next to the draws.jsonl (OUT/latest.json's report names it); left out
   when that run or its tiers are gone. A first draw's outcome against its offline count shows how far
   the policy has moved from the SFT model the tiers measured.
+- with the group size (`--group-size`, or the spec's under `run`), what screening each prompt with m
+  completions before the rest of its group would have saved, replayed on the logged groups
+  (`screen_replay`);
 A group is zero-variance on correctness when it is all wrong or all right; the run's own
 `zero_variance_fraction` counts reward ties, so a group all wrong but with mixed format rewards is
 mixed there and all wrong here.
@@ -170,6 +173,49 @@ def tables(
     return result
 
 
+def screen_replay(draws: list[dict], group_size: int) -> dict[str, dict[str, float]]:
+    """What screening would have saved on these groups: each prompt first sampled `m` times, and the
+    rest of its group only when those m disagree (SPEED-RL's two-phase sampling; DAPO filters after
+    the whole group). Replayed on the logged groups: a screen is m of the group's own completions drawn
+    without replacement, so a group with k of G right passes with chance 1 - (C(k,m) + C(G-k,m)) / C(G,m),
+    and a group that passes is mixed. What it cannot show: that the sampler and the policy would have
+    gone on the same way.
+
+    {"no screen" or "m of G": {"groups": prompts drawn, "screened out": share of them, "mixed lost":
+    share of the groups mixed over G that the screen throws away, "wasted rollouts": share of the
+    rollouts spent on prompts that add nothing to an update, "rollouts per group trained": rollouts per
+    mixed group kept}}
+    """
+    from math import comb
+
+    g = group_size
+    ks = [round(d["rate"] * g) for d in draws]
+    mixed = [0 < k < g for k in ks]
+    n = max(1, len(ks))
+    out = {
+        "no screen": {
+            "groups": len(ks),
+            "screened out": 0.0,
+            "mixed lost": 0.0,
+            "wasted rollouts": round(1 - sum(mixed) / n, 3),
+            "rollouts per group trained": round(g * len(ks) / max(1, sum(mixed)), 2),
+        }
+    }
+    for m in range(2, g):
+        flat = [(comb(k, m) + comb(g - k, m)) / comb(g, m) for k in ks]
+        dropped = sum(flat)
+        kept = len(ks) - dropped  # every group that passes its screen is mixed
+        cost = dropped * m + kept * g
+        out[f"{m} of {g}"] = {
+            "groups": len(ks),
+            "screened out": round(dropped / n, 3),
+            "mixed lost": round(sum(f for f, x in zip(flat, mixed) if x) / max(1, sum(mixed)), 3),
+            "wasted rollouts": round(dropped * m / max(cost, 1e-9), 3),
+            "rollouts per group trained": round(cost / max(kept, 1e-9), 2),
+        }
+    return out
+
+
 def print_tables(path: Path, draws: list[dict], group_size: int | None = None) -> dict:
     result = tables(draws, offline_counts(path), group_size)
     flat = sum(outcome(d["rate"]) != "mixed" for d in draws)
@@ -192,6 +238,14 @@ def print_tables(path: Path, draws: list[dict], group_size: int | None = None) -
                 + "".join(f"{r[o]:>11.2f}" for o in OUTCOMES)
                 + (f"{chance:>21.2f}" if chance is not None else "")
             )
+    if group_size and draws:
+        replay = screen_replay(draws, group_size)
+        result["screen, replayed"] = replay
+        cols = ("screened out", "mixed lost", "wasted rollouts", "rollouts per group trained")
+        print("  a screen of m completions before the rest of the group, replayed on these groups:")
+        print(f"    {'':<30}" + "".join(f"{c:>28}" for c in cols))
+        for key, r in replay.items():
+            print(f"    {key:<30}" + "".join(f"{r[c]:>28.2f}" for c in cols))
     return result
 
 
@@ -209,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         metavar="G",
         help="the run's training.grpo.num_generations: adds, to the offline table, the share of groups "
-        "that would come back mixed if the policy were still the tiered model",
+        "that would come back mixed if the policy were still the tiered model, and the screening replay",
     )
     args = ap.parse_args(argv)
     if args.cmd == "table":

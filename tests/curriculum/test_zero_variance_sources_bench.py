@@ -125,3 +125,45 @@ def test_the_offline_table_reads_the_tiers_of_the_run_beside_the_draws(bench, tm
     a, b = beta_from_counts([(2, 4), (0, 4)])
     assert t["2/4, first"]["mixed if unchanged"] == round(mixed_chance(2, 4, a, b, 6), 3)
     assert t["2/4, first"]["mixed if unchanged"] > t["0/4, first"]["mixed if unchanged"]
+
+
+def test_the_screen_replay_counts_every_subset_a_screen_could_have_drawn(bench, capsys, tmp_path):
+    """A group all wrong, one all right and one with 2 of 4 right, screened with m of its completions.
+    The expected figures come from enumerating the screens, not from the bench's closed form."""
+    from itertools import combinations
+
+    draws = [
+        {"batch": 1, "id": "p", "category": "a", "tier": "learnable", "rate": 0.0},
+        {"batch": 1, "id": "q", "category": "a", "tier": "learnable", "rate": 1.0},
+        {"batch": 2, "id": "r", "category": "a", "tier": "learnable", "rate": 0.5},
+    ]
+    replay = bench.screen_replay(draws, group_size=4)
+    assert replay["no screen"] == {
+        "groups": 3,
+        "screened out": 0.0,
+        "mixed lost": 0.0,
+        "wasted rollouts": round(2 / 3, 3),
+        "rollouts per group trained": 12.0,
+    }
+    assert set(replay) == {"no screen", "2 of 4", "3 of 4"}
+    for m in (2, 3):
+        group = [True, True, False, False]  # the mixed group's completions, right or wrong
+        screens = list(combinations(group, m))
+        flat = sum(len(set(s)) == 1 for s in screens) / len(screens)  # 1/3 of the pairs, no triple
+        dropped, kept = 2 + flat, 1 - flat  # the two flat groups never pass
+        cost = dropped * m + kept * 4
+        assert replay[f"{m} of 4"] == {
+            "groups": 3,
+            "screened out": round(dropped / 3, 3),
+            "mixed lost": round(flat / 1, 3),  # of the one mixed group
+            "wasted rollouts": round(dropped * m / cost, 3),
+            "rollouts per group trained": round(cost / kept, 2),
+        }
+    # a screen of 3 of 4 keeps every mixed group: 10 rollouts per group trained against 12
+    assert replay["3 of 4"]["rollouts per group trained"] == 10.0
+
+    (tmp_path / "draws.jsonl").write_text("".join(json.dumps(d) + "\n" for d in draws))
+    result = bench.print_tables(tmp_path / "draws.jsonl", draws, group_size=4)
+    assert result["screen, replayed"] == replay
+    assert "a screen of m completions" in capsys.readouterr().out
+    assert "screen, replayed" not in bench.print_tables(tmp_path / "draws.jsonl", draws)
