@@ -25,7 +25,7 @@ groups that came back all wrong, mixed and all right:
   the policy has moved from the SFT model the tiers measured.
 - with the group size (`--group-size`, or the spec's under `run`), what screening each prompt with m
   completions before the rest of its group would have saved, replayed on the logged groups
-  (`screen_replay`);
+  (`screen_replay`).
 A group is zero-variance on correctness when it is all wrong or all right; the run's own
 `zero_variance_fraction` counts reward ties, so a group all wrong but with mixed format rewards is
 mixed there and all wrong here.
@@ -190,6 +190,12 @@ def screen_replay(draws: list[dict], group_size: int) -> dict[str, dict[str, flo
 
     g = group_size
     ks = [round(d["rate"] * g) for d in draws]
+    for d, k in zip(draws, ks):
+        if abs(d["rate"] * g - k) > 1e-6:
+            raise SystemExit(
+                f"a group of prompt {d['id']} (draw {d['batch']}) had {d['rate']:.4f} of its completions right, "
+                f"which is not k of {g}: give --group-size the run's training.grpo.num_generations"
+            )
     mixed = [0 < k < g for k in ks]
     n = max(1, len(ks))
     out = {
@@ -198,7 +204,7 @@ def screen_replay(draws: list[dict], group_size: int) -> dict[str, dict[str, flo
             "screened out": 0.0,
             "mixed lost": 0.0,
             "wasted rollouts": round(1 - sum(mixed) / n, 3),
-            "rollouts per group trained": round(g * len(ks) / max(1, sum(mixed)), 2),
+            "rollouts per group trained": round(g * len(ks) / sum(mixed), 2) if any(mixed) else float("inf"),
         }
     }
     for m in range(2, g):
@@ -210,8 +216,8 @@ def screen_replay(draws: list[dict], group_size: int) -> dict[str, dict[str, flo
             "groups": len(ks),
             "screened out": round(dropped / n, 3),
             "mixed lost": round(sum(f for f, x in zip(flat, mixed) if x) / max(1, sum(mixed)), 3),
-            "wasted rollouts": round(dropped * m / max(cost, 1e-9), 3),
-            "rollouts per group trained": round(cost / max(kept, 1e-9), 2),
+            "wasted rollouts": round(dropped * m / cost, 3),
+            "rollouts per group trained": round(cost / kept, 2) if any(mixed) else float("inf"),
         }
     return out
 

@@ -25,6 +25,9 @@ mkdir -p "$MLFLOW_HOME"
 # It stays a zombie when its parent is a Python process that made itself a child subreaper (the
 # verifier pool does, for the sandbox's orphans) and never waits for it.
 running() { kill -0 "$1" 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' "/proc/$1/status"; }
+# Whether the process group PGID (a server started under set -m leads its own) has a member that is
+# not a zombie: its leader may be gone while a child it started still runs.
+group_running() { ps -eo pgid=,stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {found = 1} END {exit !found}'; }
 pid_alive() { [ -f "$PIDFILE" ] && running "$(cat "$PIDFILE")"; }
 
 free_port() {
@@ -65,11 +68,13 @@ cmd_start() {
 }
 
 cmd_stop() {  # SIGTERM the process group, then SIGKILL after 30 s
-    if ! pid_alive; then rm -f "$PIDFILE"; echo "mlflow_local: not running"; return 0; fi
-    local pid; pid="$(cat "$PIDFILE")"
+    local pid; pid="$(cat "$PIDFILE" 2>/dev/null || true)"
+    if [ -z "$pid" ] || ! { running "$pid" || group_running "$pid"; }; then
+        rm -f "$PIDFILE"; echo "mlflow_local: not running"; return 0
+    fi
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 60); do running "$pid" || break; sleep 0.5; done
-    if running "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
+    for _ in $(seq 60); do running "$pid" || group_running "$pid" || break; sleep 0.5; done
+    if running "$pid" || group_running "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
     rm -f "$PIDFILE"
     echo "mlflow_local: stopped (pid $pid)"
 }

@@ -37,6 +37,9 @@ mkdir -p "$PREFECT_HOME"
 # It stays a zombie when its parent is a Python process that made itself a child subreaper (the
 # verifier pool does, for the sandbox's orphans) and never waits for it.
 running() { kill -0 "$1" 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' "/proc/$1/status"; }
+# Whether the process group PGID (a server started under set -m leads its own) has a member that is
+# not a zombie: its leader may be gone while a child it started still runs.
+group_running() { ps -eo pgid=,stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {found = 1} END {exit !found}'; }
 pid_alive() { [ -f "$1" ] && running "$(cat "$1")"; }
 
 start_bg() {  # start_bg NAME CMD...: own process group (set -m) so one signal stops it and its children
@@ -52,11 +55,11 @@ start_bg() {  # start_bg NAME CMD...: own process group (set -m) so one signal s
 
 stop_bg() {  # stop_bg NAME: SIGTERM the process group, then SIGKILL after 30 s
     local pidfile="$PREFECT_HOME/$1.pid"
-    if ! pid_alive "$pidfile"; then rm -f "$pidfile"; return 0; fi
-    local pid; pid="$(cat "$pidfile")"
+    local pid; pid="$(cat "$pidfile" 2>/dev/null || true)"
+    if [ -z "$pid" ] || ! { running "$pid" || group_running "$pid"; }; then rm -f "$pidfile"; return 0; fi
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 60); do running "$pid" || break; sleep 0.5; done
-    if running "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
+    for _ in $(seq 60); do running "$pid" || group_running "$pid" || break; sleep 0.5; done
+    if running "$pid" || group_running "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; fi
     rm -f "$pidfile"
     echo "prefect_local: $1 stopped (pid $pid)"
 }

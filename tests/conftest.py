@@ -149,3 +149,35 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def wait_until_zombie(pid: int, limit_s: float = 10.0) -> None:
+    """Wait until child `pid` has exited and is left unreaped (Linux /proc); fail after `limit_s`."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text():
+        if time.monotonic() > deadline:
+            pytest.fail(f"process {pid} did not exit within {limit_s} s")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def await_zombie():
+    """wait_until_zombie, for a test that makes its own exited child."""
+    return wait_until_zombie
+
+
+@pytest.fixture
+def zombie():
+    """The pid of a child of this process that has exited and is not reaped until the test ends: it
+    still answers kill(pid, 0), as a server does whose parent never waits for it."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    try:
+        wait_until_zombie(child.pid)
+        os.kill(child.pid, 0)
+        yield child.pid
+    finally:
+        child.wait()

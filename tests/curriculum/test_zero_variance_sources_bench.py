@@ -128,7 +128,7 @@ def test_the_offline_table_reads_the_tiers_of_the_run_beside_the_draws(bench, tm
 
 
 def test_the_screen_replay_counts_every_subset_a_screen_could_have_drawn(bench, capsys, tmp_path):
-    """A group all wrong, one all right and one with 2 of 4 right, screened with m of its completions.
+    """Groups of 4: all wrong, all right, 2 right and 1 right, screened with m of their completions.
     The expected figures come from enumerating the screens, not from the bench's closed form."""
     from itertools import combinations
 
@@ -136,34 +136,44 @@ def test_the_screen_replay_counts_every_subset_a_screen_could_have_drawn(bench, 
         {"batch": 1, "id": "p", "category": "a", "tier": "learnable", "rate": 0.0},
         {"batch": 1, "id": "q", "category": "a", "tier": "learnable", "rate": 1.0},
         {"batch": 2, "id": "r", "category": "a", "tier": "learnable", "rate": 0.5},
+        {"batch": 2, "id": "s", "category": "a", "tier": "learnable", "rate": 0.25},
     ]
     replay = bench.screen_replay(draws, group_size=4)
     assert replay["no screen"] == {
-        "groups": 3,
+        "groups": 4,
         "screened out": 0.0,
         "mixed lost": 0.0,
-        "wasted rollouts": round(2 / 3, 3),
-        "rollouts per group trained": 12.0,
+        "wasted rollouts": 0.5,
+        "rollouts per group trained": 8.0,
     }
     assert set(replay) == {"no screen", "2 of 4", "3 of 4"}
     for m in (2, 3):
-        group = [True, True, False, False]  # the mixed group's completions, right or wrong
-        screens = list(combinations(group, m))
-        flat = sum(len(set(s)) == 1 for s in screens) / len(screens)  # 1/3 of the pairs, no triple
-        dropped, kept = 2 + flat, 1 - flat  # the two flat groups never pass
-        cost = dropped * m + kept * 4
+        flat = []  # each mixed group's chance that its screen is all right or all wrong
+        for group in ([True, True, False, False], [True, False, False, False]):
+            screens = list(combinations(group, m))
+            flat.append(sum(len(set(s)) == 1 for s in screens) / len(screens))
+        dropped = 2 + sum(flat)  # the two flat groups never pass
+        kept = 4 - dropped
+        rollouts = dropped * m + kept * 4  # a screened-out prompt costs its m, a kept one its whole group
         assert replay[f"{m} of 4"] == {
-            "groups": 3,
-            "screened out": round(dropped / 3, 3),
-            "mixed lost": round(flat / 1, 3),  # of the one mixed group
-            "wasted rollouts": round(dropped * m / cost, 3),
-            "rollouts per group trained": round(cost / kept, 2),
+            "groups": 4,
+            "screened out": round(dropped / 4, 3),
+            "mixed lost": round(sum(flat) / 2, 3),
+            "wasted rollouts": round(dropped * m / rollouts, 3),
+            "rollouts per group trained": round(rollouts / kept, 2),
         }
-    # a screen of 3 of 4 keeps every mixed group: 10 rollouts per group trained against 12
-    assert replay["3 of 4"]["rollouts per group trained"] == 10.0
+    # by hand: pairs of the 1-right group are flat 3 times in 6, of the 2-right one 2 in 6; no triple of
+    # the 2-right group is flat, 1 in 4 of the 1-right one
+    assert replay["2 of 4"]["mixed lost"] == round((2 / 6 + 3 / 6) / 2, 3)
+    assert replay["3 of 4"]["rollouts per group trained"] == round((2.25 * 3 + 1.75 * 4) / 1.75, 2)
 
     (tmp_path / "draws.jsonl").write_text("".join(json.dumps(d) + "\n" for d in draws))
     result = bench.print_tables(tmp_path / "draws.jsonl", draws, group_size=4)
     assert result["screen, replayed"] == replay
     assert "a screen of m completions" in capsys.readouterr().out
     assert "screen, replayed" not in bench.print_tables(tmp_path / "draws.jsonl", draws)
+    # a group size the rates do not fit (1 of 4 right is no k of 6) is the user's mistake, named
+    with pytest.raises(SystemExit, match="prompt s .*not k of 6.*num_generations"):
+        bench.screen_replay(draws, group_size=6)
+    # nothing mixed: no group is ever trained
+    assert bench.screen_replay(draws[:2], group_size=4)["3 of 4"]["rollouts per group trained"] == float("inf")
