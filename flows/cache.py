@@ -404,16 +404,8 @@ def _lock_is_stale(lock: Path) -> bool:
         return True
     except PermissionError:
         return False
-    return _exited(int(pid))
+    # a zombie (exited, not reaped: e.g. a killed build under a parent that made itself a child subreaper,
+    # as the verifier pool does) still answers kill(pid, 0); where /proc cannot tell, the holder lives
+    from rlvrflow.verifiers.code.processes import zombie
 
-
-def _exited(pid: int) -> bool:
-    """Whether `pid` is a zombie: it exited and its parent has not reaped it yet, so `kill(pid, 0)`
-    still succeeds. A killed build stays one under a parent that never waits for it, e.g. a process
-    that made itself a child subreaper (the verifier pool does). Read from /proc; where there is none,
-    the process counts as alive."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+    return zombie(int(pid), unreadable=False)

@@ -60,6 +60,7 @@ def test_mlflow_local_stops_a_live_child_whose_group_leader_is_a_zombie(tmp_path
     finally:
         try:
             os.kill(child, 9)
-        except ProcessLookupError:
+            os.waitpid(child, os.WNOHANG)  # reparented to this process when it is a child subreaper
+        except (ProcessLookupError, ChildProcessError):
             pass
         leader.wait()

@@ -111,9 +111,12 @@ def wait_namespace_gone(info: bytes, limit_s: float = 10.0) -> None:
         time.sleep(0.001)
 
 
-def zombie(pid: int) -> bool:
+def zombie(pid: int, unreadable: bool = True) -> bool:
+    """Whether `pid` has exited and its parent has not reaped it yet (it still answers kill(pid, 0)),
+    read from /proc/PID/stat; `unreadable` when that cannot be read: the process is gone, or there is
+    no /proc."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except (OSError, IndexError):
-        return True
+        return unreadable
